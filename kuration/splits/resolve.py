@@ -1,0 +1,207 @@
+"""Resolving selectors against a universe: the one resolver every caller goes through.
+
+``resolve_selectors`` turns one stage's selector list into samples: each selector is
+resolved to row positions, and the stage is their order-preserving union with
+first-occurrence dedup on ``uid`` (the Cuvis.AI semantics). A top-level selector that
+matches nothing raises, so a typo fails loudly instead of silently shrinking a split.
+Inside a set operation an empty operand is meaningful (``except`` subtracts whatever is
+there) and does not raise.
+
+Positions, not ``SampleRef`` objects, flow through the algebra: each kind maps to numpy
+operations over the universe's columns. Source-level kinds (``files``, ``stems``,
+``glob``, ``file_indices``) look only at the distinct sources, never at every row.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import re
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from kuration.errors import SelectorError
+from kuration.splits.sample_ref import SampleRef
+from kuration.splits.selectors import Selector, SelectorKind, expand_ids, required_attrs_of
+from kuration.splits.universe import Universe
+
+logger = logging.getLogger(__name__)
+
+
+def normalize_source_for_match(path: str) -> str:
+    """How a selector's source and a universe source are compared (never identity).
+
+    A ``splits.json`` authored on Windows must select the same files on a posix server:
+    backslashes are separators, ``.`` / ``..`` collapse lexically, and Windows-looking
+    paths (a drive letter or backslashes) compare case-insensitively.
+    """
+    windowsish = bool(re.match(r"[A-Za-z]:[/\\]", path)) or "\\" in path
+    normalized = posixpath.normpath(path.replace("\\", "/"))
+    return normalized.casefold() if windowsish else normalized
+
+
+class _Resolver:
+    """Resolves selectors over one universe, caching the lookups they share."""
+
+    def __init__(self, universe: Universe, name_to_id: Mapping[str, int] | None) -> None:
+        self.universe = universe
+        self.n = len(universe)
+        self._name_to_id = name_to_id
+        self._norm_sources: dict[str, list[int]] | None = None
+
+    def source_codes_for(self, path: str) -> list[int]:
+        if self._norm_sources is None:
+            table: dict[str, list[int]] = {}
+            for code, name in enumerate(self.universe.source_names):
+                table.setdefault(normalize_source_for_match(name), []).append(code)
+            self._norm_sources = table
+        return self._norm_sources.get(normalize_source_for_match(path), [])
+
+    def resolve(self, sel: Selector) -> np.ndarray:
+        kind = sel.kind
+        u = self.universe
+        if kind is SelectorKind.ALL:
+            return np.arange(self.n, dtype=np.int64)
+        if kind is SelectorKind.FILES:
+            found = {p: self.source_codes_for(p) for p in sel.paths}
+            _warn_partial(sel, [p for p, codes in found.items() if not codes], len(found), "source")
+            return u.rows_of_sources(sorted({c for codes in found.values() for c in codes}))
+        if kind is SelectorKind.FILE_INDICES:
+            wanted = np.unique(np.asarray(expand_ids(sel.ids, what=f"selector {sel.describe()}"), np.int64))
+            rows = u.rows_of_sources(self.source_codes_for(sel.source or ""))
+            hit = rows[np.isin(u.indices[rows], wanted)]
+            if len(hit):
+                missing = np.setdiff1d(wanted, u.indices[hit])
+                _warn_partial(sel, missing.tolist(), len(wanted), "index")
+            return hit
+        if kind is SelectorKind.DIR_INDICES:
+            positions = np.asarray(expand_ids(sel.ids, what=f"selector {sel.describe()}"), np.int64)
+            out_of_range = positions[positions >= self.n]
+            if len(out_of_range):
+                shown = out_of_range[:10].tolist()
+                raise SelectorError(
+                    f"dir_indices positions {shown}{' ...' if len(out_of_range) > 10 else ''} out of range "
+                    f"(universe size {self.n}, valid positions 0-{self.n - 1})"
+                )
+            return _first_occurrences(positions)
+        if kind is SelectorKind.STEMS:
+            wanted_stems = set(sel.stems)
+            stems = u.stems()
+            return u.rows_of_sources([c for c, stem in enumerate(stems) if stem in wanted_stems])
+        if kind is SelectorKind.GLOB:
+            return u.rows_of_sources(u.glob_source_codes(sel.pattern or ""))
+        if kind is SelectorKind.TAG:
+            attrs = u.attributes(frozenset({"tags"}))
+            return np.flatnonzero(attrs.rows_with_tags(sel.any_of, self.n))
+        if kind is SelectorKind.CATEGORIES:
+            attrs = u.attributes(frozenset({"category_ids"}))
+            name_to_id = self._name_to_id if self._name_to_id is not None else attrs.name_to_id
+            if not name_to_id:
+                raise SelectorError(
+                    f"a 'categories' selector ({sel.describe()}) needs category names, but this universe has "
+                    "no annotation files with COCO categories; give rows an 'annotation' or pass name_to_id"
+                )
+            unknown = [name for name in sel.any_of if name not in name_to_id]
+            if unknown:
+                raise SelectorError(
+                    f"unknown category name(s) {unknown} in selector ({sel.describe()}); "
+                    f"categories in this universe: {sorted(name_to_id)}"
+                )
+            return np.flatnonzero(attrs.rows_with_categories([name_to_id[n] for n in sel.any_of], self.n))
+        parts = [self.resolve(child) for child in sel.of]
+        if kind is SelectorKind.UNION:
+            return _first_occurrences(np.concatenate(parts))
+        first = _first_occurrences(parts[0])
+        others = [self._mask(p) for p in parts[1:]]
+        if kind is SelectorKind.EXCEPT:
+            remove = np.logical_or.reduce(others)
+            return first[~remove[first]]
+        keep = np.logical_and.reduce(others)
+        return first[keep[first]]
+
+    def _mask(self, positions: np.ndarray) -> np.ndarray:
+        mask = np.zeros(self.n, dtype=bool)
+        mask[positions] = True
+        return mask
+
+
+def _first_occurrences(positions: np.ndarray) -> np.ndarray:
+    """``positions`` with repeats removed, keeping each value's first occurrence in order."""
+    if len(positions) < 2:
+        return positions.astype(np.int64, copy=False)
+    _, first = np.unique(positions, return_index=True)
+    if len(first) == len(positions):
+        return positions.astype(np.int64, copy=False)
+    return positions[np.sort(first)].astype(np.int64, copy=False)
+
+
+def _warn_partial(sel: Selector, missing: list, requested: int, noun: str) -> None:
+    """Some but not all of what the selector names exist: warn, naming what is missing.
+
+    Matching nothing is left to the caller (it raises at top level; inside ``except`` it
+    is legitimate). Matching part silently would train on less than the file asks for.
+    """
+    if not missing or len(missing) == requested:
+        return
+    shown = ", ".join(str(m) for m in missing[:20]) + (" ..." if len(missing) > 20 else "")
+    where = f" of {sel.source!r}" if sel.source else ""
+    logger.warning(
+        "selector '%s'%s matched %d of %d requested %s(es); missing %s: %s",
+        sel.kind.value, where, requested - len(missing), requested, noun, noun, shown,
+    )
+
+
+def resolve_positions(
+    selectors: Sequence[Selector],
+    universe: Universe,
+    *,
+    name_to_id: Mapping[str, int] | None = None,
+    stage: str | None = None,
+) -> np.ndarray:
+    """Row positions a stage's selectors pick: unioned in order, first occurrence kept."""
+    resolver = _Resolver(universe, name_to_id)
+    parts: list[np.ndarray] = []
+    for i, sel in enumerate(selectors):
+        if not isinstance(sel, Selector):
+            raise SelectorError(f"{stage or 'selectors'}[{i}]: expected a Selector, got {sel!r}")
+        matched = resolver.resolve(sel)
+        if len(matched) == 0:
+            raise SelectorError(
+                f"{stage + ' ' if stage else ''}selector #{i} ({sel.describe()}) matched 0 samples in a universe "
+                f"of {len(universe)} samples from {len(universe.source_names)} sources; check the names against "
+                "the universe, or remove the selector"
+            )
+        parts.append(matched)
+    if not parts:
+        return np.empty(0, np.int64)
+    return _first_occurrences(np.concatenate(parts))
+
+
+def resolve_selectors(
+    selectors: Sequence[Selector],
+    refs: Sequence[SampleRef] | Universe,
+    *,
+    name_to_id: Mapping[str, int] | None = None,
+) -> list[SampleRef]:
+    """Resolve one stage's selector list to samples (order-preserving union, dedup by uid).
+
+    ``refs`` is the universe in canonical order: a :class:`Universe`, or a list of
+    ``SampleRef`` whose tags / category ids are already populated (the objects returned
+    are then the very objects passed in). Raises :class:`SelectorError` on a selector
+    matching zero samples, an out-of-range ``dir_indices`` position, or an unknown
+    category name.
+    """
+    if isinstance(refs, Universe):
+        positions = resolve_positions(selectors, refs, name_to_id=name_to_id)
+        return refs.refs(positions, attrs=required_attrs_of(selectors))
+    ref_list = list(refs)
+    positions = resolve_positions(selectors, Universe.from_refs(ref_list, name_to_id=name_to_id), name_to_id=name_to_id)
+    return [ref_list[p] for p in positions.tolist()]
+
+
+def required_attrs(cfg_or_selectors) -> frozenset[str]:
+    """Which lazily loaded attributes a ``DataSplitConfig`` or selector list needs."""
+    if hasattr(cfg_or_selectors, "all_selectors"):
+        return cfg_or_selectors.required_attrs()
+    return required_attrs_of(cfg_or_selectors)

@@ -1,0 +1,61 @@
+"""``SampleRef``: one addressable sample of the universe, and its identity.
+
+A sample is one read position (``index``) within one logical ``source`` (a recording,
+an episode file). Its identity is ``uid = "source#index"``; tags and category ids are
+metadata and never part of identity, so populating them lazily cannot change which
+sample a ref is. ``group`` is the leakage-grouping key and defaults to the source.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+
+
+def posix_source(source: str) -> str:
+    """Normalize a source id to posix separators, the form identities are compared in."""
+    return str(source).replace("\\", "/")
+
+
+def source_stem(source: str) -> str:
+    """The filename stem of a source (``runs/day1/flight_03.parquet`` -> ``flight_03``)."""
+    name = posixpath.basename(posix_source(source))
+    stem, dot, _ = name.rpartition(".")
+    return stem if dot and stem else name
+
+
+@dataclass(frozen=True, slots=True)
+class SampleRef:
+    """One sample of the universe.
+
+    ``materialized_path`` and ``format`` are where the sample physically lives and a
+    provenance hint; like tags they are not identity.
+    """
+
+    source: str
+    index: int
+    stem: str = ""
+    annotation: str | None = None
+    group: str | None = None
+    tags: tuple[str, ...] = ()
+    category_ids: tuple[int, ...] = ()
+    materialized_path: str | None = None
+    format: str | None = None
+    uid: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        source = posix_source(self.source)
+        if not source:
+            raise ValueError("SampleRef.source must be a non-empty string")
+        if isinstance(self.index, bool) or not isinstance(self.index, int) or self.index < 0:
+            raise ValueError(
+                f"SampleRef.index must be a non-negative int, got {self.index!r} for source {source!r}"
+            )
+        object.__setattr__(self, "source", source)
+        if not self.stem:
+            object.__setattr__(self, "stem", source_stem(source))
+        if self.group is None or self.group == "":
+            object.__setattr__(self, "group", source)
+        object.__setattr__(self, "tags", tuple(self.tags))
+        object.__setattr__(self, "category_ids", tuple(int(c) for c in self.category_ids))
+        object.__setattr__(self, "uid", f"{source}#{self.index}")

@@ -1,0 +1,572 @@
+"""The sample universe: every addressable sample, in canonical order, stored as columns.
+
+A ``Universe`` behaves as a read-only ``Sequence[SampleRef]`` (what the seed's functions
+take), but keeps its rows as numpy columns: a source code and an index per row, a group
+code per row, and optional provenance columns. Selector resolution and the leakage check
+work on row positions over these columns, which is what lets a million-sample universe
+resolve in well under a second; ``SampleRef`` objects are built only for rows a caller
+actually reads.
+
+Canonical order is ``(source, index)`` with sources compared as posix strings, so
+resolution and :func:`universe_hash` agree across machines. A universe built from a list
+of refs keeps the list's order (that order is the caller's canonical order).
+
+Tags and category ids are loaded lazily, and only when a selector or constraint needs
+them: see :class:`SampleAttributes` and the two loaders below.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, overload
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kuration import storage
+from kuration.errors import UniverseError
+from kuration.splits.sample_ref import SampleRef, posix_source, source_stem
+
+logger = logging.getLogger(__name__)
+
+ATTRIBUTE_NAMES = frozenset({"tags", "category_ids"})
+NORMAL_TAG = "normal"
+ANOMALOUS_TAG = "anomalous"
+
+
+@dataclass(frozen=True)
+class SampleAttributes:
+    """Tags and category ids of every row, as (row, value) pairs.
+
+    ``loaded`` says which attributes were actually loaded; a constraint that needs one
+    that was not must report ``unavailable``, never ``satisfied``.
+    """
+
+    loaded: frozenset[str]
+    tag_names: tuple[str, ...] = ()
+    tag_rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    tag_codes: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    category_rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    category_ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    name_to_id: Mapping[str, int] | None = None
+
+    def rows_with_tags(self, names: Sequence[str], n_rows: int) -> np.ndarray:
+        wanted = [i for i, name in enumerate(self.tag_names) if name in set(names)]
+        mask = np.zeros(n_rows, dtype=bool)
+        mask[self.tag_rows[np.isin(self.tag_codes, wanted)]] = True
+        return mask
+
+    def rows_with_categories(self, ids: Sequence[int], n_rows: int) -> np.ndarray:
+        mask = np.zeros(n_rows, dtype=bool)
+        mask[self.category_rows[np.isin(self.category_ids, list(ids))]] = True
+        return mask
+
+    def anomalous_rows(self, n_rows: int) -> np.ndarray:
+        """Rows carrying any category other than 0 (background)."""
+        mask = np.zeros(n_rows, dtype=bool)
+        mask[self.category_rows[self.category_ids != 0]] = True
+        return mask
+
+    def tags_of(self, row: int) -> tuple[str, ...]:
+        return tuple(self.tag_names[c] for c in self.tag_codes[self.tag_rows == row])
+
+    def categories_of(self, row: int) -> tuple[int, ...]:
+        return tuple(int(c) for c in self.category_ids[self.category_rows == row])
+
+
+class AttributeLoader(Protocol):
+    """Supplies tags / category ids for a universe's rows, only those asked for."""
+
+    def load(self, universe: Universe, required: frozenset[str]) -> SampleAttributes: ...
+
+
+class PreloadedAttributes:
+    """Attributes already carried on ``SampleRef`` objects (a universe built from refs)."""
+
+    def __init__(
+        self,
+        tags: Sequence[Sequence[str]],
+        category_ids: Sequence[Sequence[int]],
+        *,
+        name_to_id: Mapping[str, int] | None = None,
+    ) -> None:
+        self._tags = tags
+        self._categories = category_ids
+        self._name_to_id = dict(name_to_id) if name_to_id is not None else None
+
+    def load(self, universe: Universe, required: frozenset[str]) -> SampleAttributes:
+        return _pairs_to_attributes(
+            required, self._tags if "tags" in required else None,
+            self._categories if "category_ids" in required else None, self._name_to_id,
+        )
+
+
+class CocoAnnotationAttributes:
+    """Reads each row's ``annotation`` file as COCO JSON, once per file, on demand.
+
+    A row's ``index`` is its COCO ``image_id``. ``category_ids`` are the categories of
+    that image's annotations. Tags follow Cuvis.AI (``anomalous`` when the image has a
+    non-background category, ``normal`` otherwise, and ``normal`` for rows without an
+    annotation file), plus any ``tags`` list the COCO image entry carries.
+    """
+
+    def __init__(self, *, name_to_id: Mapping[str, int] | None = None) -> None:
+        self._explicit_names = dict(name_to_id) if name_to_id is not None else None
+
+    def load(self, universe: Universe, required: frozenset[str]) -> SampleAttributes:
+        n = len(universe)
+        tags: list[list[str]] = [[] for _ in range(n)] if "tags" in required else []
+        cats: list[list[int]] = [[] for _ in range(n)] if "category_ids" in required else []
+        name_to_id: dict[str, int] = dict(self._explicit_names or {})
+        annotations = universe.annotation_column
+        rows_by_file: dict[str, list[int]] = {}
+        if annotations is not None:
+            for row, ann in enumerate(annotations):
+                if ann:
+                    rows_by_file.setdefault(ann, []).append(row)
+        for ann, rows in rows_by_file.items():
+            image_cats, image_tags, names = _read_coco(ann)
+            for name, cid in names.items():
+                if name_to_id.get(name, cid) != cid and self._explicit_names is None:
+                    raise UniverseError(
+                        f"{ann}: category {name!r} has id {cid}, but another annotation file gives it "
+                        f"id {name_to_id[name]}; category names must map to one id across the universe"
+                    )
+                name_to_id.setdefault(name, cid)
+            for row in rows:
+                image_id = int(universe.indices[row])
+                found = image_cats.get(image_id, ())
+                if cats:
+                    cats[row] = sorted(found)
+                if tags:
+                    derived = ANOMALOUS_TAG if any(c != 0 for c in found) else NORMAL_TAG
+                    tags[row] = [derived, *image_tags.get(image_id, ())]
+        if tags:
+            for row in range(n):
+                if not tags[row]:
+                    tags[row] = [NORMAL_TAG]
+        return _pairs_to_attributes(
+            required, tags or None, cats or None, name_to_id if (name_to_id or rows_by_file) else None
+        )
+
+
+def _read_coco(url: str) -> tuple[dict[int, set[int]], dict[int, list[str]], dict[str, int]]:
+    try:
+        doc = json.loads(storage.read_bytes(url))
+    except FileNotFoundError:
+        raise UniverseError(f"annotation file not found: {url}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UniverseError(f"annotation file {url} is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise UniverseError(f"annotation file {url}: expected a COCO JSON object")
+    image_cats: dict[int, set[int]] = {}
+    image_tags: dict[int, list[str]] = {}
+    try:
+        for i, ann in enumerate(doc.get("annotations", [])):
+            image_cats.setdefault(int(ann["image_id"]), set()).add(int(ann["category_id"]))
+        for img in doc.get("images", []):
+            if img.get("tags"):
+                image_tags[int(img["id"])] = [str(t) for t in img["tags"]]
+        names = {str(c["name"]): int(c["id"]) for c in doc.get("categories", [])}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UniverseError(f"annotation file {url}: malformed COCO entry ({exc!r})") from None
+    return image_cats, image_tags, names
+
+
+def _pairs_to_attributes(
+    required: frozenset[str],
+    tags: Sequence[Sequence[str]] | None,
+    cats: Sequence[Sequence[int]] | None,
+    name_to_id: Mapping[str, int] | None,
+) -> SampleAttributes:
+    kwargs: dict[str, object] = {}
+    loaded: set[str] = set()
+    if tags is not None:
+        names: dict[str, int] = {}
+        rows: list[int] = []
+        codes: list[int] = []
+        for row, row_tags in enumerate(tags):
+            for tag in row_tags:
+                rows.append(row)
+                codes.append(names.setdefault(tag, len(names)))
+        kwargs.update(
+            tag_names=tuple(names), tag_rows=np.asarray(rows, np.int64), tag_codes=np.asarray(codes, np.int64)
+        )
+        loaded.add("tags")
+    if cats is not None:
+        rows = [row for row, row_cats in enumerate(cats) for _ in row_cats]
+        ids = [int(c) for row_cats in cats for c in row_cats]
+        kwargs.update(category_rows=np.asarray(rows, np.int64), category_ids=np.asarray(ids, np.int64))
+        loaded.add("category_ids")
+    return SampleAttributes(loaded=frozenset(loaded & required), name_to_id=name_to_id, **kwargs)
+
+
+class Universe(Sequence[SampleRef]):
+    """An immutable, canonically ordered universe of samples.
+
+    Build one with :meth:`from_columns`, :meth:`from_refs`,
+    :func:`kuration.splits.read_universe_csv` or :func:`enumerate_folder`.
+    """
+
+    def __init__(
+        self,
+        *,
+        source_names: Sequence[str],
+        source_codes: np.ndarray,
+        indices: np.ndarray,
+        group_names: Sequence[str],
+        group_codes: np.ndarray,
+        annotation: np.ndarray | None = None,
+        materialized_path: np.ndarray | None = None,
+        format: np.ndarray | None = None,
+        split: np.ndarray | None = None,
+        row_numbers: np.ndarray | None = None,
+        attributes: AttributeLoader | None = None,
+        origin: str | None = None,
+    ) -> None:
+        self.source_names: tuple[str, ...] = tuple(source_names)
+        self.source_codes = np.asarray(source_codes, dtype=np.int64)
+        self.indices = np.asarray(indices, dtype=np.int64)
+        self.group_names: tuple[str, ...] = tuple(group_names)
+        self.group_codes = np.asarray(group_codes, dtype=np.int64)
+        self.annotation_column = annotation
+        self.materialized_path_column = materialized_path
+        self.format_column = format
+        self.split_column = split
+        #: The 1-based line of the file each row came from, when it came from a file.
+        self.row_numbers = row_numbers
+        self.origin = origin
+        self._attribute_loader: AttributeLoader = attributes or CocoAnnotationAttributes()
+        self._attributes: dict[frozenset[str], SampleAttributes] = {}
+        self._hash: str | None = None
+        self._rows_by_source: list[np.ndarray] | None = None
+        for name, col in (("indices", self.indices), ("group_codes", self.group_codes)):
+            if len(col) != len(self.source_codes):
+                raise UniverseError(f"universe column {name} has {len(col)} rows, expected {len(self.source_codes)}")
+
+    # -- construction -------------------------------------------------------------
+
+    @classmethod
+    def from_columns(
+        cls,
+        source: Sequence[str],
+        index: Sequence[int] | np.ndarray,
+        *,
+        group: Sequence[str | None] | None = None,
+        annotation: Sequence[str | None] | None = None,
+        materialized_path: Sequence[str | None] | None = None,
+        format: Sequence[str | None] | None = None,
+        split: Sequence[str | None] | None = None,
+        row_numbers: np.ndarray | None = None,
+        attributes: AttributeLoader | None = None,
+        origin: str | None = None,
+        sort: bool = True,
+    ) -> Universe:
+        """Build from parallel columns; sorts canonically unless ``sort=False``.
+
+        Raises :class:`UniverseError` on a duplicate ``(source, index)`` or a negative index.
+        """
+        where = origin or "universe"
+        src = np.asarray([posix_source(s) for s in source], dtype=object)
+        idx = np.asarray(index, dtype=np.int64)
+        if len(src) != len(idx):
+            raise UniverseError(f"{where}: {len(src)} sources but {len(idx)} indices")
+        if (idx < 0).any():
+            bad = int(np.flatnonzero(idx < 0)[0])
+            raise UniverseError(f"{where}: {_row_label(row_numbers, bad)}: column 'index': {idx[bad]} must be >= 0")
+        source_names, source_codes = np.unique(src, return_inverse=True) if len(src) else (np.empty(0, object), np.empty(0, np.int64))
+        order = np.lexsort((idx, source_codes)) if sort else np.arange(len(idx))
+        source_codes = source_codes[order]
+        idx = idx[order]
+        rows = None if row_numbers is None else np.asarray(row_numbers)[order]
+        if len(idx) > 1:
+            if sort:
+                same = (source_codes[1:] == source_codes[:-1]) & (idx[1:] == idx[:-1])
+            else:
+                key_order = np.lexsort((idx, source_codes))
+                same_sorted = (source_codes[key_order][1:] == source_codes[key_order][:-1]) & (
+                    idx[key_order][1:] == idx[key_order][:-1]
+                )
+                same = np.zeros(len(idx) - 1, dtype=bool)
+                if same_sorted.any():
+                    first = int(np.flatnonzero(same_sorted)[0])
+                    a, b = sorted((int(key_order[first]), int(key_order[first + 1])))
+                    raise UniverseError(
+                        f"{where}: duplicate identity (source, index)=({source_names[source_codes[a]]!r}, {idx[a]}) "
+                        f"at {_row_label(rows, a)} and {_row_label(rows, b)}; each (source, index) must be unique"
+                    )
+            if same.any():
+                dup = int(np.flatnonzero(same)[0])
+                raise UniverseError(
+                    f"{where}: duplicate identity (source, index)=({source_names[source_codes[dup]]!r}, {idx[dup]}) "
+                    f"at {_row_label(rows, dup)} and {_row_label(rows, dup + 1)}; each (source, index) must be unique"
+                )
+
+        def column(values: Sequence[str | None] | None) -> np.ndarray | None:
+            if values is None:
+                return None
+            arr = np.asarray(values, dtype=object)
+            return arr[order]
+
+        group_col = column(group)
+        if group_col is None:
+            group_names, group_codes = source_names, source_codes
+        else:
+            filled = np.where(
+                np.asarray([g is None or g == "" for g in group_col], dtype=bool),
+                np.asarray(source_names, dtype=object)[source_codes] if len(source_codes) else group_col,
+                group_col,
+            )
+            group_names, group_codes = np.unique(filled.astype(str), return_inverse=True)
+        return cls(
+            source_names=[str(s) for s in source_names],
+            source_codes=source_codes,
+            indices=idx,
+            group_names=[str(g) for g in group_names],
+            group_codes=group_codes,
+            annotation=column(annotation),
+            materialized_path=column(materialized_path),
+            format=column(format),
+            split=column(split),
+            row_numbers=rows,
+            attributes=attributes,
+            origin=origin,
+        )
+
+    @classmethod
+    def from_refs(cls, refs: Sequence[SampleRef], *, name_to_id: Mapping[str, int] | None = None) -> Universe:
+        """Wrap a list of refs, keeping its order; their tags / category ids are the attributes."""
+        if isinstance(refs, Universe):
+            return refs
+        refs = list(refs)
+        return cls.from_columns(
+            [r.source for r in refs],
+            [r.index for r in refs],
+            group=[r.group for r in refs],
+            annotation=[r.annotation for r in refs],
+            materialized_path=[r.materialized_path for r in refs],
+            format=[r.format for r in refs],
+            attributes=PreloadedAttributes([r.tags for r in refs], [r.category_ids for r in refs], name_to_id=name_to_id),
+            sort=False,
+        )
+
+    # -- Sequence[SampleRef] ------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    @overload
+    def __getitem__(self, i: int) -> SampleRef: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[SampleRef]: ...
+    def __getitem__(self, i: int | slice) -> SampleRef | list[SampleRef]:
+        if isinstance(i, slice):
+            return self.refs(np.arange(len(self))[i])
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"universe row {i} out of range for {n} samples")
+        return self.refs(np.asarray([i % n]))[0]
+
+    def __iter__(self) -> Iterator[SampleRef]:
+        yield from self.refs(np.arange(len(self)))
+
+    def __repr__(self) -> str:
+        return f"Universe({len(self)} samples from {len(self.source_names)} sources, origin={self.origin!r})"
+
+    def refs(self, positions: np.ndarray | Sequence[int], *, attrs: frozenset[str] = frozenset()) -> list[SampleRef]:
+        """``SampleRef`` objects for the given row positions, in that order.
+
+        ``attrs`` names lazily loaded attributes to fill in (loading them if needed).
+        """
+        positions = np.asarray(positions, dtype=np.int64)
+        loaded = self.attributes(attrs) if attrs else None
+        names = self.source_names
+        groups = self.group_names
+        stems = self.stems()
+        out: list[SampleRef] = []
+        for row in positions.tolist():
+            code = int(self.source_codes[row])
+            out.append(
+                SampleRef(
+                    source=names[code],
+                    index=int(self.indices[row]),
+                    stem=stems[code],
+                    annotation=_cell(self.annotation_column, row),
+                    group=groups[int(self.group_codes[row])],
+                    tags=loaded.tags_of(row) if loaded and "tags" in loaded.loaded else (),
+                    category_ids=loaded.categories_of(row) if loaded and "category_ids" in loaded.loaded else (),
+                    materialized_path=_cell(self.materialized_path_column, row),
+                    format=_cell(self.format_column, row),
+                )
+            )
+        return out
+
+    # -- derived columns ----------------------------------------------------------
+
+    def stems(self) -> list[str]:
+        return [source_stem(s) for s in self.source_names]
+
+    def uids(self, positions: np.ndarray | None = None) -> list[str]:
+        rows = np.arange(len(self)) if positions is None else np.asarray(positions, np.int64)
+        return _uid_array(self, rows).to_pylist()
+
+    def rows_of_source(self, code: int) -> np.ndarray:
+        """Row positions of one source, in universe order."""
+        if self._rows_by_source is None:
+            order = np.argsort(self.source_codes, kind="stable")
+            bounds = np.searchsorted(self.source_codes[order], np.arange(len(self.source_names) + 1))
+            self._rows_by_source = [order[bounds[c]: bounds[c + 1]] for c in range(len(self.source_names))]
+        return self._rows_by_source[code]
+
+    def rows_of_sources(self, codes: Sequence[int]) -> np.ndarray:
+        if not len(codes):
+            return np.empty(0, np.int64)
+        return np.sort(np.concatenate([self.rows_of_source(int(c)) for c in codes]))
+
+    def source_codes_matching(self, predicate) -> list[int]:
+        return [code for code, name in enumerate(self.source_names) if predicate(name)]
+
+    def glob_source_codes(self, pattern: str) -> list[int]:
+        stems = self.stems()
+        return [
+            code
+            for code, name in enumerate(self.source_names)
+            if fnmatch.fnmatchcase(stems[code], pattern) or fnmatch.fnmatchcase(name, pattern)
+        ]
+
+    def attributes(self, required: frozenset[str]) -> SampleAttributes:
+        """Load (once) and return the lazily loaded attributes named in ``required``."""
+        required = frozenset(required) & ATTRIBUTE_NAMES
+        if required not in self._attributes:
+            if required:
+                logger.debug("loading sample attributes %s for %d samples", sorted(required), len(self))
+            self._attributes[required] = self._attribute_loader.load(self, required)
+        return self._attributes[required]
+
+    @property
+    def hash(self) -> str:
+        if self._hash is None:
+            self._hash = _hash_uid_array(_uid_array(self, np.arange(len(self))))
+        return self._hash
+
+    def to_arrow(self) -> pa.Table:
+        """The universe as an Arrow table in canonical order (the ``universe.parquet`` layout)."""
+        names = np.asarray(self.source_names, dtype=object)
+        columns = {
+            "uid": _uid_array(self, np.arange(len(self))),
+            "source": pa.array(names[self.source_codes] if len(self) else [], pa.string()),
+            "index": pa.array(self.indices, pa.int64()),
+            "stem": pa.array(np.asarray(self.stems(), dtype=object)[self.source_codes] if len(self) else [], pa.string()),
+            "group": pa.array(np.asarray(self.group_names, dtype=object)[self.group_codes] if len(self) else [], pa.string()),
+        }
+        for name, col in (
+            ("annotation", self.annotation_column),
+            ("materialized_path", self.materialized_path_column),
+            ("format", self.format_column),
+            ("split", self.split_column),
+        ):
+            columns[name] = pa.array([None] * len(self) if col is None else list(col), pa.string())
+        table = pa.table(columns)
+        return table.replace_schema_metadata({b"kuration.universe_hash": self.hash.encode()})
+
+    @classmethod
+    def from_arrow(cls, table: pa.Table, *, attributes: AttributeLoader | None = None, origin: str | None = None) -> Universe:
+        """Inverse of :meth:`to_arrow`; re-checks uniqueness and the pinned hash."""
+        data = table.to_pydict()
+        universe = cls.from_columns(
+            data["source"], data["index"],
+            group=data.get("group"), annotation=data.get("annotation"),
+            materialized_path=data.get("materialized_path"), format=data.get("format"),
+            split=data.get("split"), attributes=attributes, origin=origin, sort=False,
+        )
+        pinned = (table.schema.metadata or {}).get(b"kuration.universe_hash")
+        if pinned is not None and pinned.decode() != universe.hash:
+            raise UniverseError(
+                f"{origin or 'universe table'}: rows hash to {universe.hash[:12]}..., but the file pins "
+                f"{pinned.decode()[:12]}...; the file was modified after it was written. Re-materialize the universe."
+            )
+        return universe
+
+
+def _cell(column: np.ndarray | None, row: int) -> str | None:
+    if column is None:
+        return None
+    value = column[row]
+    return None if value is None or value == "" else str(value)
+
+
+def _row_label(row_numbers: np.ndarray | None, position: int) -> str:
+    return f"row {int(row_numbers[position])}" if row_numbers is not None else f"position {position}"
+
+
+def _uid_array(universe: Universe, rows: np.ndarray) -> pa.Array:
+    names = pa.array(universe.source_names, pa.string())
+    sources = names.take(pa.array(universe.source_codes[rows]))
+    indices = pc.cast(pa.array(universe.indices[rows]), pa.string())
+    return pc.binary_join_element_wise(sources, indices, "#")
+
+
+def _hash_uid_array(uids: pa.Array) -> str:
+    lines = pc.binary_join_element_wise(uids, pa.scalar(""), "\n") if len(uids) else uids
+    digest = hashlib.sha256()
+    # The string data buffer holds every value back to back: exactly "uid\n" repeated.
+    for chunk in (lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines,):
+        if len(chunk):
+            offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32)[chunk.offset: chunk.offset + len(chunk) + 1]
+            digest.update(memoryview(chunk.buffers()[2])[offsets[0]: offsets[-1]])
+    return digest.hexdigest()
+
+
+def universe_hash(refs: Sequence[SampleRef] | Universe) -> str:
+    """sha256 over the ordered uids, each followed by ``\\n`` (the Cuvis.AI fingerprint)."""
+    if isinstance(refs, Universe):
+        return refs.hash
+    digest = hashlib.sha256()
+    for ref in refs:
+        digest.update(ref.uid.encode("utf-8"))
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def enumerate_folder(
+    root: str | os.PathLike[str],
+    *,
+    pattern: str = "*",
+    recursive: bool = True,
+    attributes: AttributeLoader | None = None,
+) -> Universe:
+    """The universe of a folder of source files, for data without a ``universe.csv``.
+
+    Each file whose name matches ``pattern`` is one source holding one sample (index 0);
+    its ``source`` is its posix path relative to ``root`` and its ``materialized_path``
+    the full path. Hidden files (a leading ``.``) are skipped. Works on fsspec URLs.
+    """
+    import fsspec
+
+    text = os.fspath(root)
+    fs, base = fsspec.core.url_to_fs(text)
+    if not fs.isdir(base):
+        raise UniverseError(f"cannot enumerate {text}: not a directory")
+    found = fs.find(base) if recursive else [p for p in fs.ls(base, detail=False) if fs.isfile(p)]
+    base_posix = posix_source(base).rstrip("/")
+    sources: list[str] = []
+    paths: list[str] = []
+    for path in sorted(posix_source(p) for p in found):
+        rel = path[len(base_posix) + 1:] if path.startswith(base_posix + "/") else path
+        name = rel.rsplit("/", 1)[-1]
+        if any(part.startswith(".") for part in rel.split("/")) or not fnmatch.fnmatchcase(name, pattern):
+            continue
+        sources.append(rel)
+        paths.append(storage.join_url(text, *rel.split("/")))
+    if not sources:
+        raise UniverseError(f"no files matching {pattern!r} under {text}; nothing to enumerate")
+    return Universe.from_columns(
+        sources, np.zeros(len(sources), np.int64), materialized_path=paths, attributes=attributes, origin=text
+    )

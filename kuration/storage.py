@@ -1,0 +1,83 @@
+"""Reading and committing files by fsspec URL: local paths, ``file://``, ``s3://``, ...
+
+Every artifact Kuration writes goes through :func:`write_bytes_atomic`, so a reader never
+sees half a file: on a local filesystem the bytes go to a temporary file in the target's
+own directory and are moved into place with ``os.replace``; on an object store a single
+``put`` is already all-or-nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import tempfile
+from pathlib import Path
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+
+
+def is_remote(url: str | os.PathLike[str]) -> bool:
+    text = os.fspath(url)
+    return "://" in text and not text.startswith("file://")
+
+
+def local_path(url: str | os.PathLike[str]) -> Path:
+    """The local filesystem path of a local URL or path."""
+    text = os.fspath(url)
+    return Path(text[len("file://"):] if text.startswith("file://") else text)
+
+
+def join_url(base: str | os.PathLike[str], *parts: str) -> str:
+    """Join path parts onto a local path or a URL, with ``/`` for URLs."""
+    text = os.fspath(base)
+    if is_remote(text):
+        return posixpath.join(text.rstrip("/"), *parts)
+    return str(local_path(text).joinpath(*parts))
+
+
+def parent_url(url: str | os.PathLike[str]) -> str:
+    text = os.fspath(url)
+    if is_remote(text):
+        return posixpath.dirname(text.rstrip("/"))
+    return str(local_path(text).parent)
+
+
+def read_bytes(url: str | os.PathLike[str]) -> bytes:
+    text = os.fspath(url)
+    if not is_remote(text):
+        return local_path(text).read_bytes()
+    with fsspec.open(text, "rb") as handle:
+        return handle.read()
+
+
+def exists(url: str | os.PathLike[str]) -> bool:
+    text = os.fspath(url)
+    if not is_remote(text):
+        return local_path(text).exists()
+    fs, path = fsspec.core.url_to_fs(text)
+    return fs.exists(path)
+
+
+def write_bytes_atomic(url: str | os.PathLike[str], data: bytes) -> str:
+    """Write ``data`` to ``url`` so that readers see the old file or the new one, never a mix."""
+    text = os.fspath(url)
+    if is_remote(text):
+        fs, path = fsspec.core.url_to_fs(text)
+        if isinstance(fs, LocalFileSystem):  # e.g. "local://" style URLs
+            return write_bytes_atomic(path, data)
+        fs.pipe_file(path, data)
+        return text
+    target = local_path(text)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, target)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    return str(target)
