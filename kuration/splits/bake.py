@@ -70,7 +70,7 @@ def baked_config(
     return DataSplitConfig(universe_hash=universe.hash, constraints=tuple(constraints), **stages)
 
 
-def bake_from_split_column(universe: Universe, *, leakage: str = "error") -> DataSplitConfig:
+def bake_from_split_column(universe: Universe, *, leakage: str = "error", check: bool = True) -> DataSplitConfig:
     """Import the universe's ``split`` column (train / val / test) as concrete selectors."""
     column = universe.split_column
     if column is None or not any(column):
@@ -80,7 +80,7 @@ def bake_from_split_column(universe: Universe, *, leakage: str = "error") -> Dat
         )
     values = np.asarray(column, dtype=object)
     positions = {stage: np.flatnonzero(values == stage) for stage in EXCLUSIVE_STAGES}
-    return _checked(universe, baked_config(universe, positions, constraints=constraints_for_leakage_check(leakage)))
+    return _checked(universe, baked_config(universe, positions, constraints=constraints_for_leakage_check(leakage)), check)
 
 
 @dataclass(frozen=True)
@@ -147,9 +147,13 @@ def _policy(leakage: str, ad_aware: bool) -> tuple[Constraint, ...]:
     return constraints_for_leakage_check(leakage) + extra
 
 
-def _checked(universe: Universe, cfg: DataSplitConfig) -> DataSplitConfig:
-    """Resolve the generated file once and enforce its own policy before anyone writes it."""
-    enforce(plan_splits(cfg, universe).leakage)
+def _checked(universe: Universe, cfg: DataSplitConfig, check: bool) -> DataSplitConfig:
+    """Resolve the generated file once and enforce its own policy before anyone writes it.
+
+    ``check=False`` is for callers that gate on the constraint report themselves (the
+    Dagster asset, whose blocking check must see a leaking split to stop downstream)."""
+    if check:
+        enforce(plan_splits(cfg, universe).leakage)
     return cfg
 
 
@@ -162,6 +166,7 @@ def bake_random(
     group_by: str = "group",
     ad_aware: bool = False,
     leakage: str = "error",
+    check: bool = True,
 ) -> DataSplitConfig:
     """Shuffle whole groups with ``seed`` and carve test, then val, then train by ratio."""
     ratios = _check_ratios(val_ratio, test_ratio)
@@ -177,7 +182,7 @@ def bake_random(
     }
     if ad_aware:
         positions = _drop_anomalous_from_train(universe, positions)
-    return _checked(universe, baked_config(universe, positions, constraints=_policy(leakage, ad_aware)))
+    return _checked(universe, baked_config(universe, positions, constraints=_policy(leakage, ad_aware)), check)
 
 
 def bake_stratified(
@@ -189,6 +194,7 @@ def bake_stratified(
     group_by: str = "group",
     ad_aware: bool = False,
     leakage: str = "error",
+    check: bool = True,
 ) -> DataSplitConfig:
     """Keep groups whole while balancing every tag's share across stages.
 
@@ -250,17 +256,18 @@ def bake_stratified(
     }
     if ad_aware:
         positions = _drop_anomalous_from_train(universe, positions)
-    return _checked(universe, baked_config(universe, positions, constraints=_policy(leakage, ad_aware)))
+    return _checked(universe, baked_config(universe, positions, constraints=_policy(leakage, ad_aware)), check)
 
 
-def bake_rule(rule: DataSplitConfig, universe: Universe) -> DataSplitConfig:
+def bake_rule(rule: DataSplitConfig, universe: Universe, *, check: bool = True) -> DataSplitConfig:
     """Resolve a hand-authored rule (any selector kinds) into its concrete equivalent.
 
     The rule's own drift guard and leakage policy apply; its constraints carry over. An
     empty ``predict`` stays empty (it means the whole universe either way).
     """
     resolution = plan_splits(rule, universe)
-    enforce(resolution.leakage)
+    if check:
+        enforce(resolution.leakage)
     positions = dict(resolution.positions)
     if not rule.predict:
         positions["predict"] = np.empty(0, np.int64)

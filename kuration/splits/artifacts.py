@@ -1,0 +1,307 @@
+"""The split artifacts on storage, and the validators that re-read them.
+
+Layout under a storage root (a local folder or an fsspec URL)::
+
+    universe/universe.parquet          canonical universe; schema metadata pins universe_hash
+    splits/splits.json                 the baked DataSplitConfig (Cuvis.AI shape)
+    splits/split_assignments.parquet   one row per (sample, stage)
+    splits/split_report.json           what was asked, drift and constraint verdicts, counts
+
+``materialize_splits`` plans first and writes last: nothing is written for a request
+that cannot be resolved, and a positional rule whose universe drifted is refused: only
+its report is written, so the drift check (and any reader comparing the pinned hash)
+fails closed. The validators (:func:`validate_universe_table`,
+:func:`check_split_leakage`, :func:`check_universe_drift`) re-read what is on storage and
+return structured results; Dagster asset checks only wrap them.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pandera.pandas as pdv
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from kuration import storage
+from kuration.errors import SplitConfigError, UniverseDriftError, UniverseError
+from kuration.splits.bake import GROUP_BY, bake_from_split_column, bake_random, bake_rule, bake_stratified
+from kuration.splits.config import LEAKAGE_MODES, DataSplitConfig, dumps_splits, load_splits, loads_splits
+from kuration.splits.drift import DriftReport, evaluate_drift
+from kuration.splits.leakage import LeakageReport
+from kuration.splits.resolution import SplitResolution, plan_splits
+from kuration.splits.universe import Universe
+
+UNIVERSE_FILE = ("universe", "universe.parquet")
+SPLITS_FILE = ("splits", "splits.json")
+ASSIGNMENTS_FILE = ("splits", "split_assignments.parquet")
+REPORT_FILE = ("splits", "split_report.json")
+STRATEGIES = ("random", "stratified")
+
+
+def _url(root: str, parts: tuple[str, ...]) -> str:
+    return storage.join_url(root, *parts)
+
+
+# -- universe -----------------------------------------------------------------------
+
+
+def write_universe(universe: Universe, root: str | os.PathLike[str]) -> str:
+    """Write ``universe.parquet`` atomically; returns its URL."""
+    buffer = io.BytesIO()
+    pq.write_table(universe.to_arrow(), buffer)
+    return storage.write_bytes_atomic(_url(os.fspath(root), UNIVERSE_FILE), buffer.getvalue())
+
+
+def read_universe_table(root: str | os.PathLike[str]) -> pa.Table:
+    url = _url(os.fspath(root), UNIVERSE_FILE)
+    if not storage.exists(url):
+        raise UniverseError(f"no universe at {url}; materialize the 'universe' asset first")
+    return pq.read_table(io.BytesIO(storage.read_bytes(url)))
+
+
+def load_universe(root: str | os.PathLike[str]) -> Universe:
+    """The universe written by :func:`write_universe`, with its pinned hash re-verified."""
+    return Universe.from_arrow(read_universe_table(root), origin=_url(os.fspath(root), UNIVERSE_FILE))
+
+
+@dataclass(frozen=True)
+class TableValidation:
+    """A validator's verdict: ``ok``, the errors found, and figures for dashboards."""
+
+    ok: bool
+    errors: tuple[str, ...] = ()
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+UNIVERSE_TABLE_SCHEMA = pdv.DataFrameSchema(
+    {
+        "uid": pdv.Column(str, unique=True),
+        "source": pdv.Column(str, pdv.Check.str_length(min_value=1)),
+        "index": pdv.Column("int64", pdv.Check.ge(0)),
+        "stem": pdv.Column(str),
+        "group": pdv.Column(str, pdv.Check.str_length(min_value=1)),
+        "annotation": pdv.Column(str, nullable=True),
+        "materialized_path": pdv.Column(str, nullable=True),
+        "format": pdv.Column(str, nullable=True),
+        "split": pdv.Column(str, nullable=True),
+    },
+    unique=["source", "index"],
+    strict=True,
+)
+
+
+def validate_universe_table(table: pa.Table) -> TableValidation:
+    """Check ``universe.parquet``: pandera schema, uid = ``source#index``, canonical order, pinned hash."""
+    df = table.to_pandas()
+    errors: list[str] = []
+    try:
+        UNIVERSE_TABLE_SCHEMA.validate(df, lazy=True)
+    except pdv.errors.SchemaErrors as exc:
+        for case in exc.failure_cases.head(10).itertuples():
+            errors.append(f"column {case.column!r}: {case.check} failed for {case.failure_case!r} (row {case.index})")
+    if not errors:
+        expected_uid = df["source"] + "#" + df["index"].astype(str)
+        bad = np.flatnonzero((expected_uid != df["uid"]).to_numpy())
+        if len(bad):
+            errors.append(f"row {int(bad[0])}: uid {df['uid'].iat[bad[0]]!r} is not source#index ({expected_uid.iat[bad[0]]!r})")
+        order = np.lexsort((df["index"].to_numpy(), df["source"].to_numpy().astype(str)))
+        if not np.array_equal(order, np.arange(len(df))):
+            errors.append("rows are not in canonical (source, index) order")
+    pinned = (table.schema.metadata or {}).get(b"kuration.universe_hash", b"").decode()
+    actual = ""
+    if not errors:
+        try:
+            actual = Universe.from_arrow(table.replace_schema_metadata({})).hash
+        except UniverseError as exc:
+            errors.append(str(exc))
+        if actual and pinned != actual:
+            errors.append(f"pinned universe_hash {pinned[:12] or '(none)'}... does not match the rows ({actual[:12]}...)")
+    figures = {
+        "samples": len(df), "sources": int(df["source"].nunique()) if len(df) else 0,
+        "groups": int(df["group"].nunique()) if len(df) else 0, "universe_hash": pinned,
+    }
+    return TableValidation(not errors, tuple(errors), figures)
+
+
+# -- splits -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SplitRequest:
+    """Where a split comes from: exactly one of a rule / baked file, a strategy, or the
+    universe's own ``split`` column."""
+
+    splits_json: str | None = None
+    strategy: str | None = None
+    from_split_column: bool = False
+    seed: int = 0
+    val_ratio: float = 0.2
+    test_ratio: float = 0.2
+    group_by: str = "group"
+    ad_aware: bool = False
+    leakage: str = "error"
+
+    def __post_init__(self) -> None:
+        chosen = [name for name, on in (
+            ("splits_json", self.splits_json), ("strategy", self.strategy), ("from_split_column", self.from_split_column)
+        ) if on]
+        if len(chosen) != 1:
+            raise SplitConfigError(
+                f"a split request needs exactly one of splits_json, strategy, from_split_column; got {chosen or 'none'}"
+            )
+        if self.strategy is not None and self.strategy not in STRATEGIES:
+            raise SplitConfigError(f"strategy must be one of {list(STRATEGIES)}, got {self.strategy!r}")
+        if self.group_by not in GROUP_BY:
+            raise SplitConfigError(f"group_by must be one of {list(GROUP_BY)}, got {self.group_by!r}")
+        if self.leakage not in LEAKAGE_MODES:
+            raise SplitConfigError(f"leakage must be one of {list(LEAKAGE_MODES)}, got {self.leakage!r}")
+
+    def describe(self) -> str:
+        if self.splits_json:
+            return f"rule {self.splits_json}"
+        if self.from_split_column:
+            return "universe split column"
+        return f"{self.strategy} split, seed {self.seed}, group_by {self.group_by}, val {self.val_ratio}, test {self.test_ratio}"
+
+
+def _bake(request: SplitRequest, universe: Universe) -> tuple[DataSplitConfig, DriftReport | None]:
+    """The baked config for a request, and the input rule's drift verdict if it has one.
+
+    Constraints are *not* enforced here: the caller records them and the blocking
+    checks gate on them."""
+    if request.splits_json:
+        rule = load_splits(request.splits_json)
+        drift = evaluate_drift(rule, universe)
+        if not drift.ok:
+            return rule, drift
+        return bake_rule(rule, universe, check=False), drift
+    if request.from_split_column:
+        return bake_from_split_column(universe, leakage=request.leakage, check=False), None
+    bake = bake_random if request.strategy == "random" else bake_stratified
+    cfg = bake(
+        universe, seed=request.seed, val_ratio=request.val_ratio, test_ratio=request.test_ratio,
+        group_by=request.group_by, ad_aware=request.ad_aware, leakage=request.leakage, check=False,
+    )
+    return cfg, None
+
+
+@dataclass(frozen=True)
+class SplitArtifacts:
+    """What :func:`materialize_splits` did. ``resolution`` is None when drift refused it."""
+
+    request: SplitRequest
+    report_url: str
+    splits_url: str | None
+    assignments_url: str | None
+    input_drift: DriftReport | None
+    resolution: SplitResolution | None
+
+    @property
+    def refused(self) -> bool:
+        return self.resolution is None
+
+
+def materialize_splits(universe: Universe, request: SplitRequest, root: str | os.PathLike[str]) -> SplitArtifacts:
+    """Bake ``request`` against ``universe`` and write the split files under ``root``.
+
+    The report is written last, so a reader that finds a report describing these files
+    finds the files complete. A drifted positional rule writes only a report."""
+    root = os.fspath(root)
+    cfg, input_drift = _bake(request, universe)
+    report: dict[str, Any] = {
+        "request": asdict(request), "universe_hash": universe.hash,
+        "input_drift": input_drift.to_dict() if input_drift else None,
+    }
+    report_url = _url(root, REPORT_FILE)
+    if input_drift is not None and not input_drift.ok:
+        report["status"] = "refused_drift"
+        storage.write_bytes_atomic(report_url, json.dumps(report, indent=2, sort_keys=True).encode())
+        return SplitArtifacts(request, report_url, None, None, input_drift, None)
+    resolution = plan_splits(cfg, universe)
+    buffer = io.BytesIO()
+    pq.write_table(resolution.stage_table(), buffer)
+    assignments_url = storage.write_bytes_atomic(_url(root, ASSIGNMENTS_FILE), buffer.getvalue())
+    splits_url = storage.write_bytes_atomic(_url(root, SPLITS_FILE), dumps_splits(cfg).encode("utf-8"))
+    report.update(status="resolved", **resolution.summary())
+    storage.write_bytes_atomic(report_url, json.dumps(report, indent=2, sort_keys=True).encode())
+    return SplitArtifacts(request, report_url, splits_url, assignments_url, input_drift, resolution)
+
+
+def read_split_report(root: str | os.PathLike[str]) -> dict[str, Any]:
+    url = _url(os.fspath(root), REPORT_FILE)
+    if not storage.exists(url):
+        raise SplitConfigError(f"no split report at {url}; materialize the 'resolved_splits' asset first")
+    return json.loads(storage.read_bytes(url))
+
+
+def load_baked_splits(root: str | os.PathLike[str], universe: Universe) -> DataSplitConfig:
+    """The committed ``splits.json``, refused unless it was baked against ``universe``.
+
+    This is how downstream readers fail closed: a split baked against another universe
+    (new recordings arrived, the split was not re-run) is stale."""
+    url = _url(os.fspath(root), SPLITS_FILE)
+    if not storage.exists(url):
+        raise SplitConfigError(f"no baked splits at {url}; materialize the 'resolved_splits' asset first")
+    cfg = loads_splits(storage.read_bytes(url), where=url)
+    if cfg.universe_hash != universe.hash:
+        raise UniverseDriftError(
+            f"{url} was baked against universe {str(cfg.universe_hash)[:12]}..., but the universe is now "
+            f"{universe.hash[:12]}...; re-materialize 'resolved_splits'"
+        )
+    return cfg
+
+
+def check_split_leakage(root: str | os.PathLike[str]) -> tuple[LeakageReport, dict[str, int]]:
+    """Re-resolve the committed ``splits.json`` against the stored universe and evaluate its
+    constraints. Returns the report and per-stage sample counts."""
+    universe = load_universe(root)
+    cfg = load_baked_splits(root, universe)
+    resolution = plan_splits(cfg, universe)
+    return resolution.leakage, resolution.counts()
+
+
+@dataclass(frozen=True)
+class DriftCheck:
+    ok: bool
+    message: str
+    universe_hash: str
+    baked_hash: str | None
+    input_drift: dict[str, Any] | None
+
+
+def check_universe_drift(root: str | os.PathLike[str]) -> DriftCheck:
+    """Does the split on storage still belong to the universe on storage?
+
+    Fails when the input rule drifted (the asset refused it), or when the committed
+    ``splits.json`` pins a different universe than ``universe.parquet`` holds."""
+    universe = load_universe(root)
+    report = read_split_report(root)
+    input_drift = report.get("input_drift")
+    if report.get("status") == "refused_drift":
+        return DriftCheck(False, input_drift["message"], universe.hash, None, input_drift)
+    url = _url(os.fspath(root), SPLITS_FILE)
+    baked = loads_splits(storage.read_bytes(url), where=url).universe_hash
+    if baked != universe.hash:
+        return DriftCheck(
+            False,
+            f"splits.json pins universe {str(baked)[:12]}..., but universe.parquet is {universe.hash[:12]}...; "
+            "the universe changed after the split was baked. Re-materialize 'resolved_splits'.",
+            universe.hash, baked, input_drift,
+        )
+    message = "split is baked against the current universe"
+    if input_drift and input_drift.get("status") == "position_independent":
+        message += f" ({input_drift['message']})"
+    return DriftCheck(True, message, universe.hash, baked, input_drift)
+
+
+def preview_frame(universe: Universe, rows: int = 10) -> pd.DataFrame:
+    """The first rows of the universe, for a metadata preview table."""
+    table = universe.to_arrow().slice(0, rows).select(["uid", "source", "index", "group", "materialized_path"])
+    return table.to_pandas()

@@ -1,0 +1,70 @@
+"""The ``universe`` and ``resolved_splits`` assets: read resources, call core, report."""
+
+# No "from __future__ import annotations" here: Dagster reads the config and resource
+# annotations at decoration time and needs real types, not strings.
+
+
+from dagster import AssetExecutionContext, Config, DataVersion, MaterializeResult, MetadataValue, asset
+from pydantic import Field
+
+from kuration.splits import read_universe_csv
+from kuration.splits.artifacts import SplitRequest, load_universe, materialize_splits, preview_frame, write_universe
+from kuration_resources import LandingZoneResource, StorageRootResource
+from splits_assets.metadata import markdown_table, split_metadata
+
+
+@asset(group_name="splits", kinds={"parquet"})
+def universe(storage_root: StorageRootResource, landing_zone: LandingZoneResource) -> MaterializeResult:
+    """Every addressable sample, read from the landing zone's ``universe.csv``, validated,
+    canonically sorted and written as ``universe/universe.parquet``."""
+    samples = read_universe_csv(landing_zone.universe_csv_url(), one_file_per_row=landing_zone.one_file_per_row)
+    url = write_universe(samples, storage_root.url)
+    return MaterializeResult(
+        metadata={
+            "path": MetadataValue.path(url),
+            "samples": len(samples),
+            "sources": len(samples.source_names),
+            "groups": len(samples.group_names),
+            "universe_hash": samples.hash,
+            "preview": markdown_table(preview_frame(samples)),
+        },
+        data_version=DataVersion(samples.hash),
+    )
+
+
+class SplitDefinition(Config):
+    """Where the split comes from. Give a ``splits_json`` (rule or baked file), or a
+    ``strategy``, or ``from_split_column``; with none of them, a stratified split with
+    ``seed`` is computed."""
+
+    splits_json: str | None = Field(default=None, description="Path or URL of a rule or baked splits.json")
+    strategy: str | None = Field(default=None, description="random | stratified")
+    from_split_column: bool = Field(default=False, description="Import the universe.csv 'split' column")
+    seed: int = Field(default=0, description="Seed for a computed split")
+    val_ratio: float = Field(default=0.2)
+    test_ratio: float = Field(default=0.2)
+    group_by: str = Field(default="group", description="group | source: the unit kept whole in one stage")
+    ad_aware: bool = Field(default=False, description="Keep anomalous samples out of train")
+    leakage: str = Field(default="error", description="error | warn | off, for computed splits")
+
+    def to_request(self) -> SplitRequest:
+        strategy = self.strategy
+        if strategy is None and not self.splits_json and not self.from_split_column:
+            strategy = "stratified"
+        return SplitRequest(
+            splits_json=self.splits_json, strategy=strategy, from_split_column=self.from_split_column,
+            seed=self.seed, val_ratio=self.val_ratio, test_ratio=self.test_ratio, group_by=self.group_by,
+            ad_aware=self.ad_aware, leakage=self.leakage,
+        )
+
+
+@asset(group_name="splits", deps=[universe], kinds={"json", "parquet"})
+def resolved_splits(
+    context: AssetExecutionContext, config: SplitDefinition, storage_root: StorageRootResource
+) -> MaterializeResult:
+    """The baked ``splits/splits.json`` and per-sample stage table. Leakage and drift are
+    recorded here and gated by the blocking ``split_leakage`` / ``universe_drift`` checks."""
+    artifacts = materialize_splits(load_universe(storage_root.url), config.to_request(), storage_root.url)
+    if artifacts.refused:
+        context.log.error(artifacts.input_drift.message)
+    return MaterializeResult(metadata=split_metadata(artifacts))
