@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\n  checks")
     for evaluation in result.get_asset_check_evaluations():
         verdict = "PASSED" if evaluation.passed else f"FAILED ({evaluation.severity.value})"
-        print(f"    {evaluation.asset_key.to_user_string()}:{evaluation.check_name:<16} {verdict}")
+        name = f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
+        print(f"    {name:<34} {verdict}")
     return 0 if result.success and all(e.passed for e in result.get_asset_check_evaluations()) else 1
 
 

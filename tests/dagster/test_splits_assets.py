@@ -1,0 +1,200 @@
+"""The universe / resolved_splits assets and their blocking checks, materialized in process."""
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from dagster import AssetKey, AssetSelection, materialize
+
+from kuration.splits import load_splits
+from kuration.splits.artifacts import load_universe
+from splits_assets import resolved_splits, split_leakage, universe, universe_drift, universe_schema
+from tests.dagster.conftest import write_rule
+from tests.dagster.downstream import training_view
+
+ALL = [universe, resolved_splits, universe_schema, split_leakage, universe_drift]
+
+
+def _run(assets, resources, instance, split_config=None):
+    run_config = {"ops": {"resolved_splits": {"config": split_config or {"strategy": "random", "seed": 1}}}}
+    return materialize(assets, resources=resources, instance=instance, run_config=run_config, raise_on_error=False)
+
+
+def _checks(result) -> dict[str, bool]:
+    return {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+
+
+def _failure_text(result) -> str:
+    """The step failure's message with its cause chain (where the core error's text is)."""
+    error = result.get_step_failure_events()[0].event_specific_data.error
+    parts = []
+    while error is not None:
+        parts.append(error.message)
+        error = error.cause
+    return "\n".join(parts)
+
+
+def _materialized(result) -> set[str]:
+    return {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+
+
+def test_universe_asset_writes_parquet_and_metadata(resources, instance, tmp_path):
+    result = materialize([universe, universe_schema], resources=resources, instance=instance)
+    assert result.success
+    (mat,) = [e.step_materialization_data.materialization for e in result.get_asset_materialization_events()]
+    meta = {k: v.value for k, v in mat.metadata.items()}
+    assert meta["samples"] == 24 and meta["sources"] == 6 and meta["groups"] == 3
+    stored = load_universe(resources["storage_root"].url)
+    assert meta["universe_hash"] == stored.hash
+    assert "site_a/rec_1.parquet#0" in meta["preview"]
+    assert _checks(result) == {"universe_schema": True}
+    # the data version tracks the universe content
+    record = instance.get_latest_materialization_event(AssetKey("universe"))
+    assert record is not None
+
+
+def test_whole_graph_resolves_a_leak_free_split(resources, instance):
+    result = _run(ALL, resources, instance)
+    assert result.success
+    assert _checks(result) == {"universe_schema": True, "split_leakage": True, "universe_drift": True}
+    storage = Path(resources["storage_root"].url)
+    cfg = load_splits(storage / "splits" / "splits.json")
+    assert cfg.is_baked
+    table = pq.read_table(storage / "splits" / "split_assignments.parquet").to_pandas()
+    exclusive = table[table.stage != "predict"]
+    assert exclusive.groupby("group").stage.nunique().max() == 1  # groups kept whole
+    assert set(exclusive.stage) == {"train", "val", "test"}
+    assert (table.stage == "predict").sum() == 24  # empty predict = whole universe
+    report = json.loads((storage / "splits" / "split_report.json").read_text())
+    assert report["status"] == "resolved" and report["leakage"]["ok"] is True
+
+
+def test_leaking_split_blocks_downstream_in_the_same_run(resources, instance, tmp_path):
+    rule = write_rule(tmp_path / "rule.json", {
+        "train": [{"kind": "glob", "pattern": "site_a/*"}, {"kind": "files", "paths": ["site_b/rec_1.parquet"]}],
+        "val": [{"kind": "files", "paths": ["site_b/rec_2.parquet"]}],  # site_b in train and val
+        "test": [{"kind": "glob", "pattern": "site_c/*"}],
+    })
+    result = _run([*ALL, training_view], resources, instance, {"splits_json": rule})
+    assert not result.success
+    assert _checks(result)["split_leakage"] is False
+    assert "resolved_splits" in _materialized(result)
+    assert "training_view" not in _materialized(result)
+    (evaluation,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "split_leakage"]
+    meta = {k: v.value for k, v in evaluation.metadata.items()}
+    assert meta["no_split_overlap.shared_groups"] == ["site_b"]
+
+
+def test_warn_policy_reports_but_does_not_block(resources, instance, tmp_path):
+    rule = write_rule(tmp_path / "rule.json", {
+        "leakage_check": "warn",
+        "train": [{"kind": "files", "paths": ["site_a/rec_1.parquet"]}],
+        "val": [{"kind": "files", "paths": ["site_a/rec_2.parquet"]}],
+    })
+    result = _run([*ALL, training_view], resources, instance, {"splits_json": rule})
+    assert result.success
+    (evaluation,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "split_leakage"]
+    assert evaluation.passed is False and evaluation.severity.value == "WARN"
+    assert "training_view" in _materialized(result)
+
+
+def test_drifted_positional_rule_is_refused_and_blocks_downstream(resources, instance, tmp_path):
+    rule = write_rule(tmp_path / "rule.json", {
+        "universe_hash": "0" * 64,  # pinned to some other universe
+        "train": [{"kind": "dir_indices", "ids": ["0-7"]}],
+        "test": [{"kind": "dir_indices", "ids": ["16-23"]}],
+    })
+    result = _run([*ALL, training_view], resources, instance, {"splits_json": rule})
+    assert not result.success
+    checks = _checks(result)
+    assert checks["universe_drift"] is False and checks["split_leakage"] is False
+    assert "training_view" not in _materialized(result)
+    storage = Path(resources["storage_root"].url)
+    assert not (storage / "splits" / "splits.json").exists()  # nothing wrong was written
+    report = json.loads((storage / "splits" / "split_report.json").read_text())
+    assert report["status"] == "refused_drift"
+    assert "Re-run resolve-splits" in report["input_drift"]["message"]
+
+
+def test_position_independent_rule_with_stale_pin_still_resolves(resources, instance, tmp_path):
+    rule = write_rule(tmp_path / "rule.json", {
+        "universe_hash": "0" * 64,
+        "train": [{"kind": "file_indices", "source": "site_a/rec_1.parquet", "ids": ["0-3"]}],
+        "val": [{"kind": "file_indices", "source": "site_b/rec_1.parquet", "ids": [0, 1]}],
+    })
+    result = _run(ALL, resources, instance, {"splits_json": rule})
+    assert result.success
+    assert _checks(result)["universe_drift"] is True
+
+
+def test_universe_changed_after_baking_fails_drift_check(resources, instance, small_landing):
+    assert _run(ALL, resources, instance).success
+    with (small_landing / "universe.csv").open("a") as handle:
+        handle.write("site_d/rec_1.parquet,0-3,site_d\n")
+    assert materialize([universe], resources=resources, instance=instance).success
+    # evaluate the split's checks alone against the changed universe
+    result = materialize(
+        ALL, resources=resources, instance=instance, raise_on_error=False,
+        selection=AssetSelection.checks(universe_drift, split_leakage),
+    )
+    checks = _checks(result)
+    assert checks == {"universe_drift": False, "split_leakage": False}
+
+
+def test_bad_universe_csv_fails_the_universe_asset_with_the_line(resources, instance, small_landing):
+    (small_landing / "universe.csv").write_text("source,index\nrec.parquet,0\nrec.parquet,x\n")
+    result = materialize([universe], resources=resources, instance=instance, raise_on_error=False)
+    assert not result.success
+    failure = _failure_text(result)
+    assert "universe.csv: 1 invalid cell(s)" in failure
+    assert "line 3, column 'index': value 'x'" in failure
+
+
+def test_universe_schema_check_catches_a_tampered_parquet(resources, instance):
+    assert materialize([universe], resources=resources, instance=instance).success
+    path = Path(resources["storage_root"].url) / "universe" / "universe.parquet"
+    table = pq.read_table(path)
+    pq.write_table(table.slice(1), path)  # drop a row, keep the pinned hash
+    result = materialize(
+        [universe, universe_schema], resources=resources, instance=instance, raise_on_error=False,
+        selection=AssetSelection.checks(universe_schema),
+    )
+    assert _checks(result) == {"universe_schema": False}
+
+
+def test_landing_zone_on_an_fsspec_url(tmp_path, instance):
+    import fsspec
+
+    from kuration_resources import LandingZoneResource, StorageRootResource
+
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/lz-test/universe.csv", b"source,index,group\nr1.parquet,0-2,g1\nr2.parquet,0-2,g2\n")
+    resources = {
+        "storage_root": StorageRootResource(url="memory://lz-test-storage"),
+        "landing_zone": LandingZoneResource(url="memory://lz-test"),
+    }
+    result = materialize([universe, universe_schema], resources=resources, instance=instance)
+    assert result.success
+    assert fs.exists("/lz-test-storage/universe/universe.parquet")
+    assert len(load_universe("memory://lz-test-storage")) == 6
+
+
+def test_split_definition_config_rejects_two_sources(resources, instance, tmp_path):
+    rule = write_rule(tmp_path / "rule.json", {"train": [{"kind": "all"}]})
+    result = _run(ALL, resources, instance, {"splits_json": rule, "strategy": "random"})
+    assert not result.success
+    assert "needs exactly one of splits_json, strategy, from_split_column" in _failure_text(result)
+
+
+@pytest.mark.parametrize("strategy", ["random", "stratified"])
+def test_demo_corpus_through_the_graph(tmp_path, instance, demo_landing, strategy):
+    from kuration_resources import LandingZoneResource, StorageRootResource
+
+    resources = {
+        "storage_root": StorageRootResource(url=str(tmp_path / "s")),
+        "landing_zone": LandingZoneResource(url=str(demo_landing)),
+    }
+    result = _run(ALL, resources, instance, {"strategy": strategy, "seed": 4})
+    assert result.success
+    assert all(_checks(result).values())
