@@ -198,7 +198,8 @@ def bake_stratified(
 ) -> DataSplitConfig:
     """Keep groups whole while balancing every tag's share across stages.
 
-    Groups are visited from the most tag-skewed to the least (ties in seeded order), and
+    Ratios here are shares of *samples* (per tag), not of groups as in
+    :func:`bake_random`. Groups are visited from the most tag-skewed to the least (ties in seeded order), and
     each goes to the stage that leaves the per-tag fill (count / target) most even across
     stages, sample counts included as one more "tag". Samples with no tag count as
     ``(untagged)``.
@@ -231,9 +232,13 @@ def bake_stratified(
 
     filled = np.zeros_like(targets)
     assigned: dict[str, list[int]] = {s: [] for s in EXCLUSIVE_STAGES}
-    for g in visit:
+    for visited, g in enumerate(visit):
+        # Once the groups left are only enough to give each still-empty stage one, they
+        # must go there: a stage asked for by its ratio is never left empty.
+        empty = [i for i, stage in enumerate(live) if not assigned[stage]]
+        candidates = empty if len(visit) - visited <= len(empty) else range(len(live))
         best = None
-        for i, stage in enumerate(live):
+        for i in candidates:
             trial = filled.copy()
             trial[i] += group_counts[g]
             fill = trial / targets
@@ -244,12 +249,6 @@ def bake_stratified(
         i = best[1]
         filled[i] += group_counts[g]
         assigned[live[i]].append(g)
-    empty = [s for s in live if not assigned[s]]
-    if empty:
-        raise SplitGenerationError(
-            f"stratified split left {empty} without any {group_by}; there are too few {group_by}s "
-            f"({len(groups.keys)}) for these ratios. Lower the ratios or use --strategy random."
-        )
     positions = {
         stage: np.sort(np.concatenate([groups.rows[g] for g in assigned[stage]] or [np.empty(0, np.int64)]))
         for stage in EXCLUSIVE_STAGES

@@ -44,11 +44,15 @@ def build_parser() -> argparse.ArgumentParser:
     how.add_argument("--strategy", choices=["random", "stratified"], help="compute a split over --universe-csv")
     how.add_argument("--rule", metavar="R.json", help="resolve this hand-authored rule splits.json into its baked form")
     parser.add_argument("--seed", type=int, default=None, help="random seed (required with --strategy)")
-    parser.add_argument("--val-ratio", type=float, default=0.2, help="share of groups for val (default 0.2)")
-    parser.add_argument("--test-ratio", type=float, default=0.2, help="share of groups for test (default 0.2)")
+    parser.add_argument("--val-ratio", type=float, default=0.2,
+                        help="share for val: of groups with random, of samples (per tag) with stratified (default 0.2)")
+    parser.add_argument("--test-ratio", type=float, default=0.2,
+                        help="share for test: of groups with random, of samples (per tag) with stratified (default 0.2)")
     parser.add_argument(
         "--group-by", choices=list(GROUP_BY), default="group",
-        help="unit kept whole in one stage: the universe's 'group' column (defaults to source) or the source (default: group)",
+        help="unit kept whole in one stage: the universe's 'group' column (defaults to source) or the source "
+        "(default: group). With 'source', a group spanning several sources may land in two stages, which the "
+        "group-aware leakage check then refuses",
     )
     parser.add_argument("--ad-aware", action="store_true",
                         help="anomaly-detection split: keep samples with a non-background category out of train")

@@ -187,7 +187,9 @@ class DataSplitConfig:
 
 
 def _read_policy(data: Mapping[str, Any], where: str) -> tuple[Constraint, ...]:
-    has_constraints = "constraints" in data and data["constraints"] is not None
+    has_constraints = "constraints" in data
+    if has_constraints and data["constraints"] is None:
+        raise SplitConfigError(f"{where}: 'constraints' must be a list (use [] to declare no checks), got null")
     legacy = data.get("leakage_check")
     if legacy is not None and not isinstance(legacy, str):
         raise SplitConfigError(f"{where}: 'leakage_check' must be one of {list(LEAKAGE_MODES)}, got {legacy!r}")

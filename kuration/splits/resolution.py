@@ -70,6 +70,9 @@ class SplitResolution:
 def plan_splits(cfg: DataSplitConfig, universe: Universe, *, name_to_id: Mapping[str, int] | None = None) -> SplitResolution:
     """Resolve every stage and evaluate the constraints; raise only on drift or bad selectors."""
     drift = verify_universe(cfg, universe)
+    needed = cfg.required_attrs()
+    if needed:
+        universe.attributes(needed)  # one load for all stages (and for ``SplitResolution.refs``)
     positions: dict[str, np.ndarray] = {}
     for stage in STAGES:
         selectors = cfg.stage(stage)

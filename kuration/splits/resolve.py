@@ -36,9 +36,12 @@ def normalize_source_for_match(path: str) -> str:
     backslashes are separators, ``.`` / ``..`` collapse lexically, and Windows-looking
     paths (a drive letter or backslashes) compare case-insensitively.
     """
-    windowsish = bool(re.match(r"[A-Za-z]:[/\\]", path)) or "\\" in path
     normalized = posixpath.normpath(path.replace("\\", "/"))
-    return normalized.casefold() if windowsish else normalized
+    return normalized.casefold() if _windowsish(path) else normalized
+
+
+def _windowsish(path: str) -> bool:
+    return bool(re.match(r"[A-Za-z]:[/\\]", path)) or "\\" in path
 
 
 class _Resolver:
@@ -49,13 +52,22 @@ class _Resolver:
         self.n = len(universe)
         self._name_to_id = name_to_id
         self._norm_sources: dict[str, list[int]] | None = None
+        self._folded_sources: dict[str, list[int]] = {}
 
     def source_codes_for(self, path: str) -> list[int]:
         if self._norm_sources is None:
             table: dict[str, list[int]] = {}
+            folded: dict[str, list[int]] = {}
             for code, name in enumerate(self.universe.source_names):
-                table.setdefault(normalize_source_for_match(name), []).append(code)
-            self._norm_sources = table
+                normalized = normalize_source_for_match(name)
+                table.setdefault(normalized, []).append(code)
+                folded.setdefault(normalized.casefold(), []).append(code)
+            self._norm_sources, self._folded_sources = table, folded
+        # Universe sources are posix, so only the selector side can look Windows-authored;
+        # such a path compares case-insensitively against the universe side folded too
+        # (``day1\\Cam.npz`` names the posix source ``day1/Cam.npz``).
+        if _windowsish(path):
+            return self._folded_sources.get(normalize_source_for_match(path), [])
         return self._norm_sources.get(normalize_source_for_match(path), [])
 
     def resolve(self, sel: Selector) -> np.ndarray:
@@ -161,6 +173,9 @@ def resolve_positions(
 ) -> np.ndarray:
     """Row positions a stage's selectors pick: unioned in order, first occurrence kept."""
     resolver = _Resolver(universe, name_to_id)
+    needed = required_attrs_of(sel for sel in selectors if isinstance(sel, Selector))
+    if needed:
+        universe.attributes(needed)  # one load for every tag / categories selector of the stage
     parts: list[np.ndarray] = []
     for i, sel in enumerate(selectors):
         if not isinstance(sel, Selector):

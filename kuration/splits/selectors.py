@@ -213,7 +213,8 @@ def expand_ids(ids: Sequence[int | str], *, what: str = "ids") -> list[int]:
         if isinstance(item, str):
             match = _RANGE.match(item)
             if match is None:
-                if item.strip().isdigit():
+                # isdecimal, not isdigit: int() rejects digit-like characters such as "²"
+                if item.strip().isdecimal():
                     out.append(int(item))
                     continue
                 raise SelectorError(

@@ -400,8 +400,12 @@ class Universe(Sequence[SampleRef]):
                     stem=stems[code],
                     annotation=_cell(self.annotation_column, row),
                     group=groups[int(self.group_codes[row])],
-                    tags=loaded.tags_of(row) if loaded and "tags" in loaded.loaded else (),
-                    category_ids=loaded.categories_of(row) if loaded and "category_ids" in loaded.loaded else (),
+                    tags=loaded.tags_of(row) if loaded and "tags" in attrs and "tags" in loaded.loaded else (),
+                    category_ids=(
+                        loaded.categories_of(row)
+                        if loaded and "category_ids" in attrs and "category_ids" in loaded.loaded
+                        else ()
+                    ),
                     materialized_path=_cell(self.materialized_path_column, row),
                     format=_cell(self.format_column, row),
                 )
@@ -444,6 +448,10 @@ class Universe(Sequence[SampleRef]):
     def attributes(self, required: frozenset[str]) -> SampleAttributes:
         """Load (once) and return the lazily loaded attributes named in ``required``."""
         required = frozenset(required) & ATTRIBUTE_NAMES
+        # A load of a superset already answers this; reloading would re-parse every file.
+        for key, cached in self._attributes.items():
+            if required <= key:
+                return cached
         if required not in self._attributes:
             if required:
                 logger.debug("loading sample attributes %s for %d samples", sorted(required), len(self))

@@ -13,6 +13,7 @@ filenames.
 
 from __future__ import annotations
 
+import csv
 import io
 import os
 import re
@@ -29,9 +30,10 @@ REQUIRED_COLUMNS = ("source", "index")
 OPTIONAL_COLUMNS = ("materialized_path", "split", "annotation", "format", "group")
 SPLIT_VALUES = ("train", "val", "test")
 _INDEX_PATTERN = r"^\d+(-\d+(:\d+)?)?$"
-_ESCAPE = re.compile(r"(^|[/\\])\.\.([/\\]|$)")
+_ESCAPE = re.compile(r"(?:^|[/\\])\.\.(?:[/\\]|$)")  # non-capturing: pandas warns on groups
 _PATH_COLUMNS = ("source", "materialized_path", "annotation")
-#: The header is line 1, so data row ``i`` (0-based) is on line ``i + 2``.
+#: The header is line 1, so data row ``i`` (0-based) is on line ``i + 2`` unless blank lines or
+#: multi-line cells intervene (see ``_data_line_numbers``).
 _FIRST_DATA_LINE = 2
 
 
@@ -53,12 +55,33 @@ def _cell_schema(columns: list[str]) -> pdv.DataFrameSchema:
     return pdv.DataFrameSchema(checks, strict=False, coerce=False)
 
 
-def _raise_schema_errors(where: str, errors: pdv.errors.SchemaErrors, *, limit: int = 5) -> None:
+def _data_line_numbers(raw: bytes, n_rows: int) -> np.ndarray:
+    """The 1-based line of the file each parsed data row starts on.
+
+    Usually row ``i`` is on line ``i + 2``; but the parser skips blank lines and a quoted
+    cell may span lines, and then only a (slower) pass of the csv module knows the lines.
+    """
+    n_lines = raw.count(b"\n") + (0 if raw.endswith(b"\n") else 1)
+    if n_lines == n_rows + 1:
+        return np.arange(n_rows) + _FIRST_DATA_LINE
+    reader = csv.reader(io.StringIO(raw.decode("utf-8-sig", errors="replace")))
+    starts: list[int] = []
+    previous = 0
+    for record in reader:
+        if record:
+            starts.append(previous + 1)
+        previous = reader.line_num
+    if len(starts) != n_rows + 1:  # the two parsers disagree; fall back to the plain count
+        return np.arange(n_rows) + _FIRST_DATA_LINE
+    return np.asarray(starts[1:], dtype=np.int64)
+
+
+def _raise_schema_errors(where: str, errors: pdv.errors.SchemaErrors, line_numbers: np.ndarray, *, limit: int = 5) -> None:
     cases = errors.failure_cases.dropna(subset=["index"]).sort_values("index", kind="stable")
     lines = []
     for case in cases.head(limit).itertuples():
         check = str(case.check)
-        lines.append(f"line {int(case.index) + _FIRST_DATA_LINE}, column {case.column!r}: value {case.failure_case!r} {check}")
+        lines.append(f"line {line_numbers[int(case.index)]}, column {case.column!r}: value {case.failure_case!r} {check}")
     more = len(cases) - limit
     raise UniverseError(
         f"{where}: {len(cases)} invalid cell(s):\n  " + "\n  ".join(lines) + (f"\n  ... and {more} more" if more > 0 else "")
@@ -108,27 +131,27 @@ def read_universe_csv(
         )
     if df.empty:
         raise UniverseError(f"{where}: the file has a header but no rows")
+    line_numbers = _data_line_numbers(raw, len(df))
     present = [c for c in (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS) if c in df.columns]
     df = df[present].apply(lambda col: col.str.strip())
     df["source"] = df["source"].str.replace("\\", "/", regex=False)
     try:
         _cell_schema(present).validate(df, lazy=True)
     except pdv.errors.SchemaErrors as exc:
-        _raise_schema_errors(where, exc)
+        _raise_schema_errors(where, exc, line_numbers)
 
     if one_file_per_row:
         empty = df.index[df.get("materialized_path", pd.Series("", index=df.index)) == ""]
         if len(empty):
             raise UniverseError(
-                f"{where}: line {int(empty[0]) + _FIRST_DATA_LINE}, column 'materialized_path': required when each "
+                f"{where}: line {line_numbers[int(empty[0])]}, column 'materialized_path': required when each "
                 f"sample is its own file, but the cell is empty ({len(empty)} such row(s))"
             )
-    line_numbers = df.index.to_numpy() + _FIRST_DATA_LINE
-    sources, indices, row_of = _expand_indices(df, where)
+    sources, indices, row_of = _expand_indices(df, where, line_numbers)
     csv_dir = storage.parent_url(where)
     mat = df["materialized_path"] if "materialized_path" in df.columns else pd.Series("", index=df.index)
     mat = _resolve_relative(mat.where(mat != "", df["source"]).str.replace("\\", "/", regex=False), csv_dir)
-    annotation = _resolve_relative(df["annotation"], csv_dir) if "annotation" in df.columns else None
+    annotation = _resolve_relative(df["annotation"].str.replace("\\", "/", regex=False), csv_dir) if "annotation" in df.columns else None
     group = df["group"].str.replace("\\", "/", regex=False) if "group" in df.columns else None
 
     if one_file_per_row:
@@ -158,7 +181,7 @@ def read_universe_csv(
     )
 
 
-def _expand_indices(df: pd.DataFrame, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _expand_indices(df: pd.DataFrame, where: str, line_numbers: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(source per sample, index per sample, originating row per sample), ranges fanned out."""
     cells = df["index"]
     is_range = cells.str.contains("-", regex=False).to_numpy()
@@ -177,7 +200,7 @@ def _expand_indices(df: pd.DataFrame, where: str) -> tuple[np.ndarray, np.ndarra
         step_n = int(step) if step else 1
         if start > stop or step_n <= 0:
             raise UniverseError(
-                f"{where}: line {row + _FIRST_DATA_LINE}, column 'index': range {text!r} must have start <= stop and step > 0"
+                f"{where}: line {line_numbers[row]}, column 'index': range {text!r} must have start <= stop and step > 0"
             )
         values = np.arange(start, stop + 1, step_n, dtype=np.int64)
         index_parts.append(values)

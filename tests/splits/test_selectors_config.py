@@ -1,0 +1,755 @@
+"""The selector language and ``splits.json`` (``DataSplitConfig``), in the Cuvis.AI formats.
+
+The field tables below are written out by hand from the Cuvis.AI schema
+(``cuvis_ai_schemas.training.data``), not imported, so a wrong table in Kuration fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from pathlib import Path
+
+import fsspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kuration.errors import SelectorError, SplitConfigError, UniverseDriftError
+from kuration.splits import (
+    STAGES,
+    Constraint,
+    ConstraintKind,
+    ConstraintSeverity,
+    DataSplitConfig,
+    Selector,
+    SelectorKind,
+    compress_ids,
+    dumps_splits,
+    expand_ids,
+    load_splits,
+    loads_splits,
+    plan_splits,
+    read_universe_csv,
+    save_splits,
+)
+
+DATA = Path(__file__).parent / "data"
+ALL = {"kind": "all"}
+STEMS = {"kind": "stems", "stems": ["a"]}
+SELECTOR_KEYS = ["kind", "paths", "source", "ids", "stems", "pattern", "any_of", "of"]
+
+#: Exactly the fields each kind sets (Cuvis.AI ``_ALLOWED_FIELDS`` == ``_REQUIRED_FIELDS``).
+VALID = {
+    "files": {"paths": ["day1/a.cu3s", "day1/b.cu3s"]},
+    "file_indices": {"source": "day1/a.cu3s", "ids": [0, "2-4"]},
+    "dir_indices": {"ids": ["0-8:2", 11]},
+    "stems": {"stems": ["a", "b"]},
+    "glob": {"pattern": "day1/*"},
+    "tag": {"any_of": ["normal"]},
+    "categories": {"any_of": ["scratch"]},
+    "all": {},
+    "union": {"of": [ALL]},
+    "except": {"of": [ALL, STEMS]},
+    "intersect": {"of": [ALL, STEMS]},
+}
+#: A non-empty value for every field, to add where it does not belong.
+FIELD_VALUES = {
+    "paths": ["x.cu3s"],
+    "source": "x.cu3s",
+    "ids": [1],
+    "stems": ["x"],
+    "pattern": "*",
+    "any_of": ["x"],
+    "of": [ALL],
+}
+LIST_FIELDS = {"paths", "ids", "stems", "any_of", "of"}
+
+
+def selector(kind: str, **fields) -> dict:
+    return {"kind": kind, **fields}
+
+
+def full_dump(kind: str, **fields) -> dict:
+    """What Cuvis.AI ``model_dump`` writes: every field, defaults included."""
+    base = {"kind": kind, "paths": [], "source": None, "ids": [], "stems": [], "pattern": None, "any_of": [], "of": []}
+    return {**base, **fields}
+
+
+# -- per-kind structure ------------------------------------------------------------------
+
+
+def test_the_table_covers_all_eleven_kinds():
+    assert sorted(VALID) == sorted(k.value for k in SelectorKind)
+    assert len(VALID) == 11
+
+
+@pytest.mark.parametrize("kind", sorted(VALID))
+def test_exactly_the_valid_fields_parse_and_round_trip(kind):
+    sel = Selector.from_dict(selector(kind, **VALID[kind]))
+    assert sel.kind is SelectorKind(kind)
+    dumped = sel.to_dict()
+    assert list(dumped) == SELECTOR_KEYS
+    assert Selector.from_dict(dumped) == sel
+    for name, value in VALID[kind].items():
+        if name != "of":
+            assert dumped[name] == value
+
+
+@pytest.mark.parametrize("kind", sorted(VALID))
+def test_the_full_cuvis_dump_with_empty_defaults_is_accepted(kind):
+    # model_dump writes [] / null for every unused field; those count as "not set"
+    sel = Selector.from_dict(full_dump(kind, **VALID[kind]))
+    assert sel == Selector.from_dict(selector(kind, **VALID[kind]))
+
+
+MISSING = [
+    (kind, field)
+    for kind, fields in sorted(VALID.items())
+    for field in fields
+]
+
+
+@pytest.mark.parametrize(("kind", "field"), MISSING)
+def test_a_missing_required_field_is_rejected(kind, field):
+    data = selector(kind, **{k: v for k, v in VALID[kind].items() if k != field})
+    qualifier = "non-empty " if field in LIST_FIELDS else ""
+    with pytest.raises(SelectorError, match=rf"^selector: selector kind '{kind}' requires {qualifier}'{field}'$"):
+        Selector.from_dict(data)
+
+
+@pytest.mark.parametrize(("kind", "field"), [(k, f) for k, f in MISSING if f in LIST_FIELDS])
+def test_an_empty_list_counts_as_missing(kind, field):
+    data = selector(kind, **{**VALID[kind], field: []})
+    with pytest.raises(SelectorError, match=rf"selector kind '{kind}' requires non-empty '{field}'"):
+        Selector.from_dict(data)
+
+
+EXTRA = [
+    (kind, field)
+    for kind in sorted(VALID)
+    for field in FIELD_VALUES
+    if field not in VALID[kind]
+]
+
+
+@pytest.mark.parametrize(("kind", "field"), EXTRA)
+def test_an_extra_field_is_rejected(kind, field):
+    data = selector(kind, **VALID[kind], **{field: FIELD_VALUES[field]})
+    takes = re.escape(str(list(VALID[kind]))) if VALID[kind] else "no fields"
+    with pytest.raises(
+        SelectorError, match=rf"^selector: selector kind '{kind}' must not set field\(s\) \['{field}'\]; it takes exactly {takes}$"
+    ):
+        Selector.from_dict(data)
+
+
+def test_the_extra_field_check_runs_on_direct_construction_too():
+    with pytest.raises(SelectorError, match=r"selector kind 'glob' must not set field\(s\) \['ids'\]"):
+        Selector(kind=SelectorKind.GLOB, pattern="*", ids=(1,))
+    with pytest.raises(ValueError, match=r"selector kind 'all' must not set field\(s\) \['paths', 'stems'\]"):
+        Selector(kind="all", paths=("a",), stems=("b",))
+
+
+def test_an_empty_pattern_string_is_set():
+    # source / pattern count as set when not null (the Cuvis rule), even if empty
+    assert Selector.from_dict(selector("glob", pattern="")).pattern == ""
+    with pytest.raises(SelectorError, match=r"selector kind 'all' must not set field\(s\) \['pattern'\]"):
+        Selector.from_dict(full_dump("all", pattern=""))
+
+
+@pytest.mark.parametrize("kind", ["except", "intersect"])
+def test_except_and_intersect_need_two_operands(kind):
+    with pytest.raises(SelectorError, match=rf"^selector: selector kind '{kind}' requires at least 2 operands in 'of', got 1$"):
+        Selector.from_dict(selector(kind, of=[ALL]))
+    assert len(Selector.from_dict(selector(kind, of=[ALL, STEMS, ALL])).of) == 3
+
+
+def test_union_takes_a_single_operand():
+    assert Selector.from_dict(selector("union", of=[STEMS])).of == (Selector(kind=SelectorKind.STEMS, stems=("a",)),)
+
+
+BAD_IDS = [
+    (-1, r"index -1 must be >= 0"),
+    ("x", r"ids must be ints or 'a-b' ranges \(optionally 'a-b:step'\), got 'x'"),
+    ("5-2", r"range '5-2': start 5 must be <= stop 2"),
+    ("1-9:0", r"range '1-9:0': step must be > 0"),
+    (True, r"ids must be ints or 'a-b' ranges, got True"),
+    (False, r"ids must be ints or 'a-b' ranges, got False"),
+    (1.5, r"ids must be ints or 'a-b' ranges, got 1\.5"),
+    (None, r"ids must be ints or 'a-b' ranges, got None"),
+    ("-1", r"ids must be ints or 'a-b' ranges \(optionally 'a-b:step'\), got '-1'"),
+    ("²", r"ids must be ints or 'a-b' ranges \(optionally 'a-b:step'\), got '²'"),
+    ("3-", r"ids must be ints or 'a-b' ranges \(optionally 'a-b:step'\), got '3-'"),
+]
+
+
+@pytest.mark.parametrize("kind", ["file_indices", "dir_indices"])
+@pytest.mark.parametrize(("bad", "message"), BAD_IDS)
+def test_bad_ids_are_rejected(kind, bad, message):
+    fields = {"ids": [0, bad]} if kind == "dir_indices" else {"source": "a.cu3s", "ids": [0, bad]}
+    with pytest.raises(SelectorError, match=rf"^selector: selector kind '{kind}': {message}$"):
+        Selector.from_dict(selector(kind, **fields))
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"kind": "all", "idz": [1]}, r"unknown selector field\(s\) \['idz'\]; valid fields: \['kind', 'paths', 'source'"),
+        ({"paths": ["a"]}, r"selector has no 'kind'"),
+        ({"kind": "regex", "pattern": "a.*"}, r"unknown selector kind 'regex'; valid kinds: \['all', 'categories'"),
+        ({"kind": "files", "paths": "a.cu3s"}, r"field 'paths' must be a list, got 'a\.cu3s'"),
+        ({"kind": "file_indices", "source": 3, "ids": [1]}, r"field 'source' must be a string, got 3"),
+        ({"kind": "union", "of": ALL}, r"field 'of' must be a list"),
+        ({"kind": "files", "paths": ["ok", ""]}, r"selector kind 'files': 'paths' entries must be non-empty strings, got \[''\]"),
+        ({"kind": "tag", "any_of": ["ok", 5]}, r"selector kind 'tag': 'any_of' entries must be non-empty strings, got \[5\]"),
+        (["kind", "all"], r"a selector must be a JSON object"),
+    ],
+)
+def test_malformed_selector_json_is_rejected(data, message):
+    with pytest.raises(SelectorError, match=rf"^here: {message}"):
+        Selector.from_dict(data, where="here")
+
+
+# -- error locations ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("doc", "location", "message"),
+    [
+        (
+            {"train": [ALL, {"kind": "union", "of": [ALL, {"kind": "glob", "ids": [1]}]}]},
+            "train[1].of[1]",
+            r"selector kind 'glob' must not set field\(s\) \['ids'\]; it takes exactly \['pattern'\]",
+        ),
+        (
+            {"train": [{"kind": "union", "of": [ALL, {"kind": "glob"}]}]},
+            "train[0].of[1]",
+            r"selector kind 'glob' requires 'pattern'",
+        ),
+        (
+            {"val": [ALL, ALL, {"kind": "except", "of": [{"kind": "intersect", "of": [ALL, {"kind": "tag"}]}, ALL]}]},
+            "val[2].of[0].of[1]",
+            r"selector kind 'tag' requires non-empty 'any_of'",
+        ),
+        (
+            {"test": [{"kind": "except", "of": [ALL]}]},
+            "test[0]",
+            r"selector kind 'except' requires at least 2 operands in 'of', got 1",
+        ),
+        (
+            {"predict": [{"kind": "union", "of": [{"kind": "all", "id": 3}]}]},
+            "predict[0].of[0]",
+            r"unknown selector field\(s\) \['id'\]",
+        ),
+        (
+            {"train": [{"kind": "dir_indices", "ids": ["4-1"]}]},
+            "train[0]",
+            r"selector kind 'dir_indices': range '4-1': start 4 must be <= stop 1",
+        ),
+    ],
+)
+def test_errors_name_the_selector_location(doc, location, message):
+    with pytest.raises(SplitConfigError, match=rf"^my/splits\.json: {re.escape(location)}: {message}"):
+        loads_splits(json.dumps(doc), where="my/splits.json")
+
+
+def test_selector_from_dict_prefixes_nested_locations():
+    data = {"kind": "union", "of": [ALL, {"kind": "except", "of": [ALL, {"kind": "stems", "stems": [""]}]}]}
+    with pytest.raises(
+        SelectorError,
+        match=r"^train\[0\]\.of\[1\]\.of\[1\]: selector kind 'stems': 'stems' entries must be non-empty strings",
+    ):
+        Selector.from_dict(data, where="train[0]")
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"trian": []}, r"unknown key\(s\) \['trian'\]; valid keys: \["),
+        ({"train": {"kind": "all"}}, r"'train' must be a list of selectors"),
+        ({"universe_hash": 12}, r"'universe_hash' must be a string or null, got 12"),
+        ({"splits_path": ["a"]}, r"'splits_path' must be a string or null"),
+        ([ALL], r"expected a JSON object, got list"),
+    ],
+)
+def test_malformed_config_json_is_rejected(doc, message):
+    with pytest.raises(SplitConfigError, match=rf"^s\.json: {message}"):
+        loads_splits(json.dumps(doc), where="s.json")
+
+
+def test_invalid_json_text_is_rejected():
+    with pytest.raises(SplitConfigError, match=r"^s\.json: not valid JSON: "):
+        loads_splits('{"train": [', where="s.json")
+
+
+def test_a_config_only_holds_selectors():
+    with pytest.raises(SplitConfigError, match=r"train\[0\]: expected a Selector, got \{'kind': 'all'\}"):
+        DataSplitConfig(train=({"kind": "all"},))
+
+
+def test_config_errors_are_value_errors():
+    with pytest.raises(ValueError, match=r"train\[0\]"):
+        loads_splits('{"train": [{"kind": "glob"}]}')
+
+
+# -- ids: expand and compress ----------------------------------------------------------
+
+
+def test_expand_ids_examples():
+    assert expand_ids([0, "2-4", "10-20:5", " 7-8 ", 3]) == [0, 2, 3, 4, 10, 15, 20, 7, 8, 3]
+    # a bare decimal string is read as its int (Cuvis.AI would reject it when resolving)
+    assert expand_ids(["7", " 12 "]) == [7, 12]
+    assert expand_ids(["0-5:2"]) == [0, 2, 4]
+    assert expand_ids([]) == []
+
+
+def test_compress_ids_examples():
+    assert compress_ids([8, 0, 1, 2, 5, 7, 2]) == ["0-2", 5, "7-8"]
+    assert compress_ids([4]) == [4]
+    assert compress_ids([]) == []
+
+
+@settings(deadline=None)
+@given(st.sets(st.integers(min_value=0, max_value=5_000), max_size=300))
+def test_compress_then_expand_is_the_sorted_set(values):
+    assert expand_ids(compress_ids(values)) == sorted(values)
+
+
+@settings(deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=300), max_size=200))
+def test_compress_ids_is_canonical_and_order_independent(values):
+    out = compress_ids(values)
+    assert out == compress_ids(sorted(set(values), reverse=True))
+    spans = []
+    for item in out:
+        if isinstance(item, str):
+            a, b = (int(x) for x in item.split("-"))
+            assert a < b  # a run of one is written as a plain int
+        else:
+            a = b = item
+        spans.append((a, b))
+    # runs are increasing and never adjacent (adjacent runs would have merged)
+    for (_, prev_end), (start, _) in zip(spans, spans[1:]):
+        assert start > prev_end + 1
+    if out:
+        Selector(kind=SelectorKind.FILE_INDICES, source="s", ids=tuple(out))
+
+
+@settings(deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 1_000), st.integers(0, 50), st.integers(1, 7)),
+        max_size=20,
+    )
+)
+def test_expand_ids_follows_python_ranges_in_order(spans):
+    ids: list[int | str] = []
+    expected: list[int] = []
+    for start, length, step in spans:
+        stop = start + length
+        ids.append(f"{start}-{stop}" if step == 1 else f"{start}-{stop}:{step}")
+        expected.extend(range(start, stop + 1, step))
+        ids.append(start)
+        expected.append(start)
+    assert expand_ids(ids) == expected
+
+
+# -- constraints and the leakage policy --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("error", (Constraint(ConstraintKind.NO_SPLIT_OVERLAP, ConstraintSeverity.ERROR),)),
+        ("warn", (Constraint(ConstraintKind.NO_SPLIT_OVERLAP, ConstraintSeverity.WARN),)),
+        ("off", ()),
+    ],
+)
+def test_seed_leakage_check_becomes_constraints(mode, expected):
+    cfg = loads_splits(json.dumps({"leakage_check": mode, "train": [ALL]}))
+    assert cfg.constraints == expected
+    assert cfg.leakage_check == mode
+
+
+def test_neither_spelling_means_the_error_policy():
+    cfg = loads_splits(json.dumps({"train": [ALL]}))
+    assert cfg.constraints == (Constraint(ConstraintKind.NO_SPLIT_OVERLAP, ConstraintSeverity.ERROR),)
+    assert cfg.leakage_check == "error"
+    assert DataSplitConfig().leakage_check == "error"
+
+
+def test_explicit_empty_constraints_means_no_checks():
+    cfg = loads_splits(json.dumps({"constraints": []}))
+    assert cfg.constraints == ()
+    assert cfg.leakage_check == "off"
+
+
+def test_constraints_form_is_read_with_default_severity():
+    cfg = loads_splits(json.dumps({
+        "constraints": [
+            {"kind": "no_source_overlap", "severity": "warn"},
+            {"kind": "no_train_anomalous"},
+            {"kind": "no_split_overlap", "severity": "error"},
+        ]
+    }))
+    assert cfg.constraints == (
+        Constraint(ConstraintKind.NO_SOURCE_OVERLAP, ConstraintSeverity.WARN),
+        Constraint(ConstraintKind.NO_TRAIN_ANOMALOUS, ConstraintSeverity.ERROR),
+        Constraint(ConstraintKind.NO_SPLIT_OVERLAP, ConstraintSeverity.ERROR),
+    )
+    assert cfg.constraint(ConstraintKind.NO_TRAIN_ANOMALOUS).severity is ConstraintSeverity.ERROR
+    assert cfg.leakage_check == "error"
+
+
+def test_constraints_without_split_overlap_mean_leakage_off():
+    cfg = loads_splits(json.dumps({"constraints": [{"kind": "no_source_overlap", "severity": "error"}]}))
+    assert cfg.leakage_check == "off"
+    assert cfg.constraint(ConstraintKind.NO_SPLIT_OVERLAP) is None
+
+
+@pytest.mark.parametrize(
+    ("constraints", "message"),
+    [
+        (
+            [{"kind": "no_split_overlap"}, {"kind": "no_source_overlap"}, {"kind": "no_split_overlap", "severity": "warn"}],
+            r"^s\.json: duplicate constraint kind\(s\): no_split_overlap$",
+        ),
+        (
+            [{"kind": "no_split_overlap"}, {"kind": "no_source_overlap", "severity": "fatal"}],
+            r"^s\.json: constraints\[1\]: constraint 'no_source_overlap': unknown severity 'fatal'; valid: \['error', 'warn'\]$",
+        ),
+        (
+            [{"kind": "no_leaks"}],
+            r"^s\.json: constraints\[0\]: unknown constraint kind 'no_leaks'; valid kinds: \['no_split_overlap', "
+            r"'no_source_overlap', 'no_train_anomalous'\]$",
+        ),
+        (
+            [{"kind": "no_split_overlap", "severity": "error", "note": "x"}],
+            r"^s\.json: constraints\[0\] must be an object with 'kind' and optional 'severity'",
+        ),
+        ([{"severity": "warn"}], r"^s\.json: constraints\[0\] must be an object with 'kind'"),
+        ({"kind": "no_split_overlap"}, r"^s\.json: 'constraints' must be a list"),
+    ],
+)
+def test_bad_constraints_are_rejected(constraints, message):
+    with pytest.raises(SplitConfigError, match=message):
+        loads_splits(json.dumps({"constraints": constraints}), where="s.json")
+
+
+@pytest.mark.parametrize("value", ["strict", "ERROR", 1, True])
+def test_a_bad_leakage_check_is_rejected(value):
+    with pytest.raises(SplitConfigError, match=r"^s\.json: '?leakage_check'? must be one of \['error', 'warn', 'off'\]"):
+        loads_splits(json.dumps({"leakage_check": value}), where="s.json")
+
+
+@pytest.mark.parametrize(
+    ("legacy", "constraints", "implied"),
+    [
+        ("warn", [{"kind": "no_split_overlap", "severity": "error"}], "error"),
+        ("error", [], "off"),
+        ("off", [{"kind": "no_split_overlap", "severity": "warn"}], "warn"),
+        ("error", [{"kind": "no_source_overlap", "severity": "error"}], "off"),
+    ],
+)
+def test_contradicting_spellings_are_rejected(legacy, constraints, implied):
+    with pytest.raises(
+        SplitConfigError,
+        match=rf"^s\.json: 'leakage_check': '{legacy}' contradicts 'constraints', whose no_split_overlap implies "
+        rf"'{implied}'; keep one spelling$",
+    ):
+        loads_splits(json.dumps({"leakage_check": legacy, "constraints": constraints}), where="s.json")
+
+
+@pytest.mark.parametrize(
+    ("legacy", "constraints"),
+    [
+        ("warn", [{"kind": "no_split_overlap", "severity": "warn"}]),
+        ("off", [{"kind": "no_source_overlap", "severity": "error"}]),
+        ("error", [{"kind": "no_split_overlap"}, {"kind": "no_train_anomalous", "severity": "warn"}]),
+    ],
+)
+def test_agreeing_spellings_are_accepted(legacy, constraints):
+    cfg = loads_splits(json.dumps({"leakage_check": legacy, "constraints": constraints}))
+    assert cfg.leakage_check == legacy
+    assert len(cfg.constraints) == len(constraints)
+
+
+def test_save_writes_only_the_constraints_form(tmp_path):
+    cfg = loads_splits(json.dumps({"leakage_check": "warn", "train": [ALL]}))
+    path = tmp_path / "splits.json"
+    save_splits(cfg, path)
+    data = json.loads(path.read_text())
+    assert "leakage_check" not in data
+    assert data["constraints"] == [{"kind": "no_split_overlap", "severity": "warn"}]
+    off = loads_splits(json.dumps({"leakage_check": "off"}))
+    assert json.loads(dumps_splits(off))["constraints"] == []
+    assert "leakage_check" not in dumps_splits(off)
+    # an "off" file stays off when read back, rather than becoming the default "error"
+    assert loads_splits(dumps_splits(off)).leakage_check == "off"
+
+
+def test_with_leakage_check_keeps_the_other_constraints():
+    cfg = DataSplitConfig(constraints=(
+        Constraint(ConstraintKind.NO_SOURCE_OVERLAP, ConstraintSeverity.WARN),
+        Constraint(ConstraintKind.NO_SPLIT_OVERLAP, ConstraintSeverity.ERROR),
+    ))
+    warned = cfg.with_leakage_check("warn")
+    assert warned.leakage_check == "warn"
+    assert warned.constraint(ConstraintKind.NO_SOURCE_OVERLAP).severity is ConstraintSeverity.WARN
+    off = cfg.with_leakage_check("off")
+    assert off.constraints == (Constraint(ConstraintKind.NO_SOURCE_OVERLAP, ConstraintSeverity.WARN),)
+    with pytest.raises(SplitConfigError, match=r"leakage_check must be one of \['error', 'warn', 'off'\], got 'loud'"):
+        cfg.with_leakage_check("loud")
+
+
+# -- save / load ---------------------------------------------------------------------------
+
+
+def sample_config() -> DataSplitConfig:
+    return DataSplitConfig(
+        universe_hash="abc123",
+        train=(Selector(kind=SelectorKind.FILE_INDICES, source="rec/a.cu3s", ids=(0, "2-4")),),
+        val=(Selector(kind=SelectorKind.GLOB, pattern="day2/*"),),
+        test=(
+            Selector(
+                kind=SelectorKind.EXCEPT,
+                of=(Selector(kind=SelectorKind.ALL), Selector(kind=SelectorKind.STEMS, stems=("x",))),
+            ),
+        ),
+        constraints=(
+            Constraint(ConstraintKind.NO_SPLIT_OVERLAP, ConstraintSeverity.ERROR),
+            Constraint(ConstraintKind.NO_SOURCE_OVERLAP, ConstraintSeverity.WARN),
+        ),
+    )
+
+
+#: Written by hand: Cuvis.AI ``json.dumps(cfg.model_dump(mode="json"), indent=2)``.
+GOLDEN = """{
+  "splits_path": null,
+  "universe_hash": "abc123",
+  "train": [
+    {
+      "kind": "file_indices",
+      "paths": [],
+      "source": "rec/a.cu3s",
+      "ids": [
+        0,
+        "2-4"
+      ],
+      "stems": [],
+      "pattern": null,
+      "any_of": [],
+      "of": []
+    }
+  ],
+  "val": [
+    {
+      "kind": "glob",
+      "paths": [],
+      "source": null,
+      "ids": [],
+      "stems": [],
+      "pattern": "day2/*",
+      "any_of": [],
+      "of": []
+    }
+  ],
+  "test": [
+    {
+      "kind": "except",
+      "paths": [],
+      "source": null,
+      "ids": [],
+      "stems": [],
+      "pattern": null,
+      "any_of": [],
+      "of": [
+        {
+          "kind": "all",
+          "paths": [],
+          "source": null,
+          "ids": [],
+          "stems": [],
+          "pattern": null,
+          "any_of": [],
+          "of": []
+        },
+        {
+          "kind": "stems",
+          "paths": [],
+          "source": null,
+          "ids": [],
+          "stems": [
+            "x"
+          ],
+          "pattern": null,
+          "any_of": [],
+          "of": []
+        }
+      ]
+    }
+  ],
+  "predict": [],
+  "constraints": [
+    {
+      "kind": "no_split_overlap",
+      "severity": "error"
+    },
+    {
+      "kind": "no_source_overlap",
+      "severity": "warn"
+    }
+  ]
+}"""
+
+
+def test_dumps_splits_matches_the_cuvis_golden_text():
+    assert dumps_splits(sample_config()) == GOLDEN
+
+
+def test_key_order_is_the_cuvis_field_order():
+    data = json.loads(dumps_splits(sample_config()))
+    assert list(data) == ["splits_path", "universe_hash", "train", "val", "test", "predict", "constraints"]
+    assert all(list(sel) == SELECTOR_KEYS for stage in STAGES for sel in data[stage])
+    assert list(data["test"][0]["of"][1]) == SELECTOR_KEYS
+
+
+def test_save_load_round_trip_is_stable(tmp_path):
+    cfg = sample_config()
+    path = tmp_path / "nested" / "dir" / "splits.json"
+    written = save_splits(cfg, path)
+    assert Path(written) == path
+    first = path.read_bytes()
+    assert first == GOLDEN.encode("utf-8")  # no trailing newline
+    loaded = load_splits(path)
+    assert loaded == cfg
+    save_splits(loaded, path)
+    assert path.read_bytes() == first
+    assert sorted(p.name for p in path.parent.iterdir()) == ["splits.json"]  # no temp file left
+
+
+def test_splits_path_round_trips(tmp_path):
+    cfg = loads_splits(json.dumps({"splits_path": "splits/dinomaly.json", "train": [ALL]}))
+    assert cfg.splits_path == "splits/dinomaly.json"
+    assert json.loads(dumps_splits(cfg))["splits_path"] == "splits/dinomaly.json"
+
+
+def test_load_splits_reports_a_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"splits file not found: .*missing\.json"):
+        load_splits(tmp_path / "missing.json")
+
+
+def test_load_errors_name_the_file(tmp_path):
+    path = tmp_path / "splits.json"
+    path.write_text(json.dumps({"train": [{"kind": "glob", "pattern": "*", "stems": ["a"]}]}))
+    with pytest.raises(SplitConfigError, match=rf"^{re.escape(str(path))}: train\[0\]: selector kind 'glob' must not set"):
+        load_splits(path)
+
+
+def test_save_and_load_through_an_fsspec_url():
+    url = f"memory://kuration-test-{uuid.uuid4().hex}/splits.json"
+    try:
+        save_splits(sample_config(), url)
+        with fsspec.open(url, "rb") as handle:
+            assert handle.read() == GOLDEN.encode("utf-8")
+        assert load_splits(url) == sample_config()
+    finally:
+        fs, path = fsspec.core.url_to_fs(url)
+        fs.rm(path.rsplit("/", 1)[0], recursive=True)
+
+
+# -- a Cuvis.AI-authored file ------------------------------------------------------------
+
+
+@pytest.fixture
+def cuvis_universe(tmp_path):
+    """20 samples, in canonical order (the position of each is its dir_indices number):
+
+    0-5 day1/a#0-5, 6-9 day1/b#0-3, 10-14 day2/c#0-4, 15-16 day2/d#0-1, 17-19 day3/e#0-2.
+    """
+    path = tmp_path / "universe.csv"
+    path.write_text(
+        "source,index\n"
+        "day3\\e.cu3s,0-2\n"
+        "day2/c.cu3s,0-4\n"
+        "day1/b.cu3s,0-3\n"
+        "day2/d.cu3s,1\n"
+        "day1/a.cu3s,0-5\n"
+        "day2/d.cu3s,0\n"
+    )
+    return read_universe_csv(path)
+
+
+def test_the_cuvis_fixture_has_the_full_model_dump_shape():
+    text = (DATA / "cuvis_authored_splits.json").read_text(encoding="utf-8")
+    data = json.loads(text)
+    assert list(data) == ["splits_path", "universe_hash", "train", "val", "test", "predict", "constraints"]
+    assert data["splits_path"] is None
+
+    def walk(sel):
+        yield sel
+        for child in sel["of"]:
+            yield from walk(child)
+
+    kinds = set()
+    for stage in STAGES:
+        for top in data[stage]:
+            for sel in walk(top):
+                assert list(sel) == SELECTOR_KEYS
+                kinds.add(sel["kind"])
+    assert {"union", "except", "intersect", "files", "file_indices", "stems", "glob", "dir_indices", "all"} <= kinds
+    # our writer reproduces the Cuvis.AI text byte for byte
+    assert dumps_splits(loads_splits(text)) == text
+
+
+def test_the_cuvis_fixture_resolves_to_the_hand_worked_stages(cuvis_universe):
+    cfg = load_splits(DATA / "cuvis_authored_splits.json")
+    assert cfg.constraints == (
+        Constraint(ConstraintKind.NO_SPLIT_OVERLAP, ConstraintSeverity.ERROR),
+        Constraint(ConstraintKind.NO_SOURCE_OVERLAP, ConstraintSeverity.WARN),
+    )
+    assert cfg.universe_hash == cuvis_universe.hash
+    assert not cfg.is_baked  # live selectors remain
+    resolution = plan_splits(cfg, cuvis_universe)
+    assert resolution.drift.status == "match"
+    stages = {stage: cuvis_universe.uids(resolution.positions[stage]) for stage in STAGES}
+
+    # train[0] union: a#0,2,3,4 then stems ["c"]; train[1] except: glob day1/* (a then b,
+    # in universe order) minus files [a] minus b#3
+    assert stages["train"] == [
+        "day1/a.cu3s#0", "day1/a.cu3s#2", "day1/a.cu3s#3", "day1/a.cu3s#4",
+        "day2/c.cu3s#0", "day2/c.cu3s#1", "day2/c.cu3s#2", "day2/c.cu3s#3", "day2/c.cu3s#4",
+        "day1/b.cu3s#0", "day1/b.cu3s#1", "day1/b.cu3s#2",
+    ]
+    # intersect keeps the left operand's order: dir_indices 19, 15, 16, 17, 5 -> e#2, d#0, d#1,
+    # e#0, a#5; the right operand (glob *d | e#1-2 | a#5) drops e#0
+    assert stages["val"] == ["day3/e.cu3s#2", "day2/d.cu3s#0", "day2/d.cu3s#1", "day1/a.cu3s#5"]
+    # b#3; then all minus (day1/* | day2/*) minus e#2 -> e#0, e#1; then dir_indices "1-1" -> a#1
+    assert stages["test"] == ["day1/b.cu3s#3", "day3/e.cu3s#0", "day3/e.cu3s#1", "day1/a.cu3s#1"]
+    # empty predict is the whole universe, in canonical order
+    assert stages["predict"] == cuvis_universe.uids()
+    assert len(stages["predict"]) == 20
+
+    # train / val / test share no sample; three recordings span stages (a warn-level finding)
+    exclusive = [set(stages[s]) for s in ("train", "val", "test")]
+    assert not (exclusive[0] & exclusive[1]) and not (exclusive[0] & exclusive[2]) and not (exclusive[1] & exclusive[2])
+    by_kind = {r.kind: r for r in resolution.leakage.results}
+    assert by_kind["no_split_overlap"].count == 0
+    assert by_kind["no_source_overlap"].status == "violated"
+    assert by_kind["no_source_overlap"].severity == "warn"
+    assert list(by_kind["no_source_overlap"].offending) == ["day1/a.cu3s", "day1/b.cu3s", "day3/e.cu3s"]
+
+
+def test_the_cuvis_fixture_refuses_a_changed_universe(tmp_path):
+    # the fixture pins a hash and still holds dir_indices: one more sample shifts positions
+    path = tmp_path / "universe.csv"
+    path.write_text("source,index\nday1/a.cu3s,0-6\nday1/b.cu3s,0-3\nday2/c.cu3s,0-4\nday2/d.cu3s,0-1\nday3/e.cu3s,0-2\n")
+    cfg = load_splits(DATA / "cuvis_authored_splits.json")
+    with pytest.raises(UniverseDriftError, match=r"universe changed since splits\.json was committed \(expected 5683753ca883\.\.\."):
+        plan_splits(cfg, read_universe_csv(path))
+
+
+def test_null_constraints_are_rejected_not_read_as_the_default():
+    with pytest.raises(SplitConfigError, match=r"'constraints' must be a list \(use \[\] to declare no checks\), got null"):
+        DataSplitConfig.from_dict({"constraints": None})
