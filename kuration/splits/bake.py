@@ -131,13 +131,13 @@ def _stage_counts(n_groups: int, ratios: Mapping[str, float], group_by: str) -> 
 
 
 def _drop_anomalous_from_train(universe: Universe, positions: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    has_labels = universe.annotation_column is not None and any(universe.annotation_column)
-    if not has_labels:
+    attrs = universe.attributes(frozenset({"category_ids"}))
+    if "category_ids" not in attrs.loaded:
         raise SplitGenerationError(
             f"{universe.origin or 'universe'}: --ad-aware needs labels to tell anomalous samples apart, but no row "
             "has an 'annotation' file. Add annotations, or drop --ad-aware."
         )
-    anomalous = universe.attributes(frozenset({"category_ids"})).anomalous_rows(len(universe))
+    anomalous = attrs.anomalous_rows(len(universe))
     train = positions["train"]
     return {**positions, "train": train[~anomalous[train]]}
 

@@ -167,12 +167,11 @@ def evaluate_constraints(
                 severity, stage_codes(universe.source_codes), lambda codes: source_names[codes].tolist()
             ))
         elif c.kind == ConstraintKind.NO_TRAIN_ANOMALOUS:
-            has_labels = universe.annotation_column is not None and any(universe.annotation_column)
-            attrs = universe.attributes(frozenset({"category_ids"})) if has_labels else None
-            if attrs is None or "category_ids" not in attrs.loaded:
+            attrs = universe.attributes(frozenset({"category_ids"}))
+            if "category_ids" not in attrs.loaded:
                 results.append(ConstraintResult(
                     c.kind.value, severity, "unavailable",
-                    reason="no annotation files in the universe, so anomalous samples cannot be told apart",
+                    reason="no category labels in the universe (no annotation files), so anomalous samples cannot be told apart",
                 ))
                 continue
             train = np.asarray(stages.get("train", []), np.int64)

@@ -20,7 +20,7 @@ from kuration.splits.drift import DriftReport, verify_universe
 from kuration.splits.leakage import LeakageReport, enforce, evaluate_constraints
 from kuration.splits.resolve import resolve_positions
 from kuration.splits.sample_ref import SampleRef
-from kuration.splits.universe import Universe
+from kuration.splits.universe import SampleRefs, Universe
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,8 @@ class SplitResolution:
     drift: DriftReport
     leakage: LeakageReport
 
-    def refs(self, stage: str) -> list[SampleRef]:
-        return self.universe.refs(self.positions[stage], attrs=self.config.required_attrs())
+    def refs(self, stage: str) -> SampleRefs:
+        return SampleRefs(self.universe, self.positions[stage], attrs=self.config.required_attrs())
 
     def counts(self) -> dict[str, int]:
         return {stage: int(len(self.positions[stage])) for stage in STAGES}
@@ -89,7 +89,7 @@ def resolve_splits(
     refs: Sequence[SampleRef] | Universe,
     *,
     name_to_id: Mapping[str, int] | None = None,
-) -> dict[str, list[SampleRef]]:
+) -> dict[str, Sequence[SampleRef]]:
     """``{stage: [SampleRef]}`` with the drift guard and the leakage policy applied.
 
     An empty ``predict`` is the whole universe. Raises ``UniverseDriftError``,

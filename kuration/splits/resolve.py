@@ -24,7 +24,7 @@ import numpy as np
 from kuration.errors import SelectorError
 from kuration.splits.sample_ref import SampleRef
 from kuration.splits.selectors import Selector, SelectorKind, expand_ids, required_attrs_of
-from kuration.splits.universe import Universe
+from kuration.splits.universe import SampleRefs, Universe
 
 logger = logging.getLogger(__name__)
 
@@ -63,12 +63,20 @@ class _Resolver:
                 table.setdefault(normalized, []).append(code)
                 folded.setdefault(normalized.casefold(), []).append(code)
             self._norm_sources, self._folded_sources = table, folded
-        # Universe sources are posix, so only the selector side can look Windows-authored;
-        # such a path compares case-insensitively against the universe side folded too
-        # (``day1\\Cam.npz`` names the posix source ``day1/Cam.npz``).
-        if _windowsish(path):
-            return self._folded_sources.get(normalize_source_for_match(path), [])
-        return self._norm_sources.get(normalize_source_for_match(path), [])
+        codes = self._norm_sources.get(normalize_source_for_match(path), [])
+        if not codes and _windowsish(path):
+            # Cuvis.AI folds the case of a Windows-looking selector path but not of the
+            # posix universe source, so such a path never names a mixed-case source. We
+            # keep that rule (a file must select the same samples in both tools) and say
+            # how to write the path so that it does match.
+            near = self._folded_sources.get(normalize_source_for_match(path), [])
+            if near:
+                logger.warning(
+                    "selector path %r looks Windows-authored and is compared case-folded, so it does not match "
+                    "the source %r; write it as %r (forward slashes, exact case)",
+                    path, self.universe.source_names[near[0]], self.universe.source_names[near[0]],
+                )
+        return codes
 
     def resolve(self, sel: Selector) -> np.ndarray:
         kind = sel.kind
@@ -198,18 +206,19 @@ def resolve_selectors(
     refs: Sequence[SampleRef] | Universe,
     *,
     name_to_id: Mapping[str, int] | None = None,
-) -> list[SampleRef]:
+) -> Sequence[SampleRef]:
     """Resolve one stage's selector list to samples (order-preserving union, dedup by uid).
 
-    ``refs`` is the universe in canonical order: a :class:`Universe`, or a list of
-    ``SampleRef`` whose tags / category ids are already populated (the objects returned
-    are then the very objects passed in). Raises :class:`SelectorError` on a selector
+    ``refs`` is the universe in canonical order: a :class:`Universe` (the result is then a
+    lazy :class:`SampleRefs` sequence that builds ``SampleRef`` objects as they are read),
+    or a list of ``SampleRef`` whose tags / category ids are already populated (the
+    objects returned are then the very objects passed in). Raises :class:`SelectorError` on a selector
     matching zero samples, an out-of-range ``dir_indices`` position, or an unknown
     category name.
     """
     if isinstance(refs, Universe):
         positions = resolve_positions(selectors, refs, name_to_id=name_to_id)
-        return refs.refs(positions, attrs=required_attrs_of(selectors))
+        return SampleRefs(refs, positions, attrs=required_attrs_of(selectors))
     ref_list = list(refs)
     positions = resolve_positions(selectors, Universe.from_refs(ref_list, name_to_id=name_to_id), name_to_id=name_to_id)
     return [ref_list[p] for p in positions.tolist()]

@@ -8,8 +8,8 @@ sample a ref is. ``group`` is the leakage-grouping key and defaults to the sourc
 
 from __future__ import annotations
 
-import posixpath
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 
 
 def posix_source(source: str) -> str:
@@ -18,10 +18,11 @@ def posix_source(source: str) -> str:
 
 
 def source_stem(source: str) -> str:
-    """The filename stem of a source (``runs/day1/flight_03.parquet`` -> ``flight_03``)."""
-    name = posixpath.basename(posix_source(source))
-    stem, dot, _ = name.rpartition(".")
-    return stem if dot and stem else name
+    """The filename stem of a source (``runs/day1/flight_03.parquet`` -> ``flight_03``).
+
+    Exactly ``PurePosixPath(source).stem``, which is what Cuvis.AI matches ``stems`` and
+    ``glob`` against, edge cases (``b.``, ``...``) included."""
+    return PurePosixPath(posix_source(source)).stem
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,3 +60,34 @@ class SampleRef:
         object.__setattr__(self, "tags", tuple(self.tags))
         object.__setattr__(self, "category_ids", tuple(int(c) for c in self.category_ids))
         object.__setattr__(self, "uid", f"{source}#{self.index}")
+
+    @classmethod
+    def _from_trusted_columns(
+        cls,
+        source: list[str],
+        index: list[int],
+        stem: list[str],
+        annotation: list[str | None],
+        group: list[str],
+        tags: list[tuple[str, ...]],
+        category_ids: list[tuple[int, ...]],
+        materialized_path: list[str | None],
+        format: list[str | None],
+        uid: list[str],
+    ) -> list[SampleRef]:
+        """Build many refs from values a :class:`Universe` already validated and normalized.
+
+        Skips ``__post_init__`` (which would re-normalize and re-check every field): this
+        is what makes materializing hundreds of thousands of resolved samples affordable."""
+        setters = [cls.__dict__[name].__set__ for name in _FIELDS]
+        new = object.__new__
+        out = []
+        for values in zip(source, index, stem, annotation, group, tags, category_ids, materialized_path, format, uid):
+            ref = new(cls)
+            for setter, value in zip(setters, values):
+                setter(ref, value)
+            out.append(ref)
+        return out
+
+
+_FIELDS = ("source", "index", "stem", "annotation", "group", "tags", "category_ids", "materialized_path", "format", "uid")

@@ -185,9 +185,10 @@ def _validate_structure(sel: Selector) -> None:
             f"selector kind '{kind}' requires at least 2 operands in 'of', got {len(sel.of)}"
         )
     for name in ("paths", "stems", "any_of"):
-        bad = [v for v in getattr(sel, name) if not isinstance(v, str) or not v]
+        # Empty strings are allowed (they match nothing), as Cuvis.AI allows them.
+        bad = [v for v in getattr(sel, name) if not isinstance(v, str)]
         if bad:
-            raise SelectorError(f"selector kind '{kind}': '{name}' entries must be non-empty strings, got {bad!r}")
+            raise SelectorError(f"selector kind '{kind}': '{name}' entries must be strings, got {bad!r}")
     for child in sel.of:
         if not isinstance(child, Selector):
             raise SelectorError(f"selector kind '{kind}': 'of' entries must be selectors, got {child!r}")
@@ -213,12 +214,11 @@ def expand_ids(ids: Sequence[int | str], *, what: str = "ids") -> list[int]:
         if isinstance(item, str):
             match = _RANGE.match(item)
             if match is None:
-                # isdecimal, not isdigit: int() rejects digit-like characters such as "²"
-                if item.strip().isdecimal():
-                    out.append(int(item))
-                    continue
+                # A bare "7" is refused, as the Cuvis.AI resolver refuses it, so that a file
+                # one tool accepts never fails in the other.
+                hint = f"; write the number {item.strip()} without quotes" if item.strip().isdecimal() else ""
                 raise SelectorError(
-                    f"{what}: ids must be ints or 'a-b' ranges (optionally 'a-b:step'), got {item!r}"
+                    f"{what}: ids must be ints or 'a-b' ranges (optionally 'a-b:step'), got {item!r}{hint}"
                 )
             start, stop = int(match.group(1)), int(match.group(2))
             step = int(match.group(3)) if match.group(3) is not None else 1

@@ -56,6 +56,7 @@ class SampleAttributes:
     category_rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     category_ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     name_to_id: Mapping[str, int] | None = None
+    _per_row: dict = field(default_factory=dict, compare=False, repr=False)
 
     def rows_with_tags(self, names: Sequence[str], n_rows: int) -> np.ndarray:
         wanted = [i for i, name in enumerate(self.tag_names) if name in set(names)]
@@ -74,11 +75,33 @@ class SampleAttributes:
         mask[self.category_rows[self.category_ids != 0]] = True
         return mask
 
-    def tags_of(self, row: int) -> tuple[str, ...]:
-        return tuple(self.tag_names[c] for c in self.tag_codes[self.tag_rows == row])
+    def tags_by_row(self, n_rows: int) -> list[tuple[str, ...]]:
+        """Each row's tags, built once (grouping the pairs by row) and cached."""
+        key = ("tags", n_rows)
+        if key not in self._per_row:
+            names = np.asarray(self.tag_names, dtype=object)
+            self._per_row[key] = _group_by_row(self.tag_rows, names[self.tag_codes] if len(self.tag_codes) else [], n_rows)
+        return self._per_row[key]
 
-    def categories_of(self, row: int) -> tuple[int, ...]:
-        return tuple(int(c) for c in self.category_ids[self.category_rows == row])
+    def categories_by_row(self, n_rows: int) -> list[tuple[int, ...]]:
+        key = ("category_ids", n_rows)
+        if key not in self._per_row:
+            self._per_row[key] = _group_by_row(self.category_rows, self.category_ids.tolist(), n_rows)
+        return self._per_row[key]
+
+
+def _group_by_row(rows: np.ndarray, values, n_rows: int) -> list[tuple]:
+    out: list[tuple] = [()] * n_rows
+    if not len(rows):
+        return out
+    order = np.argsort(rows, kind="stable")
+    sorted_rows = rows[order]
+    ordered = np.asarray(values, dtype=object)[order].tolist()
+    starts = np.flatnonzero(np.r_[True, sorted_rows[1:] != sorted_rows[:-1]])
+    ends = np.r_[starts[1:], len(sorted_rows)]
+    for row, a, b in zip(sorted_rows[starts].tolist(), starts.tolist(), ends.tolist()):
+        out[row] = tuple(ordered[a:b])
+    return out
 
 
 class AttributeLoader(Protocol):
@@ -88,23 +111,29 @@ class AttributeLoader(Protocol):
 
 
 class PreloadedAttributes:
-    """Attributes already carried on ``SampleRef`` objects (a universe built from refs)."""
+    """Attributes already known per sample (carried on ``SampleRef`` objects), by uid.
+
+    Keyed by uid, not by position, so they land on the right rows whatever order the
+    universe is built or sorted in. Both attributes count as loaded: a uid that is absent
+    has no tags and no categories."""
 
     def __init__(
         self,
-        tags: Sequence[Sequence[str]],
-        category_ids: Sequence[Sequence[int]],
+        by_uid: Mapping[str, tuple[Sequence[str], Sequence[int]]],
         *,
         name_to_id: Mapping[str, int] | None = None,
     ) -> None:
-        self._tags = tags
-        self._categories = category_ids
+        self._by_uid = dict(by_uid)
         self._name_to_id = dict(name_to_id) if name_to_id is not None else None
 
     def load(self, universe: Universe, required: frozenset[str]) -> SampleAttributes:
+        empty: tuple[Sequence[str], Sequence[int]] = ((), ())
+        found = [self._by_uid.get(uid, empty) for uid in universe.uids()]
         return _pairs_to_attributes(
-            required, self._tags if "tags" in required else None,
-            self._categories if "category_ids" in required else None, self._name_to_id,
+            required,
+            [tags for tags, _ in found] if "tags" in required else None,
+            [cats for _, cats in found] if "category_ids" in required else None,
+            self._name_to_id,
         )
 
 
@@ -152,8 +181,11 @@ class CocoAnnotationAttributes:
             for row in range(n):
                 if not tags[row]:
                     tags[row] = [NORMAL_TAG]
+        # Without any annotation file nothing is known about categories: report them as not
+        # loaded, so a constraint needing them says "unavailable" instead of "satisfied".
         return _pairs_to_attributes(
-            required, tags or None, cats or None, name_to_id if (name_to_id or rows_by_file) else None
+            required, tags or None, cats if rows_by_file and "category_ids" in required else None,
+            name_to_id if (name_to_id or rows_by_file) else None,
         )
 
 
@@ -230,8 +262,13 @@ class Universe(Sequence[SampleRef]):
         row_numbers: np.ndarray | None = None,
         attributes: AttributeLoader | None = None,
         origin: str | None = None,
+        stem_names: Sequence[str] | None = None,
     ) -> None:
         self.source_names: tuple[str, ...] = tuple(source_names)
+        #: One stem per source: the filename stem unless the refs it came from said otherwise.
+        self.stem_names: tuple[str, ...] = (
+            tuple(stem_names) if stem_names is not None else tuple(source_stem(n) for n in self.source_names)
+        )
         self.source_codes = np.asarray(source_codes, dtype=np.int64)
         self.indices = np.asarray(indices, dtype=np.int64)
         self.group_names: tuple[str, ...] = tuple(group_names)
@@ -264,6 +301,7 @@ class Universe(Sequence[SampleRef]):
         materialized_path: Sequence[str | None] | None = None,
         format: Sequence[str | None] | None = None,
         split: Sequence[str | None] | None = None,
+        stem: Sequence[str] | None = None,
         row_numbers: np.ndarray | None = None,
         attributes: AttributeLoader | None = None,
         origin: str | None = None,
@@ -325,6 +363,18 @@ class Universe(Sequence[SampleRef]):
                 group_col,
             )
             group_names, group_codes = np.unique(filled.astype(str), return_inverse=True)
+        stem_names = None
+        stem_col = column(stem)
+        if stem_col is not None and len(stem_col):
+            first_row = np.unique(source_codes, return_index=True)[1]
+            stem_names = stem_col[first_row]
+            differs = np.flatnonzero(stem_col != stem_names[source_codes])
+            if len(differs):
+                row = int(differs[0])
+                raise UniverseError(
+                    f"{where}: source {source_names[source_codes[row]]!r} is given stems "
+                    f"{stem_names[source_codes[row]]!r} and {stem_col[row]!r}; a source has one stem"
+                )
         return cls(
             source_names=[str(s) for s in source_names],
             source_codes=source_codes,
@@ -338,6 +388,7 @@ class Universe(Sequence[SampleRef]):
             row_numbers=rows,
             attributes=attributes,
             origin=origin,
+            stem_names=None if stem_names is None else [str(x) for x in stem_names],
         )
 
     @classmethod
@@ -353,7 +404,8 @@ class Universe(Sequence[SampleRef]):
             annotation=[r.annotation for r in refs],
             materialized_path=[r.materialized_path for r in refs],
             format=[r.format for r in refs],
-            attributes=PreloadedAttributes([r.tags for r in refs], [r.category_ids for r in refs], name_to_id=name_to_id),
+            stem=[r.stem for r in refs],
+            attributes=PreloadedAttributes({r.uid: (r.tags, r.category_ids) for r in refs}, name_to_id=name_to_id),
             sort=False,
         )
 
@@ -375,7 +427,7 @@ class Universe(Sequence[SampleRef]):
         return self.refs(np.asarray([i % n]))[0]
 
     def __iter__(self) -> Iterator[SampleRef]:
-        yield from self.refs(np.arange(len(self)))
+        yield from SampleRefs(self, np.arange(len(self)))
 
     def __repr__(self) -> str:
         return f"Universe({len(self)} samples from {len(self.source_names)} sources, origin={self.origin!r})"
@@ -383,39 +435,46 @@ class Universe(Sequence[SampleRef]):
     def refs(self, positions: np.ndarray | Sequence[int], *, attrs: frozenset[str] = frozenset()) -> list[SampleRef]:
         """``SampleRef`` objects for the given row positions, in that order.
 
-        ``attrs`` names lazily loaded attributes to fill in (loading them if needed).
+        ``attrs`` names lazily loaded attributes to fill in (loading them if needed); the
+        others are left empty, so the result does not depend on what happens to be cached.
+        Columns are gathered with numpy and the refs built without re-validation.
         """
-        positions = np.asarray(positions, dtype=np.int64)
+        rows = np.asarray(positions, dtype=np.int64)
+        n = len(rows)
+        codes = self.source_codes[rows]
         loaded = self.attributes(attrs) if attrs else None
-        names = self.source_names
-        groups = self.group_names
-        stems = self.stems()
-        out: list[SampleRef] = []
-        for row in positions.tolist():
-            code = int(self.source_codes[row])
-            out.append(
-                SampleRef(
-                    source=names[code],
-                    index=int(self.indices[row]),
-                    stem=stems[code],
-                    annotation=_cell(self.annotation_column, row),
-                    group=groups[int(self.group_codes[row])],
-                    tags=loaded.tags_of(row) if loaded and "tags" in attrs and "tags" in loaded.loaded else (),
-                    category_ids=(
-                        loaded.categories_of(row)
-                        if loaded and "category_ids" in attrs and "category_ids" in loaded.loaded
-                        else ()
-                    ),
-                    materialized_path=_cell(self.materialized_path_column, row),
-                    format=_cell(self.format_column, row),
-                )
-            )
-        return out
+
+        def gather(names: Sequence[str], by: np.ndarray) -> list:
+            return np.asarray(names, dtype=object)[by].tolist() if n else []
+
+        def optional(column: np.ndarray | None) -> list:
+            if column is None:
+                return [None] * n
+            return [None if v is None or v == "" else str(v) for v in column[rows].tolist()]
+
+        def attribute(name: str, by_row) -> list:
+            if loaded is None or name not in attrs or name not in loaded.loaded:
+                return [()] * n
+            every = by_row(len(self))
+            return [every[r] for r in rows.tolist()]
+
+        return SampleRef._from_trusted_columns(
+            source=gather(self.source_names, codes),
+            index=self.indices[rows].tolist(),
+            stem=gather(self.stem_names, codes),
+            annotation=optional(self.annotation_column),
+            group=gather(self.group_names, self.group_codes[rows]),
+            tags=attribute("tags", loaded.tags_by_row if loaded else None),
+            category_ids=attribute("category_ids", loaded.categories_by_row if loaded else None),
+            materialized_path=optional(self.materialized_path_column),
+            format=optional(self.format_column),
+            uid=self.uids(rows),
+        )
 
     # -- derived columns ----------------------------------------------------------
 
     def stems(self) -> list[str]:
-        return [source_stem(s) for s in self.source_names]
+        return list(self.stem_names)
 
     def uids(self, positions: np.ndarray | None = None) -> list[str]:
         rows = np.arange(len(self)) if positions is None else np.asarray(positions, np.int64)
@@ -482,32 +541,103 @@ class Universe(Sequence[SampleRef]):
         ):
             columns[name] = pa.array([None] * len(self) if col is None else list(col), pa.string())
         table = pa.table(columns)
-        return table.replace_schema_metadata({b"kuration.universe_hash": self.hash.encode()})
+        return table.replace_schema_metadata({
+            b"kuration.universe_hash": self.hash.encode(),
+            b"kuration.table_digest": _table_digest(table).encode(),
+        })
 
     @classmethod
     def from_arrow(cls, table: pa.Table, *, attributes: AttributeLoader | None = None, origin: str | None = None) -> Universe:
-        """Inverse of :meth:`to_arrow`; re-checks uniqueness and the pinned hash."""
+        """Inverse of :meth:`to_arrow`; re-checks uniqueness, the pinned hash and the digest
+        of every column (so an edited ``group`` or path is caught, not only identity)."""
         data = table.to_pydict()
         universe = cls.from_columns(
             data["source"], data["index"],
             group=data.get("group"), annotation=data.get("annotation"),
             materialized_path=data.get("materialized_path"), format=data.get("format"),
-            split=data.get("split"), attributes=attributes, origin=origin, sort=False,
+            split=data.get("split"), stem=data.get("stem"), attributes=attributes, origin=origin, sort=False,
         )
-        pinned = (table.schema.metadata or {}).get(b"kuration.universe_hash")
+        metadata = table.schema.metadata or {}
+        where = origin or "universe table"
+        pinned = metadata.get(b"kuration.universe_hash")
         if pinned is not None and pinned.decode() != universe.hash:
             raise UniverseError(
-                f"{origin or 'universe table'}: rows hash to {universe.hash[:12]}..., but the file pins "
+                f"{where}: rows hash to {universe.hash[:12]}..., but the file pins "
                 f"{pinned.decode()[:12]}...; the file was modified after it was written. Re-materialize the universe."
+            )
+        digest = metadata.get(b"kuration.table_digest")
+        if digest is not None and digest.decode() != _table_digest(table):
+            raise UniverseError(
+                f"{where}: a column (group, paths, format or split) no longer matches the digest written with it; "
+                "the file was modified after it was written. Re-materialize the universe."
             )
         return universe
 
 
-def _cell(column: np.ndarray | None, row: int) -> str | None:
-    if column is None:
-        return None
-    value = column[row]
-    return None if value is None or value == "" else str(value)
+class SampleRefs(Sequence[SampleRef]):
+    """A read-only sequence of resolved samples: row positions into a universe.
+
+    What the resolvers return for a :class:`Universe`. Resolving a stage of hundreds of
+    thousands of samples costs only the positions; ``SampleRef`` objects are built when
+    read, a chunk at a time when iterated. ``uids()`` and ``positions`` serve bulk callers
+    without building objects at all. Compares equal to any sequence of the same refs.
+    """
+
+    _CHUNK = 65536
+
+    def __init__(self, universe: Universe, positions: np.ndarray, *, attrs: frozenset[str] = frozenset()) -> None:
+        self.universe = universe
+        self.positions = np.asarray(positions, dtype=np.int64)
+        self.attrs = frozenset(attrs)
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    @overload
+    def __getitem__(self, i: int) -> SampleRef: ...
+    @overload
+    def __getitem__(self, i: slice) -> SampleRefs: ...
+    def __getitem__(self, i: int | slice) -> SampleRef | SampleRefs:
+        if isinstance(i, slice):
+            return SampleRefs(self.universe, self.positions[i], attrs=self.attrs)
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"sample {i} out of range for {n} resolved samples")
+        return self.universe.refs(self.positions[i: i + 1 if i != -1 else None], attrs=self.attrs)[0]
+
+    def __iter__(self) -> Iterator[SampleRef]:
+        for start in range(0, len(self.positions), self._CHUNK):
+            yield from self.universe.refs(self.positions[start: start + self._CHUNK], attrs=self.attrs)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, SampleRefs) and other.universe is self.universe:
+            return np.array_equal(self.positions, other.positions) and self.attrs == other.attrs
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(other) == len(self) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # mutable-free but list-like: unhashable, as a list is
+
+    def __repr__(self) -> str:
+        shown = ", ".join(self.uids()[:3]) if len(self) else ""
+        more = ", ..." if len(self) > 3 else ""
+        return f"SampleRefs([{shown}{more}], {len(self)} samples)"
+
+    def uids(self) -> list[str]:
+        return self.universe.uids(self.positions)
+
+
+#: The columns the table digest covers, in this order (``uid`` is derived from two of them).
+DIGEST_COLUMNS = ("source", "index", "stem", "group", "annotation", "materialized_path", "format", "split")
+
+
+def _table_digest(table: pa.Table) -> str:
+    """sha256 over every row's digest columns, unit-separated, nulls marked."""
+    columns = [pc.cast(table.column(name), pa.string()) for name in DIGEST_COLUMNS]
+    if not table.num_rows:
+        return hashlib.sha256(b"").hexdigest()
+    rows = pc.binary_join_element_wise(*columns, "\x1f", null_handling="replace", null_replacement="\x00")
+    return _hash_uid_array(rows.combine_chunks() if isinstance(rows, pa.ChunkedArray) else rows)
 
 
 def _row_label(row_numbers: np.ndarray | None, position: int) -> str:

@@ -41,10 +41,7 @@ class CountingLoader:
 
     def load(self, universe: Universe, required: frozenset[str]) -> SampleAttributes:
         self.calls.append(frozenset(required))
-        uids = universe.uids()
-        tags = [list(self.by_uid.get(u, ((), ()))[0]) for u in uids]
-        cats = [list(self.by_uid.get(u, ((), ()))[1]) for u in uids]
-        return PreloadedAttributes(tags, cats, name_to_id=self.name_to_id).load(universe, required)
+        return PreloadedAttributes(self.by_uid, name_to_id=self.name_to_id).load(universe, required)
 
 
 def sort_refs(refs: Sequence[SampleRef]) -> list[SampleRef]:
@@ -79,13 +76,9 @@ def _norm(path: str) -> str:
 
 
 def _same_source(selector_path: str, source: str) -> bool:
-    """A selector path names a universe source when both normalize equal; a Windows-looking
-    selector path compares case-insensitively (both sides folded)."""
-    a, b = _norm(selector_path), _norm(source)
-    if a == b:
-        return True
-    windowsish = bool(re.match(r"[A-Za-z]:[/\\]", selector_path)) or "\\" in selector_path
-    return windowsish and a.casefold() == b.casefold()
+    """Cuvis.AI's rule: both sides normalized on their own, so a Windows-looking selector
+    path (case-folded) names only a posix source whose own case is already folded."""
+    return _norm(selector_path) == _norm(source)
 
 
 def _dedup(refs: Sequence[SampleRef]) -> list[SampleRef]:

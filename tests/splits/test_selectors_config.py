@@ -201,8 +201,8 @@ def test_bad_ids_are_rejected(kind, bad, message):
         ({"kind": "files", "paths": "a.cu3s"}, r"field 'paths' must be a list, got 'a\.cu3s'"),
         ({"kind": "file_indices", "source": 3, "ids": [1]}, r"field 'source' must be a string, got 3"),
         ({"kind": "union", "of": ALL}, r"field 'of' must be a list"),
-        ({"kind": "files", "paths": ["ok", ""]}, r"selector kind 'files': 'paths' entries must be non-empty strings, got \[''\]"),
-        ({"kind": "tag", "any_of": ["ok", 5]}, r"selector kind 'tag': 'any_of' entries must be non-empty strings, got \[5\]"),
+        ({"kind": "files", "paths": ["ok", 3]}, r"selector kind 'files': 'paths' entries must be strings, got \[3\]"),
+        ({"kind": "tag", "any_of": ["ok", 5]}, r"selector kind 'tag': 'any_of' entries must be strings, got \[5\]"),
         (["kind", "all"], r"a selector must be a JSON object"),
     ],
 )
@@ -255,10 +255,10 @@ def test_errors_name_the_selector_location(doc, location, message):
 
 
 def test_selector_from_dict_prefixes_nested_locations():
-    data = {"kind": "union", "of": [ALL, {"kind": "except", "of": [ALL, {"kind": "stems", "stems": [""]}]}]}
+    data = {"kind": "union", "of": [ALL, {"kind": "except", "of": [ALL, {"kind": "stems", "stems": [7]}]}]}
     with pytest.raises(
         SelectorError,
-        match=r"^train\[0\]\.of\[1\]\.of\[1\]: selector kind 'stems': 'stems' entries must be non-empty strings",
+        match=r"^train\[0\]\.of\[1\]\.of\[1\]: selector kind 'stems': 'stems' entries must be strings",
     ):
         Selector.from_dict(data, where="train[0]")
 
@@ -298,8 +298,9 @@ def test_config_errors_are_value_errors():
 
 def test_expand_ids_examples():
     assert expand_ids([0, "2-4", "10-20:5", " 7-8 ", 3]) == [0, 2, 3, 4, 10, 15, 20, 7, 8, 3]
-    # a bare decimal string is read as its int (Cuvis.AI would reject it when resolving)
-    assert expand_ids(["7", " 12 "]) == [7, 12]
+    # a bare decimal string is refused, as the Cuvis.AI resolver refuses it
+    with pytest.raises(SelectorError, match=r"got '7'; write the number 7 without quotes"):
+        expand_ids(["7"])
     assert expand_ids(["0-5:2"]) == [0, 2, 4]
     assert expand_ids([]) == []
 
@@ -753,3 +754,10 @@ def test_the_cuvis_fixture_refuses_a_changed_universe(tmp_path):
 def test_null_constraints_are_rejected_not_read_as_the_default():
     with pytest.raises(SplitConfigError, match=r"'constraints' must be a list \(use \[\] to declare no checks\), got null"):
         DataSplitConfig.from_dict({"constraints": None})
+
+
+def test_empty_strings_are_accepted_and_match_nothing_as_in_cuvis():
+    # Cuvis.AI loads these; refusing them would make a file it accepts fail here
+    sel = Selector.from_dict({"kind": "except", "of": [{"kind": "all"}, {"kind": "files", "paths": [""]}]})
+    assert sel.of[1].paths == ("",)
+    assert Selector(kind="stems", stems=("",)).stems == ("",)
