@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         },
         raise_on_error=False,
     )
-    print(f"\ndagster run {result.run_id}: {'SUCCESS' if result.success else 'FAILURE'} (instance {instance.root_directory})")
+    print(f"\ndagster run {result.run_id}: {'SUCCESS' if result.success else 'FAILURE'} "
+          f"(instance: DAGSTER_HOME={os.environ['DAGSTER_HOME']}; see it with scripts/ui.sh)")
     for event in result.get_asset_materialization_events():
         mat = event.step_materialization_data.materialization
         meta = {k: v.value for k, v in mat.metadata.items()}

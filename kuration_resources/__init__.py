@@ -7,6 +7,7 @@ They wrap :mod:`kuration.storage`; they hold no logic of their own.
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 from dagster import ConfigurableResource
 from pydantic import Field
@@ -30,13 +31,19 @@ class LandingZoneResource(ConfigurableResource):
     """Where new recordings and the ``universe.csv`` describing them arrive."""
 
     url: str = Field(description="Local folder or fsspec URL of the landing zone")
-    universe_csv: str = Field(default="universe.csv", description="The universe file, relative to the landing zone")
+    universe_csv: Optional[str] = Field(
+        default="universe.csv",
+        description="The universe file, relative to the landing zone; null to enumerate the folder instead",
+    )
+    source_pattern: str = Field(
+        default="*", description="Without a universe_csv: which files are sources (one sample each), e.g. *.parquet"
+    )
     one_file_per_row: bool = Field(
         default=False, description="Require a distinct materialized_path per universe row (one file per sample)"
     )
 
-    def universe_csv_url(self) -> str:
-        return storage.join_url(self.url, self.universe_csv)
+    def universe_csv_url(self) -> Optional[str]:
+        return storage.join_url(self.url, self.universe_csv) if self.universe_csv else None
 
 
 def resources_from_env() -> dict[str, ConfigurableResource]:

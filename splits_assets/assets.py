@@ -7,7 +7,7 @@
 from dagster import AssetExecutionContext, Config, DataVersion, MaterializeResult, MetadataValue, asset
 from pydantic import Field
 
-from kuration.splits import read_universe_csv
+from kuration.splits import read_landing_universe
 from kuration.splits.artifacts import SplitRequest, load_universe, materialize_splits, preview_frame, write_universe
 from kuration_resources import LandingZoneResource, StorageRootResource
 from splits_assets.metadata import markdown_table, split_metadata
@@ -15,9 +15,13 @@ from splits_assets.metadata import markdown_table, split_metadata
 
 @asset(group_name="splits", kinds={"parquet"})
 def universe(storage_root: StorageRootResource, landing_zone: LandingZoneResource) -> MaterializeResult:
-    """Every addressable sample, read from the landing zone's ``universe.csv``, validated,
-    canonically sorted and written as ``universe/universe.parquet``."""
-    samples = read_universe_csv(landing_zone.universe_csv_url(), one_file_per_row=landing_zone.one_file_per_row)
+    """Every addressable sample, read from the landing zone's ``universe.csv`` (or, without
+    one, enumerated from its files), validated, canonically sorted and written as
+    ``universe/universe.parquet``."""
+    samples = read_landing_universe(
+        landing_zone.url, universe_csv=landing_zone.universe_csv,
+        source_pattern=landing_zone.source_pattern, one_file_per_row=landing_zone.one_file_per_row,
+    )
     url = write_universe(samples, storage_root.url)
     return MaterializeResult(
         metadata={

@@ -47,7 +47,7 @@ from kuration.splits.universe import (
     enumerate_folder,
     universe_hash,
 )
-from kuration.splits.universe_csv import read_universe_csv
+from kuration.splits.universe_csv import read_landing_universe, read_universe_csv
 
 __all__ = [
     "STAGES",
@@ -85,6 +85,7 @@ __all__ = [
     "load_splits",
     "loads_splits",
     "plan_splits",
+    "read_landing_universe",
     "read_universe_csv",
     "required_attrs",
     "resolve_positions",

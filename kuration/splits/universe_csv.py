@@ -24,7 +24,7 @@ import pandera.pandas as pdv
 
 from kuration import storage
 from kuration.errors import UniverseError
-from kuration.splits.universe import AttributeLoader, Universe
+from kuration.splits.universe import AttributeLoader, Universe, enumerate_folder
 
 REQUIRED_COLUMNS = ("source", "index")
 OPTIONAL_COLUMNS = ("materialized_path", "split", "annotation", "format", "group")
@@ -207,3 +207,17 @@ def _expand_indices(df: pd.DataFrame, where: str, line_numbers: np.ndarray) -> t
         row_parts.append(np.full(len(values), row))
     row_of = np.concatenate(row_parts)
     return df["source"].to_numpy(dtype=object)[row_of], np.concatenate(index_parts), row_of
+
+
+def read_landing_universe(
+    root: str | os.PathLike[str],
+    *,
+    universe_csv: str | None = "universe.csv",
+    source_pattern: str = "*",
+    one_file_per_row: bool = False,
+) -> Universe:
+    """A landing zone's universe: its ``universe_csv`` when one is named, otherwise every
+    file under ``root`` matching ``source_pattern`` (one sample per file)."""
+    if universe_csv:
+        return read_universe_csv(storage.join_url(root, universe_csv), one_file_per_row=one_file_per_row)
+    return enumerate_folder(root, pattern=source_pattern)

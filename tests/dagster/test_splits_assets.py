@@ -198,3 +198,20 @@ def test_demo_corpus_through_the_graph(tmp_path, instance, demo_landing, strateg
     result = _run(ALL, resources, instance, {"strategy": strategy, "seed": 4})
     assert result.success
     assert all(_checks(result).values())
+
+
+def test_without_a_universe_csv_the_landing_folder_is_enumerated(tmp_path, instance):
+    from kuration_resources import LandingZoneResource, StorageRootResource
+
+    landing = tmp_path / "folder_landing"
+    (landing / "site_a").mkdir(parents=True)
+    for name in ("site_a/r1.parquet", "site_a/r2.parquet", "r0.parquet", "notes.txt", ".hidden.parquet"):
+        (landing / name).write_bytes(b"x")
+    resources = {
+        "storage_root": StorageRootResource(url=str(tmp_path / "s")),
+        "landing_zone": LandingZoneResource(url=str(landing), universe_csv=None, source_pattern="*.parquet"),
+    }
+    assert materialize([universe, universe_schema], resources=resources, instance=instance).success
+    stored = load_universe(str(tmp_path / "s"))
+    assert stored.uids() == ["r0.parquet#0", "site_a/r1.parquet#0", "site_a/r2.parquet#0"]
+    assert stored[0].materialized_path == str(landing / "r0.parquet")
