@@ -70,16 +70,15 @@ class SplitResolution:
 def plan_splits(cfg: DataSplitConfig, universe: Universe, *, name_to_id: Mapping[str, int] | None = None) -> SplitResolution:
     """Resolve every stage and evaluate the constraints; raise only on drift or bad selectors."""
     drift = verify_universe(cfg, universe)
-    needed = cfg.required_attrs()
-    if needed:
-        universe.attributes(needed)  # one load for all stages (and for ``SplitResolution.refs``)
     positions: dict[str, np.ndarray] = {}
     for stage in STAGES:
         selectors = cfg.stage(stage)
         if stage == "predict" and not selectors:
             positions[stage] = np.arange(len(universe), dtype=np.int64)
         else:
-            positions[stage] = resolve_positions(selectors, universe, name_to_id=name_to_id, stage=stage)
+            positions[stage] = resolve_positions(
+                selectors, universe, name_to_id=name_to_id, stage=stage, load_together=cfg.required_attrs()
+            )
     leakage = evaluate_constraints(positions, universe, cfg.constraints)
     return SplitResolution(universe, cfg, positions, drift, leakage)
 

@@ -47,8 +47,12 @@ def _windowsish(path: str) -> bool:
 class _Resolver:
     """Resolves selectors over one universe, caching the lookups they share."""
 
-    def __init__(self, universe: Universe, name_to_id: Mapping[str, int] | None) -> None:
+    def __init__(
+        self, universe: Universe, name_to_id: Mapping[str, int] | None, load_together: frozenset[str] = frozenset()
+    ) -> None:
         self.universe = universe
+        #: Attributes to load in the same pass whenever a whole-universe load is needed.
+        self._load_together = load_together
         self.n = len(universe)
         self._name_to_id = name_to_id
         self._norm_sources: dict[str, list[int]] | None = None
@@ -78,7 +82,14 @@ class _Resolver:
                 )
         return codes
 
-    def resolve(self, sel: Selector) -> np.ndarray:
+    def resolve(self, sel: Selector, scope: np.ndarray | None = None) -> np.ndarray:
+        """Row positions ``sel`` picks, in its order.
+
+        ``scope`` (a row mask, or None for everything) says which rows can still matter
+        to the caller: inside ``intersect`` only rows its other operands kept, inside
+        ``except`` only rows of the left operand. Attribute selectors load tags and
+        categories for the scope's sources only and answer within it; every other kind
+        ignores it (it is cheap anyway), and the caller's filtering makes both agree."""
         kind = sel.kind
         u = self.universe
         if kind is SelectorKind.ALL:
@@ -112,11 +123,14 @@ class _Resolver:
         if kind is SelectorKind.GLOB:
             return u.rows_of_sources(u.glob_source_codes(sel.pattern or ""))
         if kind is SelectorKind.TAG:
-            attrs = u.attributes(frozenset({"tags"}))
-            return np.flatnonzero(attrs.rows_with_tags(sel.any_of, self.n))
+            attrs = self._attributes("tags", scope)
+            return np.flatnonzero(self._within(attrs.rows_with_tags(sel.any_of, self.n), scope))
         if kind is SelectorKind.CATEGORIES:
-            attrs = u.attributes(frozenset({"category_ids"}))
+            attrs = self._attributes("category_ids", scope)
             name_to_id = self._name_to_id if self._name_to_id is not None else attrs.name_to_id
+            if self._name_to_id is None and scope is not None and any(n not in (name_to_id or {}) for n in sel.any_of):
+                # a name may live in an annotation file outside the scope: ask the whole universe
+                name_to_id = u.attributes(frozenset({"category_ids"})).name_to_id
             if not name_to_id:
                 raise SelectorError(
                     f"a 'categories' selector ({sel.describe()}) needs category names, but this universe has "
@@ -128,17 +142,34 @@ class _Resolver:
                     f"unknown category name(s) {unknown} in selector ({sel.describe()}); "
                     f"categories in this universe: {sorted(name_to_id)}"
                 )
-            return np.flatnonzero(attrs.rows_with_categories([name_to_id[n] for n in sel.any_of], self.n))
-        parts = [self.resolve(child) for child in sel.of]
+            ids = [name_to_id[n] for n in sel.any_of]
+            return np.flatnonzero(self._within(attrs.rows_with_categories(ids, self.n), scope))
         if kind is SelectorKind.UNION:
-            return _first_occurrences(np.concatenate(parts))
-        first = _first_occurrences(parts[0])
-        others = [self._mask(p) for p in parts[1:]]
+            return _first_occurrences(np.concatenate([self.resolve(child, scope) for child in sel.of]))
         if kind is SelectorKind.EXCEPT:
-            remove = np.logical_or.reduce(others)
+            first = _first_occurrences(self.resolve(sel.of[0], scope))
+            inside_first = self._mask(first)
+            remove = np.logical_or.reduce([self._mask(self.resolve(child, inside_first)) for child in sel.of[1:]])
             return first[~remove[first]]
-        keep = np.logical_and.reduce(others)
+        # INTERSECT: operands that read no attributes go first; their common rows scope
+        # the ones that do. The left operand still sets the order.
+        parts: dict[int, np.ndarray] = {}
+        keep = scope.copy() if scope is not None else np.ones(self.n, dtype=bool)
+        plain_first = sorted(range(len(sel.of)), key=lambda i: bool(required_attrs_of([sel.of[i]])))
+        for i in plain_first:
+            parts[i] = self.resolve(sel.of[i], keep)
+            keep &= self._mask(parts[i])
+        first = _first_occurrences(parts[0])
         return first[keep[first]]
+
+    def _attributes(self, name: str, scope: np.ndarray | None):
+        if scope is None:
+            return self.universe.attributes(self._load_together | {name})
+        return self.universe.attributes(frozenset({name}), sources=np.unique(self.universe.source_codes[scope]).tolist())
+
+    @staticmethod
+    def _within(mask: np.ndarray, scope: np.ndarray | None) -> np.ndarray:
+        return mask if scope is None else mask & scope
 
     def _mask(self, positions: np.ndarray) -> np.ndarray:
         mask = np.zeros(self.n, dtype=bool)
@@ -178,12 +209,15 @@ def resolve_positions(
     *,
     name_to_id: Mapping[str, int] | None = None,
     stage: str | None = None,
+    load_together: frozenset[str] | None = None,
 ) -> np.ndarray:
-    """Row positions a stage's selectors pick: unioned in order, first occurrence kept."""
-    resolver = _Resolver(universe, name_to_id)
-    needed = required_attrs_of(sel for sel in selectors if isinstance(sel, Selector))
-    if needed:
-        universe.attributes(needed)  # one load for every tag / categories selector of the stage
+    """Row positions a stage's selectors pick: unioned in order, first occurrence kept.
+
+    ``load_together`` names the attributes to load in one pass when any whole-universe
+    load is needed (default: all the selectors need); scoped loads stay narrow."""
+    if load_together is None:
+        load_together = required_attrs_of(sel for sel in selectors if isinstance(sel, Selector))
+    resolver = _Resolver(universe, name_to_id, load_together)
     parts: list[np.ndarray] = []
     for i, sel in enumerate(selectors):
         if not isinstance(sel, Selector):

@@ -22,7 +22,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, overload
 
@@ -56,7 +56,6 @@ class SampleAttributes:
     category_rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     category_ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     name_to_id: Mapping[str, int] | None = None
-    _per_row: dict = field(default_factory=dict, compare=False, repr=False)
 
     def rows_with_tags(self, names: Sequence[str], n_rows: int) -> np.ndarray:
         wanted = [i for i, name in enumerate(self.tag_names) if name in set(names)]
@@ -75,39 +74,45 @@ class SampleAttributes:
         mask[self.category_rows[self.category_ids != 0]] = True
         return mask
 
-    def tags_by_row(self, n_rows: int) -> list[tuple[str, ...]]:
-        """Each row's tags, built once (grouping the pairs by row) and cached."""
-        key = ("tags", n_rows)
-        if key not in self._per_row:
-            names = np.asarray(self.tag_names, dtype=object)
-            self._per_row[key] = _group_by_row(self.tag_rows, names[self.tag_codes] if len(self.tag_codes) else [], n_rows)
-        return self._per_row[key]
+    def tags_for_rows(self, rows: np.ndarray) -> list[tuple[str, ...]]:
+        """Each given row's tags, in the order given (rows without tags get ``()``)."""
+        names = np.asarray(self.tag_names, dtype=object)
+        return _values_for_rows(self.tag_rows, names[self.tag_codes] if len(self.tag_codes) else np.empty(0, object), rows)
 
-    def categories_by_row(self, n_rows: int) -> list[tuple[int, ...]]:
-        key = ("category_ids", n_rows)
-        if key not in self._per_row:
-            self._per_row[key] = _group_by_row(self.category_rows, self.category_ids.tolist(), n_rows)
-        return self._per_row[key]
+    def categories_for_rows(self, rows: np.ndarray) -> list[tuple[int, ...]]:
+        return _values_for_rows(self.category_rows, self.category_ids, rows)
 
 
-def _group_by_row(rows: np.ndarray, values, n_rows: int) -> list[tuple]:
-    out: list[tuple] = [()] * n_rows
-    if not len(rows):
-        return out
-    order = np.argsort(rows, kind="stable")
-    sorted_rows = rows[order]
-    ordered = np.asarray(values, dtype=object)[order].tolist()
+def _values_for_rows(pair_rows: np.ndarray, pair_values: np.ndarray, rows: np.ndarray) -> list[tuple]:
+    """Group (row, value) pairs by row, for just the rows asked for: O(pairs of those rows)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    keep = np.isin(pair_rows, rows)
+    if not keep.any():
+        return [()] * len(rows)
+    kept_rows = pair_rows[keep]
+    order = np.argsort(kept_rows, kind="stable")
+    sorted_rows = kept_rows[order]
+    values = np.asarray(pair_values, dtype=object)[keep][order].tolist()
     starts = np.flatnonzero(np.r_[True, sorted_rows[1:] != sorted_rows[:-1]])
     ends = np.r_[starts[1:], len(sorted_rows)]
-    for row, a, b in zip(sorted_rows[starts].tolist(), starts.tolist(), ends.tolist()):
-        out[row] = tuple(ordered[a:b])
-    return out
+    by_row = {row: tuple(values[a:b]) for row, a, b in zip(sorted_rows[starts].tolist(), starts.tolist(), ends.tolist())}
+    return [by_row.get(row, ()) for row in rows.tolist()]
 
 
 class AttributeLoader(Protocol):
-    """Supplies tags / category ids for a universe's rows, only those asked for."""
+    """Supplies tags / category ids for a universe's rows: only the attributes in
+    ``required``, and (when ``sources`` is given) only for rows of those source codes.
+    Rows outside ``sources`` may be left without values; callers never read them."""
 
-    def load(self, universe: Universe, required: frozenset[str]) -> SampleAttributes: ...
+    def load(
+        self, universe: Universe, required: frozenset[str], *, sources: frozenset[int] | None = None
+    ) -> SampleAttributes: ...
+
+
+def _rows_in(universe: Universe, sources: frozenset[int] | None) -> np.ndarray:
+    if sources is None:
+        return np.arange(len(universe), dtype=np.int64)
+    return universe.rows_of_sources(sorted(sources))
 
 
 class PreloadedAttributes:
@@ -126,42 +131,55 @@ class PreloadedAttributes:
         self._by_uid = dict(by_uid)
         self._name_to_id = dict(name_to_id) if name_to_id is not None else None
 
-    def load(self, universe: Universe, required: frozenset[str]) -> SampleAttributes:
+    def load(
+        self, universe: Universe, required: frozenset[str], *, sources: frozenset[int] | None = None
+    ) -> SampleAttributes:
+        rows = _rows_in(universe, sources)
         empty: tuple[Sequence[str], Sequence[int]] = ((), ())
-        found = [self._by_uid.get(uid, empty) for uid in universe.uids()]
+        found = [self._by_uid.get(uid, empty) for uid in universe.uids(rows)]
         return _pairs_to_attributes(
             required,
-            [tags for tags, _ in found] if "tags" in required else None,
-            [cats for _, cats in found] if "category_ids" in required else None,
+            zip(rows.tolist(), (tags for tags, _ in found)) if "tags" in required else None,
+            zip(rows.tolist(), (cats for _, cats in found)) if "category_ids" in required else None,
             self._name_to_id,
         )
 
 
 class CocoAnnotationAttributes:
-    """Reads each row's ``annotation`` file as COCO JSON, once per file, on demand.
+    """Reads each row's ``annotation`` file as COCO JSON, at most once per file, and only
+    the files of the sources asked for.
 
     A row's ``index`` is its COCO ``image_id``. ``category_ids`` are the categories of
     that image's annotations. Tags follow Cuvis.AI (``anomalous`` when the image has a
     non-background category, ``normal`` otherwise, and ``normal`` for rows without an
-    annotation file), plus any ``tags`` list the COCO image entry carries.
+    annotation file), plus any ``tags`` list the COCO image entry carries. Category names
+    must map to one id across the files read.
     """
 
     def __init__(self, *, name_to_id: Mapping[str, int] | None = None) -> None:
         self._explicit_names = dict(name_to_id) if name_to_id is not None else None
+        self._parsed: dict[str, tuple[dict[int, set[int]], dict[int, list[str]], dict[str, int]]] = {}
 
-    def load(self, universe: Universe, required: frozenset[str]) -> SampleAttributes:
-        n = len(universe)
-        tags: list[list[str]] = [[] for _ in range(n)] if "tags" in required else []
-        cats: list[list[int]] = [[] for _ in range(n)] if "category_ids" in required else []
-        name_to_id: dict[str, int] = dict(self._explicit_names or {})
+    def load(
+        self, universe: Universe, required: frozenset[str], *, sources: frozenset[int] | None = None
+    ) -> SampleAttributes:
+        rows = _rows_in(universe, sources)
         annotations = universe.annotation_column
+        has_any_labels = annotations is not None and any(annotations)
+        name_to_id: dict[str, int] = dict(self._explicit_names or {})
+        tag_pairs: list[tuple[int, list[str]]] = []
+        cat_pairs: list[tuple[int, list[int]]] = []
         rows_by_file: dict[str, list[int]] = {}
-        if annotations is not None:
-            for row, ann in enumerate(annotations):
-                if ann:
-                    rows_by_file.setdefault(ann, []).append(row)
-        for ann, rows in rows_by_file.items():
-            image_cats, image_tags, names = _read_coco(ann)
+        for row in rows.tolist():
+            ann = annotations[row] if annotations is not None else None
+            if ann:
+                rows_by_file.setdefault(ann, []).append(row)
+            elif "tags" in required:
+                tag_pairs.append((row, [NORMAL_TAG]))  # label-free: normal, as in Cuvis.AI
+        for ann, file_rows in rows_by_file.items():
+            if ann not in self._parsed:
+                self._parsed[ann] = _read_coco(ann)
+            image_cats, image_tags, names = self._parsed[ann]
             for name, cid in names.items():
                 if name_to_id.get(name, cid) != cid and self._explicit_names is None:
                     raise UniverseError(
@@ -169,23 +187,21 @@ class CocoAnnotationAttributes:
                         f"id {name_to_id[name]}; category names must map to one id across the universe"
                     )
                 name_to_id.setdefault(name, cid)
-            for row in rows:
+            for row in file_rows:
                 image_id = int(universe.indices[row])
                 found = image_cats.get(image_id, ())
-                if cats:
-                    cats[row] = sorted(found)
-                if tags:
+                if "category_ids" in required:
+                    cat_pairs.append((row, sorted(found)))
+                if "tags" in required:
                     derived = ANOMALOUS_TAG if any(c != 0 for c in found) else NORMAL_TAG
-                    tags[row] = [derived, *image_tags.get(image_id, ())]
-        if tags:
-            for row in range(n):
-                if not tags[row]:
-                    tags[row] = [NORMAL_TAG]
+                    tag_pairs.append((row, [derived, *image_tags.get(image_id, ())]))
         # Without any annotation file nothing is known about categories: report them as not
         # loaded, so a constraint needing them says "unavailable" instead of "satisfied".
         return _pairs_to_attributes(
-            required, tags or None, cats if rows_by_file and "category_ids" in required else None,
-            name_to_id if (name_to_id or rows_by_file) else None,
+            required,
+            tag_pairs if "tags" in required else None,
+            cat_pairs if has_any_labels and "category_ids" in required else None,
+            name_to_id if (name_to_id or has_any_labels) else None,
         )
 
 
@@ -214,17 +230,18 @@ def _read_coco(url: str) -> tuple[dict[int, set[int]], dict[int, list[str]], dic
 
 def _pairs_to_attributes(
     required: frozenset[str],
-    tags: Sequence[Sequence[str]] | None,
-    cats: Sequence[Sequence[int]] | None,
+    tags: Iterable[tuple[int, Sequence[str]]] | None,
+    cats: Iterable[tuple[int, Sequence[int]]] | None,
     name_to_id: Mapping[str, int] | None,
 ) -> SampleAttributes:
+    """Flatten ``(row, values)`` items into the (row, value) pair arrays."""
     kwargs: dict[str, object] = {}
     loaded: set[str] = set()
     if tags is not None:
         names: dict[str, int] = {}
         rows: list[int] = []
         codes: list[int] = []
-        for row, row_tags in enumerate(tags):
+        for row, row_tags in tags:
             for tag in row_tags:
                 rows.append(row)
                 codes.append(names.setdefault(tag, len(names)))
@@ -233,8 +250,11 @@ def _pairs_to_attributes(
         )
         loaded.add("tags")
     if cats is not None:
-        rows = [row for row, row_cats in enumerate(cats) for _ in row_cats]
-        ids = [int(c) for row_cats in cats for c in row_cats]
+        rows, ids = [], []
+        for row, row_cats in cats:
+            for c in row_cats:
+                rows.append(row)
+                ids.append(int(c))
         kwargs.update(category_rows=np.asarray(rows, np.int64), category_ids=np.asarray(ids, np.int64))
         loaded.add("category_ids")
     return SampleAttributes(loaded=frozenset(loaded & required), name_to_id=name_to_id, **kwargs)
@@ -442,7 +462,7 @@ class Universe(Sequence[SampleRef]):
         rows = np.asarray(positions, dtype=np.int64)
         n = len(rows)
         codes = self.source_codes[rows]
-        loaded = self.attributes(attrs) if attrs else None
+        loaded = self.attributes(attrs, sources=np.unique(codes).tolist()) if attrs else None
 
         def gather(names: Sequence[str], by: np.ndarray) -> list:
             return np.asarray(names, dtype=object)[by].tolist() if n else []
@@ -452,11 +472,10 @@ class Universe(Sequence[SampleRef]):
                 return [None] * n
             return [None if v is None or v == "" else str(v) for v in column[rows].tolist()]
 
-        def attribute(name: str, by_row) -> list:
+        def attribute(name: str, for_rows) -> list:
             if loaded is None or name not in attrs or name not in loaded.loaded:
                 return [()] * n
-            every = by_row(len(self))
-            return [every[r] for r in rows.tolist()]
+            return for_rows(rows)
 
         return SampleRef._from_trusted_columns(
             source=gather(self.source_names, codes),
@@ -464,8 +483,8 @@ class Universe(Sequence[SampleRef]):
             stem=gather(self.stem_names, codes),
             annotation=optional(self.annotation_column),
             group=gather(self.group_names, self.group_codes[rows]),
-            tags=attribute("tags", loaded.tags_by_row if loaded else None),
-            category_ids=attribute("category_ids", loaded.categories_by_row if loaded else None),
+            tags=attribute("tags", loaded.tags_for_rows if loaded else None),
+            category_ids=attribute("category_ids", loaded.categories_for_rows if loaded else None),
             materialized_path=optional(self.materialized_path_column),
             format=optional(self.format_column),
             uid=self.uids(rows),
@@ -504,17 +523,25 @@ class Universe(Sequence[SampleRef]):
             if fnmatch.fnmatchcase(stems[code], pattern) or fnmatch.fnmatchcase(name, pattern)
         ]
 
-    def attributes(self, required: frozenset[str]) -> SampleAttributes:
-        """Load (once) and return the lazily loaded attributes named in ``required``."""
+    def attributes(self, required: frozenset[str], *, sources: Iterable[int] | None = None) -> SampleAttributes:
+        """The lazily loaded attributes named in ``required``.
+
+        With ``sources`` (source codes), only those sources' rows are filled, so only
+        their annotation files are read: the expensive level is paid for what a selector
+        touches. A whole-universe load is cached and answers every later request; scoped
+        loads are not cached here (the loader keeps each parsed file)."""
         required = frozenset(required) & ATTRIBUTE_NAMES
-        # A load of a superset already answers this; reloading would re-parse every file.
         for key, cached in self._attributes.items():
             if required <= key:
                 return cached
-        if required not in self._attributes:
-            if required:
-                logger.debug("loading sample attributes %s for %d samples", sorted(required), len(self))
-            self._attributes[required] = self._attribute_loader.load(self, required)
+        if not required:
+            return self._attribute_loader.load(self, required)
+        if sources is not None:
+            scope = frozenset(int(c) for c in sources)
+            if len(scope) < len(self.source_names):
+                return self._attribute_loader.load(self, required, sources=scope)
+        logger.debug("loading sample attributes %s for %d samples", sorted(required), len(self))
+        self._attributes[required] = self._attribute_loader.load(self, required)
         return self._attributes[required]
 
     @property

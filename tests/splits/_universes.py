@@ -38,10 +38,12 @@ class CountingLoader:
         self.by_uid = dict(by_uid)
         self.name_to_id = name_to_id
         self.calls: list[frozenset[str]] = []
+        self.scopes: list[frozenset[int] | None] = []
 
-    def load(self, universe: Universe, required: frozenset[str]) -> SampleAttributes:
+    def load(self, universe: Universe, required: frozenset[str], *, sources=None) -> SampleAttributes:
         self.calls.append(frozenset(required))
-        return PreloadedAttributes(self.by_uid, name_to_id=self.name_to_id).load(universe, required)
+        self.scopes.append(None if sources is None else frozenset(sources))
+        return PreloadedAttributes(self.by_uid, name_to_id=self.name_to_id).load(universe, required, sources=sources)
 
 
 def sort_refs(refs: Sequence[SampleRef]) -> list[SampleRef]:
