@@ -2,7 +2,7 @@
 
 from dagster import Definitions
 
-from splits_assets.assets import SplitDefinition, resolved_splits, universe
+from splits_assets.assets import SplitDefinition, SplitStrategy, resolved_splits, universe
 from splits_assets.checks import split_leakage, universe_drift, universe_schema
 
 defs = Definitions(
@@ -10,4 +10,4 @@ defs = Definitions(
     asset_checks=[universe_schema, split_leakage, universe_drift],
 )
 
-__all__ = ["SplitDefinition", "defs", "resolved_splits", "split_leakage", "universe", "universe_drift", "universe_schema"]
+__all__ = ["SplitDefinition", "SplitStrategy", "defs", "resolved_splits", "split_leakage", "universe", "universe_drift", "universe_schema"]

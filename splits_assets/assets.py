@@ -4,6 +4,9 @@
 # annotations at decoration time and needs real types, not strings.
 
 
+from enum import Enum
+from typing import Literal, Optional
+
 from dagster import AssetExecutionContext, Config, DataVersion, MaterializeResult, MetadataValue, asset
 from pydantic import Field
 
@@ -36,23 +39,29 @@ def universe(storage_root: StorageRootResource, landing_zone: LandingZoneResourc
     )
 
 
+class SplitStrategy(Enum):
+    # An Enum, not a Literal: Dagster config accepts Optional[Enum] but not Optional[Literal].
+    random = "random"
+    stratified = "stratified"
+
+
 class SplitDefinition(Config):
     """Where the split comes from. Give a ``splits_json`` (rule or baked file), or a
     ``strategy``, or ``from_split_column``; with none of them, a stratified split with
     ``seed`` is computed."""
 
-    splits_json: str | None = Field(default=None, description="Path or URL of a rule or baked splits.json")
-    strategy: str | None = Field(default=None, description="random | stratified")
+    splits_json: Optional[str] = Field(default=None, description="Path or URL of a rule or baked splits.json")
+    strategy: Optional[SplitStrategy] = Field(default=None, description="Compute a split this way")
     from_split_column: bool = Field(default=False, description="Import the universe.csv 'split' column")
     seed: int = Field(default=0, description="Seed for a computed split")
     val_ratio: float = Field(default=0.2)
     test_ratio: float = Field(default=0.2)
-    group_by: str = Field(default="group", description="group | source: the unit kept whole in one stage")
+    group_by: Literal["group", "source"] = Field(default="group", description="The unit kept whole in one stage")
     ad_aware: bool = Field(default=False, description="Keep anomalous samples out of train")
-    leakage: str = Field(default="error", description="error | warn | off, for computed splits")
+    leakage: Literal["error", "warn", "off"] = Field(default="error", description="Leakage policy of a computed split")
 
     def to_request(self) -> SplitRequest:
-        strategy = self.strategy
+        strategy = self.strategy.value if self.strategy is not None else None
         if strategy is None and not self.splits_json and not self.from_split_column:
             strategy = "stratified"
         return SplitRequest(
@@ -71,4 +80,5 @@ def resolved_splits(
     artifacts = materialize_splits(load_universe(storage_root.url), config.to_request(), storage_root.url)
     if artifacts.refused:
         context.log.error(artifacts.input_drift.message)
-    return MaterializeResult(metadata=split_metadata(artifacts))
+        return MaterializeResult(metadata=split_metadata(artifacts))
+    return MaterializeResult(metadata=split_metadata(artifacts), data_version=DataVersion(artifacts.splits_digest))

@@ -17,6 +17,7 @@ return structured results; Dagster asset checks only wrap them.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -202,6 +203,8 @@ class SplitArtifacts:
     assignments_url: str | None
     input_drift: DriftReport | None
     resolution: SplitResolution | None
+    #: sha256 of the written splits.json: the split's identity (empty when refused).
+    splits_digest: str = ""
 
     @property
     def refused(self) -> bool:
@@ -228,10 +231,12 @@ def materialize_splits(universe: Universe, request: SplitRequest, root: str | os
     buffer = io.BytesIO()
     pq.write_table(resolution.stage_table(), buffer)
     assignments_url = storage.write_bytes_atomic(_url(root, ASSIGNMENTS_FILE), buffer.getvalue())
-    splits_url = storage.write_bytes_atomic(_url(root, SPLITS_FILE), dumps_splits(cfg).encode("utf-8"))
-    report.update(status="resolved", **resolution.summary())
+    splits_bytes = dumps_splits(cfg).encode("utf-8")
+    splits_url = storage.write_bytes_atomic(_url(root, SPLITS_FILE), splits_bytes)
+    digest = hashlib.sha256(splits_bytes).hexdigest()
+    report.update(status="resolved", splits_sha256=digest, **resolution.summary())
     storage.write_bytes_atomic(report_url, json.dumps(report, indent=2, sort_keys=True).encode())
-    return SplitArtifacts(request, report_url, splits_url, assignments_url, input_drift, resolution)
+    return SplitArtifacts(request, report_url, splits_url, assignments_url, input_drift, resolution, digest)
 
 
 def read_split_report(root: str | os.PathLike[str]) -> dict[str, Any]:

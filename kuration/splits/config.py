@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -248,7 +248,3 @@ def load_splits(path: str | os.PathLike[str]) -> DataSplitConfig:
 def save_splits(cfg: DataSplitConfig, path: str | os.PathLike[str]) -> str:
     """Write ``cfg`` as stable, pretty JSON, atomically. Returns where it went."""
     return storage.write_bytes_atomic(path, dumps_splits(cfg).encode("utf-8"))
-
-
-def selectors_of(stages: Mapping[str, Sequence[Selector]]) -> dict[str, tuple[Selector, ...]]:
-    return {stage: tuple(stages.get(stage, ())) for stage in STAGES}

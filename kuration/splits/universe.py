@@ -512,9 +512,6 @@ class Universe(Sequence[SampleRef]):
             return np.empty(0, np.int64)
         return np.sort(np.concatenate([self.rows_of_source(int(c)) for c in codes]))
 
-    def source_codes_matching(self, predicate) -> list[int]:
-        return [code for code, name in enumerate(self.source_names) if predicate(name)]
-
     def glob_source_codes(self, pattern: str) -> list[int]:
         stems = self.stems()
         return [

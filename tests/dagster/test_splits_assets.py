@@ -215,3 +215,20 @@ def test_without_a_universe_csv_the_landing_folder_is_enumerated(tmp_path, insta
     stored = load_universe(str(tmp_path / "s"))
     assert stored.uids() == ["r0.parquet#0", "site_a/r1.parquet#0", "site_a/r2.parquet#0"]
     assert stored[0].materialized_path == str(landing / "r0.parquet")
+
+
+def test_a_bad_config_value_is_refused_before_the_run(resources, instance):
+    from dagster import DagsterInvalidConfigError
+
+    with pytest.raises(DagsterInvalidConfigError, match="strategy"):
+        _run(ALL, resources, instance, {"strategy": "alphabetical"})
+
+
+def test_the_split_data_version_is_the_baked_files_digest(resources, instance):
+    import hashlib
+
+    assert _run(ALL, resources, instance).success
+    record = instance.get_latest_materialization_event(AssetKey("resolved_splits"))
+    version = record.asset_materialization.tags["dagster/data_version"]
+    text = (Path(resources["storage_root"].url) / "splits" / "splits.json").read_bytes()
+    assert version == hashlib.sha256(text).hexdigest()
