@@ -359,13 +359,13 @@ class Universe(Sequence[SampleRef]):
                     a, b = sorted((int(key_order[first]), int(key_order[first + 1])))
                     raise UniverseError(
                         f"{where}: duplicate identity (source, index)=({source_names[source_codes[a]]!r}, {idx[a]}) "
-                        f"at {_row_label(rows, a)} and {_row_label(rows, b)}; each (source, index) must be unique"
+                        f"at {_two_rows(rows, a, b)}; each (source, index) must be unique"
                     )
             if same.any():
                 dup = int(np.flatnonzero(same)[0])
                 raise UniverseError(
                     f"{where}: duplicate identity (source, index)=({source_names[source_codes[dup]]!r}, {idx[dup]}) "
-                    f"at {_row_label(rows, dup)} and {_row_label(rows, dup + 1)}; each (source, index) must be unique"
+                    f"at {_two_rows(rows, dup, dup + 1)}; each (source, index) must be unique"
                 )
 
         def column(values: Sequence[str | None] | None) -> np.ndarray | None:
@@ -672,7 +672,15 @@ def _sorted_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _row_label(row_numbers: np.ndarray | None, position: int) -> str:
-    return f"row {int(row_numbers[position])}" if row_numbers is not None else f"position {position}"
+    """Where a row came from: its file line when read from a file, else its position."""
+    return f"line {int(row_numbers[position])}" if row_numbers is not None else f"position {position}"
+
+
+def _two_rows(row_numbers: np.ndarray | None, a: int, b: int) -> str:
+    """Two rows, earlier first (a range row fanned out after a plain row sorts before it)."""
+    if row_numbers is not None and int(row_numbers[a]) > int(row_numbers[b]):
+        a, b = b, a
+    return f"{_row_label(row_numbers, a)} and {_row_label(row_numbers, b)}"
 
 
 def _uid_array(universe: Universe, rows: np.ndarray) -> pa.Array:

@@ -290,7 +290,7 @@ def test_duplicate_source_index_names_the_file_and_both_lines(tmp_path):
     with pytest.raises(
         UniverseError,
         match=rf"^{re.escape(str(path))}: duplicate identity \(source, index\)=\('rec/a\.cu3s', 1\) "
-        r"at row 2 and row 4; each \(source, index\) must be unique$",
+        r"at line 2 and line 4; each \(source, index\) must be unique$",
     ):
         read_universe_csv(path)
 
@@ -298,14 +298,14 @@ def test_duplicate_source_index_names_the_file_and_both_lines(tmp_path):
 def test_a_range_overlapping_a_plain_row_is_a_duplicate(tmp_path):
     path = write_csv(tmp_path, "source,index\nrec/a.cu3s,5\nrec/b.cu3s,0\nrec/a.cu3s,3-7\n")
     with pytest.raises(
-        UniverseError, match=r"universe\.csv: duplicate identity \(source, index\)=\('rec/a\.cu3s', 5\) at row 2 and row 4"
+        UniverseError, match=r"universe\.csv: duplicate identity \(source, index\)=\('rec/a\.cu3s', 5\) at line 2 and line 4"
     ):
         read_universe_csv(path)
 
 
 def test_two_overlapping_ranges_are_a_duplicate(tmp_path):
     path = write_csv(tmp_path, "source,index\nrec/a.cu3s,0-4:2\nrec/a.cu3s,3-4\n")
-    with pytest.raises(UniverseError, match=r"duplicate identity \(source, index\)=\('rec/a\.cu3s', 4\) at row 2 and row 3"):
+    with pytest.raises(UniverseError, match=r"duplicate identity \(source, index\)=\('rec/a\.cu3s', 4\) at line 2 and line 3"):
         read_universe_csv(path)
 
 
@@ -474,3 +474,9 @@ def test_backslash_annotation_paths_resolve_like_posix_ones(tmp_path):
     universe = read_universe_csv(write_csv(tmp_path, "source,index,annotation\nr.parquet,0,labels\\day1.json\n"))
     (ref,) = list(universe)
     assert ref.annotation == f"{tmp_path}/labels/day1.json"
+
+
+def test_a_duplicate_made_by_an_earlier_range_names_the_lines_in_file_order(tmp_path):
+    path = write_csv(tmp_path, "source,index\nrec/a.cu3s,3-5\nrec/a.cu3s,4\n")
+    with pytest.raises(UniverseError, match=r"\('rec/a\.cu3s', 4\) at line 2 and line 3; each"):
+        read_universe_csv(path)
