@@ -1,0 +1,190 @@
+"""``Schema``: what one recording's ticks hold, declared once and validated.
+
+A recording is a table of ticks at ``sample_hz``: one row per (tick, entity). The schema
+names the time column (tick counter, or seconds), the entity column (absent: a single
+entity), the per-entity ``fields`` (each a dtype and a shape; a vector field is a
+fixed-size list column), the tick-level ``globals`` every entity shares at that tick,
+lazy ``media`` columns (references a registered provider decodes in bounded batches)
+and an optional ``tags`` column of event labels.
+
+Every error names the key it is about (``fields.pos.shape``) and what was expected.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kuration.errors import KurationError
+
+
+class SchemaError(KurationError, ValueError):
+    """A schema declaration is invalid."""
+
+
+NUMERIC_DTYPES = frozenset({
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64",
+})
+TIME_UNITS = ("ticks", "seconds")
+_SCHEMA_KEYS = ("sample_hz", "time", "time_unit", "entity", "fields", "globals", "media", "tags")
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One numeric column: its dtype and per-row shape (``()`` for a scalar)."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...] = ()
+
+    @property
+    def size(self) -> int:
+        return int(math.prod(self.shape))
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        return np.dtype(self.dtype)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dtype": self.dtype, "shape": list(self.shape)}
+
+
+@dataclass(frozen=True)
+class MediaSpec:
+    """A lazy media column: references decoded by ``provider`` into ``dtype`` / ``shape``."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    provider: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dtype": self.dtype, "shape": list(self.shape), "provider": self.provider}
+
+
+@dataclass(frozen=True)
+class Schema:
+    sample_hz: float
+    time: str
+    time_unit: str = "ticks"
+    entity: str | None = None
+    fields: Mapping[str, FieldSpec] = field(default_factory=dict)
+    globals: Mapping[str, FieldSpec] = field(default_factory=dict)
+    media: Mapping[str, MediaSpec] = field(default_factory=dict)
+    tags: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Schema:
+        """Validate and build. Raises :class:`SchemaError` naming the offending key."""
+        if not isinstance(data, Mapping):
+            raise SchemaError(f"schema: expected a mapping, got {type(data).__name__}")
+        unknown = sorted(set(data) - set(_SCHEMA_KEYS))
+        if unknown:
+            raise SchemaError(f"schema: unknown key(s) {unknown}; valid keys: {list(_SCHEMA_KEYS)}")
+        hz = data.get("sample_hz")
+        if isinstance(hz, bool) or not isinstance(hz, (int, float)) or not math.isfinite(hz) or hz <= 0:
+            raise SchemaError(f"schema.sample_hz: must be a positive number (ticks per second), got {hz!r}")
+        time = _name(data.get("time"), "schema.time", "the time column")
+        unit = data.get("time_unit", "ticks")
+        if unit not in TIME_UNITS:
+            raise SchemaError(f"schema.time_unit: must be one of {list(TIME_UNITS)}, got {unit!r}")
+        entity = data.get("entity")
+        if entity is not None:
+            entity = _name(entity, "schema.entity", "the entity column")
+        fields = _specs(data.get("fields"), "fields", required=True)
+        globals_ = _specs(data.get("globals"), "globals", required=False)
+        media = _media(data.get("media"))
+        tags = data.get("tags")
+        if tags is not None:
+            tags = _name(tags, "schema.tags", "the tag column")
+        schema = cls(float(hz), time, unit, entity, fields, globals_, media, tags)
+        names = [time] + ([entity] if entity else []) + list(fields) + list(globals_) + list(media) + ([tags] if tags else [])
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise SchemaError(f"schema: column name(s) {dupes} declared more than once (time, entity, fields, globals, media, tags share one namespace)")
+        return schema
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sample_hz": self.sample_hz, "time": self.time, "time_unit": self.time_unit, "entity": self.entity,
+            "fields": {k: v.to_dict() for k, v in self.fields.items()},
+            "globals": {k: v.to_dict() for k, v in self.globals.items()},
+            "media": {k: v.to_dict() for k, v in self.media.items()},
+            "tags": self.tags,
+        }
+
+    def fingerprint(self) -> str:
+        """sha256 of the canonical JSON form: part of every cache key built on this schema."""
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+
+    def all_fields(self) -> dict[str, FieldSpec]:
+        """Per-entity fields and tick globals: what a track record holds."""
+        return {**self.fields, **self.globals}
+
+
+def _name(value: Any, key: str, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise SchemaError(f"{key}: must name {what} (a non-empty string), got {value!r}")
+    return value
+
+
+def _shape(value: Any, key: str) -> tuple[int, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in value):
+        raise SchemaError(f"{key}: must be a list of positive ints ([] for a scalar), got {value!r}")
+    return tuple(value)
+
+
+def _dtype(value: Any, key: str) -> str:
+    if value not in NUMERIC_DTYPES:
+        raise SchemaError(f"{key}: must be one of {sorted(NUMERIC_DTYPES)}, got {value!r}")
+    return value
+
+
+def _specs(raw: Any, section: str, *, required: bool) -> dict[str, FieldSpec]:
+    if raw is None:
+        if required:
+            raise SchemaError(f"schema.{section}: at least one field is required, e.g. {{'speed': {{'dtype': 'float32'}}}}")
+        return {}
+    if not isinstance(raw, Mapping) or (required and not raw):
+        raise SchemaError(f"schema.{section}: must be a non-empty mapping of name -> {{dtype, shape}}, got {raw!r}")
+    out = {}
+    for name, spec in raw.items():
+        key = f"schema.{section}.{name}"
+        if not isinstance(spec, Mapping):
+            raise SchemaError(f"{key}: must be a mapping with 'dtype' and optional 'shape', got {spec!r}")
+        extra = sorted(set(spec) - {"dtype", "shape"})
+        if extra:
+            raise SchemaError(f"{key}: unknown key(s) {extra}; valid: ['dtype', 'shape']")
+        out[name] = FieldSpec(name, _dtype(spec.get("dtype"), f"{key}.dtype"), _shape(spec.get("shape"), f"{key}.shape"))
+    return out
+
+
+def _media(raw: Any) -> dict[str, MediaSpec]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise SchemaError(f"schema.media: must be a mapping of name -> {{dtype, shape, provider}}, got {raw!r}")
+    out = {}
+    for name, spec in raw.items():
+        key = f"schema.media.{name}"
+        if not isinstance(spec, Mapping):
+            raise SchemaError(f"{key}: must be a mapping with 'dtype', 'shape' and 'provider', got {spec!r}")
+        extra = sorted(set(spec) - {"dtype", "shape", "provider"})
+        if extra:
+            raise SchemaError(f"{key}: unknown key(s) {extra}; valid: ['dtype', 'shape', 'provider']")
+        provider = _name(spec.get("provider"), f"{key}.provider", "a registered media provider")
+        shape = _shape(spec.get("shape"), f"{key}.shape")
+        if not shape:
+            raise SchemaError(f"{key}.shape: media must have a shape, e.g. [64, 64, 3]")
+        out[name] = MediaSpec(name, _dtype(spec.get("dtype"), f"{key}.dtype"), shape, provider)
+    return out
