@@ -104,10 +104,20 @@ class Schema:
         if tags is not None:
             tags = _name(tags, "schema.tags", "the tag column")
         schema = cls(float(hz), time, unit, entity, fields, globals_, media, tags)
-        names = [time] + ([entity] if entity else []) + list(fields) + list(globals_) + list(media) + ([tags] if tags else [])
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        declared: dict[str, list[str]] = {}
+        for key, name in (
+            [("schema.time", time)] + ([("schema.entity", entity)] if entity else [])
+            + [(f"schema.fields.{n}", n) for n in fields] + [(f"schema.globals.{n}", n) for n in globals_]
+            + [(f"schema.media.{n}", n) for n in media] + ([("schema.tags", tags)] if tags else [])
+        ):
+            declared.setdefault(name, []).append(key)
+        dupes = {name: keys for name, keys in declared.items() if len(keys) > 1}
         if dupes:
-            raise SchemaError(f"schema: column name(s) {dupes} declared more than once (time, entity, fields, globals, media, tags share one namespace)")
+            where = "; ".join(f"{name!r} at {' and '.join(keys)}" for name, keys in sorted(dupes.items()))
+            raise SchemaError(
+                f"schema: column name declared more than once: {where} "
+                "(time, entity, fields, globals, media and tags share one namespace; rename one)"
+            )
         return schema
 
     def to_dict(self) -> dict[str, Any]:
@@ -145,7 +155,7 @@ def _shape(value: Any, key: str) -> tuple[int, ...]:
 
 
 def _dtype(value: Any, key: str) -> str:
-    if value not in NUMERIC_DTYPES:
+    if not isinstance(value, str) or value not in NUMERIC_DTYPES:  # (a list would not even hash)
         raise SchemaError(f"{key}: must be one of {sorted(NUMERIC_DTYPES)}, got {value!r}")
     return value
 
@@ -160,6 +170,7 @@ def _specs(raw: Any, section: str, *, required: bool) -> dict[str, FieldSpec]:
     out = {}
     for name, spec in raw.items():
         key = f"schema.{section}.{name}"
+        _name(name, f"schema.{section}: key {name!r}", "a column")
         if not isinstance(spec, Mapping):
             raise SchemaError(f"{key}: must be a mapping with 'dtype' and optional 'shape', got {spec!r}")
         extra = sorted(set(spec) - {"dtype", "shape"})
@@ -177,6 +188,7 @@ def _media(raw: Any) -> dict[str, MediaSpec]:
     out = {}
     for name, spec in raw.items():
         key = f"schema.media.{name}"
+        _name(name, f"schema.media: key {name!r}", "a column")
         if not isinstance(spec, Mapping):
             raise SchemaError(f"{key}: must be a mapping with 'dtype', 'shape' and 'provider', got {spec!r}")
         extra = sorted(set(spec) - {"dtype", "shape", "provider"})

@@ -4,7 +4,8 @@
 from the entity's first appearance to its last; at a tick where the source has rows but
 not for this entity, the entity is recorded as *not present* (``present`` is False and
 its fields are zero-filled but masked), never as a row of zeros. Globals are the tick's
-values, known whether or not the entity was there.
+values, known whether or not the entity was there. A tick at which the source has no
+rows at all is not a real tick: tracks skip it, and ``Track.ticks`` shows the gap.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from kuration.schema import Schema
+from kuration.entities import entity_key
 from kuration.sources.ticks import Ticks
 
 SINGLE_ENTITY = None
@@ -51,26 +53,34 @@ class Track:
             yield record
 
 
-def _entity_sort_key(entity: Any) -> tuple[str, str]:
-    # Canonical, type-tagged, so 1 and "1" never collide and order is total.
-    return (type(entity).__name__, repr(entity))
+def _entity_sort_key(entity: Any) -> tuple:
+    # Canonical and total: grouped by type name first, so 1, True, 1.0 and "1" never
+    # collide and never need comparing; within a plain type the natural order (2 before
+    # 10), otherwise the repr.
+    if isinstance(entity, (bool, int, float, str, bytes)):
+        return (type(entity).__name__, 0, entity, repr(entity))  # repr: -0.0 vs 0.0
+    return (type(entity).__name__, 1, repr(entity), "")
 
 
 def tracks_from_ticks(schema: Schema, ticks: Ticks, source_id: str | None = None) -> list[Track]:
-    """One :class:`Track` per entity, in canonical entity order."""
+    """One :class:`Track` per entity, in canonical entity order (by type name, then value:
+    ``1`` and ``"1"`` are two entities, and ints sort numerically). A single-entity schema
+    gives one track whose ``entity_id`` is None. No rows, no tracks."""
     source_id = source_id or ticks.source_id
     if not len(ticks):
         return []
-    all_ticks, tick_index = np.unique(ticks.tick, return_inverse=True)
-    global_values = {}
-    for name in schema.globals:
-        column = ticks.columns[name]
-        first_row = np.unique(tick_index, return_index=True)[1]
-        global_values[name] = column[first_row]
-    entities = [SINGLE_ENTITY] if ticks.entity is None else sorted(set(ticks.entity.tolist()), key=_entity_sort_key)
+    all_ticks, first_row, tick_index = np.unique(ticks.tick, return_index=True, return_inverse=True)
+    global_values = {name: ticks.columns[name][first_row] for name in schema.globals}
+    if ticks.entity is None:
+        groups = [(SINGLE_ENTITY, np.arange(len(ticks)))]
+    else:
+        # group rows by a type-tagged key: plain ==/hash would merge 1, True and 1.0
+        by_key: dict[tuple[str, str], tuple[Any, list[int]]] = {}
+        for row, entity in enumerate(ticks.entity.tolist()):
+            by_key.setdefault(entity_key(entity), (entity, []))[1].append(row)
+        groups = sorted(((e, np.asarray(rows)) for e, rows in by_key.values()), key=lambda g: _entity_sort_key(g[0]))
     tracks = []
-    for entity in entities:
-        rows = np.arange(len(ticks)) if ticks.entity is None else np.flatnonzero(ticks.entity == entity)
+    for entity, rows in groups:
         slots = tick_index[rows]
         lo, hi = int(slots.min()), int(slots.max()) + 1
         length = hi - lo
@@ -82,7 +92,7 @@ def tracks_from_ticks(schema: Schema, ticks: Ticks, source_id: str | None = None
             arr[slots - lo] = ticks.columns[name][rows]
             values[name] = arr
         for name in schema.globals:
-            values[name] = global_values[name][lo:hi]
+            values[name] = global_values[name][lo:hi].copy()  # tracks never share buffers
         media = {}
         for name, refs in ticks.media.items():
             col = np.full(length, None, dtype=object)

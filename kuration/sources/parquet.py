@@ -1,14 +1,20 @@
 """``ParquetTickAdapter``: one Parquet file per source, one row per (tick, entity).
 
 Reads go through fsspec, so a local folder and ``s3://bucket/prefix`` work alike. Source
-ids are file paths relative to the root, posix, sorted. A vector field is a fixed-size
-list column (or a list column whose every row has the declared size).
+ids are file paths relative to the root, posix, sorted; hidden files and folders are
+skipped. A vector field is a fixed-size list column (or a list column whose every row has
+the declared size). Only the columns the schema declares are converted; others are
+ignored whatever they hold. Media references are relative to the root.
+
+Identity: the object's version id or ETag when the filesystem reports one, else a sha256
+of the file's bytes for local files (both strong), else a logical ``size:mtime`` token
+(weak: nothing cached under it is reused). It covers the Parquet file only, not the media
+files its references point at.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 from collections.abc import Sequence
 
@@ -18,11 +24,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kuration import storage
-from kuration.errors import KurationError
 from kuration.media import get_media_provider
 from kuration.schema import Schema
 from kuration.sources.protocol import SourceIdentity
-from kuration.sources.ticks import TickDataError, Ticks
+from kuration.sources.ticks import SourceError, TickDataError, Ticks
 
 
 class ParquetTickAdapter:
@@ -40,7 +45,7 @@ class ParquetTickAdapter:
 
     def list_sources(self) -> list[str]:
         if not self._fs.isdir(self._root):
-            raise KurationError(f"{self.root_url}: not a directory of recordings")
+            raise SourceError(f"{self.root_url}: not a directory of recordings (expected one Parquet file per source)")
         root = self._root.rstrip("/")
         found = self._fs.glob(f"{root}/**/{self.pattern}") + self._fs.glob(f"{root}/{self.pattern}")
         ids = {p[len(root) + 1:] for p in (str(f).replace("\\", "/") for f in found) if p.startswith(root + "/")}
@@ -48,6 +53,7 @@ class ParquetTickAdapter:
 
     def read_ticks(self, source_id: str) -> Ticks:
         path = self._path(source_id)
+        wanted = _declared_columns(self.schema)
         try:
             with self._fs.open(path, "rb") as handle:
                 table = pq.read_table(handle)
@@ -57,16 +63,16 @@ class ParquetTickAdapter:
             raise TickDataError(f"{source_id}: not a readable Parquet file ({exc})") from None
         raw: dict[str, object] = {}
         for name in table.column_names:
+            if name not in wanted:  # undeclared columns are not read, whatever they hold
+                continue
             column = table.column(name).combine_chunks()
-            if pa.types.is_fixed_size_list(column.type) or pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+            if _is_list(column.type) and name != self.schema.tags and not _is_list(column.type.value_type):
                 raw[name] = _list_column(source_id, name, column, self.schema)
-            elif pa.types.is_string(column.type) or pa.types.is_large_string(column.type) or pa.types.is_binary(column.type):
-                raw[name] = np.asarray(column.to_pylist(), dtype=object)
-            else:
-                if column.null_count:
-                    row = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
-                    raise TickDataError(f"{source_id}: column {name!r}, row {row}: null value")
+            elif pa.types.is_integer(column.type) or pa.types.is_floating(column.type) or pa.types.is_boolean(column.type):
+                _no_nulls(source_id, name, column)
                 raw[name] = column.to_numpy(zero_copy_only=False)
+            else:  # strings, dictionaries, nested lists, tags: row by row, Ticks checks each
+                raw[name] = np.asarray(column.to_pylist() + [None], dtype=object)[:-1]
         return Ticks.from_columns(self.schema, source_id, raw)
 
     def decode_media(self, column: str, refs: Sequence[str], *, source_id: str) -> np.ndarray:
@@ -74,8 +80,24 @@ class ParquetTickAdapter:
         return get_media_provider(spec.provider).decode(refs, spec, root=self.root_url, source_id=source_id)
 
     def identity(self, source_id: str) -> SourceIdentity:
+        """The file's identity, combined with that of every media file its rows reference
+        (a changed frame file must change the source's identity, or stale work is reused)."""
         path = self._path(source_id)
-        info = self._fs.info(path)
+        own = self._file_identity(path, source_id)
+        dependencies = self._media_dependencies(source_id, path)
+        if not dependencies:
+            return own
+        parts = [own] + [self._file_identity(fsspec.core.url_to_fs(url)[1], url) for url in dependencies]
+        if not all(p.strong for p in parts):
+            return SourceIdentity("logical", " | ".join(p.token() for p in parts))
+        digest = hashlib.sha256("\n".join([own.token(), *(f"{u}={p.token()}" for u, p in zip(dependencies, parts[1:]))]).encode())
+        return SourceIdentity("fingerprint", digest.hexdigest())
+
+    def _file_identity(self, path: str, name: str) -> SourceIdentity:
+        try:
+            info = self._fs.info(path)
+        except FileNotFoundError:
+            raise TickDataError(f"{name}: no such file under {self.root_url}") from None
         for key, kind in (("VersionId", "version"), ("ETag", "etag"), ("etag", "etag")):
             if info.get(key):
                 return SourceIdentity(kind, str(info[key]).strip('"'))
@@ -85,25 +107,73 @@ class ParquetTickAdapter:
                 for chunk in iter(lambda: handle.read(1 << 20), b""):
                     digest.update(chunk)
             return SourceIdentity("content_sha256", digest.hexdigest())
-        return SourceIdentity("logical", f"{source_id}:{info.get('size')}:{info.get('mtime') or info.get('LastModified')}")
+        stamp = info.get("mtime") or info.get("LastModified") or info.get("created")
+        return SourceIdentity("logical", f"{name}:{info.get('size')}:{stamp}")
+
+    def _media_dependencies(self, source_id: str, path: str) -> list[str]:
+        """Sorted URLs of the files this source's media references read, for providers that
+        can say (``dependencies``); reads only the media columns."""
+        wanted = [name for name in self.schema.media
+                  if hasattr(get_media_provider(self.schema.media[name].provider), "dependencies")]
+        if not wanted:
+            return []
+        try:
+            with self._fs.open(path, "rb") as handle:
+                present = set(pq.ParquetFile(handle).schema_arrow.names)
+                # a missing media column is read_ticks' error to report, with its row and column
+                wanted = [name for name in wanted if name in present]
+                if not wanted:
+                    return []
+                handle.seek(0)
+                table = pq.read_table(handle, columns=wanted)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise TickDataError(f"{source_id}: cannot read media columns {wanted} ({exc})") from None
+        urls: set[str] = set()
+        for name in wanted:
+            spec = self.schema.media[name]
+            refs = sorted({r for r in table.column(name).to_pylist() if r is not None})
+            urls.update(get_media_provider(spec.provider).dependencies(refs, spec, root=self.root_url))
+        return sorted(urls)
+
+
+def _declared_columns(schema: Schema) -> set[str]:
+    names = {schema.time, *schema.all_fields(), *schema.media}
+    return names | {n for n in (schema.entity, schema.tags) if n}
+
+
+def _is_list(kind: pa.DataType) -> bool:
+    return pa.types.is_fixed_size_list(kind) or pa.types.is_list(kind) or pa.types.is_large_list(kind)
+
+
+def _no_nulls(source_id: str, name: str, column: pa.Array) -> None:
+    if column.null_count:
+        row = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
+        raise TickDataError(f"{source_id}: column {name!r}, row {row}: null value; every row needs a value")
 
 
 def _list_column(source_id: str, name: str, column: pa.Array, schema: Schema) -> object:
-    if name in (schema.tags,):
-        return column.to_pylist()
+    """A flat list column as ``(N, size)`` numpy, after checking nulls and per-row lengths."""
     spec = schema.all_fields().get(name)
-    if column.null_count:
-        row = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
-        raise TickDataError(f"{source_id}: column {name!r}, row {row}: null value")
-    lengths = np.asarray(column.value_lengths()) if not pa.types.is_fixed_size_list(column.type) else None
-    if spec is not None and lengths is not None and len(lengths):
+    _no_nulls(source_id, name, column)
+    values = column.flatten()
+    if pa.types.is_fixed_size_list(column.type):
+        lengths = np.full(len(column), column.type.list_size)
+    else:
+        lengths = np.asarray(column.value_lengths().to_numpy(zero_copy_only=False))
+    if spec is not None and len(lengths):
         bad = np.flatnonzero(lengths != spec.size)
         if len(bad):
             r = int(bad[0])
             raise TickDataError(
                 f"{source_id}: column {name!r}, row {r}: expected shape {list(spec.shape)} ({spec.size} values), got {int(lengths[r])}"
             )
-    flat = column.flatten().to_numpy(zero_copy_only=False)
-    if not len(column):
-        return flat.reshape((0, *(spec.shape if spec else (0,))))
-    return flat.reshape(len(column), -1)
+    if values.null_count:  # a null inside a vector would otherwise come back as NaN
+        item = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
+        row = int(np.searchsorted(np.cumsum(lengths), item, side="right"))
+        raise TickDataError(f"{source_id}: column {name!r}, row {row}: null element inside the list; every element needs a value")
+    if not (pa.types.is_integer(values.type) or pa.types.is_floating(values.type) or pa.types.is_boolean(values.type)):
+        return np.asarray(column.to_pylist() + [None], dtype=object)[:-1]  # Ticks names the bad row
+    flat = values.to_numpy(zero_copy_only=False)
+    if spec is None or not len(column):
+        return flat.reshape((len(column), *(spec.shape if spec else (-1,))))
+    return flat.reshape(len(column), spec.size)

@@ -1,9 +1,13 @@
 """``Ticks``: one source's rows, validated against the schema, as numpy columns.
 
 Every adapter ends here, whatever its storage: ``Ticks.from_columns`` checks that each
-declared column exists with the right dtype kind and shape, that rows are sorted by
-tick with no tick repeated for an entity, and that globals agree across the entities of
-a tick. Each error names the source, the column and the row.
+declared column exists with the right dtype kind, value range and shape, that no value is
+null, that rows are sorted by tick with no tick repeated for an entity, that times in
+seconds sit on the sample grid, and that globals agree across the entities of a tick.
+Each error names the source, the column and the row.
+
+It does not fill gaps, reorder rows or coerce strings to numbers: a file that needs
+that is a file to fix.
 """
 
 from __future__ import annotations
@@ -14,22 +18,28 @@ from typing import Any
 
 import numpy as np
 
+from kuration.entities import canonical_entity, entity_key
 from kuration.errors import KurationError
 from kuration.schema import FieldSpec, Schema
 
-#: How far a time in seconds may sit off the sample grid and still count as on it.
+#: How far a time in seconds may sit off the sample grid, as a fraction of one sample
+#: period, and still count as on it (absorbs float rounding of ``k / sample_hz``).
 GRID_TOLERANCE = 1e-3
 
+class SourceError(KurationError, ValueError):
+    """A source store cannot be listed or read (not there, not the expected layout)."""
 
-class TickDataError(KurationError, ValueError):
+
+class TickDataError(SourceError):
     """A source's rows do not match the schema."""
 
 
 @dataclass(frozen=True)
 class Ticks:
-    """Rows of one source: ``tick`` (int64 tick number), ``entity`` (per row, or None for a
-    single-entity schema), declared ``columns`` (fields and globals, ``(N, *shape)`` in the
-    declared dtype), lazy ``media`` references and per-row ``tags``."""
+    """Rows of one source: ``tick`` (int64 tick number), ``entity`` (per row, plain Python
+    values in an object array, or None for a single-entity schema), declared ``columns``
+    (fields and globals, ``(N, *shape)`` in the declared dtype), lazy ``media`` references
+    (str) and per-row ``tags``."""
 
     source_id: str
     tick: np.ndarray
@@ -43,25 +53,19 @@ class Ticks:
 
     @classmethod
     def from_columns(cls, schema: Schema, source_id: str, raw: Mapping[str, Any]) -> Ticks:
-        """Validate raw columns (numpy arrays or lists, one entry per row) against ``schema``."""
-        n = _row_count(schema, source_id, raw)
+        """Validate raw columns (numpy arrays or lists, one entry per row) against ``schema``.
+
+        Columns the schema does not declare are ignored."""
+        n = len(_required(raw, schema.time, source_id))
         tick = _ticks(schema, source_id, raw[schema.time], n)
         entity = None
         if schema.entity:
-            entity = np.asarray(_required(raw, schema.entity, source_id), dtype=object)
-            nulls = np.flatnonzero(np.asarray([e is None for e in entity], dtype=bool))
-            if len(nulls):
-                raise TickDataError(f"{source_id}: column {schema.entity!r}, row {int(nulls[0])}: entity id is null")
+            entity = _entities(source_id, schema.entity, _required(raw, schema.entity, source_id), n)
         _check_order(source_id, schema, tick, entity)
         columns = {name: _numeric(source_id, spec, _required(raw, name, source_id), n) for name, spec in schema.all_fields().items()}
         for name in schema.globals:
             _check_global(source_id, name, tick, columns[name])
-        media = {}
-        for name in schema.media:
-            refs = np.asarray(_required(raw, name, source_id), dtype=object)
-            if len(refs) != n:
-                raise TickDataError(f"{source_id}: column {name!r}: {len(refs)} rows, expected {n}")
-            media[name] = refs
+        media = {name: _refs(source_id, name, _required(raw, name, source_id), n) for name in schema.media}
         tags = None
         if schema.tags:
             tags = _tags(source_id, schema.tags, _required(raw, schema.tags, source_id), n)
@@ -76,29 +80,57 @@ def _required(raw: Mapping[str, Any], name: str, source_id: str) -> Any:
     return raw[name]
 
 
-def _row_count(schema: Schema, source_id: str, raw: Mapping[str, Any]) -> int:
-    return len(_required(raw, schema.time, source_id))
+def _check_length(source_id: str, name: str, got: int, n: int) -> None:
+    if got != n:
+        raise TickDataError(
+            f"{source_id}: column {name!r}, row {min(got, n)}: column has {got} rows, "
+            f"the time column has {n}; every column needs one value per row"
+        )
+
+
+def _first_non_numeric(values: Any) -> tuple[int, Any]:
+    for row, value in enumerate(values):
+        if value is None or isinstance(value, (str, bytes)) or np.asarray(value).dtype.kind not in "biuf":
+            return row, value.item() if isinstance(value, np.generic) else value
+    return 0, values[0] if len(values) else None
 
 
 def _ticks(schema: Schema, source_id: str, values: Any, n: int) -> np.ndarray:
-    arr = np.asarray(values)
-    if arr.ndim != 1 or arr.dtype.kind not in "iuf":
-        raise TickDataError(f"{source_id}: column {schema.time!r}: must be numeric, one value per row (got dtype {arr.dtype})")
+    arr = np.asarray(values) if not isinstance(values, np.ndarray) else values
+    if arr.dtype == object or arr.dtype.kind not in "iuf" or arr.ndim != 1:
+        if arr.ndim > 1:
+            raise TickDataError(f"{source_id}: column {schema.time!r}, row 0: one time value per row expected, got shape {list(arr.shape[1:])}")
+        row, value = _first_non_numeric(values)
+        raise TickDataError(
+            f"{source_id}: column {schema.time!r}, row {row}: time must be a number ({schema.time_unit}), got {value!r}"
+        )
     if schema.time_unit == "ticks":
         if arr.dtype.kind == "f":
             bad = np.flatnonzero(~np.isfinite(arr) | (arr != np.round(arr)))
             if len(bad):
-                raise TickDataError(f"{source_id}: column {schema.time!r}, row {int(bad[0])}: tick {arr[bad[0]]!r} is not a whole number")
+                raise TickDataError(f"{source_id}: column {schema.time!r}, row {int(bad[0])}: tick {arr[bad[0]].item()!r} is not a whole number")
         return arr.astype(np.int64)
     scaled = arr.astype(np.float64) * schema.sample_hz
     ticks = np.round(scaled)
-    off = np.flatnonzero(~np.isfinite(scaled) | (np.abs(scaled - ticks) > GRID_TOLERANCE * max(1.0, schema.sample_hz)))
+    off = np.flatnonzero(~np.isfinite(scaled) | (np.abs(scaled - ticks) > GRID_TOLERANCE))
     if len(off):
         r = int(off[0])
         raise TickDataError(
-            f"{source_id}: column {schema.time!r}, row {r}: time {arr[r]!r} s is not on the {schema.sample_hz:g} Hz sample grid"
+            f"{source_id}: column {schema.time!r}, row {r}: time {arr[r].item()!r} s is not on the {schema.sample_hz:g} Hz sample grid "
+            f"(nearest sample {float(ticks[r]) / schema.sample_hz!r} s); resample the recording or fix sample_hz"
         )
     return ticks.astype(np.int64)
+
+
+def _entities(source_id: str, name: str, values: Any, n: int) -> np.ndarray:
+    _check_length(source_id, name, len(values), n)
+    out = np.empty(n, dtype=object)
+    for row, value in enumerate(values.tolist() if isinstance(values, np.ndarray) else values):
+        try:
+            out[row] = canonical_entity(value)
+        except ValueError as exc:
+            raise TickDataError(f"{source_id}: column {name!r}, row {row}: {exc}") from None
+    return out
 
 
 def _check_order(source_id: str, schema: Schema, tick: np.ndarray, entity: np.ndarray | None) -> None:
@@ -115,48 +147,87 @@ def _check_order(source_id: str, schema: Schema, tick: np.ndarray, entity: np.nd
         same = np.flatnonzero(tick[1:] == tick[:-1])
         if len(same):
             r = int(same[0]) + 1
-            raise TickDataError(f"{source_id}: column {schema.time!r}, row {r}: tick {tick[r]} repeats row {r - 1}")
+            raise TickDataError(
+                f"{source_id}: column {schema.time!r}, row {r}: tick {tick[r]} repeats row {r - 1}; "
+                "a single-entity schema has one row per tick (declare 'entity' if rows are per entity)"
+            )
         return
-    seen: dict[tuple[int, Any], int] = {}
-    for row, key in enumerate(zip(tick.tolist(), entity.tolist())):
+    seen: dict[tuple[int, tuple[str, str]], int] = {}
+    for row, (t, e) in enumerate(zip(tick.tolist(), entity.tolist())):
+        key = (t, entity_key(e))
         if key in seen:
             raise TickDataError(
-                f"{source_id}: column {schema.entity!r}, row {row}: entity {key[1]!r} appears twice at tick {key[0]} "
+                f"{source_id}: column {schema.entity!r}, row {row}: entity {e!r} appears twice at tick {t} "
                 f"(rows {seen[key]} and {row})"
             )
         seen[key] = row
 
 
 def _numeric(source_id: str, spec: FieldSpec, values: Any, n: int) -> np.ndarray:
-    try:
-        arr = np.asarray(values)
-        if arr.dtype == object:  # list column: ragged or nested Python lists
-            arr = np.asarray([np.asarray(v) for v in values])
-    except ValueError:
-        arr = None
-    if arr is None or arr.dtype == object:
-        lengths = [np.size(v) for v in values]
-        want = spec.size
-        bad = next((i for i, k in enumerate(lengths) if k != want), 0)
-        raise TickDataError(
-            f"{source_id}: column {spec.name!r}, row {bad}: expected shape {list(spec.shape)} ({want} values), got {lengths[bad]}"
-        )
-    if len(arr) != n:
-        raise TickDataError(f"{source_id}: column {spec.name!r}: {len(arr)} rows, expected {n}")
-    kind_ok = {"b": "b", "i": "biu", "u": "biu", "f": "biuf"}[spec.numpy_dtype.kind]
+    where = f"{source_id}: column {spec.name!r}"
+    _check_length(source_id, spec.name, len(values), n)
+    if n == 0:
+        return np.zeros((0, *spec.shape), dtype=spec.numpy_dtype)
+    if isinstance(values, np.ndarray) and values.dtype != object:
+        arr = values
+        if arr.dtype.kind not in "biuf":
+            raise TickDataError(f"{where}, row 0: value {arr[0].item()!r} ({arr.dtype}) is not a number; declared {spec.dtype}")
+    else:
+        arr = _stack_rows(where, spec, values)
+    target = spec.numpy_dtype
+    kind_ok = {"b": "b", "i": "biu", "u": "biu", "f": "biuf"}[target.kind]
     if arr.dtype.kind not in kind_ok:
+        row = 0
+        if arr.dtype.kind == "f" and target.kind in "iu":  # name a row that is not a whole number, if any
+            frac = np.flatnonzero(~(np.isfinite(arr) & (arr == np.round(arr))).reshape(n, -1).all(axis=1))
+            row = int(frac[0]) if len(frac) else 0
         raise TickDataError(
-            f"{source_id}: column {spec.name!r}: dtype {arr.dtype} cannot hold declared {spec.dtype}"
+            f"{where}, row {row}: dtype {arr.dtype} cannot hold declared {spec.dtype} "
+            f"(value {arr[row].tolist()!r}); cast in the file or declare a wider dtype"
         )
     row_shape = arr.shape[1:]
     if row_shape != spec.shape:
-        if n and int(np.prod(row_shape)) == spec.size:
+        # a flat list column (N, size) is reshaped; any other layout is a real mismatch
+        if len(row_shape) <= 1 and int(np.prod(row_shape)) == spec.size:
             arr = arr.reshape((n, *spec.shape))
         else:
+            raise TickDataError(f"{where}, row 0: expected shape {list(spec.shape)}, got {list(row_shape)}")
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported below, by row
+        out = arr.astype(target, copy=False)
+    flat_in, flat_out = arr.reshape(n, -1), out.reshape(n, -1)
+    if target.kind in "iu" and arr.dtype.kind in "iu" and not np.can_cast(arr.dtype, target):
+        info = np.iinfo(target)
+        bad = np.flatnonzero(((flat_in < info.min) | (flat_in > info.max)).any(axis=1))
+        if len(bad):
+            r = int(bad[0])
             raise TickDataError(
-                f"{source_id}: column {spec.name!r}, row 0: expected shape {list(spec.shape)}, got {list(row_shape)}"
+                f"{where}, row {r}: value {arr[r].tolist()!r} does not fit declared {spec.dtype} [{info.min}, {info.max}]"
             )
-    return arr.astype(spec.numpy_dtype, copy=False)
+    if target.kind == "f" and target.itemsize < arr.dtype.itemsize:
+        bad = np.flatnonzero((np.isfinite(flat_in) & ~np.isfinite(flat_out)).any(axis=1))
+        if len(bad):
+            r = int(bad[0])
+            raise TickDataError(f"{where}, row {r}: value {arr[r].tolist()!r} overflows declared {spec.dtype}")
+    return out
+
+
+def _stack_rows(where: str, spec: FieldSpec, values: Any) -> np.ndarray:
+    """Rows given one by one (a list, or an object array of lists): check each, then stack."""
+    rows = []
+    for row, value in enumerate(values):
+        if value is None:
+            raise TickDataError(f"{where}, row {row}: null value; every present row needs a value")
+        if isinstance(value, (str, bytes)):
+            raise TickDataError(f"{where}, row {row}: value {value!r} is not a number; declared {spec.dtype}")
+        a = np.asarray(value)
+        if a.dtype.kind not in "biuf":
+            raise TickDataError(f"{where}, row {row}: value {value!r} is not numeric; declared {spec.dtype} {list(spec.shape)}")
+        if a.shape != spec.shape and not (a.ndim <= 1 and a.size == spec.size):
+            raise TickDataError(
+                f"{where}, row {row}: expected shape {list(spec.shape)} ({spec.size} values), got {list(a.shape)} ({a.size} values)"
+            )
+        rows.append(a.reshape(spec.shape))
+    return np.stack(rows)
 
 
 def _check_global(source_id: str, name: str, tick: np.ndarray, values: np.ndarray) -> None:
@@ -177,17 +248,32 @@ def _check_global(source_id: str, name: str, tick: np.ndarray, values: np.ndarra
         )
 
 
+def _refs(source_id: str, name: str, values: Any, n: int) -> np.ndarray:
+    _check_length(source_id, name, len(values), n)
+    out = np.empty(n, dtype=object)
+    for row, value in enumerate(values):
+        if isinstance(value, bytes):
+            value = value.decode()
+        if not isinstance(value, str) or not value:
+            raise TickDataError(
+                f"{source_id}: column {name!r}, row {row}: media reference must be a non-empty string, got {value!r}"
+            )
+        out[row] = str(value)
+    return out
+
+
 def _tags(source_id: str, name: str, values: Any, n: int) -> list[tuple[str, ...]]:
+    _check_length(source_id, name, len(values), n)
     out: list[tuple[str, ...]] = []
     for row, value in enumerate(values):
+        if isinstance(value, bytes):
+            value = value.decode()
         if value is None:
             out.append(())
         elif isinstance(value, str):
-            out.append((value,) if value else ())
+            out.append((str(value),) if value else ())
         elif isinstance(value, (Sequence, np.ndarray)) and all(isinstance(t, str) for t in value):
-            out.append(tuple(value))
+            out.append(tuple(str(t) for t in value))
         else:
             raise TickDataError(f"{source_id}: column {name!r}, row {row}: tags must be a string or a list of strings, got {value!r}")
-    if len(out) != n:
-        raise TickDataError(f"{source_id}: column {name!r}: {len(out)} rows, expected {n}")
     return out
