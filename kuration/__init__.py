@@ -13,6 +13,21 @@ from kuration.errors import (
     UniverseDriftError,
     UniverseError,
 )
+from kuration.features import (
+    FeatureError,
+    FeatureKey,
+    compute_features,
+    get_feature,
+    parse_feature_key,
+    register_feature,
+    registered_features,
+    segment_tags,
+    unregister_feature,
+)
+from kuration.entities import EntityIdError, entity_key
+from kuration.track_scoring import score_track, segment_table_schema
+from kuration.segments import Segment, Segmenter, SegmenterError
+from kuration.strategy import Predicate, ScoreResult, Selection, Strategy, StrategyError
 
 __version__ = "0.1.0"
 
@@ -26,4 +41,25 @@ __all__ = [
     "UniverseDriftError",
     "UniverseError",
     "__version__",
+    "Segment",
+    "Segmenter",
+    "SegmenterError",
+    "FeatureError",
+    "FeatureKey",
+    "compute_features",
+    "get_feature",
+    "parse_feature_key",
+    "register_feature",
+    "registered_features",
+    "segment_tags",
+    "unregister_feature",
+    "Predicate",
+    "ScoreResult",
+    "Selection",
+    "Strategy",
+    "StrategyError",
+    "EntityIdError",
+    "entity_key",
+    "score_track",
+    "segment_table_schema",
 ]

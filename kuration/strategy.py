@@ -1,0 +1,316 @@
+"""``Strategy``: what "the best data" means, declared once, validated, and applied per segment.
+
+A strategy names a ``method``, a ``priority`` (a weighted sum of segment features),
+optional ``predicates`` on features, event ``tags`` of interest and the ``selection``
+options the hours-budget fill reads::
+
+    Strategy.from_dict({
+        "name": "hard-braking",
+        "method": "inclusion",                      # inclusion | avoidance | filter
+        "priority": {"speed.std": 1.0, "tag.brake": 0.5},
+        "predicates": [{"feature": "speed.mean", "op": ">", "value": 2.0}],
+        "tags": ["brake", "lane_change"],           # become tag.<name> features
+        "selection": {"tag_coverage": True, "min_tag_frac": 0.1, "max_group_overshoot": 1.5},
+    })
+
+Scoring (:meth:`Strategy.score`): ``raw = sum(weight * feature)``. ``inclusion`` keeps
+``raw``, ``avoidance`` negates it (low raw is preferred), ``filter`` keeps ``raw`` where every
+predicate passes and gives ``-inf`` where any fails (such a segment is never admitted). For
+inclusion and avoidance the predicates are evaluated and reported in ``passed`` but do not
+change the priority. A NaN feature makes ``raw`` NaN and is left NaN, to be counted as a
+non-finite exclusion downstream, never silently turned into 0; a predicate on NaN fails.
+
+Every validation error names the key path (``strategy.predicates[1].op``), what was got
+and what is valid. This module does not read tracks or fill budgets.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import operator
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kuration.errors import KurationError
+from kuration.features import _KeyProblem, _parse, _resolve
+from kuration.schema import Schema
+
+METHODS = ("inclusion", "avoidance", "filter")
+OPS = ("<", "<=", ">", ">=", "==", "!=")
+CLIP_AGGREGATE = {"inclusion": "max", "avoidance": "mean", "filter": "max"}
+_STRATEGY_KEYS = ("name", "method", "priority", "predicates", "tags", "selection")
+_PREDICATE_KEYS = ("feature", "op", "value")
+_SELECTION_KEYS = ("tag_coverage", "min_tag_frac", "max_group_overshoot")
+_OP_FUNCS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne}
+
+
+class StrategyError(KurationError, ValueError):
+    """A strategy is invalid, does not resolve against a schema, or lacks a feature to score."""
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def _check_key(key: Any, path: str, schema: Schema | None = None) -> str:
+    try:
+        fk = _parse(key)
+        if schema is not None:
+            _resolve(fk, schema)
+    except _KeyProblem as exc:
+        raise StrategyError(f"{path}: feature key {key!r}: {exc}") from None
+    return fk.key
+
+
+def _unknown(data: Mapping[str, Any], valid: tuple[str, ...], path: str) -> None:
+    unknown = sorted(str(k) for k in set(data) - set(valid))
+    if unknown:
+        raise StrategyError(f"{path}: unknown key(s) {unknown}; valid keys: {list(valid)}")
+
+
+@dataclass(frozen=True)
+class Predicate:
+    """``feature op value``; on a NaN feature it fails whatever the op."""
+
+    feature: str
+    op: str
+    value: float
+
+    def evaluate(self, values: np.ndarray) -> np.ndarray:
+        arr = np.asarray(values, dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            return _OP_FUNCS[self.op](arr, self.value) & ~np.isnan(arr)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"feature": self.feature, "op": self.op, "value": self.value}
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Options the hours-budget fill reads: reserve each tag's best data first
+    (``tag_coverage``, bounded by ``min_tag_frac`` of the budget) and cap a group at
+    ``max_group_overshoot`` x its fair share (None: no cap)."""
+
+    tag_coverage: bool = False
+    min_tag_frac: float = 0.0
+    max_group_overshoot: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tag_coverage": self.tag_coverage,
+            "min_tag_frac": self.min_tag_frac,
+            "max_group_overshoot": self.max_group_overshoot,
+        }
+
+
+@dataclass(frozen=True)
+class ScoreResult:
+    """Per segment: ``priority`` (float64; NaN = non-finite, -inf = rejected by a filter)
+    and ``passed`` (every predicate holds)."""
+
+    priority: np.ndarray
+    passed: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.priority)
+
+
+@dataclass(frozen=True, eq=False)
+class Strategy:
+    method: str
+    priority: Mapping[str, float]
+    predicates: tuple[Predicate, ...] = ()
+    tags: tuple[str, ...] = ()
+    selection: Selection = field(default_factory=Selection)
+    name: str | None = None
+
+    # -- construction -----------------------------------------------------------------------
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Strategy:
+        """Validate and build. Raises :class:`StrategyError` naming the offending key path.
+        Feature keys are checked for syntax here; :meth:`validate_against` checks that they
+        resolve against a schema."""
+        if not isinstance(data, Mapping):
+            raise StrategyError(f"strategy: expected a mapping, got {type(data).__name__}")
+        _unknown(data, _STRATEGY_KEYS, "strategy")
+
+        name = data.get("name")
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise StrategyError(f"strategy.name: must be a non-empty string or absent, got {name!r}")
+
+        if "method" not in data:
+            raise StrategyError(f"strategy.method: required; one of {list(METHODS)}")
+        method = data["method"]
+        if method not in METHODS:
+            raise StrategyError(f"strategy.method: must be one of {list(METHODS)}, got {method!r}")
+
+        raw_priority = data.get("priority")
+        if "priority" not in data:
+            raise StrategyError(
+                "strategy.priority: required; a non-empty mapping of feature key -> weight, e.g. {'speed.mean': 1.0}"
+            )
+        if not isinstance(raw_priority, Mapping) or not raw_priority:
+            raise StrategyError(
+                f"strategy.priority: must be a non-empty mapping of feature key -> weight, got {raw_priority!r}"
+            )
+        priority: dict[str, float] = {}
+        for key, weight in raw_priority.items():
+            path = f"strategy.priority[{key!r}]"
+            _check_key(key, path)
+            if not _is_number(weight) or not math.isfinite(weight):
+                raise StrategyError(f"{path}: weight must be a finite number, got {weight!r}")
+            priority[key] = float(weight)
+
+        raw_predicates = data.get("predicates", [])
+        if raw_predicates is None:
+            raw_predicates = []
+        if not isinstance(raw_predicates, (list, tuple)):
+            raise StrategyError(f"strategy.predicates: must be a list of {{feature, op, value}}, got {raw_predicates!r}")
+        predicates = []
+        for i, raw in enumerate(raw_predicates):
+            path = f"strategy.predicates[{i}]"
+            if not isinstance(raw, Mapping):
+                raise StrategyError(f"{path}: must be a mapping with 'feature', 'op' and 'value', got {raw!r}")
+            _unknown(raw, _PREDICATE_KEYS, path)
+            for k in _PREDICATE_KEYS:
+                if k not in raw:
+                    raise StrategyError(f"{path}.{k}: required (a predicate is {{'feature': key, 'op': one of {list(OPS)}, 'value': number}})")
+            feature = _check_key(raw["feature"], f"{path}.feature")
+            op = raw["op"]
+            if op not in OPS:
+                raise StrategyError(f"{path}.op: must be one of {list(OPS)}, got {op!r}")
+            value = raw["value"]
+            if not _is_number(value) or not math.isfinite(value):
+                raise StrategyError(f"{path}.value: must be a finite number, got {value!r}")
+            predicates.append(Predicate(feature, op, float(value)))
+        if method == "filter" and not predicates:
+            raise StrategyError(
+                "strategy.predicates: method 'filter' needs at least one predicate (a failing segment gets priority -inf)"
+            )
+
+        raw_tags = data.get("tags", [])
+        if raw_tags is None:
+            raw_tags = []
+        if not isinstance(raw_tags, (list, tuple)):
+            raise StrategyError(f"strategy.tags: must be a list of event tag names, got {raw_tags!r}")
+        tags: list[str] = []
+        for i, tag in enumerate(raw_tags):
+            if not isinstance(tag, str) or not tag:
+                raise StrategyError(f"strategy.tags[{i}]: must be a non-empty string, got {tag!r}")
+            if tag in tags:
+                raise StrategyError(f"strategy.tags[{i}]: {tag!r} is listed twice (first at strategy.tags[{tags.index(tag)}])")
+            tags.append(tag)
+
+        selection = _selection(data.get("selection"), tags)
+        return cls(method, priority, tuple(predicates), tuple(tags), selection, name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Canonical form; ``Strategy.from_dict(s.to_dict()) == s``."""
+        return {
+            "name": self.name,
+            "method": self.method,
+            "priority": dict(sorted(self.priority.items())),
+            "predicates": [p.to_dict() for p in self.predicates],
+            "tags": list(self.tags),
+            "selection": self.selection.to_dict(),
+        }
+
+    def fingerprint(self) -> str:
+        """sha256 of the canonical JSON of :meth:`to_dict` (name included): a cache key part."""
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Strategy) and self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash(self.fingerprint())
+
+    # -- resolution -------------------------------------------------------------------------
+
+    @property
+    def default_clip_aggregate(self) -> str:
+        """How spans aggregate segment priorities by default: "max" (inclusion, filter) or "mean" (avoidance)."""
+        return CLIP_AGGREGATE[self.method]
+
+    def feature_keys(self) -> list[str]:
+        """Sorted unique feature keys this strategy reads: priority keys, predicate
+        features and ``tag.<name>`` for each tag of interest."""
+        keys = set(self.priority) | {p.feature for p in self.predicates} | {f"tag.{t}" for t in self.tags}
+        return sorted(keys)
+
+    def validate_against(self, schema: Schema) -> Strategy:
+        """Check that every feature key resolves against ``schema`` (and that each ``fn.``
+        feature is registered). Returns ``self``; raises :class:`StrategyError` naming the key path."""
+        for key in self.priority:
+            _check_key(key, f"strategy.priority[{key!r}]", schema)
+        for i, p in enumerate(self.predicates):
+            _check_key(p.feature, f"strategy.predicates[{i}].feature", schema)
+        for i, tag in enumerate(self.tags):
+            _check_key(f"tag.{tag}", f"strategy.tags[{i}]", schema)
+        return self
+
+    # -- scoring ----------------------------------------------------------------------------
+
+    def score(self, features: Mapping[str, np.ndarray]) -> ScoreResult:
+        """Priority and predicate verdicts per segment from ``features`` (key -> array,
+        one value per segment; extra keys are ignored)."""
+        missing = [k for k in self._needed_keys() if k not in features]
+        if missing:
+            raise StrategyError(
+                f"strategy.score: missing feature(s) {missing}; got {sorted(features)}. "
+                "Compute strategy.feature_keys() with compute_features"
+            )
+        arrays = {k: np.asarray(features[k], dtype=np.float64) for k in self._needed_keys()}
+        lengths = {k: a.shape for k, a in arrays.items()}
+        shapes = set(lengths.values())
+        if len(shapes) != 1 or len(next(iter(shapes))) != 1:
+            raise StrategyError(f"strategy.score: features must be 1-d arrays of one length (one value per segment), got shapes {lengths}")
+        n = next(iter(shapes))[0]
+        raw = np.zeros(n, dtype=np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):
+            for key, weight in sorted(self.priority.items()):  # fixed order: float sums are order-sensitive
+                raw = raw + weight * arrays[key]
+        passed = np.ones(n, dtype=bool)
+        for p in self.predicates:
+            passed &= p.evaluate(arrays[p.feature])
+        if self.method == "avoidance":
+            priority = -raw
+        elif self.method == "filter":
+            priority = np.where(passed, raw, -np.inf)
+        else:
+            priority = raw
+        return ScoreResult(priority.astype(np.float64, copy=False), passed)
+
+    def _needed_keys(self) -> list[str]:
+        # What score() reads: priority and predicate features (tags of interest are carried
+        # to the segment table, but do not enter the priority unless weighted).
+        return sorted(set(self.priority) | {p.feature for p in self.predicates})
+
+
+def _selection(raw: Any, tags: list[str]) -> Selection:
+    if raw is None:
+        return Selection()
+    if not isinstance(raw, Mapping):
+        raise StrategyError(f"strategy.selection: must be a mapping with keys {list(_SELECTION_KEYS)}, got {raw!r}")
+    _unknown(raw, _SELECTION_KEYS, "strategy.selection")
+    coverage = raw.get("tag_coverage", False)
+    if not isinstance(coverage, (bool, np.bool_)):
+        raise StrategyError(f"strategy.selection.tag_coverage: must be true or false, got {coverage!r}")
+    if coverage and not tags:
+        raise StrategyError("strategy.selection.tag_coverage: needs strategy.tags to name the event tags to cover")
+    frac = raw.get("min_tag_frac", 0.0)
+    if not _is_number(frac) or not 0.0 <= frac <= 1.0:
+        raise StrategyError(f"strategy.selection.min_tag_frac: must be a number in [0, 1], got {frac!r}")
+    overshoot = raw.get("max_group_overshoot")
+    if overshoot is not None and (not _is_number(overshoot) or not math.isfinite(overshoot) or overshoot < 1):
+        raise StrategyError(f"strategy.selection.max_group_overshoot: must be a number >= 1 or null (no cap), got {overshoot!r}")
+    return Selection(bool(coverage), float(frac), None if overshoot is None else float(overshoot))
+
+
+__all__ = ["CLIP_AGGREGATE", "METHODS", "OPS", "Predicate", "ScoreResult", "Selection", "Strategy", "StrategyError"]
