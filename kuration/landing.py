@@ -1,0 +1,74 @@
+"""Watching a landing zone: which recordings are there, and which are new or changed.
+
+A change token is what a listing gives for free: an object store's ETag or version, or a
+local file's size and modification time. It is not a source identity (that may hash the
+content) but it is enough to notice that a file appeared or was rewritten, which is all
+a sensor polling every few seconds can afford.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import fsspec
+
+
+def list_recordings(url: str | os.PathLike[str], *, pattern: str = "*.parquet") -> dict[str, str]:
+    """``{source_id: change token}`` for files under ``url`` whose name matches ``pattern``.
+
+    Source ids are posix paths relative to ``url`` (what ``ParquetTickAdapter`` lists);
+    hidden files and folders (leading ``.``) are skipped. A missing folder is empty."""
+    fs, root = fsspec.core.url_to_fs(os.fspath(url))
+    if not fs.exists(root):
+        return {}
+    root = root.rstrip("/")
+    found = fs.find(root, detail=True)
+    tokens: dict[str, str] = {}
+    for path, info in found.items():
+        path = str(path).replace("\\", "/")
+        if not path.startswith(root + "/") or info.get("type") == "directory":
+            continue
+        rel = path[len(root) + 1:]
+        if any(part.startswith(".") for part in rel.split("/")) or not fnmatch.fnmatchcase(rel.rsplit("/", 1)[-1], pattern):
+            continue
+        tokens[rel] = change_token(info)
+    return dict(sorted(tokens.items()))
+
+
+def change_token(info: Mapping) -> str:
+    for key in ("VersionId", "ETag", "etag", "md5Hash"):
+        if info.get(key):
+            return f"{key}:{str(info[key]).strip(chr(34))}"
+    mtime = info.get("mtime") or info.get("LastModified") or info.get("created")
+    return f"size:{info.get('size')}:mtime:{mtime}"
+
+
+@dataclass(frozen=True)
+class LandingDiff:
+    new: tuple[str, ...]
+    changed: tuple[str, ...]
+    removed: tuple[str, ...]
+
+    @property
+    def to_score(self) -> tuple[str, ...]:
+        return tuple(sorted(self.new + self.changed))
+
+
+def diff_recordings(previous: Mapping[str, str], current: Mapping[str, str]) -> LandingDiff:
+    return LandingDiff(
+        new=tuple(sorted(set(current) - set(previous))),
+        changed=tuple(sorted(s for s in current if s in previous and previous[s] != current[s])),
+        removed=tuple(sorted(set(previous) - set(current))),
+    )
+
+
+def file_token(url: str | os.PathLike[str]) -> str | None:
+    """The change token of one file, or None when it does not exist."""
+    fs, path = fsspec.core.url_to_fs(os.fspath(url))
+    try:
+        return change_token(fs.info(path))
+    except FileNotFoundError:
+        return None

@@ -1,0 +1,307 @@
+"""The feature pass: score every source's segments, in parallel, reusing what is cached.
+
+``score_sources`` reads one source at a time (memory stays bounded by one source plus
+the small per-segment results), cuts its tracks into segments, computes the strategy's
+features and priorities (:func:`kuration.track_scoring.score_track`), and concatenates the
+results in canonical order (source, entity, segment), so the outcome is identical
+whatever the worker count or the order workers finish in.
+
+- ``workers=N`` runs N local processes (``spawn``: each worker imports the modules that
+  registered user features, see ``feature_modules``); ``executor="ray"`` sends the same
+  per-source task to Ray (the ``[ray]`` extra).
+- ``on_error="skip"`` (the default) logs a source that fails reading, transforms or
+  scoring, records its error, and goes on; ``"raise"`` stops at the first failure.
+- Results are cached per source under a run fingerprint (schema, segmenter, strategy,
+  code version, user feature code) plus the source's identity; a re-run scores only new
+  or changed sources. Weak identities are scored every time.
+- If no source yields a single segment, :class:`EmptySegmentPoolError` says what to check.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import hashlib
+import importlib
+import json
+import logging
+import multiprocessing
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import kuration
+from kuration.errors import KurationError
+from kuration.features import get_feature, parse_feature_key
+from kuration.score_cache import ScoreCache
+from kuration.track_scoring import score_track, segment_table_schema
+from kuration.segments import Segmenter
+from kuration.sources.protocol import SourceAdapter, SourceIdentity
+from kuration.strategy import Strategy
+from kuration.tracks import tracks_from_ticks
+
+logger = logging.getLogger(__name__)
+
+#: Bump when feature or segment semantics change, so old cache entries stop matching.
+SCORING_CODE_VERSION = "1"
+EXECUTORS = ("local", "ray")
+ON_ERROR = ("skip", "raise")
+
+
+class ScoringOptionsError(KurationError, ValueError):
+    """``score_sources`` was called with an option it does not know."""
+
+
+class EmptySegmentPoolError(KurationError, ValueError):
+    """No source produced a single segment."""
+
+
+class SourceScoringError(KurationError, RuntimeError):
+    """A source failed and ``on_error="raise"`` was asked for."""
+
+
+@dataclass(frozen=True)
+class SourceOutcome:
+    """What happened to one source: ``scored``, ``cached`` or ``skipped`` (with ``error``)."""
+
+    source_id: str
+    status: str
+    identity: SourceIdentity | None
+    segments: int = 0
+    seconds_of_data: float = 0.0
+    error: str | None = None
+    elapsed: float = 0.0
+
+
+@dataclass(frozen=True)
+class ScoringResult:
+    segments: pa.Table
+    outcomes: tuple[SourceOutcome, ...]
+    run_fingerprint: str
+    workers: int = 1
+    executor: str = "local"
+
+    @property
+    def skipped(self) -> tuple[SourceOutcome, ...]:
+        return tuple(o for o in self.outcomes if o.status == "skipped")
+
+    def count(self, status: str) -> int:
+        return sum(1 for o in self.outcomes if o.status == status)
+
+    def for_source(self, source_id: str) -> pa.Table:
+        return self.segments.filter(pc.equal(self.segments.column("source_id"), source_id))
+
+
+def _feature_code_digest(strategy: Strategy) -> str:
+    """Digest of the user feature functions the strategy reads, so editing one misses the cache."""
+    parts = []
+    for key in strategy.feature_keys():
+        parsed = parse_feature_key(key)
+        if getattr(parsed, "kind", None) == "fn":
+            fn = get_feature(parsed.name)
+            code = getattr(fn, "__code__", None)
+            parts.append(f"{parsed.name}:{getattr(fn, '__module__', '')}:{getattr(fn, '__qualname__', '')}:"
+                         f"{code.co_code.hex() if code else repr(fn)}:{repr(code.co_consts) if code else ''}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def run_fingerprint(adapter: SourceAdapter, segmenter: Segmenter, strategy: Strategy) -> str:
+    """What scoring depends on besides the source itself."""
+    doc = {
+        "schema": adapter.schema.fingerprint(), "segmenter": segmenter.fingerprint(),
+        "strategy": strategy.fingerprint(), "kuration": kuration.__version__, "code": SCORING_CODE_VERSION,
+        "features": _feature_code_digest(strategy),
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def score_one_source(adapter: SourceAdapter, source_id: str, *, segmenter: Segmenter, strategy: Strategy) -> pa.Table:
+    """All segments of one source, scored (raises on any failure)."""
+    ticks = adapter.read_ticks(source_id)
+    tables = [score_track(track, segmenter=segmenter, strategy=strategy)
+              for track in tracks_from_ticks(adapter.schema, ticks, source_id)]
+    schema = segment_table_schema(strategy)
+    return pa.concat_tables([t.cast(schema) for t in tables]) if tables else schema.empty_table()
+
+
+def _task(adapter: SourceAdapter, source_id: str, segmenter: Segmenter, strategy: Strategy) -> tuple[str, pa.Table | None, str | None, float]:
+    started = time.perf_counter()
+    try:
+        table = score_one_source(adapter, source_id, segmenter=segmenter, strategy=strategy)
+        return source_id, table, None, time.perf_counter() - started
+    except Exception as exc:  # recorded per source; the caller's on_error decides
+        return source_id, None, f"{type(exc).__name__}: {exc}", time.perf_counter() - started
+
+
+def _import_modules(modules: Sequence[str]) -> None:
+    for name in modules:
+        importlib.import_module(name)
+
+
+def _modules_registering_features(strategy: Strategy, extra: Iterable[str]) -> list[str]:
+    modules = set(extra)
+    for key in strategy.feature_keys():
+        parsed = parse_feature_key(key)
+        if getattr(parsed, "kind", None) == "fn":
+            module = getattr(get_feature(parsed.name), "__module__", None)
+            if module and module != "__main__":
+                modules.add(module)
+    return sorted(modules)
+
+
+def _run_local(tasks: list[str], call: Callable[[str], tuple], workers: int, modules: Sequence[str]):
+    if workers <= 1:
+        for source_id in tasks:
+            yield call(source_id)
+        return
+    context = multiprocessing.get_context("spawn")
+    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_import_modules,
+                                initargs=(tuple(modules),)) as pool:
+        pending: set[cf.Future] = set()
+        queue = iter(tasks)
+        # keep at most two tasks per worker in flight: results, not inputs, pile up
+        for source_id in queue:
+            pending.add(pool.submit(call, source_id))
+            if len(pending) >= 2 * workers:
+                done, pending = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
+                for future in done:
+                    yield future.result()
+        for future in cf.as_completed(pending):
+            yield future.result()
+
+
+def _run_ray(tasks: list[str], adapter, segmenter, strategy, workers: int, modules: Sequence[str]):
+    try:
+        import ray
+    except ImportError:
+        raise KurationError('executor="ray" needs Ray: pip install "kuration[ray]"') from None
+    if not ray.is_initialized():
+        ray.init(num_cpus=max(1, workers), include_dashboard=False, log_to_driver=False)
+
+    @ray.remote
+    def remote_task(source_id):
+        _import_modules(modules)
+        return _task(adapter, source_id, segmenter, strategy)
+
+    pending = [remote_task.remote(s) for s in tasks]
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        yield ray.get(done[0])
+
+
+def score_sources(
+    adapter: SourceAdapter,
+    *,
+    segmenter: Segmenter,
+    strategy: Strategy,
+    sources: Sequence[str] | None = None,
+    workers: int = 1,
+    executor: str = "local",
+    on_error: str = "skip",
+    cache: ScoreCache | None = None,
+    feature_modules: Sequence[str] = (),
+    progress: Callable[[SourceOutcome, int, int], None] | None = None,
+    allow_empty: bool = False,
+) -> ScoringResult:
+    """Score ``sources`` (default: all the adapter lists). See the module docstring.
+
+    ``allow_empty`` is for callers scoring a slice of the pool (one Dagster partition),
+    who check the whole pool elsewhere."""
+    if executor not in EXECUTORS:
+        raise ScoringOptionsError(f"executor must be one of {list(EXECUTORS)}, got {executor!r}")
+    if on_error not in ON_ERROR:
+        raise ScoringOptionsError(f"on_error must be one of {list(ON_ERROR)}, got {on_error!r}")
+    if not isinstance(workers, int) or workers < 1:
+        raise ScoringOptionsError(f"workers must be a positive int, got {workers!r}")
+    strategy.validate_against(adapter.schema)
+    source_ids = sorted(set(adapter.list_sources() if sources is None else sources))
+    fingerprint = run_fingerprint(adapter, segmenter, strategy)
+    outcomes: dict[str, SourceOutcome] = {}
+    tables: dict[str, pa.Table] = {}
+    identities: dict[str, SourceIdentity | None] = {}
+    todo: list[str] = []
+    done_count = 0
+
+    def report(outcome: SourceOutcome) -> None:
+        nonlocal done_count
+        done_count += 1
+        outcomes[outcome.source_id] = outcome
+        if progress is not None:
+            progress(outcome, done_count, len(source_ids))
+
+    for source_id in source_ids:
+        try:
+            identity = adapter.identity(source_id)
+        except Exception as exc:
+            if on_error == "raise":
+                raise SourceScoringError(f"{source_id}: cannot establish identity: {exc}") from exc
+            logger.warning("skipping source %s: cannot establish identity: %s", source_id, exc)
+            report(SourceOutcome(source_id, "skipped", None, error=f"{type(exc).__name__}: {exc}"))
+            continue
+        identities[source_id] = identity
+        cached = cache.get(fingerprint, source_id, identity) if cache is not None else None
+        if cached is not None:
+            tables[source_id] = cached
+            report(SourceOutcome(source_id, "cached", identity, cached.num_rows, _seconds(cached)))
+        else:
+            todo.append(source_id)
+
+    modules = _modules_registering_features(strategy, feature_modules)
+    if executor == "ray":
+        results = _run_ray(todo, adapter, segmenter, strategy, workers, modules)
+    else:
+        results = _run_local(todo, _Call(adapter, segmenter, strategy), workers, modules)
+    for source_id, table, error, elapsed in results:
+        identity = identities[source_id]
+        if error is not None:
+            if on_error == "raise":
+                raise SourceScoringError(f"{source_id}: {error}")
+            logger.warning("skipping source %s: %s", source_id, error)
+            report(SourceOutcome(source_id, "skipped", identity, error=error, elapsed=elapsed))
+            continue
+        tables[source_id] = table
+        if cache is not None:
+            cache.put(fingerprint, source_id, identity, table)
+        report(SourceOutcome(source_id, "scored", identity, table.num_rows, _seconds(table), elapsed=elapsed))
+
+    schema = segment_table_schema(strategy)
+    ordered = [tables[s].cast(schema) for s in source_ids if s in tables]
+    segments = pa.concat_tables(ordered) if ordered else schema.empty_table()
+    segments = segments.sort_by([("source_id", "ascending"), ("entity_id", "ascending"), ("segment_index", "ascending")])
+    result = ScoringResult(segments, tuple(outcomes[s] for s in source_ids), fingerprint, workers, executor)
+    if segments.num_rows == 0 and not allow_empty:
+        raise EmptySegmentPoolError(_empty_pool_hint(result, segmenter))
+    return result
+
+
+@dataclass(frozen=True)
+class _Call:
+    """The per-source task with its fixed arguments, picklable for worker processes."""
+
+    adapter: SourceAdapter
+    segmenter: Segmenter
+    strategy: Strategy
+
+    def __call__(self, source_id: str):
+        return _task(self.adapter, source_id, self.segmenter, self.strategy)
+
+
+def _seconds(table: pa.Table) -> float:
+    return float(pc.sum(table.column("seconds")).as_py() or 0.0) if table.num_rows else 0.0
+
+
+def _empty_pool_hint(result: ScoringResult, segmenter: Segmenter) -> str:
+    n = len(result.outcomes)
+    if n == 0:
+        return "no sources to score: the adapter listed none. Check the root URL and the file pattern."
+    skipped = result.skipped
+    lines = [f"no segments from {n} source(s); the segment pool is empty."]
+    if skipped:
+        lines.append(f"{len(skipped)} source(s) failed, e.g. {skipped[0].source_id}: {skipped[0].error}")
+    if len(skipped) < n:
+        lines.append(f"the other sources produced no segments: are their tracks empty, or shorter than the "
+                     f"segment window ({segmenter.to_dict()})?")
+    lines.append("Check the schema against the files, the segmenter window, and the skipped-source errors.")
+    return " ".join(lines)
