@@ -1,12 +1,12 @@
-"""Dagster assets for seed 000 (scoring, budget plan, shards, dataset manifest).
-
-This package is part of the single code location from the start so the merge in
-``kuration_definitions`` has its final shape; its assets land with the input-side,
-budget and output issues. Until then it contributes no definitions.
-"""
+"""Dagster assets for seed 000: ``scored_segments`` (one partition per source), its pool
+check, and the sensor that turns new recordings into scoring runs. The budget plan,
+shards and dataset manifest follow in their own issues."""
 
 from dagster import Definitions
 
-defs = Definitions()
+from kuration_assets.scoring_assets import scored_segments, segment_pool, source_partitions
+from kuration_assets.sensors import new_recordings_sensor
 
-__all__ = ["defs"]
+defs = Definitions(assets=[scored_segments], sensors=[new_recordings_sensor])
+
+__all__ = ["defs", "new_recordings_sensor", "scored_segments", "segment_pool", "source_partitions"]

@@ -1,15 +1,28 @@
 """The one Dagster code location: every asset package's ``Definitions``, merged.
 
 ``workspace.yaml`` points here. Resources come from ``KURATION_STORAGE_ROOT`` and
-``KURATION_LANDING_ZONE`` (see :func:`kuration_resources.resources_from_env`).
+``KURATION_LANDING_ZONE`` (see :func:`kuration_resources.resources_from_env`). Two jobs
+give the graph's halves a name: ``curate_splits`` (universe, resolved splits and their
+checks) and ``score_recordings`` (the per-source scoring partitions).
 """
 
-from dagster import Definitions
+from dagster import AssetSelection, Definitions, define_asset_job
 
 import kuration_assets
 import rollout_assets
 import splits_assets
 from kuration_resources import resources_from_env
+
+curate_splits = define_asset_job(
+    "curate_splits", selection=AssetSelection.groups("splits"),
+    description="Read the universe and resolve the split, with the leakage and drift checks.",
+)
+score_recordings = define_asset_job(
+    "score_recordings",
+    selection=AssetSelection.assets(kuration_assets.scored_segments),
+    partitions_def=kuration_assets.source_partitions,
+    description="Score recordings (one partition per source); a range runs as one multi-source run.",
+)
 
 
 def build_definitions() -> Definitions:
@@ -17,10 +30,10 @@ def build_definitions() -> Definitions:
         splits_assets.defs,
         kuration_assets.defs,
         rollout_assets.defs,
-        Definitions(resources=resources_from_env()),
+        Definitions(resources=resources_from_env(), jobs=[curate_splits, score_recordings]),
     )
 
 
 defs = build_definitions()
 
-__all__ = ["build_definitions", "defs"]
+__all__ = ["build_definitions", "curate_splits", "defs", "score_recordings"]

@@ -32,10 +32,13 @@ def main(argv: list[str] | None = None) -> int:
     from dagster import DagsterInstance
 
     from kuration.demo_corpus import write_demo_landing_zone
+    from kuration.landing import list_recordings
+    from kuration_assets import source_partitions
     from kuration_definitions import build_definitions
 
     zone = write_demo_landing_zone(landing, seed=args.seed)
-    print(f"demo landing zone: {zone.recordings} recordings, {zone.clips} clips, {zone.sites} sites -> {zone.universe_csv}")
+    print(f"demo landing zone: {zone.recordings} recordings ({zone.hours:.2f} h, {zone.entities} drone flights), "
+          f"{zone.clips} clips, {zone.sites} sites -> {zone.root}")
 
     if not os.environ.get("DAGSTER_HOME"):
         print("kuration-demo: DAGSTER_HOME is not set; run through scripts/demo.sh, or export DAGSTER_HOME=<repo root>",
@@ -43,8 +46,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     instance = DagsterInstance.get()
     defs = build_definitions()
-    job = defs.resolve_implicit_global_asset_job_def()
-    result = job.execute_in_process(
+    print(f"instance: DAGSTER_HOME={os.environ['DAGSTER_HOME']} (open it with scripts/ui.sh)")
+
+    splits = defs.resolve_job_def("curate_splits").execute_in_process(
         instance=instance,
         run_config={
             "ops": {"resolved_splits": {"config": {"strategy": "stratified", "seed": args.split_seed}}},
@@ -52,23 +56,55 @@ def main(argv: list[str] | None = None) -> int:
         },
         raise_on_error=False,
     )
-    print(f"\ndagster run {result.run_id}: {'SUCCESS' if result.success else 'FAILURE'} "
-          f"(instance: DAGSTER_HOME={os.environ['DAGSTER_HOME']}; see it with scripts/ui.sh)")
+    _report("curate_splits", splits)
+
+    sources = list_recordings(zone.recordings_root)
+    instance.add_dynamic_partitions(source_partitions.name, list(sources))
+    first, last = next(iter(sources)), next(reversed(sources))
+    scoring = defs.resolve_job_def("score_recordings").execute_in_process(
+        instance=instance,
+        tags={"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last},
+        run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+        raise_on_error=False,
+    )
+    _report("score_recordings", scoring)
+    results = (splits, scoring)
+    checks = [e for r in results for e in r.get_asset_check_evaluations()]
+    return 0 if all(r.success for r in results) and all(e.passed for e in checks) else 1
+
+
+#: Metadata worth a line in the demo's report, in this order.
+_SHOWN = ("samples", "sources", "groups", "universe_hash", "request", "status", "leakage",
+          "train_samples", "train_groups", "val_samples", "val_groups", "test_samples", "test_groups",
+          "path", "splits_json", "assignments", "report")
+
+
+def _report(job: str, result) -> None:
+    print(f"\n{job}: run {result.run_id} {'SUCCESS' if result.success else 'FAILURE'}")
+    partitions = []
     for event in result.get_asset_materialization_events():
         mat = event.step_materialization_data.materialization
         meta = {k: v.value for k, v in mat.metadata.items()}
-        print(f"\n  asset {mat.asset_key.to_user_string()}")
-        for key in ("samples", "sources", "groups", "universe_hash", "request", "status", "leakage",
-                    "train_samples", "train_groups", "val_samples", "val_groups", "test_samples", "test_groups",
-                    "path", "splits_json", "assignments", "report"):
+        if mat.partition is not None:
+            partitions.append(meta)
+            continue
+        print(f"  asset {mat.asset_key.to_user_string()}")
+        for key in _SHOWN:
             if key in meta:
                 print(f"    {key:<14} {meta[key]}")
-    print("\n  checks")
+    if partitions:
+        skipped = [m for m in partitions if m.get("skipped_error")]
+        segments = sum(m["segments"] for m in partitions)
+        hours = sum(m["hours"] for m in partitions)
+        cached = sum(1 for m in partitions if m["status"] == "cached")
+        print(f"  asset scored_segments: {len(partitions)} partitions ({cached} from cache), {segments} segments, "
+              f"{hours:.2f} h, {sum(m['non_finite'] for m in partitions)} non-finite, {len(skipped)} skipped")
+        for m in skipped:
+            print(f"    skipped: {m['skipped_error']}")
+        print(f"    files under  {os.environ['KURATION_STORAGE_ROOT']}/scored_segments/")
     for evaluation in result.get_asset_check_evaluations():
         verdict = "PASSED" if evaluation.passed else f"FAILED ({evaluation.severity.value})"
-        name = f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
-        print(f"    {name:<34} {verdict}")
-    return 0 if result.success and all(e.passed for e in result.get_asset_check_evaluations()) else 1
+        print(f"  check {evaluation.asset_key.to_user_string()}:{evaluation.check_name:<20} {verdict}")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ from dagster import ConfigurableResource
 from pydantic import Field
 
 from kuration import storage
+from kuration.settings import CurationSettings, load_curation_settings
+from kuration.sources.parquet import ParquetTickAdapter
 
 DEFAULT_STORAGE_ROOT = "kuration_data/storage"
 DEFAULT_LANDING_ZONE = "kuration_data/landing"
@@ -46,6 +48,35 @@ class LandingZoneResource(ConfigurableResource):
         return storage.join_url(self.url, self.universe_csv) if self.universe_csv else None
 
 
+class CurationResource(ConfigurableResource):
+    """How recordings are read and scored: the schema and strategy files, the segment
+    window, and where in the landing zone the recordings live."""
+
+    schema_file: str = Field(default="schema.json", description="Schema file, relative to the landing zone, or a URL")
+    strategy_file: str = Field(default="strategy.json", description="Strategy file, relative to the landing zone, or a URL")
+    recordings: str = Field(default="recordings", description="Landing-zone folder with one Parquet file per source")
+    source_pattern: str = Field(default="*.parquet", description="Which files in it are sources")
+    segment_window: float = Field(default=10.0, description="Segment length (segment_unit)")
+    segment_stride: float = Field(default=5.0, description="Step between segment starts (segment_unit)")
+    segment_unit: str = Field(default="seconds", description="seconds | steps")
+    workers: int = Field(default=1, description="Local worker processes for a multi-source run")
+
+    def _url(self, landing: LandingZoneResource, value: str) -> str:
+        return value if ("://" in value or value.startswith("/")) else storage.join_url(landing.url, value)
+
+    def recordings_url(self, landing: LandingZoneResource) -> str:
+        return self._url(landing, self.recordings)
+
+    def settings(self, landing: LandingZoneResource) -> CurationSettings:
+        return load_curation_settings(
+            self._url(landing, self.schema_file), self._url(landing, self.strategy_file),
+            window=self.segment_window, stride=self.segment_stride, unit=self.segment_unit,
+        )
+
+    def adapter(self, landing: LandingZoneResource, settings: CurationSettings) -> ParquetTickAdapter:
+        return ParquetTickAdapter(self.recordings_url(landing), settings.schema, pattern=self.source_pattern)
+
+
 def resources_from_env() -> dict[str, ConfigurableResource]:
     """Resources configured by ``KURATION_STORAGE_ROOT`` and ``KURATION_LANDING_ZONE``.
 
@@ -54,7 +85,8 @@ def resources_from_env() -> dict[str, ConfigurableResource]:
     return {
         "storage_root": StorageRootResource(url=os.environ.get("KURATION_STORAGE_ROOT", DEFAULT_STORAGE_ROOT)),
         "landing_zone": LandingZoneResource(url=os.environ.get("KURATION_LANDING_ZONE", DEFAULT_LANDING_ZONE)),
+        "curation": CurationResource(),
     }
 
 
-__all__ = ["LandingZoneResource", "StorageRootResource", "resources_from_env"]
+__all__ = ["CurationResource", "LandingZoneResource", "StorageRootResource", "resources_from_env"]

@@ -18,21 +18,25 @@ def test_code_location_loads_and_merges_every_package():
     Definitions.validate_loadable(defs)
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
-    assert {"universe", "resolved_splits"} <= keys
+    assert keys == {"universe", "resolved_splits", "scored_segments"}
     checks = {(c.asset_key.to_user_string(), c.name) for c in graph.asset_check_keys}
     assert checks == {("universe", "universe_schema"), ("resolved_splits", "split_leakage"),
-                      ("resolved_splits", "universe_drift")}
+                      ("resolved_splits", "universe_drift"), ("scored_segments", "segment_pool")}
+    assert {j.name for j in defs.resolve_all_job_defs()} >= {"curate_splits", "score_recordings"}
+    assert defs.resolve_sensor_def("new_recordings_sensor") is not None
     job = defs.resolve_implicit_global_asset_job_def()
     assert job is not None
     assert graph.get(AssetKey("resolved_splits")).parent_keys == {AssetKey("universe")}
 
 
 def test_blocking_checks_are_declared_blocking():
+    from kuration_assets import segment_pool
     from splits_assets import split_leakage, universe_drift, universe_schema
 
     for check in (split_leakage, universe_drift, universe_schema):
         (spec,) = check.check_specs
         assert spec.blocking, spec.name
+    assert segment_pool.blocking
 
 
 def test_resources_follow_the_environment(monkeypatch, tmp_path):
@@ -72,7 +76,8 @@ def test_demo_job_materializes_everything_and_reports(tmp_path, monkeypatch, cap
     assert main(["--out", str(tmp_path / "demo")]) == 0
     out = capsys.readouterr().out
     assert "SUCCESS" in out
-    for needle in ("asset universe", "asset resolved_splits", "train_samples", "split_leakage", "universe_drift"):
+    for needle in ("asset universe", "asset resolved_splits", "train_samples", "split_leakage", "universe_drift",
+                   "asset scored_segments: ", "segment_pool"):
         assert needle in out
     assert "FAILED" not in out
     assert (tmp_path / "demo" / "storage" / "splits" / "splits.json").exists()

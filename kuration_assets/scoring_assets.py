@@ -1,0 +1,80 @@
+"""``scored_segments``: one dynamic partition per source; and the check over the pool."""
+
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    AssetMaterialization,
+    BackfillPolicy,
+    DynamicPartitionsDefinition,
+    MetadataValue,
+    asset,
+)
+
+from kuration.segment_store import pool_summary, score_and_store
+from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
+from splits_assets import universe
+
+source_partitions = DynamicPartitionsDefinition(name="sources")
+
+# Computed in the asset's own step: the asset yields one materialization per partition and
+# no output, so a separate check step (which waits on the output) would never run.
+segment_pool = AssetCheckSpec(
+    "segment_pool", asset="scored_segments", blocking=True,
+    description="the segment pool is not empty; non-finite priorities are counted",
+)
+
+
+@asset(
+    partitions_def=source_partitions,
+    # One run scores a whole backfill range with the resource's workers; a strategy
+    # change is a backfill over every partition (the cache misses on the new fingerprint).
+    backfill_policy=BackfillPolicy.single_run(),
+    output_required=False,
+    deps=[universe],
+    group_name="scoring",
+    kinds={"parquet"},
+    check_specs=[segment_pool],
+)
+def scored_segments(
+    context: AssetExecutionContext,
+    storage_root: StorageRootResource,
+    landing_zone: LandingZoneResource,
+    curation: CurationResource,
+):
+    """Each source's segments with the strategy's features, tags and priorities, as
+    ``scored_segments/<source>.parquet``. Unchanged sources come from the scoring cache."""
+    settings = curation.settings(landing_zone)
+    stored = score_and_store(
+        curation.adapter(landing_zone, settings), segmenter=settings.segmenter, strategy=settings.strategy,
+        sources=context.partition_keys, root=storage_root.url, workers=curation.workers,
+        progress=lambda outcome, done, total: context.log.info(f"{done}/{total} {outcome.source_id}: {outcome.status}"),
+    )
+    for outcome, url, summary in stored:
+        metadata = {
+            "path": MetadataValue.path(url), "status": outcome.status, "segments": summary["segments"],
+            "hours": summary["hours"], "non_finite": summary["non_finite"], "filtered_out": summary["filtered_out"],
+            "priority_min": summary["priority_min"], "priority_median": summary["priority_median"],
+            "priority_max": summary["priority_max"],
+            "identity": outcome.identity.token() if outcome.identity else "",
+            "identity_strong": bool(outcome.identity and outcome.identity.strong),
+        }
+        if outcome.error:
+            metadata["skipped_error"] = MetadataValue.text(outcome.error)
+        yield AssetMaterialization(asset_key=context.asset_key, partition=outcome.source_id, metadata=metadata)
+    yield segment_pool_result(storage_root.url)
+
+
+def segment_pool_result(root: str) -> AssetCheckResult:
+    """The pool over every stored source: empty fails (ERROR); non-finite priorities warn."""
+    summary = pool_summary(root)
+    metadata = dict(summary)
+    if summary["segments"] == 0:
+        return AssetCheckResult(check_name="segment_pool", passed=False, severity=AssetCheckSeverity.ERROR, metadata={
+            **metadata, "hint": MetadataValue.text(
+                "no segments in any scored source: check skipped_error on the partitions, the schema against the "
+                "files, and that the segment window is shorter than the recordings")})
+    if summary["non_finite"]:
+        return AssetCheckResult(check_name="segment_pool", passed=False, severity=AssetCheckSeverity.WARN, metadata=metadata)
+    return AssetCheckResult(check_name="segment_pool", passed=True, metadata=metadata)

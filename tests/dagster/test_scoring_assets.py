@@ -1,0 +1,132 @@
+"""``scored_segments`` (dynamic partitions, single-run backfills), its pool check, and
+``new_recordings_sensor``, on an instance for tests."""
+
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from dagster import AssetKey, DagsterInstance, Definitions, build_sensor_context, materialize
+
+from kuration.demo_corpus import write_demo_landing_zone
+from kuration.segment_store import read_source_segments
+from kuration_assets import new_recordings_sensor, scored_segments, source_partitions
+from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
+
+
+@pytest.fixture
+def landing(tmp_path: Path) -> Path:
+    zone = write_demo_landing_zone(tmp_path / "landing", seed=5, recordings_per_site=1, sites=3, minutes=(1, 2))
+    return Path(zone.root)
+
+
+@pytest.fixture
+def resources(tmp_path: Path, landing: Path) -> dict:
+    return {
+        "storage_root": StorageRootResource(url=str(tmp_path / "storage")),
+        "landing_zone": LandingZoneResource(url=str(landing)),
+        "curation": CurationResource(),
+    }
+
+
+def _sources(landing: Path) -> list[str]:
+    root = landing / "recordings"
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*.parquet"))
+
+
+def _partition_meta(result) -> dict[str, dict]:
+    out = {}
+    for event in result.get_asset_materialization_events():
+        mat = event.step_materialization_data.materialization
+        out[mat.partition] = {k: v.value for k, v in mat.metadata.items()}
+    return out
+
+
+def _check(result) -> tuple[bool, str]:
+    (evaluation,) = result.get_asset_check_evaluations()
+    return evaluation.passed, evaluation.severity.value
+
+
+def _materialize(resources, instance, partition_key):
+    return materialize([scored_segments], resources=resources, instance=instance, partition_key=partition_key,
+                       raise_on_error=False)
+
+
+def test_one_partition_scores_one_source_and_reports_it(resources, instance, landing, tmp_path):
+    sources = _sources(landing)
+    instance.add_dynamic_partitions(source_partitions.name, sources)
+    result = _materialize(resources, instance, sources[0])
+    assert result.success
+    (meta,) = _partition_meta(result).values()
+    assert meta["status"] == "scored" and meta["segments"] > 0 and 0 < meta["hours"]
+    assert meta["non_finite"] == 0 and meta["priority_min"] <= meta["priority_median"] <= meta["priority_max"]
+    # the recording's own bytes and its frame file's, folded into one strong fingerprint
+    assert meta["identity_strong"] is True and meta["identity"].startswith("fingerprint:")
+    table = read_source_segments(tmp_path / "storage", sources[0])
+    assert table.num_rows == meta["segments"] and set(table.column("source_id").to_pylist()) == {sources[0]}
+    assert _check(result) == (True, "ERROR")
+    assert instance.get_materialized_partitions(AssetKey("scored_segments")) == {sources[0]}
+
+
+def test_a_rerun_reuses_the_cache(resources, instance, landing):
+    sources = _sources(landing)
+    instance.add_dynamic_partitions(source_partitions.name, sources)
+    assert _partition_meta(_materialize(resources, instance, sources[1]))[sources[1]]["status"] == "scored"
+    again = _partition_meta(_materialize(resources, instance, sources[1]))[sources[1]]
+    assert again["status"] == "cached"
+
+
+def test_a_range_runs_once_and_records_every_partition(resources, instance, landing):
+    sources = _sources(landing)
+    instance.add_dynamic_partitions(source_partitions.name, sources)
+    job = Definitions(assets=[scored_segments], resources=resources).resolve_implicit_global_asset_job_def()
+    result = job.execute_in_process(instance=instance, tags={
+        "dagster/asset_partition_range_start": sources[0], "dagster/asset_partition_range_end": sources[-1]})
+    assert result.success
+    assert sorted(_partition_meta(result)) == sources  # one materialization per partition, one run
+    assert instance.get_materialized_partitions(AssetKey("scored_segments")) == set(sources)
+    assert scored_segments.backfill_policy.max_partitions_per_run is None  # single run
+
+
+def test_a_broken_source_is_recorded_and_its_stale_segments_replaced(resources, instance, landing, tmp_path):
+    sources = _sources(landing)
+    instance.add_dynamic_partitions(source_partitions.name, sources)
+    assert _materialize(resources, instance, sources[0]).success
+    pq.write_table(pa.table({"tick": [0, 1]}), landing / "recordings" / sources[0])  # rewritten, now broken
+    result = _materialize(resources, instance, sources[0])
+    assert not result.success  # the blocking pool check fails the step: nothing downstream runs
+    meta = _partition_meta(result)[sources[0]]
+    assert meta["status"] == "skipped" and "missing column" in meta["skipped_error"] and meta["segments"] == 0
+    assert read_source_segments(tmp_path / "storage", sources[0]).num_rows == 0
+    assert _check(result) == (False, "ERROR")  # the only stored source is now empty: empty pool
+
+
+def test_sensor_adds_partitions_requests_runs_and_keeps_a_cursor(resources, landing):
+    instance = DagsterInstance.ephemeral()
+    sources = _sources(landing)
+    context = build_sensor_context(instance=instance, resources=resources)
+    first = new_recordings_sensor(context)
+    requested = sorted(r.partition_key for r in first.run_requests if r.partition_key)
+    assert requested == sources
+    (add,) = first.dynamic_partitions_requests
+    assert sorted(add.partition_keys) == sources
+    assert [r.asset_selection for r in first.run_requests if not r.partition_key] == [[AssetKey("universe")]]
+    instance.add_dynamic_partitions(source_partitions.name, sources)
+
+    unchanged = new_recordings_sensor(build_sensor_context(instance=instance, resources=resources, cursor=first.cursor))
+    assert unchanged.run_requests == [] and unchanged.skip_reason is not None
+
+    changed = landing / "recordings" / sources[1]
+    changed.write_bytes(changed.read_bytes() + b"")  # same bytes...
+    stat = changed.stat()
+    os.utime(changed, (stat.st_atime + 30, stat.st_mtime + 30))  # ...but rewritten later
+    new = landing / "recordings" / "new_site" / "flight_999.parquet"
+    new.parent.mkdir()
+    new.write_bytes((landing / "recordings" / sources[0]).read_bytes())
+    third = new_recordings_sensor(build_sensor_context(instance=instance, resources=resources, cursor=unchanged.cursor))
+    assert sorted(r.partition_key for r in third.run_requests) == sorted([sources[1], "new_site/flight_999.parquet"])
+    (add,) = third.dynamic_partitions_requests
+    assert list(add.partition_keys) == ["new_site/flight_999.parquet"]  # the changed one already exists
+    assert json.loads(third.cursor)["recordings"]["new_site/flight_999.parquet"]
