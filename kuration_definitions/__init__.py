@@ -20,7 +20,6 @@ curate_splits = define_asset_job(
 score_recordings = define_asset_job(
     "score_recordings",
     selection=AssetSelection.assets(kuration_assets.scored_segments),
-    partitions_def=kuration_assets.source_partitions,
     description="Score recordings (one partition per source); a range runs as one multi-source run.",
 )
 
