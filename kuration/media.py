@@ -16,6 +16,7 @@ the reference. Providers never resize, convert colour spaces or guess.
 
 from __future__ import annotations
 
+import importlib
 import io
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -47,7 +48,13 @@ def register_media_provider(name: str, factory: Callable[..., MediaProvider]) ->
     _PROVIDERS[name] = factory
 
 
+#: Providers whose module registers them on import, imported on first use of the name.
+_REGISTERED_ON_IMPORT = {"hdf5_rows": "kuration.sources.robomimic_hdf5", "zarr_rows": "kuration.sources.zarr_replay"}
+
+
 def get_media_provider(name: str, **options) -> MediaProvider:
+    if name not in _PROVIDERS and name in _REGISTERED_ON_IMPORT:
+        importlib.import_module(_REGISTERED_ON_IMPORT[name])
     if name not in _PROVIDERS:
         raise MediaError(f"no media provider named {name!r}; registered: {sorted(_PROVIDERS)}. "
                          "Call kuration.media.register_media_provider first (in every worker process).")

@@ -6,8 +6,8 @@ features and priorities (:func:`kuration.track_scoring.score_track`), and concat
 results in canonical order (source, entity, segment), so the outcome is identical
 whatever the worker count or the order workers finish in.
 
-- ``workers=N`` runs N local processes (``spawn``: each worker imports the modules that
-  registered user features, see ``feature_modules``); ``executor="ray"`` sends the same
+- ``workers=N`` runs N local processes (forked from a preloaded forkserver; each worker
+  imports the modules that registered user features, see ``feature_modules``); ``executor="ray"`` sends the same
   per-source task to Ray (the ``[ray]`` extra).
 - ``on_error="skip"`` (the default) logs a source that fails reading, transforms or
   scoring, records its error, and goes on; ``"raise"`` stops at the first failure.
@@ -24,6 +24,7 @@ import hashlib
 import importlib
 import json
 import logging
+import math
 import multiprocessing
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -123,7 +124,28 @@ def score_one_source(adapter: SourceAdapter, source_id: str, *, segmenter: Segme
     tables = [score_track(track, segmenter=segmenter, strategy=strategy)
               for track in tracks_from_ticks(adapter.schema, ticks, source_id)]
     schema = segment_table_schema(strategy)
-    return pa.concat_tables([t.cast(schema) for t in tables]) if tables else schema.empty_table()
+    return pa.concat_tables(tables) if tables else schema.empty_table()  # score_track writes this schema
+
+
+def _task_batch(adapter: SourceAdapter, source_ids: Sequence[str], segmenter: Segmenter, strategy: Strategy) -> tuple:
+    """Several sources in one task, returned as ONE table plus ``(source_id, rows, error,
+    elapsed)`` per source: a worker round trip, and unpickling a table, per source cost
+    more than a small source's scoring."""
+    items, tables = [], []
+    for source_id in source_ids:
+        _, table, error, elapsed = _task(adapter, source_id, segmenter, strategy)
+        items.append((source_id, 0 if table is None else table.num_rows, error, elapsed))
+        if table is not None:
+            tables.append(table)
+    schema = segment_table_schema(strategy)
+    return (pa.concat_tables(tables).combine_chunks() if tables else schema.empty_table()), items
+
+
+def _batches(tasks: list[str], workers: int) -> list[list[str]]:
+    """About four batches per worker (so a slow batch cannot idle the others), at most 32
+    sources each (so progress and memory stay granular)."""
+    size = max(1, min(16, math.ceil(len(tasks) / (4 * workers))))
+    return [tasks[i: i + size] for i in range(0, len(tasks), size)]
 
 
 def _task(adapter: SourceAdapter, source_id: str, segmenter: Segmenter, strategy: Strategy) -> tuple[str, pa.Table | None, str | None, float]:
@@ -140,6 +162,14 @@ def _import_modules(modules: Sequence[str]) -> None:
         importlib.import_module(name)
 
 
+def _init_worker(modules: Sequence[str]) -> None:
+    """Per worker process: one Arrow thread (N workers already use N cores; Arrow's own
+    pool on top would oversubscribe them), and the modules that register user features."""
+    pa.set_cpu_count(1)
+    pa.set_io_thread_count(1)
+    _import_modules(modules)
+
+
 def _modules_registering_features(strategy: Strategy, extra: Iterable[str]) -> list[str]:
     modules = set(extra)
     for key in strategy.feature_keys():
@@ -151,25 +181,47 @@ def _modules_registering_features(strategy: Strategy, extra: Iterable[str]) -> l
     return sorted(modules)
 
 
-def _run_local(tasks: list[str], call: Callable[[str], tuple], workers: int, modules: Sequence[str]):
+def _worker_context(modules: Sequence[str]) -> multiprocessing.context.BaseContext:
+    """Workers fork from a forkserver: a fresh single-threaded process that imported the
+    scoring code once, so each worker starts in milliseconds and never inherits this
+    process's threads (Arrow's pools make a plain fork unsafe). Where forkserver is not
+    available, spawn, which re-imports in every worker."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    # Only takes effect before the server first starts; later calls import extra modules
+    # in the worker initializer instead.
+    # pandas: pyarrow imports it on a worker's first to_numpy (150 ms each); importing
+    # starts no threads, so the server can hold it and every worker starts warm.
+    context.set_forkserver_preload(["kuration.scoring", "kuration.sources.parquet", "pandas", *modules])
+    return context
+
+
+def _run_local(tasks: list[str], call: Callable[[Sequence[str]], tuple], workers: int, modules: Sequence[str]):
+    """Yields ``(batch table, items)`` per batch (see :func:`_task_batch`)."""
     if workers <= 1:
         for source_id in tasks:
-            yield call(source_id)
+            yield call([source_id])
         return
-    context = multiprocessing.get_context("spawn")
-    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_import_modules,
-                                initargs=(tuple(modules),)) as pool:
+    pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=_worker_context(modules), initializer=_init_worker,
+                                  initargs=(tuple(modules),))
+    finished = False
+    try:
         pending: set[cf.Future] = set()
-        queue = iter(tasks)
-        # keep at most two tasks per worker in flight: results, not inputs, pile up
-        for source_id in queue:
-            pending.add(pool.submit(call, source_id))
+        # keep at most two batches per worker in flight: results, not inputs, pile up
+        for batch in _batches(tasks, workers):
+            pending.add(pool.submit(call, batch))
             if len(pending) >= 2 * workers:
                 done, pending = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
                 for future in done:
                     yield future.result()
         for future in cf.as_completed(pending):
             yield future.result()
+        finished = True
+    finally:
+        # Every result is in hand once finished: let idle workers exit on their own instead
+        # of waiting for them. On failure, drop the queued batches too.
+        pool.shutdown(wait=not finished, cancel_futures=not finished)
 
 
 def _run_ray(tasks: list[str], adapter, segmenter, strategy, workers: int, modules: Sequence[str]):
@@ -181,14 +233,36 @@ def _run_ray(tasks: list[str], adapter, segmenter, strategy, workers: int, modul
         ray.init(num_cpus=max(1, workers), include_dashboard=False, log_to_driver=False)
 
     @ray.remote
-    def remote_task(source_id):
+    def remote_batch(source_ids):
         _import_modules(modules)
-        return _task(adapter, source_id, segmenter, strategy)
+        return _task_batch(adapter, source_ids, segmenter, strategy)
 
-    pending = [remote_task.remote(s) for s in tasks]
+    pending = [remote_batch.remote(batch) for batch in _batches(tasks, workers)]
     while pending:
         done, pending = ray.wait(pending, num_returns=1)
         yield ray.get(done[0])
+
+
+class _Compactor:
+    """Collects per-source tables, merging them every so often: thousands of small Arrow
+    tables (each with its own buffers and schema) cost far more memory than their rows."""
+
+    EVERY = 64
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self.schema = schema
+        self.merged: list[pa.Table] = []
+        self.pending: list[pa.Table] = []
+
+    def add(self, table: pa.Table) -> None:
+        self.pending.append(table)
+        if len(self.pending) >= self.EVERY:
+            self.merged.append(pa.concat_tables(self.pending).combine_chunks())
+            self.pending = []
+
+    def table(self) -> pa.Table:
+        parts = self.merged + self.pending
+        return pa.concat_tables(parts).combine_chunks() if parts else self.schema.empty_table()
 
 
 def score_sources(
@@ -219,7 +293,8 @@ def score_sources(
     source_ids = sorted(set(adapter.list_sources() if sources is None else sources))
     fingerprint = run_fingerprint(adapter, segmenter, strategy)
     outcomes: dict[str, SourceOutcome] = {}
-    tables: dict[str, pa.Table] = {}
+    schema = segment_table_schema(strategy)
+    collected = _Compactor(schema)
     identities: dict[str, SourceIdentity | None] = {}
     todo: list[str] = []
     done_count = 0
@@ -232,6 +307,10 @@ def score_sources(
             progress(outcome, done_count, len(source_ids))
 
     for source_id in source_ids:
+        if cache is None:  # identity only decides cache reuse; without a cache, skip the hash
+            identities[source_id] = None
+            todo.append(source_id)
+            continue
         try:
             identity = adapter.identity(source_id)
         except Exception as exc:
@@ -241,9 +320,9 @@ def score_sources(
             report(SourceOutcome(source_id, "skipped", None, error=f"{type(exc).__name__}: {exc}"))
             continue
         identities[source_id] = identity
-        cached = cache.get(fingerprint, source_id, identity) if cache is not None else None
+        cached = cache.get(fingerprint, source_id, identity)
         if cached is not None:
-            tables[source_id] = cached
+            collected.add(cached.cast(schema))
             report(SourceOutcome(source_id, "cached", identity, cached.num_rows, _seconds(cached)))
         else:
             todo.append(source_id)
@@ -253,23 +332,24 @@ def score_sources(
         results = _run_ray(todo, adapter, segmenter, strategy, workers, modules)
     else:
         results = _run_local(todo, _Call(adapter, segmenter, strategy), workers, modules)
-    for source_id, table, error, elapsed in results:
-        identity = identities[source_id]
-        if error is not None:
-            if on_error == "raise":
-                raise SourceScoringError(f"{source_id}: {error}")
-            logger.warning("skipping source %s: %s", source_id, error)
-            report(SourceOutcome(source_id, "skipped", identity, error=error, elapsed=elapsed))
-            continue
-        tables[source_id] = table
-        if cache is not None:
-            cache.put(fingerprint, source_id, identity, table)
-        report(SourceOutcome(source_id, "scored", identity, table.num_rows, _seconds(table), elapsed=elapsed))
+    for batch_table, items in results:
+        collected.add(batch_table)
+        offset = 0
+        for source_id, rows, error, elapsed in items:
+            identity = identities[source_id]
+            if error is not None:
+                if on_error == "raise":
+                    raise SourceScoringError(f"{source_id}: {error}")
+                logger.warning("skipping source %s: %s", source_id, error)
+                report(SourceOutcome(source_id, "skipped", identity, error=error, elapsed=elapsed))
+                continue
+            table = batch_table.slice(offset, rows)  # this source's rows: contiguous, zero-copy
+            offset += rows
+            if cache is not None:
+                cache.put(fingerprint, source_id, identity, table)
+            report(SourceOutcome(source_id, "scored", identity, rows, _seconds(table), elapsed=elapsed))
 
-    schema = segment_table_schema(strategy)
-    ordered = [tables[s].cast(schema) for s in source_ids if s in tables]
-    segments = pa.concat_tables(ordered) if ordered else schema.empty_table()
-    segments = segments.sort_by([("source_id", "ascending"), ("entity_id", "ascending"), ("segment_index", "ascending")])
+    segments = collected.table().sort_by([("source_id", "ascending"), ("entity_id", "ascending"), ("segment_index", "ascending")])
     result = ScoringResult(segments, tuple(outcomes[s] for s in source_ids), fingerprint, workers, executor)
     if segments.num_rows == 0 and not allow_empty:
         raise EmptySegmentPoolError(_empty_pool_hint(result, segmenter))
@@ -278,14 +358,14 @@ def score_sources(
 
 @dataclass(frozen=True)
 class _Call:
-    """The per-source task with its fixed arguments, picklable for worker processes."""
+    """The per-batch task with its fixed arguments, picklable for worker processes."""
 
     adapter: SourceAdapter
     segmenter: Segmenter
     strategy: Strategy
 
-    def __call__(self, source_id: str):
-        return _task(self.adapter, source_id, self.segmenter, self.strategy)
+    def __call__(self, source_ids: Sequence[str]) -> list[tuple]:
+        return _task_batch(self.adapter, source_ids, self.segmenter, self.strategy)
 
 
 def _seconds(table: pa.Table) -> float:

@@ -222,8 +222,15 @@ class Strategy:
         }
 
     def fingerprint(self) -> str:
-        """sha256 of the canonical JSON of :meth:`to_dict` (name included): a cache key part."""
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+        """sha256 of the canonical JSON of :meth:`to_dict` (name included): a cache key part.
+
+        Memoized: the strategy is immutable, and hashing it (as every per-track schema
+        lookup does) must not re-serialize it."""
+        cached = self.__dict__.get("_fingerprint")
+        if cached is None:
+            cached = hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+            object.__setattr__(self, "_fingerprint", cached)
+        return cached
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Strategy) and self.to_dict() == other.to_dict()

@@ -14,6 +14,7 @@ tags on present timesteps), ``priority`` and ``passed``.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -38,8 +39,10 @@ _LEADING = [
 _TRAILING = [("tags", pa.list_(pa.string())), ("priority", pa.float64()), ("passed", pa.bool_())]
 
 
+@functools.lru_cache(maxsize=64)
 def segment_table_schema(strategy: Strategy) -> pa.Schema:
-    """The Arrow schema of every :func:`score_track` table for ``strategy``."""
+    """The Arrow schema of every :func:`score_track` table for ``strategy`` (built once per
+    strategy: it is asked for on every track)."""
     features = [(key, pa.float64()) for key in strategy.feature_keys()]
     return pa.schema(_LEADING + features + _TRAILING)
 

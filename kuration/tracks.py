@@ -62,6 +62,26 @@ def _entity_sort_key(entity: Any) -> tuple:
     return (type(entity).__name__, 1, repr(entity), "")
 
 
+def _rows_by_entity(ticks: Ticks) -> list[tuple[Any, np.ndarray]]:
+    """(entity, its rows) per distinct entity. Uses the per-row codes when the ticks carry
+    them; otherwise groups by the type-tagged key (plain ==/hash would merge 1, True, 1.0)."""
+    codes = ticks.entity_codes
+    if codes is None:
+        keys: dict[str, int] = {}
+        codes = np.asarray([keys.setdefault(entity_key(e), len(keys)) for e in ticks.entity.tolist()], dtype=np.int64)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.flatnonzero(np.r_[True, codes[order][1:] != codes[order][:-1], True])
+    return [(ticks.entity[order[a]], order[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def _tagged_rows(ticks: Ticks) -> np.ndarray | None:
+    if ticks.tags is None:
+        return None
+    if ticks.tagged_rows is not None:
+        return ticks.tagged_rows
+    return np.flatnonzero(np.fromiter(map(bool, ticks.tags), dtype=bool, count=len(ticks.tags)))
+
+
 def tracks_from_ticks(schema: Schema, ticks: Ticks, source_id: str | None = None) -> list[Track]:
     """One :class:`Track` per entity, in canonical entity order (by type name, then value:
     ``1`` and ``"1"`` are two entities, and ints sort numerically). A single-entity schema
@@ -74,11 +94,8 @@ def tracks_from_ticks(schema: Schema, ticks: Ticks, source_id: str | None = None
     if ticks.entity is None:
         groups = [(SINGLE_ENTITY, np.arange(len(ticks)))]
     else:
-        # group rows by a type-tagged key: plain ==/hash would merge 1, True and 1.0
-        by_key: dict[tuple[str, str], tuple[Any, list[int]]] = {}
-        for row, entity in enumerate(ticks.entity.tolist()):
-            by_key.setdefault(entity_key(entity), (entity, []))[1].append(row)
-        groups = sorted(((e, np.asarray(rows)) for e, rows in by_key.values()), key=lambda g: _entity_sort_key(g[0]))
+        groups = sorted(_rows_by_entity(ticks), key=lambda g: _entity_sort_key(g[0]))
+    tagged = _tagged_rows(ticks)
     tracks = []
     for entity, rows in groups:
         slots = tick_index[rows]
@@ -99,8 +116,9 @@ def tracks_from_ticks(schema: Schema, ticks: Ticks, source_id: str | None = None
             col[slots - lo] = refs[rows]
             media[name] = col
         tags: list[tuple[str, ...]] = [()] * length
-        if ticks.tags is not None:
-            for row, slot in zip(rows.tolist(), (slots - lo).tolist()):
+        if tagged is not None and len(tagged):
+            mine = np.isin(rows, tagged)
+            for row, slot in zip(rows[mine].tolist(), (slots[mine] - lo).tolist()):
                 tags[slot] = ticks.tags[row]
         tracks.append(Track(source_id, entity, all_ticks[lo:hi], present, values, media, tags, schema.sample_hz))
     return tracks

@@ -5,15 +5,32 @@
 * :class:`RobomimicHDF5Adapter` — the demos of a robomimic-layout HDF5 file.
 * :class:`ZarrReplayAdapter` — the episodes of a diffusion_policy replay-buffer Zarr store.
 
-Importing this package also registers the episode stores' media providers
-(``hdf5_rows``, ``zarr_rows``) next to :mod:`kuration.media`'s ``npy_index``.
+The episode-store adapters import h5py and zarr only when first used (every scoring
+worker process pays for what it imports); their media providers (``hdf5_rows``,
+``zarr_rows``) register when their module is imported, and :mod:`kuration.media` imports
+it on first use of the name.
 """
+
+import importlib
 
 from kuration.sources.parquet import ParquetTickAdapter
 from kuration.sources.protocol import STRONG_KINDS, SourceAdapter, SourceIdentity
-from kuration.sources.robomimic_hdf5 import HDF5_ROWS_PROVIDER, HDF5RowsProvider, RobomimicHDF5Adapter
 from kuration.sources.ticks import SourceError, TickDataError, Ticks
-from kuration.sources.zarr_replay import ZARR_ROWS_PROVIDER, ZarrReplayAdapter, ZarrRowsProvider
+
+_LAZY = {
+    "HDF5_ROWS_PROVIDER": "kuration.sources.robomimic_hdf5",
+    "HDF5RowsProvider": "kuration.sources.robomimic_hdf5",
+    "RobomimicHDF5Adapter": "kuration.sources.robomimic_hdf5",
+    "ZARR_ROWS_PROVIDER": "kuration.sources.zarr_replay",
+    "ZarrReplayAdapter": "kuration.sources.zarr_replay",
+    "ZarrRowsProvider": "kuration.sources.zarr_replay",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'kuration.sources' has no attribute {name!r}")
 
 __all__ = [
     "HDF5_ROWS_PROVIDER",

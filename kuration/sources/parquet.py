@@ -19,8 +19,10 @@ import os
 from collections.abc import Sequence
 
 import fsspec
+from fsspec.implementations.local import LocalFileSystem
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from kuration import storage
@@ -55,8 +57,14 @@ class ParquetTickAdapter:
         path = self._path(source_id)
         wanted = _declared_columns(self.schema)
         try:
-            with self._fs.open(path, "rb") as handle:
-                table = pq.read_table(handle)
+            # ParquetFile, not read_table: the latter goes through pyarrow.dataset, whose
+            # first use imports pandas (150 ms in every fresh worker process). Only the
+            # columns the schema declares are decoded; a local file is read natively.
+            if isinstance(self._fs, LocalFileSystem):
+                table = _read_declared(pq.ParquetFile(path), wanted)
+            else:
+                with self._fs.open(path, "rb") as handle:
+                    table = _read_declared(pq.ParquetFile(handle), wanted)
         except FileNotFoundError:
             raise TickDataError(f"{source_id}: no such source under {self.root_url}") from None
         except (pa.ArrowInvalid, OSError) as exc:
@@ -71,7 +79,12 @@ class ParquetTickAdapter:
             elif pa.types.is_integer(column.type) or pa.types.is_floating(column.type) or pa.types.is_boolean(column.type):
                 _no_nulls(source_id, name, column)
                 raw[name] = column.to_numpy(zero_copy_only=False)
-            else:  # strings, dictionaries, nested lists, tags: row by row, Ticks checks each
+            elif name == self.schema.tags and _is_list(column.type):
+                raw[name] = column  # Ticks reads the offsets, touching only tagged rows
+            elif name == self.schema.entity and (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
+                                                or pa.types.is_integer(column.type)):
+                raw[name] = pc.dictionary_encode(column)  # canonical forms once per distinct entity
+            else:  # other strings, dictionaries, nested lists: row by row, Ticks checks each
                 raw[name] = np.asarray(column.to_pylist() + [None], dtype=object)[:-1]
         return Ticks.from_columns(self.schema, source_id, raw)
 
@@ -134,6 +147,10 @@ class ParquetTickAdapter:
             refs = sorted({r for r in table.column(name).to_pylist() if r is not None})
             urls.update(get_media_provider(spec.provider).dependencies(refs, spec, root=self.root_url))
         return sorted(urls)
+
+
+def _read_declared(file: pq.ParquetFile, wanted: set[str]) -> pa.Table:
+    return file.read(columns=[name for name in file.schema_arrow.names if name in wanted])
 
 
 def _declared_columns(schema: Schema) -> set[str]:

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from kuration.entities import canonical_entity, entity_key
 from kuration.errors import KurationError
@@ -47,6 +49,10 @@ class Ticks:
     columns: Mapping[str, np.ndarray]
     media: Mapping[str, np.ndarray]
     tags: list[tuple[str, ...]] | None
+    #: Per-row code of ``entity`` (one code per distinct entity), or None without entities.
+    entity_codes: np.ndarray | None = None
+    #: Rows whose ``tags`` are not empty (event tags are rare: most rows carry none).
+    tagged_rows: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.tick)
@@ -58,18 +64,19 @@ class Ticks:
         Columns the schema does not declare are ignored."""
         n = len(_required(raw, schema.time, source_id))
         tick = _ticks(schema, source_id, raw[schema.time], n)
-        entity = None
+        entity = codes = None
         if schema.entity:
-            entity = _entities(source_id, schema.entity, _required(raw, schema.entity, source_id), n)
-        _check_order(source_id, schema, tick, entity)
+            entity, codes = _entities(source_id, schema.entity, _required(raw, schema.entity, source_id), n)
+        _check_order(source_id, schema, tick, entity, codes)
         columns = {name: _numeric(source_id, spec, _required(raw, name, source_id), n) for name, spec in schema.all_fields().items()}
         for name in schema.globals:
             _check_global(source_id, name, tick, columns[name])
         media = {name: _refs(source_id, name, _required(raw, name, source_id), n) for name in schema.media}
-        tags = None
+        tags = tagged = None
         if schema.tags:
             tags = _tags(source_id, schema.tags, _required(raw, schema.tags, source_id), n)
-        return cls(source_id, tick, entity, columns, media, tags)
+            tagged = np.flatnonzero(np.fromiter(map(bool, tags), dtype=bool, count=n))
+        return cls(source_id, tick, entity, columns, media, tags, codes, tagged)
 
 
 def _required(raw: Mapping[str, Any], name: str, source_id: str) -> Any:
@@ -122,18 +129,69 @@ def _ticks(schema: Schema, source_id: str, values: Any, n: int) -> np.ndarray:
     return ticks.astype(np.int64)
 
 
-def _entities(source_id: str, name: str, values: Any, n: int) -> np.ndarray:
+def _entities(source_id: str, name: str, values: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(canonical entity per row, code per row). Canonical forms are computed once per
+    distinct value; only a column mixing Python types (where ``1`` and ``True`` would hash
+    alike) falls back to a per-row key."""
     _check_length(source_id, name, len(values), n)
-    out = np.empty(n, dtype=object)
-    for row, value in enumerate(values.tolist() if isinstance(values, np.ndarray) else values):
+    if isinstance(values, pa.DictionaryArray):
+        if values.null_count:
+            row = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
+            raise TickDataError(f"{source_id}: column {name!r}, row {row}: entity id is null")
+        codes = values.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        uniques = values.dictionary.to_pylist()
+    else:
+        array = values if isinstance(values, np.ndarray) else np.asarray(list(values) + [None], dtype=object)[:-1]
+        codes = uniques = None
+        if array.dtype != object:
+            if array.dtype.kind == "f" and n and np.isnan(array).any():
+                row = int(np.flatnonzero(np.isnan(array))[0])
+                raise TickDataError(f"{source_id}: column {name!r}, row {row}: {_entity_problem(array[row].item())}")
+            found, codes = np.unique(array, return_inverse=True)
+            uniques = found.tolist()
+        elif len({type(v) for v in array.tolist()} - {type(None)}) == 1 and not any(v is None for v in array.tolist()):
+            try:  # one Python type, so == cannot merge 1 with True: sorting is safe
+                found, codes = np.unique(array, return_inverse=True)
+                uniques = list(found)
+            except TypeError:  # values of that type that do not order (e.g. frozensets)
+                codes = None
+        if codes is None:
+            keys: dict[str, int] = {}
+            codes = np.empty(n, dtype=np.int64)
+            uniques = []
+            for row, value in enumerate(array.tolist()):
+                try:
+                    key = entity_key(canonical_entity(value))
+                except ValueError as exc:
+                    raise TickDataError(f"{source_id}: column {name!r}, row {row}: {exc}") from None
+                if key not in keys:
+                    keys[key] = len(uniques)
+                    uniques.append(value)
+                codes[row] = keys[key]
+        codes = np.asarray(codes, dtype=np.int64).reshape(-1)
+    canonical = []
+    for code, value in enumerate(uniques):
         try:
-            out[row] = canonical_entity(value)
+            canonical.append(canonical_entity(value))
         except ValueError as exc:
+            row = int(np.flatnonzero(codes == code)[0])
             raise TickDataError(f"{source_id}: column {name!r}, row {row}: {exc}") from None
-    return out
+    table = np.empty(len(canonical), dtype=object)
+    table[:] = canonical if canonical else []
+    return table[codes] if n else np.empty(0, dtype=object), codes
 
 
-def _check_order(source_id: str, schema: Schema, tick: np.ndarray, entity: np.ndarray | None) -> None:
+def _entity_problem(value: Any) -> str:
+    try:
+        canonical_entity(value)
+    except ValueError as exc:
+        return str(exc)
+    return f"entity id {value!r} is missing"
+
+
+def _check_order(
+    source_id: str, schema: Schema, tick: np.ndarray, entity: np.ndarray | None, codes: np.ndarray | None = None
+) -> None:
     if len(tick) < 2:
         return
     back = np.flatnonzero(tick[1:] < tick[:-1])
@@ -152,15 +210,14 @@ def _check_order(source_id: str, schema: Schema, tick: np.ndarray, entity: np.nd
                 "a single-entity schema has one row per tick (declare 'entity' if rows are per entity)"
             )
         return
-    seen: dict[tuple[int, tuple[str, str]], int] = {}
-    for row, (t, e) in enumerate(zip(tick.tolist(), entity.tolist())):
-        key = (t, entity_key(e))
-        if key in seen:
-            raise TickDataError(
-                f"{source_id}: column {schema.entity!r}, row {row}: entity {e!r} appears twice at tick {t} "
-                f"(rows {seen[key]} and {row})"
-            )
-        seen[key] = row
+    order = np.lexsort((codes, tick))
+    same = (tick[order][1:] == tick[order][:-1]) & (codes[order][1:] == codes[order][:-1])
+    if same.any():
+        first, second = sorted(int(r) for r in order[np.flatnonzero(same)[0]: np.flatnonzero(same)[0] + 2])
+        raise TickDataError(
+            f"{source_id}: column {schema.entity!r}, row {second}: entity {entity[second]!r} appears twice at tick "
+            f"{tick[second]} (rows {first} and {second})"
+        )
 
 
 def _numeric(source_id: str, spec: FieldSpec, values: Any, n: int) -> np.ndarray:
@@ -264,7 +321,21 @@ def _refs(source_id: str, name: str, values: Any, n: int) -> np.ndarray:
 
 def _tags(source_id: str, name: str, values: Any, n: int) -> list[tuple[str, ...]]:
     _check_length(source_id, name, len(values), n)
-    out: list[tuple[str, ...]] = []
+    if isinstance(values, (pa.ListArray, pa.LargeListArray)) and pa.types.is_string(values.type.value_type):
+        # Event tags are rare: touch only the rows that have any.
+        lengths = pc.fill_null(pc.list_value_length(values), 0).to_numpy(zero_copy_only=False)
+        flat = pc.list_flatten(values).to_pylist()
+        out: list[tuple[str, ...]] = [()] * n
+        ends = np.cumsum(lengths)
+        for row in np.flatnonzero(lengths).tolist():
+            tags = flat[ends[row] - lengths[row]: ends[row]]
+            if any(t is None for t in tags):
+                raise TickDataError(f"{source_id}: column {name!r}, row {row}: a tag is null")
+            out[row] = tuple(tags)
+        return out
+    if isinstance(values, pa.Array):
+        values = values.to_pylist()
+    out = []
     for row, value in enumerate(values):
         if isinstance(value, bytes):
             value = value.decode()
