@@ -247,7 +247,7 @@ class _Compactor:
     """Collects per-source tables, merging them every so often: thousands of small Arrow
     tables (each with its own buffers and schema) cost far more memory than their rows."""
 
-    EVERY = 64
+    EVERY = 8
 
     def __init__(self, schema: pa.Schema) -> None:
         self.schema = schema
