@@ -8,34 +8,21 @@ a sensor polling every few seconds can afford.
 
 from __future__ import annotations
 
-import fnmatch
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import fsspec
 
+from kuration import storage
+
 
 def list_recordings(url: str | os.PathLike[str], *, pattern: str = "*.parquet") -> dict[str, str]:
     """``{source_id: change token}`` for files under ``url`` whose name matches ``pattern``.
 
     Source ids are posix paths relative to ``url`` (what ``ParquetTickAdapter`` lists);
-    hidden files and folders (leading ``.``) are skipped. A missing folder is empty."""
-    fs, root = fsspec.core.url_to_fs(os.fspath(url))
-    if not fs.exists(root):
-        return {}
-    root = root.rstrip("/")
-    found = fs.find(root, detail=True)
-    tokens: dict[str, str] = {}
-    for path, info in found.items():
-        path = str(path).replace("\\", "/")
-        if not path.startswith(root + "/") or info.get("type") == "directory":
-            continue
-        rel = path[len(root) + 1:]
-        if any(part.startswith(".") for part in rel.split("/")) or not fnmatch.fnmatchcase(rel.rsplit("/", 1)[-1], pattern):
-            continue
-        tokens[rel] = change_token(info)
-    return dict(sorted(tokens.items()))
+    hidden files and folders are skipped. A missing folder is empty."""
+    return {rel: change_token(info) for rel, info in storage.list_files(url, pattern=pattern).items()}
 
 
 def change_token(info: Mapping) -> str:

@@ -81,3 +81,26 @@ def write_bytes_atomic(url: str | os.PathLike[str], data: bytes) -> str:
         Path(tmp_name).unlink(missing_ok=True)
         raise
     return str(target)
+
+
+def list_files(url: str | os.PathLike[str], *, pattern: str = "*", recursive: bool = True) -> dict[str, dict]:
+    """``{relative posix path: fsspec info}`` of the files under ``url`` whose name matches
+    ``pattern``, sorted. Hidden files and folders (a leading ``.``) are skipped: that is where
+    temporary files of atomic writes and tool metadata live. A missing folder is empty."""
+    import fnmatch
+
+    fs, root = fsspec.core.url_to_fs(os.fspath(url))
+    if not fs.exists(root):
+        return {}
+    root = str(root).replace("\\", "/").rstrip("/")
+    found = fs.find(root, detail=True) if recursive else {i["name"]: i for i in fs.ls(root, detail=True)}
+    out: dict[str, dict] = {}
+    for path, info in found.items():
+        path = str(path).replace("\\", "/")
+        if not path.startswith(root + "/") or info.get("type") == "directory":
+            continue
+        rel = path[len(root) + 1:]
+        if any(part.startswith(".") for part in rel.split("/")) or not fnmatch.fnmatchcase(rel.rsplit("/", 1)[-1], pattern):
+            continue
+        out[rel] = info
+    return dict(sorted(out.items()))

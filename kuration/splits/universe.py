@@ -731,17 +731,8 @@ def enumerate_folder(
     fs, base = fsspec.core.url_to_fs(text)
     if not fs.isdir(base):
         raise UniverseError(f"cannot enumerate {text}: not a directory")
-    found = fs.find(base) if recursive else [p for p in fs.ls(base, detail=False) if fs.isfile(p)]
-    base_posix = posix_source(base).rstrip("/")
-    sources: list[str] = []
-    paths: list[str] = []
-    for path in sorted(posix_source(p) for p in found):
-        rel = path[len(base_posix) + 1:] if path.startswith(base_posix + "/") else path
-        name = rel.rsplit("/", 1)[-1]
-        if any(part.startswith(".") for part in rel.split("/")) or not fnmatch.fnmatchcase(name, pattern):
-            continue
-        sources.append(rel)
-        paths.append(storage.join_url(text, *rel.split("/")))
+    sources = list(storage.list_files(text, pattern=pattern, recursive=recursive))
+    paths = [storage.join_url(text, *rel.split("/")) for rel in sources]
     if not sources:
         raise UniverseError(f"no files matching {pattern!r} under {text}; nothing to enumerate")
     return Universe.from_columns(
