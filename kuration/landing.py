@@ -56,6 +56,8 @@ def file_token(url: str | os.PathLike[str]) -> str | None:
     """The change token of one file, or None when it does not exist."""
     fs, path = fsspec.core.url_to_fs(os.fspath(url))
     try:
-        return change_token(fs.info(path))
+        # fresh: s3fs would answer from a listing cached earlier (list_recordings caches
+        # one), which may predate another writer's rewrite
+        return change_token(fs.info(storage.fresh_path(fs, path)))
     except FileNotFoundError:
         return None

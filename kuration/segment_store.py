@@ -82,15 +82,8 @@ def segment_summary(table: pa.Table) -> dict[str, Any]:
 
 def list_scored_sources(root: str | os.PathLike[str]) -> list[str]:
     """Every source with a stored segment file, sorted."""
-    import fsspec
-
-    base = storage.join_url(os.fspath(root), SEGMENTS_DIR)
-    fs, path = fsspec.core.url_to_fs(base)
-    if not fs.exists(path):
-        return []
-    path = path.rstrip("/")
-    found = [str(p).replace("\\", "/") for p in fs.find(path)]
-    return sorted(p[len(path) + 1: -len(".parquet")] for p in found if p.endswith(".parquet") and "/." not in p[len(path):])
+    files = storage.list_files(storage.join_url(os.fspath(root), SEGMENTS_DIR), pattern="*.parquet")
+    return [rel[: -len(".parquet")] for rel in files]
 
 
 def pool_summary(root: str | os.PathLike[str]) -> dict[str, Any]:

@@ -4,6 +4,13 @@ Every artifact Kuration writes goes through :func:`write_bytes_atomic`, so a rea
 sees half a file: on a local filesystem the bytes go to a temporary file in the target's
 own directory and are moved into place with ``os.replace``; on an object store a single
 ``put`` is already all-or-nothing.
+
+Point lookups (``exists``, ``read_bytes``, :func:`fresh_path`) never trust a filesystem's
+cached listings: s3fs answers ``info``/``exists``/``open`` from the listings an earlier
+``find``/``ls`` cached in this process, so in a long-lived process (a sensor, a notebook,
+a Dagster run scoring many sources) an object another writer added, rewrote or deleted
+since would look missing, unchanged or present (or fail to read: the cached ETag no
+longer matches).
 """
 
 from __future__ import annotations
@@ -43,12 +50,20 @@ def parent_url(url: str | os.PathLike[str]) -> str:
     return str(local_path(text).parent)
 
 
+def fresh_path(fs: fsspec.AbstractFileSystem, path: str) -> str:
+    """``path``, after dropping what ``fs`` cached from earlier listings about it and its
+    parent folders, so the next ``info``/``exists``/``open`` asks the store. Call it before
+    every point lookup whose answer decides something (identity, existence, a read)."""
+    fs.invalidate_cache(path)
+    return path
+
+
 def read_bytes(url: str | os.PathLike[str]) -> bytes:
     text = os.fspath(url)
     if not is_remote(text):
         return local_path(text).read_bytes()
-    with fsspec.open(text, "rb") as handle:
-        return handle.read()
+    fs, path = fsspec.core.url_to_fs(text)
+    return fs.cat_file(fresh_path(fs, path))  # one GET; no size or ETag taken from a cached listing
 
 
 def exists(url: str | os.PathLike[str]) -> bool:
@@ -56,7 +71,7 @@ def exists(url: str | os.PathLike[str]) -> bool:
     if not is_remote(text):
         return local_path(text).exists()
     fs, path = fsspec.core.url_to_fs(text)
-    return fs.exists(path)
+    return fs.exists(fresh_path(fs, path))
 
 
 def write_bytes_atomic(url: str | os.PathLike[str], data: bytes) -> str:
@@ -90,9 +105,10 @@ def list_files(url: str | os.PathLike[str], *, pattern: str = "*", recursive: bo
     import fnmatch
 
     fs, root = fsspec.core.url_to_fs(os.fspath(url))
-    if not fs.exists(root):
+    if not fs.exists(fresh_path(fs, root)):  # fresh: also makes the non-recursive ls list anew
         return {}
     root = str(root).replace("\\", "/").rstrip("/")
+    # s3fs: find (no maxdepth) always lists anew; a cached listing could be stale
     found = fs.find(root, detail=True) if recursive else {i["name"]: i for i in fs.ls(root, detail=True)}
     out: dict[str, dict] = {}
     for path, info in found.items():

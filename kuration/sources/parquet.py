@@ -46,12 +46,11 @@ class ParquetTickAdapter:
         return f"{self._root.rstrip('/')}/{source_id}"
 
     def list_sources(self) -> list[str]:
-        if not self._fs.isdir(self._root):
+        if not self._fs.isdir(storage.fresh_path(self._fs, self._root)):
             raise SourceError(f"{self.root_url}: not a directory of recordings (expected one Parquet file per source)")
-        root = self._root.rstrip("/")
-        found = self._fs.glob(f"{root}/**/{self.pattern}") + self._fs.glob(f"{root}/{self.pattern}")
-        ids = {p[len(root) + 1:] for p in (str(f).replace("\\", "/") for f in found) if p.startswith(root + "/")}
-        return sorted(i for i in ids if not any(part.startswith(".") for part in i.split("/")))
+        # the lister the landing-zone sensor uses, so partitions and sources agree; on s3 a
+        # glob of the top level would answer from a cached (possibly stale) listing
+        return list(storage.list_files(self.root_url, pattern=self.pattern))
 
     def read_ticks(self, source_id: str) -> Ticks:
         path = self._path(source_id)
@@ -62,8 +61,8 @@ class ParquetTickAdapter:
             # columns the schema declares are decoded; a local file is read natively.
             if isinstance(self._fs, LocalFileSystem):
                 table = _read_declared(pq.ParquetFile(path), wanted)
-            else:
-                with self._fs.open(path, "rb") as handle:
+            else:  # fresh: size and ETag from a stale cached listing would fail the read
+                with self._fs.open(storage.fresh_path(self._fs, path), "rb") as handle:
                     table = _read_declared(pq.ParquetFile(handle), wanted)
         except FileNotFoundError:
             raise TickDataError(f"{source_id}: no such source under {self.root_url}") from None
@@ -108,7 +107,9 @@ class ParquetTickAdapter:
 
     def _file_identity(self, path: str, name: str) -> SourceIdentity:
         try:
-            info = self._fs.info(path)
+            # fresh: a cached listing's entry may predate a rewrite (a stale identity would
+            # reuse stale cached work), and it lacks the VersionId a HEAD reports
+            info = self._fs.info(storage.fresh_path(self._fs, path))
         except FileNotFoundError:
             raise TickDataError(f"{name}: no such file under {self.root_url}") from None
         for key, kind in (("VersionId", "version"), ("ETag", "etag"), ("etag", "etag")):
@@ -131,7 +132,7 @@ class ParquetTickAdapter:
         if not wanted:
             return []
         try:
-            with self._fs.open(path, "rb") as handle:
+            with self._fs.open(storage.fresh_path(self._fs, path), "rb") as handle:
                 present = set(pq.ParquetFile(handle).schema_arrow.names)
                 # a missing media column is read_ticks' error to report, with its row and column
                 wanted = [name for name in wanted if name in present]

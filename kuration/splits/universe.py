@@ -729,7 +729,7 @@ def enumerate_folder(
 
     text = os.fspath(root)
     fs, base = fsspec.core.url_to_fs(text)
-    if not fs.isdir(base):
+    if not fs.isdir(storage.fresh_path(fs, base)):
         raise UniverseError(f"cannot enumerate {text}: not a directory")
     sources = list(storage.list_files(text, pattern=pattern, recursive=recursive))
     paths = [storage.join_url(text, *rel.split("/")) for rel in sources]
