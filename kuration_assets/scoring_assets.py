@@ -1,5 +1,7 @@
 """``scored_segments``: one dynamic partition per source; and the check over the pool."""
 
+import warnings
+
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
@@ -26,44 +28,49 @@ segment_pool = AssetCheckSpec(
 )
 
 
-@asset(
-    partitions_def=source_partitions,
-    # One run scores a whole backfill range with the resource's workers; a strategy
-    # change is a backfill over every partition (the cache misses on the new fingerprint).
-    backfill_policy=BackfillPolicy.single_run(),
-    output_required=False,
-    deps=[universe],
-    group_name="scoring",
-    kinds={"parquet"},
-    check_specs=[segment_pool],
-)
-def scored_segments(
-    context: AssetExecutionContext,
-    storage_root: StorageRootResource,
-    landing_zone: LandingZoneResource,
-    curation: CurationResource,
-):
-    """Each source's segments with the strategy's features, tags and priorities, as
-    ``scored_segments/<source>.parquet``. Unchanged sources come from the scoring cache."""
-    settings = curation.settings(landing_zone)
-    stored = score_and_store(
-        curation.adapter(landing_zone, settings), segmenter=settings.segmenter, strategy=settings.strategy,
-        sources=context.partition_keys, root=storage_root.url, workers=curation.workers,
-        progress=lambda outcome, done, total: context.log.info(f"{done}/{total} {outcome.source_id}: {outcome.status}"),
+# Dagster labels the backfill_policy parameter beta at decoration time; we rely on it on
+# purpose (single-run backfills), so the notice is silenced here and only here.
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message="Parameter `backfill_policy`")
+
+    @asset(
+        partitions_def=source_partitions,
+        # One run scores a whole backfill range with the resource's workers; a strategy
+        # change is a backfill over every partition (the cache misses on the new fingerprint).
+        backfill_policy=BackfillPolicy.single_run(),
+        output_required=False,
+        deps=[universe],
+        group_name="scoring",
+        kinds={"parquet"},
+        check_specs=[segment_pool],
     )
-    for outcome, url, summary in stored:
-        metadata = {
-            "path": MetadataValue.path(url), "status": outcome.status, "segments": summary["segments"],
-            "hours": summary["hours"], "non_finite": summary["non_finite"], "filtered_out": summary["filtered_out"],
-            "priority_min": summary["priority_min"], "priority_median": summary["priority_median"],
-            "priority_max": summary["priority_max"],
-            "identity": outcome.identity.token() if outcome.identity else "",
-            "identity_strong": bool(outcome.identity and outcome.identity.strong),
-        }
-        if outcome.error:
-            metadata["skipped_error"] = MetadataValue.text(outcome.error)
-        yield AssetMaterialization(asset_key=context.asset_key, partition=outcome.source_id, metadata=metadata)
-    yield segment_pool_result(storage_root.url)
+    def scored_segments(
+        context: AssetExecutionContext,
+        storage_root: StorageRootResource,
+        landing_zone: LandingZoneResource,
+        curation: CurationResource,
+    ):
+        """Each source's segments with the strategy's features, tags and priorities, as
+        ``scored_segments/<source>.parquet``. Unchanged sources come from the scoring cache."""
+        settings = curation.settings(landing_zone)
+        stored = score_and_store(
+            curation.adapter(landing_zone, settings), segmenter=settings.segmenter, strategy=settings.strategy,
+            sources=context.partition_keys, root=storage_root.url, workers=curation.workers,
+            progress=lambda outcome, done, total: context.log.info(f"{done}/{total} {outcome.source_id}: {outcome.status}"),
+        )
+        for outcome, url, summary in stored:
+            metadata = {
+                "path": MetadataValue.path(url), "status": outcome.status, "segments": summary["segments"],
+                "hours": summary["hours"], "non_finite": summary["non_finite"], "filtered_out": summary["filtered_out"],
+                "priority_min": summary["priority_min"], "priority_median": summary["priority_median"],
+                "priority_max": summary["priority_max"],
+                "identity": outcome.identity.token() if outcome.identity else "",
+                "identity_strong": bool(outcome.identity and outcome.identity.strong),
+            }
+            if outcome.error:
+                metadata["skipped_error"] = MetadataValue.text(outcome.error)
+            yield AssetMaterialization(asset_key=context.asset_key, partition=outcome.source_id, metadata=metadata)
+        yield segment_pool_result(storage_root.url)
 
 
 def segment_pool_result(root: str) -> AssetCheckResult:

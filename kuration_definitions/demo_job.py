@@ -97,14 +97,16 @@ def _report(job: str, result) -> None:
         segments = sum(m["segments"] for m in partitions)
         hours = sum(m["hours"] for m in partitions)
         cached = sum(1 for m in partitions if m["status"] == "cached")
-        print(f"  asset scored_segments: {len(partitions)} partitions ({cached} from cache), {segments} segments, "
-              f"{hours:.2f} h, {sum(m['non_finite'] for m in partitions)} non-finite, {len(skipped)} skipped")
+        print(f"  asset scored_segments: {len(partitions)} partitions ({cached} from cache), {segments} segments "
+              f"covering {hours:.2f} track-hours (one track per drone), "
+              f"{sum(m['non_finite'] for m in partitions)} non-finite, {len(skipped)} skipped")
         for m in skipped:
             print(f"    skipped: {m['skipped_error']}")
         print(f"    files under  {os.environ['KURATION_STORAGE_ROOT']}/scored_segments/")
     for evaluation in result.get_asset_check_evaluations():
         verdict = "PASSED" if evaluation.passed else f"FAILED ({evaluation.severity.value})"
-        print(f"  check {evaluation.asset_key.to_user_string()}:{evaluation.check_name:<20} {verdict}")
+        name = f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
+        print(f"  check {name:<34} {verdict}")
 
 
 if __name__ == "__main__":
