@@ -30,8 +30,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 import kuration
 from kuration.errors import KurationError
@@ -71,7 +71,6 @@ class SourceOutcome:
     status: str
     identity: SourceIdentity | None
     segments: int = 0
-    seconds_of_data: float = 0.0
     error: str | None = None
     elapsed: float = 0.0
 
@@ -92,7 +91,16 @@ class ScoringResult:
         return sum(1 for o in self.outcomes if o.status == status)
 
     def for_source(self, source_id: str) -> pa.Table:
-        return self.segments.filter(pc.equal(self.segments.column("source_id"), source_id))
+        """One source's rows: a zero-copy slice (the table is sorted by source)."""
+        runs = self.__dict__.get("_source_runs")
+        if runs is None:  # one pass over the sorted column, not one filter per source
+            sources = self.segments.column("source_id").to_numpy(zero_copy_only=False)
+            starts = np.flatnonzero(np.r_[True, sources[1:] != sources[:-1]]) if len(sources) else np.empty(0, int)
+            ends = np.r_[starts[1:], len(sources)]
+            runs = {sources[a]: (int(a), int(b - a)) for a, b in zip(starts, ends)}
+            object.__setattr__(self, "_source_runs", runs)
+        start, length = runs.get(source_id, (0, 0))
+        return self.segments.slice(start, length)
 
 
 def _feature_code_digest(strategy: Strategy) -> str:
@@ -323,7 +331,7 @@ def score_sources(
         cached = cache.get(fingerprint, source_id, identity)
         if cached is not None:
             collected.add(cached.cast(schema))
-            report(SourceOutcome(source_id, "cached", identity, cached.num_rows, _seconds(cached)))
+            report(SourceOutcome(source_id, "cached", identity, cached.num_rows))
         else:
             todo.append(source_id)
 
@@ -347,7 +355,7 @@ def score_sources(
             offset += rows
             if cache is not None:
                 cache.put(fingerprint, source_id, identity, table)
-            report(SourceOutcome(source_id, "scored", identity, rows, _seconds(table), elapsed=elapsed))
+            report(SourceOutcome(source_id, "scored", identity, rows, elapsed=elapsed))
 
     segments = collected.table().sort_by([("source_id", "ascending"), ("entity_id", "ascending"), ("segment_index", "ascending")])
     result = ScoringResult(segments, tuple(outcomes[s] for s in source_ids), fingerprint, workers, executor)
@@ -366,10 +374,6 @@ class _Call:
 
     def __call__(self, source_ids: Sequence[str]) -> list[tuple]:
         return _task_batch(self.adapter, source_ids, self.segmenter, self.strategy)
-
-
-def _seconds(table: pa.Table) -> float:
-    return float(pc.sum(table.column("seconds")).as_py() or 0.0) if table.num_rows else 0.0
 
 
 def _empty_pool_hint(result: ScoringResult, segmenter: Segmenter) -> str:

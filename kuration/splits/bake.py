@@ -157,6 +157,19 @@ def _checked(universe: Universe, cfg: DataSplitConfig, check: bool) -> DataSplit
     return cfg
 
 
+def _bake_assignment(
+    universe: Universe, groups: _Groups, assigned: Mapping[str, Sequence[int]], *, ad_aware: bool, leakage: str, check: bool
+) -> DataSplitConfig:
+    """The baked config for whole groups assigned to stages (group indices per stage)."""
+    positions = {
+        stage: np.sort(np.concatenate([groups.rows[g] for g in assigned.get(stage, ())] or [np.empty(0, np.int64)]))
+        for stage in EXCLUSIVE_STAGES
+    }
+    if ad_aware:
+        positions = _drop_anomalous_from_train(universe, positions)
+    return _checked(universe, baked_config(universe, positions, constraints=_policy(leakage, ad_aware)), check)
+
+
 def bake_random(
     universe: Universe,
     *,
@@ -176,13 +189,8 @@ def bake_random(
     random.Random(seed).shuffle(order)
     bounds = {"test": (0, counts["test"]), "val": (counts["test"], counts["test"] + counts["val"]),
               "train": (counts["test"] + counts["val"], len(order))}
-    positions = {
-        stage: np.sort(np.concatenate([groups.rows[g] for g in order[a:b]] or [np.empty(0, np.int64)]))
-        for stage, (a, b) in bounds.items()
-    }
-    if ad_aware:
-        positions = _drop_anomalous_from_train(universe, positions)
-    return _checked(universe, baked_config(universe, positions, constraints=_policy(leakage, ad_aware)), check)
+    assigned = {stage: order[a:b] for stage, (a, b) in bounds.items()}
+    return _bake_assignment(universe, groups, assigned, ad_aware=ad_aware, leakage=leakage, check=check)
 
 
 def bake_stratified(
@@ -249,13 +257,7 @@ def bake_stratified(
         i = best[1]
         filled[i] += group_counts[g]
         assigned[live[i]].append(g)
-    positions = {
-        stage: np.sort(np.concatenate([groups.rows[g] for g in assigned[stage]] or [np.empty(0, np.int64)]))
-        for stage in EXCLUSIVE_STAGES
-    }
-    if ad_aware:
-        positions = _drop_anomalous_from_train(universe, positions)
-    return _checked(universe, baked_config(universe, positions, constraints=_policy(leakage, ad_aware)), check)
+    return _bake_assignment(universe, groups, assigned, ad_aware=ad_aware, leakage=leakage, check=check)
 
 
 def bake_rule(rule: DataSplitConfig, universe: Universe, *, check: bool = True) -> DataSplitConfig:
