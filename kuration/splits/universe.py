@@ -346,26 +346,17 @@ class Universe(Sequence[SampleRef]):
         idx = idx[order]
         rows = None if row_numbers is None else np.asarray(row_numbers)[order]
         if len(idx) > 1:
-            if sort:
-                same = (source_codes[1:] == source_codes[:-1]) & (idx[1:] == idx[:-1])
-            else:
-                key_order = np.lexsort((idx, source_codes))
-                same_sorted = (source_codes[key_order][1:] == source_codes[key_order][:-1]) & (
-                    idx[key_order][1:] == idx[key_order][:-1]
-                )
-                same = np.zeros(len(idx) - 1, dtype=bool)
-                if same_sorted.any():
-                    first = int(np.flatnonzero(same_sorted)[0])
-                    a, b = sorted((int(key_order[first]), int(key_order[first + 1])))
-                    raise UniverseError(
-                        f"{where}: duplicate identity (source, index)=({source_names[source_codes[a]]!r}, {idx[a]}) "
-                        f"at {_two_rows(rows, a, b)}; each (source, index) must be unique"
-                    )
+            # duplicates sit next to each other in (source, index) order, which the rows are
+            # already in when sorted; an unsorted universe is looked at through that order
+            key_order = np.arange(len(idx)) if sort else np.lexsort((idx, source_codes))
+            keyed_codes, keyed_idx = source_codes[key_order], idx[key_order]
+            same = (keyed_codes[1:] == keyed_codes[:-1]) & (keyed_idx[1:] == keyed_idx[:-1])
             if same.any():
-                dup = int(np.flatnonzero(same)[0])
+                first = int(np.flatnonzero(same)[0])
+                a, b = sorted((int(key_order[first]), int(key_order[first + 1])))
                 raise UniverseError(
-                    f"{where}: duplicate identity (source, index)=({source_names[source_codes[dup]]!r}, {idx[dup]}) "
-                    f"at {_two_rows(rows, dup, dup + 1)}; each (source, index) must be unique"
+                    f"{where}: duplicate identity (source, index)=({source_names[source_codes[a]]!r}, {idx[a]}) "
+                    f"at {_two_rows(rows, a, b)}; each (source, index) must be unique"
                 )
 
         def column(values: Sequence[str | None] | None) -> np.ndarray | None:
