@@ -31,11 +31,15 @@ def write_source_segments(root: str | os.PathLike[str], source_id: str, table: p
     return storage.write_bytes_atomic(segments_url(root, source_id), buffer.getvalue())
 
 
-def read_source_segments(root: str | os.PathLike[str], source_id: str) -> pa.Table:
+def read_source_segments(root: str | os.PathLike[str], source_id: str, *, columns: list[str] | None = None) -> pa.Table:
     url = segments_url(root, source_id)
     if not storage.exists(url):
         raise FileNotFoundError(f"no scored segments for {source_id!r} at {url}; materialize that scored_segments partition")
-    return pq.read_table(io.BytesIO(storage.read_bytes(url)))
+    return pq.read_table(io.BytesIO(storage.read_bytes(url)), columns=columns)
+
+
+#: What the pool figures read: not the feature columns, which dominate a segment file.
+SUMMARY_COLUMNS = ["source_id", "entity_id", "start", "stop", "seconds", "priority"]
 
 
 def covered_seconds(table: pa.Table) -> float:
@@ -89,7 +93,7 @@ def list_scored_sources(root: str | os.PathLike[str]) -> list[str]:
 def pool_summary(root: str | os.PathLike[str]) -> dict[str, Any]:
     """:func:`segment_summary` over every stored source, plus the source count."""
     sources = list_scored_sources(root)
-    tables = [read_source_segments(root, s) for s in sources]
+    tables = [read_source_segments(root, s, columns=SUMMARY_COLUMNS) for s in sources]
     pooled = pa.concat_tables(tables, promote_options="permissive") if tables else None
     summary = segment_summary(pooled) if pooled is not None else {
         "segments": 0, "hours": 0.0, "non_finite": 0, "filtered_out": 0,
