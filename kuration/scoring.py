@@ -46,7 +46,7 @@ from kuration.tracks import tracks_from_ticks
 logger = logging.getLogger(__name__)
 
 #: Bump when feature or segment semantics change, so old cache entries stop matching.
-SCORING_CODE_VERSION = "1"
+SCORING_CODE_VERSION = "2"  # 2: segment tables carry track_steps and sample_hz
 EXECUTORS = ("local", "ray")
 ON_ERROR = ("skip", "raise")
 

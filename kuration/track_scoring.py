@@ -7,7 +7,9 @@ no I/O and no budget filling; the multi-source pass (:mod:`kuration.scoring`) ca
 
 Columns, in order: ``source_id``, ``entity_id`` (:func:`entity_key`, a type-tagged string),
 ``segment_index``, ``start``, ``stop`` (row offsets, stop exclusive), ``start_tick``,
-``stop_tick`` (tick numbers, stop exclusive), ``seconds``, ``present_fraction``, one float64
+``stop_tick`` (tick numbers, stop exclusive), ``seconds``, ``present_fraction``,
+``track_steps`` and ``sample_hz`` (the whole track's length and rate: the budget plan cuts
+spans over the whole track, including a tail no window covers), one float64
 column per ``strategy.feature_keys()`` named by the key, ``tags`` (sorted distinct event
 tags on present timesteps), ``priority`` and ``passed``.
 """
@@ -35,6 +37,8 @@ _LEADING = [
     ("stop_tick", pa.int64()),
     ("seconds", pa.float64()),
     ("present_fraction", pa.float64()),
+    ("track_steps", pa.int64()),
+    ("sample_hz", pa.float64()),
 ]
 _TRAILING = [("tags", pa.list_(pa.string())), ("priority", pa.float64()), ("passed", pa.bool_())]
 
@@ -70,6 +74,8 @@ def score_track(track: Any, *, segmenter: Segmenter, strategy: Strategy) -> pa.T
         "stop_tick": np.fromiter((s.stop_tick for s in segments), np.int64, n),
         "seconds": (stops - starts) / float(track.sample_hz),
         "present_fraction": np.fromiter((s.present_fraction for s in segments), np.float64, n),
+        "track_steps": np.full(n, len(track), np.int64),
+        "sample_hz": np.full(n, float(track.sample_hz), np.float64),
     }
     columns.update({key: features[key] for key in keys})
     columns["tags"] = segment_tags(track, segments)

@@ -23,7 +23,7 @@ STRATEGY = Strategy.from_dict({
     "predicates": [{"feature": "braking.frac", "op": ">=", "value": 0.5}],
     "tags": ["brake", "horn"],
 })
-LEADING = ["source_id", "entity_id", "segment_index", "start", "stop", "start_tick", "stop_tick", "seconds", "present_fraction"]
+LEADING = ["source_id", "entity_id", "segment_index", "start", "stop", "start_tick", "stop_tick", "seconds", "present_fraction", "track_steps", "sample_hz"]
 FEATURES = ["braking.frac", "fn.present_steps_x2", "speed.mean", "tag.brake", "tag.horn"]
 TRAILING = ["tags", "priority", "passed"]
 
@@ -59,7 +59,8 @@ def test_schema_columns_in_order():
     assert types["source_id"] == pa.string() and types["entity_id"] == pa.string()
     for name in ["segment_index", "start", "stop", "start_tick", "stop_tick"]:
         assert types[name] == pa.int64()
-    for name in ["seconds", "present_fraction", "priority", *FEATURES]:
+    assert types["track_steps"] == pa.int64()
+    for name in ["seconds", "present_fraction", "sample_hz", "priority", *FEATURES]:
         assert types[name] == pa.float64()
     assert types["tags"] == pa.list_(pa.string()) and types["passed"] == pa.bool_()
 
@@ -77,6 +78,7 @@ def test_score_track_rows_and_values(tracks):
     assert [r["segment_index"] for r in rows] == [0, 1]
     assert [r["seconds"] for r in rows] == [0.4, 0.4]
     assert [r["present_fraction"] for r in rows] == [0.5, 0.5]
+    assert [(r["track_steps"], r["sample_hz"]) for r in rows] == [(len(two), 10.0)] * 2  # the whole track, not the windows
     assert [r["speed.mean"] for r in rows] == [5.5, 7.5]  # absent ticks 2, 3 are not zeros
     assert [r["fn.present_steps_x2"] for r in rows] == [4.0, 4.0]
     assert [r["braking.frac"] for r in rows] == [0.5, 0.5]
