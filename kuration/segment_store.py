@@ -1,7 +1,8 @@
 """Scored segments on storage: one Parquet file per source, and the figures dashboards show.
 
 Layout under a storage root: ``scored_segments/<source_id>.parquet`` (the source id's
-folders are kept), each file holding that source's segment table in canonical order.
+folders are kept), each file holding that source's segment table in canonical order, with the scoring run
+fingerprint (schema, segmenter, strategy, code) in its schema metadata.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ import pyarrow.parquet as pq
 from kuration import storage
 
 SEGMENTS_DIR = "scored_segments"
+#: Schema metadata of a stored segment file: the scoring run it came from, and why a source was skipped.
+RUN_KEY = b"kuration.run"
+SKIPPED_KEY = b"kuration.skipped_error"
 
 
 def segments_url(root: str | os.PathLike[str], source_id: str) -> str:
@@ -128,8 +132,11 @@ def score_and_store(
     stored = []
     for outcome in result.outcomes:
         table = result.for_source(outcome.source_id)
+        # The run fingerprint lets a reader of many stored sources refuse a mix of strategies.
+        metadata = {RUN_KEY: result.run_fingerprint.encode()}
         if outcome.error:
-            table = table.replace_schema_metadata({b"kuration.skipped_error": outcome.error.encode()})
+            metadata[SKIPPED_KEY] = outcome.error.encode()
+        table = table.replace_schema_metadata(metadata)
         url = write_source_segments(root, outcome.source_id, table)
         stored.append((outcome, url, segment_summary(table)))
     return stored

@@ -1,9 +1,10 @@
 """The one Dagster code location: every asset package's ``Definitions``, merged.
 
 ``workspace.yaml`` points here. Resources come from ``KURATION_STORAGE_ROOT`` and
-``KURATION_LANDING_ZONE`` (see :func:`kuration_resources.resources_from_env`). Two jobs
-give the graph's halves a name: ``curate_splits`` (universe, resolved splits and their
-checks) and ``score_recordings`` (the per-source scoring partitions).
+``KURATION_LANDING_ZONE`` (see :func:`kuration_resources.resources_from_env`). Three jobs
+name the graph's stages: ``curate_splits`` (universe, resolved splits and their checks),
+``score_recordings`` (the per-source scoring partitions) and ``fill_budget`` (the budget
+plan over every scored source, and its check).
 """
 
 from dagster import AssetSelection, Definitions, define_asset_job
@@ -23,16 +24,21 @@ score_recordings = define_asset_job(
     description="Score recordings (one partition per source); a range runs as one multi-source run.",
 )
 
+fill_budget = define_asset_job(
+    "fill_budget", selection=AssetSelection.assets(kuration_assets.budget_plan),
+    description="Fill each split's budget from the scored segments and the resolved split, with the budget check.",
+)
+
 
 def build_definitions() -> Definitions:
     return Definitions.merge(
         splits_assets.defs,
         kuration_assets.defs,
         rollout_assets.defs,
-        Definitions(resources=resources_from_env(), jobs=[curate_splits, score_recordings]),
+        Definitions(resources=resources_from_env(), jobs=[curate_splits, score_recordings, fill_budget]),
     )
 
 
 defs = build_definitions()
 
-__all__ = ["build_definitions", "curate_splits", "defs", "score_recordings"]
+__all__ = ["build_definitions", "curate_splits", "defs", "fill_budget", "score_recordings"]

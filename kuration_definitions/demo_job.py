@@ -68,7 +68,20 @@ def main(argv: list[str] | None = None) -> int:
         raise_on_error=False,
     )
     _report("score_recordings", scoring)
-    results = (splits, scoring)
+
+    # The budget run's defaults (4 h train, 1 h val, 0.5 h test of 60 s spans) fill about a
+    # third of the demo corpus, so the cut, the tag reserve and the group cap all show.
+    budget = defs.resolve_job_def("fill_budget").execute_in_process(
+        instance=instance,
+        run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+        raise_on_error=False,
+    )
+    _report("fill_budget", budget)
+    if budget.success:
+        from kuration.budget import hours_selection_review
+
+        print("\n" + hours_selection_review(str(storage_root), max_examples=2).render())
+    results = (splits, scoring, budget)
     checks = [e for r in results for e in r.get_asset_check_evaluations()]
     return 0 if all(r.success for r in results) and all(e.passed for e in checks) else 1
 
@@ -76,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
 #: Metadata worth a line in the demo's report, in this order.
 _SHOWN = ("samples", "sources", "groups", "universe_hash", "request", "status", "leakage",
           "train_samples", "train_groups", "val_samples", "val_groups", "test_samples", "test_groups",
-          "path", "splits_json", "assignments", "report")
+          "train_requested", "train_admitted", "train_emitted", "val_requested", "val_admitted", "val_emitted",
+          "test_requested", "test_admitted", "test_emitted", "excluded",
+          "path", "splits_json", "assignments", "report", "budget_json")
 
 
 def _report(job: str, result) -> None:
@@ -91,7 +106,8 @@ def _report(job: str, result) -> None:
         print(f"  asset {mat.asset_key.to_user_string()}")
         for key in _SHOWN:
             if key in meta:
-                print(f"    {key:<14} {meta[key]}")
+                value = meta[key]
+                print(f"    {key:<16} {value:.3f}" if isinstance(value, float) else f"    {key:<16} {value}")
     if partitions:
         skipped = [m for m in partitions if m.get("skipped_error")]
         segments = sum(m["segments"] for m in partitions)

@@ -246,6 +246,33 @@ def read_split_report(root: str | os.PathLike[str]) -> dict[str, Any]:
     return json.loads(storage.read_bytes(url))
 
 
+def read_split_assignments(root: str | os.PathLike[str]) -> tuple[pa.Table, str]:
+    """The resolved ``split_assignments.parquet`` and the splits.json SHA-256 it belongs to.
+
+    Refused unless the report says the split resolved and ``splits.json`` still has that
+    SHA-256: after a refused (drifted) re-run the old assignments are still on storage, and
+    must not be used as if they were current."""
+    root = os.fspath(root)
+    report = read_split_report(root)
+    if report.get("status") != "resolved":
+        raise SplitConfigError(
+            f"{_url(root, REPORT_FILE)}: the last split run was {report.get('status')!r}, not resolved "
+            f"({(report.get('input_drift') or {}).get('message', 'see the report')}); fix the split and re-materialize "
+            "'resolved_splits'"
+        )
+    splits_url, assignments_url = _url(root, SPLITS_FILE), _url(root, ASSIGNMENTS_FILE)
+    for url in (splits_url, assignments_url):
+        if not storage.exists(url):
+            raise SplitConfigError(f"no {url}; materialize the 'resolved_splits' asset first")
+    digest = hashlib.sha256(storage.read_bytes(splits_url)).hexdigest()
+    if digest != report.get("splits_sha256"):
+        raise SplitConfigError(
+            f"{splits_url} changed after the split report was written (sha256 {digest[:12]}..., report "
+            f"{str(report.get('splits_sha256'))[:12]}...); re-materialize 'resolved_splits'"
+        )
+    return pq.read_table(io.BytesIO(storage.read_bytes(assignments_url))), digest
+
+
 def load_baked_splits(root: str | os.PathLike[str], universe: Universe) -> DataSplitConfig:
     """The committed ``splits.json``, refused unless it was baked against ``universe``.
 

@@ -1,0 +1,137 @@
+"""The budget block: per split, what was requested, what the pool offered, what was
+admitted and what the writer will emit, and every exclusion by reason.
+
+This block is the contract later written into the dataset manifest's budget block and
+``config.json``. Amounts in the request's unit (seconds for hours, segments for a count)
+are plain keys (``requested``, ``candidate``, ``admitted``, ``emitted``, ``underfill``,
+``overshoot``, ``last_admitted``, ``group_cap``, ``reserve_bound``); seconds are always
+given as well (``*_seconds``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from kuration.budget.fill import ADMITTED_REASONS, CANDIDATE_REASONS, CODE, SplitFill
+from kuration.budget.options import SPLITS, BudgetOptions
+from kuration.budget.split_pools import SplitPools
+
+#: Exclusions reported per split (``not_in_split`` has no split and is reported once).
+SPLIT_EXCLUSIONS = ("budget_full", "group_cap", "not_requested", "filtered", "non_finite", "unscored")
+EXAMPLES = 10
+
+
+def _sum(mask: np.ndarray, values: np.ndarray) -> float:
+    return float(values[mask].sum()) if mask.any() else 0.0
+
+
+def budget_accounting(
+    items: pa.Table,
+    *,
+    reason: np.ndarray,
+    split: np.ndarray,
+    weight: np.ndarray,
+    emitted_steps: np.ndarray,
+    fills: dict[str, SplitFill],
+    pools: SplitPools,
+    options: BudgetOptions,
+    clip_aggregate: str,
+    tags: tuple[str, ...],
+    tag_items: dict[str, np.ndarray],
+) -> dict[str, Any]:
+    """The budget block for a plan. ``split`` is each item's split name (``""`` for none)."""
+    unit = options.unit
+    seconds = items.column("seconds").to_numpy()
+    hz = items.column("sample_hz").to_numpy()
+    steps = items.column("steps").to_numpy()
+    emitted_seconds = emitted_steps / hz
+    admitted = np.isin(reason, [CODE[r] for r in ADMITTED_REASONS])
+    requested = options.requested()
+    blocks: dict[str, Any] = {}
+    for name in SPLITS:
+        fill = fills.get(name) or SplitFill(requested=requested[name])
+        in_split = split == name
+        candidate = in_split & np.isin(reason, [CODE[r] for r in CANDIDATE_REASONS])
+        took = in_split & admitted
+        admitted_amount = float(weight[took].sum()) if took.any() else 0.0
+        emitted_amount = (_sum(took, emitted_seconds) if unit == "seconds"
+                          else float(np.count_nonzero(took & (emitted_steps > 0))))
+        underfill = max(0.0, requested[name] - admitted_amount)
+        blocks[name] = {
+            "requested": requested[name],
+            "pool": _sum(in_split, weight),
+            "candidate": _sum(candidate, weight),
+            "admitted": admitted_amount,
+            "emitted": emitted_amount,
+            "requested_seconds": requested[name] if unit == "seconds" else None,
+            "pool_seconds": _sum(in_split, seconds),
+            "candidate_seconds": _sum(candidate, seconds),
+            "admitted_seconds": _sum(took, seconds),
+            "emitted_seconds": _sum(took, emitted_seconds),
+            "dropped_tail_seconds": _sum(took, (steps - emitted_steps) / hz),
+            "items": {
+                "pool": int(in_split.sum()), "candidate": int(candidate.sum()), "admitted": int(took.sum()),
+                "reserved": int((in_split & (reason == CODE["reserved"])).sum()),
+            },
+            "underfill": underfill,
+            "underfill_fraction": underfill / requested[name] if requested[name] > 0 else 0.0,
+            "utilization": admitted_amount / requested[name] if requested[name] > 0 else None,
+            "overshoot": max(0.0, admitted_amount - requested[name]),
+            "last_admitted": fill.last_admitted,
+            "groups": fill.groups,
+            "group_cap": fill.group_cap,
+            "reserve_bound": fill.reserve_bound if fill.tags else None,
+            "sources_admitted": len(set(items.column("source_id").filter(pa.array(took)).to_pylist())) if took.any() else 0,
+            "excluded": {
+                r: {"items": int(m.sum()), "seconds": _sum(m, seconds)}
+                for r in SPLIT_EXCLUSIONS for m in [in_split & (reason == CODE[r])]
+            },
+            "tag_coverage": _tag_coverage(name, fill, tags, tag_items, took, items),
+        }
+    outside = reason == CODE["not_in_split"]
+    return {
+        "unit": unit,
+        "clip_aggregate": clip_aggregate,
+        "span_steps": options.span_steps,
+        "span_seconds": options.span_seconds,
+        "chunking": None if options.chunking is None else options.to_dict()["chunking"],
+        "seed": options.seed,
+        "pools": {
+            "origin": pools.origin,
+            "sources": {s: sum(1 for v in pools.split_of.values() if v == s) for s in SPLITS},
+            "groups": {s: len({pools.group_of[src] for src, v in pools.split_of.items() if v == s}) for s in SPLITS},
+        },
+        "not_in_split": {
+            "sources": len(pools.not_in_split), "items": int(outside.sum()), "seconds": _sum(outside, seconds),
+            "examples": list(pools.not_in_split[:EXAMPLES]),
+        },
+        "splits": blocks,
+        "totals": {
+            "requested_seconds": sum(b["requested_seconds"] or 0.0 for b in blocks.values()) if unit == "seconds" else None,
+            "admitted_seconds": sum(b["admitted_seconds"] for b in blocks.values()),
+            "emitted_seconds": sum(b["emitted_seconds"] for b in blocks.values()),
+            "dropped_tail_seconds": sum(b["dropped_tail_seconds"] for b in blocks.values()),
+            "non_finite_items": int((reason == CODE["non_finite"]).sum()),
+            "filtered_items": int((reason == CODE["filtered"]).sum()),
+            "group_cap_items": int((reason == CODE["group_cap"]).sum()),
+        },
+    }
+
+
+def _tag_coverage(name: str, fill: SplitFill, tags: tuple[str, ...], tag_items: dict[str, np.ndarray],
+                  took: np.ndarray, items: pa.Table) -> dict[str, dict]:
+    out = {}
+    for tag in tags:
+        carriers = tag_items.get(tag, np.zeros(0, np.int64))
+        entry = {"admitted_items": int(took[carriers].sum()) if len(carriers) else 0}
+        reserve = fill.tags.get(tag)
+        if reserve is not None:
+            entry["reserve"] = reserve["reserve"]
+        out[tag] = entry
+    return out
+
+
+__all__ = ["SPLIT_EXCLUSIONS", "budget_accounting"]

@@ -1,0 +1,246 @@
+"""The fill: admit items (spans, or segments for a count) into each split, best first.
+
+Per split, over its pool's candidates (status ``ok``, so finite priority):
+
+1. **Order.** Descending priority; equal priorities by a seeded hash of the item's identity
+   (source, entity, index), then by that identity itself. Input order never matters.
+2. **Tag reserve** (``selection.tag_coverage``). Rarest tag first (fewest candidates carry
+   it; ties by name), a tag not yet carried by a reserved item reserves its highest-priority
+   candidate, while the reserved total stays within ``min_tag_frac`` of the budget. A tag
+   whose best candidate does not fit is left to the ordinary fill and reported.
+3. **Admission sequence**: the reserved items (in reserve order), then every other
+   candidate in priority order.
+4. **Group cap** (``selection.max_group_overshoot``). With ``n`` groups in the split's
+   candidates, a group may hold at most ``max_group_overshoot * budget / n``. Walking the
+   sequence, an item that would take its group over the cap is skipped (first fit: a later,
+   shorter item of that group may still fit). The cap is never exceeded.
+5. **Cut.** Walking the sequence, an item is admitted while the admitted total *before* it
+   is below the budget. So "honoured to within one span" means exactly: the admitted total
+   minus the last admitted item is below the budget, i.e. the overshoot is smaller than the
+   last admitted item. A pool too small to reach the budget is underfilled; nothing outside
+   the pool (no -inf, non-finite or unscored item) ever tops it up.
+
+For a count the unit is one segment, so the cut is exact, and the fractional reserve bound
+and group cap round up: a positive ``min_tag_frac`` or cap never becomes zero segments.
+
+Everything but the handful of tags and the capped groups' overflow is vectorised; the
+cost is the sort, O(n log n).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: Why an item was or was not admitted. Candidates get one of the first five.
+REASONS = (
+    "reserved",        # admitted first, as a tag's best item
+    "admitted",        # admitted by priority
+    "budget_full",     # the budget was reached before its turn
+    "group_cap",       # its group would have gone over the cap while the budget had room
+    "not_requested",   # its split requests nothing
+    "filtered",        # priority -inf: every overlapping segment failed the filter
+    "non_finite",      # a NaN or +inf priority among its segments
+    "unscored",        # no segment overlaps it
+    "not_in_split",    # its source is in no split pool
+)
+ADMITTED_REASONS = ("reserved", "admitted")
+CANDIDATE_REASONS = REASONS[:5]  # the items a split's fill considered
+CODE = {name: i for i, name in enumerate(REASONS)}
+
+
+@dataclass(frozen=True)
+class FillSelection:
+    """The strategy's selection options the fill reads, plus its tags of interest."""
+
+    tags: tuple[str, ...] = ()
+    tag_coverage: bool = False
+    min_tag_frac: float = 0.0
+    max_group_overshoot: float | None = None
+
+
+@dataclass
+class SplitFill:
+    """What filling one split decided, beyond the per-item reasons."""
+
+    requested: float
+    candidates: int = 0
+    groups: int = 0
+    group_cap: float | None = None
+    reserve_bound: float = 0.0
+    reserved: float = 0.0
+    admitted: float = 0.0
+    last_admitted: float = 0.0
+    tags: dict[str, dict] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FillResult:
+    reason: np.ndarray       # int8 code into REASONS, per item
+    fill_rank: np.ndarray    # position in its split's admission sequence; -1 if not a candidate
+    reserved_for: np.ndarray  # object: the tag an item was reserved for, else None
+    splits: dict[str, SplitFill]
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        x = (x + np.uint64(0x9E3779B97F4A7C15)).astype(np.uint64)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def tiebreak_keys(source_codes: np.ndarray, source_hashes: np.ndarray, entity_codes: np.ndarray,
+                  entity_hashes: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """A 64-bit key per item from seeded hashes of its source and entity names and its index."""
+    with np.errstate(over="ignore"):
+        inner = _splitmix64(entity_hashes[entity_codes] ^ _splitmix64(index.astype(np.uint64)))
+        return _splitmix64(source_hashes[source_codes] ^ inner)
+
+
+def _round_up(value: float, whole: bool) -> float:
+    return float(math.ceil(value - 1e-9)) if whole else value
+
+
+def _cap_eligible(groups: np.ndarray, weights: np.ndarray, cap: float) -> np.ndarray:
+    """First fit per group along the sequence: True where the item fits under ``cap``."""
+    n = len(groups)
+    eligible = np.ones(n, bool)
+    if n == 0:
+        return eligible
+    tol = 1e-9 * max(cap, 1.0)
+    by_group = np.argsort(groups, kind="stable")
+    g, w = groups[by_group], weights[by_group]
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    ends = np.r_[starts[1:], n]
+    cum = np.cumsum(w)
+    base = np.repeat(cum[starts] - w[starts], ends - starts)
+    in_group = cum - base
+    fits = in_group <= cap + tol  # a prefix of each group: weights are positive
+    ok = fits.copy()
+    for a, b in zip(starts, ends):
+        if fits[b - 1]:
+            continue
+        first = a + int(np.argmin(fits[a:b]))
+        remaining = cap - (in_group[first] - w[first])
+        i = first
+        # Past the first misfit, keep fitting smaller items while any could fit.
+        while i < b:
+            room = np.flatnonzero(w[i:b] <= remaining + tol)
+            if not len(room):
+                break
+            j = i + int(room[0])
+            ok[j] = True
+            remaining -= w[j]
+            i = j + 1
+    eligible[by_group] = ok
+    return eligible
+
+
+def fill_split(
+    split: str,
+    candidates: np.ndarray,
+    *,
+    priority: np.ndarray,
+    tiebreak: np.ndarray,
+    weight: np.ndarray,
+    group: np.ndarray,
+    tag_items: dict[str, np.ndarray],
+    requested: float,
+    selection: FillSelection,
+    whole_units: bool,
+    reason: np.ndarray,
+    fill_rank: np.ndarray,
+    reserved_for: np.ndarray,
+) -> SplitFill:
+    """Fill one split from ``candidates`` (item indices); writes ``reason``, ``fill_rank`` and
+    ``reserved_for`` in place for those items."""
+    info = SplitFill(requested=requested, candidates=len(candidates))
+    if not len(candidates):
+        return info
+    # lexsort: last key is primary. Candidate indices are canonical positions, the final tie.
+    order = candidates[np.lexsort((candidates, tiebreak[candidates], -priority[candidates]))]
+    info.groups = int(len(np.unique(group[order])))
+    if requested <= 0:
+        reason[order] = CODE["not_requested"]
+        fill_rank[order] = np.arange(len(order))
+        return info
+
+    reserved: list[int] = []
+    cap = None
+    if selection.max_group_overshoot is not None:
+        cap = _round_up(selection.max_group_overshoot * requested / info.groups, whole_units)
+        info.group_cap = cap
+    group_used: dict[int, float] = {}
+    if selection.tag_coverage and selection.tags:
+        bound = _round_up(selection.min_tag_frac * requested, whole_units)
+        info.reserve_bound = bound
+        rank = np.empty(len(reason), np.int64)
+        rank[order] = np.arange(len(order))
+        in_split = np.zeros(len(reason), bool)
+        in_split[order] = True
+        best: dict[str, tuple[int, int]] = {}
+        for tag in selection.tags:
+            items = tag_items.get(tag, np.zeros(0, np.int64))
+            items = items[in_split[items]]
+            if len(items):
+                best[tag] = (len(items), int(items[np.argmin(rank[items])]))
+            else:
+                info.tags[tag] = {"reserve": "not_in_pool"}
+        carried: set[str] = set()
+        used = 0.0
+        tol = 1e-9 * max(bound, 1.0)
+        for tag in sorted(best, key=lambda t: (best[t][0], t)):
+            if tag in carried:
+                info.tags[tag] = {"reserve": "carried_by_reserved_item"}
+                continue
+            item = best[tag][1]
+            w = float(weight[item])
+            g = int(group[item])
+            if used + w > bound + tol:
+                info.tags[tag] = {"reserve": "over_reserve_bound", "best_item": item}
+                continue
+            if cap is not None and group_used.get(g, 0.0) + w > cap + 1e-9 * max(cap, 1.0):
+                info.tags[tag] = {"reserve": "group_cap", "best_item": item}
+                continue
+            used += w
+            group_used[g] = group_used.get(g, 0.0) + w
+            reserved.append(item)
+            reserved_for[item] = tag
+            info.tags[tag] = {"reserve": "reserved", "best_item": item}
+            carried |= {t for t in selection.tags if t in best and _carries(tag_items[t], item)}
+        info.reserved = used
+
+    if reserved:
+        is_reserved = np.zeros(len(reason), bool)
+        is_reserved[reserved] = True
+        sequence = np.concatenate([np.array(reserved, np.int64), order[~is_reserved[order]]])
+    else:
+        sequence = order
+    w_seq = weight[sequence].astype(np.float64)
+    eligible = _cap_eligible(group[sequence], w_seq, cap) if cap is not None else np.ones(len(sequence), bool)
+    taken = np.where(eligible, w_seq, 0.0)
+    before = np.cumsum(taken) - taken
+    admitted = eligible & (before < requested)
+    codes = np.full(len(sequence), CODE["budget_full"], np.int8)
+    codes[~eligible & (before < requested)] = CODE["group_cap"]
+    codes[admitted] = CODE["admitted"]
+    if reserved:
+        codes[: len(reserved)] = np.where(admitted[: len(reserved)], CODE["reserved"], codes[: len(reserved)])
+    reason[sequence] = codes
+    fill_rank[sequence] = np.arange(len(sequence))
+    if admitted.any():
+        info.admitted = float(taken[admitted].sum())
+        info.last_admitted = float(w_seq[np.flatnonzero(admitted)[-1]])
+    return info
+
+
+def _carries(items: np.ndarray, item: int) -> bool:
+    # Tag item lists are ascending (canonical order), so this is a binary search.
+    i = int(np.searchsorted(items, item))
+    return i < len(items) and items[i] == item
+
+
+__all__ = ["ADMITTED_REASONS", "CANDIDATE_REASONS", "CODE", "FillResult", "FillSelection", "REASONS", "SplitFill", "fill_split", "tiebreak_keys"]

@@ -1,0 +1,169 @@
+"""A budget plan under a storage root, and the scored pool it is planned from.
+
+Layout (``<root>/budget/``):
+
+- ``plan_items.parquet``: every item with its decision (the review reads this, never rescoring);
+- ``admitted.parquet``: the admitted items only, sorted by (source, entity, index): what
+  the writer consumes;
+- ``budget.json``: the budget block, the options, the strategy and the inputs (scored
+  sources, scoring run, splits digest).
+
+The two Parquet files are written first and ``budget.json`` last, each atomically, so a
+reader that finds ``budget.json`` finds the items it describes; ``budget.json`` records the
+SHA-256 of both, and :func:`read_budget_plan` refuses a mismatch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from kuration import storage
+from kuration.budget.options import BudgetError, BudgetOptions
+from kuration.budget.plan import BudgetPlan
+from kuration.segment_store import RUN_KEY, SKIPPED_KEY, read_source_segments, segments_url
+
+BUDGET_DIR = "budget"
+ITEMS_FILE = "plan_items.parquet"
+ADMITTED_FILE = "admitted.parquet"
+BUDGET_FILE = "budget.json"
+
+
+def budget_url(root: str | os.PathLike[str], name: str) -> str:
+    return storage.join_url(os.fspath(root), BUDGET_DIR, name)
+
+
+@dataclass(frozen=True)
+class ScoredPool:
+    """Every stored segment of the requested sources, in one table; ``skipped`` maps a
+    source the scoring pass skipped to its error; ``run_fingerprint`` is the one scoring run
+    all of them come from."""
+
+    segments: pa.Table
+    skipped: dict[str, str]
+    run_fingerprint: str | None
+
+
+def load_scored_pool(root: str | os.PathLike[str], sources: list[str], *, expected_run: str | None = None) -> ScoredPool:
+    """Read ``scored_segments/<source>.parquet`` for each source. Refuses (``BudgetError``)
+    a missing file, and a pool mixing scoring runs, or from another run than ``expected_run``
+    (a strategy or segmenter changed and only some sources were re-scored)."""
+    if not sources:
+        raise BudgetError("scored pool: no sources; add recordings and materialize scored_segments first")
+    tables, skipped, runs = [], {}, {}
+    for source in sorted(sources):
+        try:
+            table = read_source_segments(root, source)
+        except FileNotFoundError:
+            raise BudgetError(
+                f"scored pool: no scored segments for source {source!r} at {segments_url(root, source)}; materialize "
+                "that scored_segments partition (or remove the partition)"
+            ) from None
+        meta = table.schema.metadata or {}
+        run = meta.get(RUN_KEY, b"").decode() or None
+        runs.setdefault(run, []).append(source)
+        if SKIPPED_KEY in meta:
+            skipped[source] = meta[SKIPPED_KEY].decode()
+        if table.num_rows:
+            tables.append(table.replace_schema_metadata(None))
+    if len(runs) > 1:
+        described = "; ".join(f"{(run or 'unrecorded')[:12]}: {len(s)} source(s), e.g. {s[0]!r}" for run, s in sorted(
+            runs.items(), key=lambda kv: (kv[0] or "")))
+        raise BudgetError(
+            f"scored pool: sources were scored by different scoring runs ({described}); the strategy, segmenter or "
+            "schema changed between them. Backfill every scored_segments partition, then plan again"
+        )
+    run = next(iter(runs))
+    if expected_run is not None and run != expected_run:
+        raise BudgetError(
+            f"scored pool: the stored segments come from scoring run {(run or 'unrecorded')[:12]}, but the current "
+            f"settings give {expected_run[:12]}; the strategy, segmenter or schema changed. Backfill every "
+            "scored_segments partition, then plan again"
+        )
+    if not tables:
+        raise BudgetError(
+            f"scored pool: none of the {len(sources)} source(s) has a segment ({len(skipped)} skipped); check the "
+            "scored_segments partitions' skipped_error"
+        )
+    segments = pa.concat_tables(tables, promote_options="permissive")
+    return ScoredPool(segments, skipped, run)
+
+
+def _parquet_bytes(table: pa.Table) -> bytes:
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer)
+    return buffer.getvalue()
+
+
+def write_budget_plan(plan: BudgetPlan, root: str | os.PathLike[str], *, inputs: dict[str, Any] | None = None) -> dict[str, str]:
+    """Write the plan under ``<root>/budget/``; returns the three URLs by name."""
+    items = _parquet_bytes(plan.items)
+    admitted = _parquet_bytes(plan.admitted())
+    record = {
+        "format": 1,
+        "accounting": plan.accounting,
+        "options": plan.options.to_dict(),
+        "strategy": plan.strategy,
+        "inputs": inputs or {},
+        "files": {
+            ITEMS_FILE: {"sha256": hashlib.sha256(items).hexdigest(), "bytes": len(items)},
+            ADMITTED_FILE: {"sha256": hashlib.sha256(admitted).hexdigest(), "bytes": len(admitted)},
+        },
+    }
+    urls = {
+        "items": storage.write_bytes_atomic(budget_url(root, ITEMS_FILE), items),
+        "admitted": storage.write_bytes_atomic(budget_url(root, ADMITTED_FILE), admitted),
+    }
+    body = json.dumps(record, indent=1, sort_keys=True, allow_nan=False).encode()
+    urls["budget"] = storage.write_bytes_atomic(budget_url(root, BUDGET_FILE), body)
+    return urls
+
+
+def read_budget_record(root: str | os.PathLike[str]) -> dict[str, Any]:
+    url = budget_url(root, BUDGET_FILE)
+    if not storage.exists(url):
+        raise BudgetError(f"no budget plan at {url}; materialize budget_plan")
+    try:
+        return json.loads(storage.read_bytes(url))
+    except json.JSONDecodeError as exc:
+        raise BudgetError(f"{url}: not valid JSON ({exc}); re-materialize budget_plan") from None
+
+
+def _verified(root: str | os.PathLike[str], name: str, record: dict[str, Any]) -> bytes:
+    url = budget_url(root, name)
+    if not storage.exists(url):
+        raise BudgetError(f"budget plan: {url} is missing; re-materialize budget_plan")
+    data = storage.read_bytes(url)
+    expected = record["files"][name]
+    if len(data) != expected["bytes"] or hashlib.sha256(data).hexdigest() != expected["sha256"]:
+        raise BudgetError(
+            f"budget plan: {url} does not match the SHA-256 and size {BUDGET_FILE} records (changed after the plan "
+            "was written); re-materialize budget_plan"
+        )
+    return data
+
+
+def read_budget_plan(root: str | os.PathLike[str]) -> BudgetPlan:
+    """The stored plan, with its items checked against the SHA-256 in ``budget.json``."""
+    record = read_budget_record(root)
+    items = pq.read_table(io.BytesIO(_verified(root, ITEMS_FILE, record)))
+    return BudgetPlan(items, record["accounting"], BudgetOptions.from_dict(record["options"]), record["strategy"])
+
+
+def read_admitted(root: str | os.PathLike[str]) -> pa.Table:
+    """The admitted items, checked against ``budget.json``: what a writer consumes."""
+    record = read_budget_record(root)
+    return pq.read_table(io.BytesIO(_verified(root, ADMITTED_FILE, record)))
+
+
+__all__ = [
+    "ADMITTED_FILE", "BUDGET_DIR", "BUDGET_FILE", "ITEMS_FILE", "ScoredPool", "budget_url", "load_scored_pool",
+    "read_admitted", "read_budget_plan", "read_budget_record", "write_budget_plan",
+]

@@ -1,0 +1,279 @@
+"""Budget items from scored segments: sub-track spans (the hours path) or the segments
+themselves (the count path), each with one priority, its tags and aggregated features.
+
+A span is ``[k * N, min((k + 1) * N, track_steps))`` of one track (one entity of one source),
+``N`` from ``span_steps`` / ``span_seconds``, or the whole track when neither is set. Its
+priority and features aggregate, with ``clip_aggregate``, only the segments overlapping it
+(a segment ``[start, stop)`` overlaps a span ``[a, b)`` when ``start < b`` and ``stop > a``);
+its tags are the union of those segments' tags. Its ``status`` decides whether the fill may
+consider it:
+
+- ``ok``: at least one overlapping segment has a finite priority;
+- ``non_finite``: an overlapping segment's priority is NaN or +inf. The span cannot be
+  ranked, so it is excluded (fail closed) rather than ranked on part of its data;
+- ``filtered``: every overlapping segment's priority is -inf (a ``filter`` strategy's
+  predicates failed on all of them). The span's priority is -inf and it is never admitted;
+- ``unscored``: no segment overlaps it (a track tail shorter than the segment stride).
+
+With a ``filter`` strategy a span that has passing segments aggregates only those, so one
+failing window does not sink a whole span under ``mean`` or ``min``.
+
+Everything is columnar and O(P log P) in the segment-span overlaps P; no Python loop runs per
+segment or per span.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kuration.budget.options import BudgetError, BudgetOptions
+
+#: Columns a stored segment table must have for a plan; features are whatever else is float.
+REQUIRED_SEGMENT_COLUMNS = (
+    "source_id", "entity_id", "segment_index", "start", "stop", "seconds", "track_steps", "sample_hz",
+    "tags", "priority",
+)
+_NOT_FEATURES = set(REQUIRED_SEGMENT_COLUMNS) | {"start_tick", "stop_tick", "present_fraction", "passed"}
+STATUSES = ("ok", "non_finite", "filtered", "unscored")
+
+
+def feature_columns(segments: pa.Table) -> list[str]:
+    """The strategy feature columns of a segment table: every float column that is not
+    bookkeeping, in table order."""
+    return [f.name for f in segments.schema if f.name not in _NOT_FEATURES and pa.types.is_floating(f.type)]
+
+
+def _check_columns(segments: pa.Table) -> None:
+    missing = [c for c in REQUIRED_SEGMENT_COLUMNS if c not in segments.column_names]
+    if missing:
+        hint = (" (segment tables from before track_steps was recorded: re-materialize scored_segments)"
+                if {"track_steps", "sample_hz"} & set(missing) else "")
+        raise BudgetError(f"segment table: missing column(s) {missing}{hint}; it has {segments.column_names}")
+
+
+def _canonical(segments: pa.Table) -> pa.Table:
+    """Sorted by (source, entity, start, segment_index): the plan never depends on the order
+    segments arrive in."""
+    order = pc.sort_indices(segments, sort_keys=[
+        ("source_id", "ascending"), ("entity_id", "ascending"), ("start", "ascending"), ("segment_index", "ascending"),
+    ])
+    return segments.take(order)
+
+
+def _track_starts(segments: pa.Table) -> np.ndarray:
+    """Row offsets where a new (source, entity) track begins in canonical order, plus the end."""
+    n = segments.num_rows
+    if n == 0:
+        return np.zeros(1, np.int64)
+    source = segments.column("source_id").combine_chunks()
+    entity = segments.column("entity_id").combine_chunks()
+    changed = pc.or_(pc.not_equal(source.slice(1), source.slice(0, n - 1)),
+                     pc.not_equal(entity.slice(1), entity.slice(0, n - 1)))
+    inner = np.flatnonzero(changed.to_numpy(zero_copy_only=False)) + 1
+    return np.concatenate([[0], inner, [n]]).astype(np.int64)
+
+
+def _column(table: pa.Table, name: str, dtype) -> np.ndarray:
+    return table.column(name).to_numpy().astype(dtype, copy=False)
+
+
+def _per_track_constant(values: np.ndarray, starts: np.ndarray, name: str, table: pa.Table) -> np.ndarray:
+    first = values[starts[:-1]]
+    lengths = np.diff(starts)
+    differs = np.flatnonzero(np.repeat(first, lengths) != values)
+    if len(differs):
+        row = int(differs[0])
+        raise BudgetError(
+            f"segment table: {name} differs within the track {table.column('source_id')[row].as_py()!r} / "
+            f"{table.column('entity_id')[row].as_py()!r} ({values[row]!r} vs {first[np.searchsorted(starts, row, 'right') - 1]!r}); "
+            "each track is scored once, so its segments must agree"
+        )
+    return first
+
+
+def _segment_status(priority: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per segment: (usable finite priority, NaN or +inf)."""
+    bad = np.isnan(priority) | np.isposinf(priority)
+    return np.isfinite(priority), bad
+
+
+def _aggregate(values: np.ndarray, use: np.ndarray, groups: np.ndarray, n_groups: int, how: str) -> np.ndarray:
+    """``how`` of ``values[use]`` per group id (ids sorted ascending); NaN where a group uses
+    nothing. NaN among used values propagates, as a missing feature must."""
+    counts = np.bincount(groups, weights=use, minlength=n_groups)
+    out = np.full(n_groups, np.nan)
+    if not len(values):
+        return out
+    if how == "mean":
+        sums = np.bincount(groups, weights=np.where(use, values, 0.0), minlength=n_groups)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+        nan_used = np.bincount(groups, weights=use & np.isnan(values), minlength=n_groups) > 0
+        out[nan_used] = np.nan
+        return out
+    fill = -np.inf if how == "max" else np.inf
+    ufunc = np.fmax if how == "max" else np.fmin
+    masked = np.where(use, values, fill)
+    present = np.flatnonzero(np.bincount(groups, minlength=n_groups))
+    starts = np.searchsorted(groups, present)
+    reduced = ufunc.reduceat(masked, starts)
+    nan_used = np.bincount(groups, weights=use & np.isnan(values), minlength=n_groups) > 0
+    out[present] = reduced
+    out[counts == 0] = np.nan
+    out[nan_used] = np.nan
+    return out
+
+
+def _status(n_overlapping: np.ndarray, n_bad: np.ndarray, n_usable: np.ndarray) -> np.ndarray:
+    status = np.full(len(n_overlapping), "ok", dtype=object)
+    status[n_usable == 0] = "filtered"
+    status[n_bad > 0] = "non_finite"
+    status[n_overlapping == 0] = "unscored"
+    return status
+
+
+def span_items(segments: pa.Table, options: BudgetOptions, *, clip_aggregate: str) -> pa.Table:
+    """One row per span of every track in ``segments``: ``source_id``, ``entity_id``,
+    ``span_index``, ``start``, ``stop``, ``steps``, ``seconds``, ``sample_hz``, ``priority``,
+    ``status``, ``segments`` (overlapping), ``tags`` and the aggregated features."""
+    _check_columns(segments)
+    segments = _canonical(segments)
+    features = feature_columns(segments)
+    starts = _track_starts(segments)
+    n_tracks = len(starts) - 1
+    n = segments.num_rows
+    track_of = np.repeat(np.arange(n_tracks), np.diff(starts))
+    track_steps = _per_track_constant(_column(segments, "track_steps", np.int64), starts, "track_steps", segments)
+    track_hz = _per_track_constant(_column(segments, "sample_hz", np.float64), starts, "sample_hz", segments)
+    seg_start = _column(segments, "start", np.int64)
+    seg_stop = _column(segments, "stop", np.int64)
+    bad_rows = np.flatnonzero((seg_start < 0) | (seg_stop <= seg_start) | (seg_stop > track_steps[track_of]))
+    if len(bad_rows):
+        row = int(bad_rows[0])
+        raise BudgetError(
+            f"segment table: segment {segments.column('segment_index')[row].as_py()} of "
+            f"{segments.column('source_id')[row].as_py()!r} / {segments.column('entity_id')[row].as_py()!r} spans "
+            f"[{seg_start[row]}, {seg_stop[row]}) outside its track of {track_steps[track_of[row]]} steps"
+        )
+
+    if options.span_steps is None and options.span_seconds is None:
+        span_len = track_steps.copy()  # one whole-track span
+    else:
+        hz_values, hz_inverse = np.unique(track_hz, return_inverse=True)
+        span_len = np.array([options.span_steps_at(float(hz)) for hz in hz_values], np.int64)[hz_inverse]
+    spans_per_track = -(-track_steps // np.maximum(span_len, 1))
+    span_offset = np.concatenate([[0], np.cumsum(spans_per_track)]).astype(np.int64)
+    n_spans = int(span_offset[-1])
+    span_track = np.repeat(np.arange(n_tracks), spans_per_track)
+    span_index = np.arange(n_spans, dtype=np.int64) - span_offset[span_track]
+    span_start = span_index * span_len[span_track]
+    span_stop = np.minimum(span_start + span_len[span_track], track_steps[span_track])
+
+    # Segment -> every span it overlaps (a contiguous run of span indices).
+    seg_len = span_len[track_of]
+    k0 = seg_start // seg_len
+    k1 = (seg_stop - 1) // seg_len
+    reps = (k1 - k0 + 1).astype(np.int64)
+    pair_seg = np.repeat(np.arange(n, dtype=np.int64), reps)
+    within = np.arange(len(pair_seg), dtype=np.int64) - np.repeat(np.cumsum(reps) - reps, reps)
+    pair_span = span_offset[track_of[pair_seg]] + k0[pair_seg] + within
+    order = np.argsort(pair_span, kind="stable")
+    pair_seg, pair_span = pair_seg[order], pair_span[order]
+
+    priority = _column(segments, "priority", np.float64)
+    usable, bad = _segment_status(priority)
+    n_overlapping = np.bincount(pair_span, minlength=n_spans)
+    n_bad = np.bincount(pair_span, weights=bad[pair_seg], minlength=n_spans)
+    n_usable = np.bincount(pair_span, weights=usable[pair_seg], minlength=n_spans)
+    status = _status(n_overlapping, n_bad, n_usable)
+    pair_usable = usable[pair_seg]
+    span_priority = _aggregate(priority[pair_seg], pair_usable, pair_span, n_spans, clip_aggregate)
+    span_priority[status == "filtered"] = -np.inf
+    span_priority[(status == "non_finite") | (status == "unscored")] = np.nan
+    # Features aggregate over the segments the priority used; a span with none usable shows
+    # its overlapping segments' figures, so a review can say why it was filtered.
+    feature_use = pair_usable | (n_usable[pair_span] == 0)
+    aggregated = {
+        key: _aggregate(_column(segments, key, np.float64)[pair_seg], feature_use, pair_span, n_spans, clip_aggregate)
+        for key in features
+    }
+
+    seconds = (span_stop - span_start) / track_hz[span_track]
+    first_row = starts[:-1][span_track]
+    columns = {
+        "source_id": segments.column("source_id").take(pa.array(first_row)),
+        "entity_id": segments.column("entity_id").take(pa.array(first_row)),
+        "span_index": pa.array(span_index),
+        "start": pa.array(span_start),
+        "stop": pa.array(span_stop),
+        "steps": pa.array(span_stop - span_start),
+        "seconds": pa.array(seconds),
+        "sample_hz": pa.array(track_hz[span_track]),
+        "priority": pa.array(span_priority),
+        "status": pa.array(status.tolist(), pa.string()).dictionary_encode(),
+        "segments": pa.array(n_overlapping.astype(np.int64)),
+        "tags": _span_tags(segments.column("tags"), pair_seg, pair_span, n_spans),
+    }
+    columns.update({key: pa.array(values) for key, values in aggregated.items()})
+    return pa.table(columns)
+
+
+def _span_tags(tags: pa.ChunkedArray, pair_seg: np.ndarray, pair_span: np.ndarray, n_spans: int) -> pa.Array:
+    """The sorted union of the overlapping segments' tags, per span."""
+    tags = tags.combine_chunks()
+    flat = pc.list_flatten(tags)
+    if len(flat) == 0:
+        return pa.ListArray.from_arrays(pa.array(np.zeros(n_spans + 1, np.int32)), pa.array([], pa.string()))
+    owner = pc.list_parent_indices(tags).to_numpy()  # non-decreasing: flattening keeps list order
+    encoded = pc.dictionary_encode(flat)
+    names = encoded.dictionary.to_pylist()
+    # Codes ranked by name, so each span's list comes out sorted.
+    rank = np.argsort(np.argsort(np.array(names, dtype=object)))
+    codes = rank[encoded.indices.to_numpy()]
+    sorted_names = pa.array(sorted(names), pa.string())
+    n_names = len(sorted_names)
+    per_seg = np.bincount(owner, minlength=len(tags))
+    seg_tag_start = np.cumsum(per_seg) - per_seg
+    counts = per_seg[pair_seg]
+    span_rep = np.repeat(pair_span, counts)
+    flat_rows = np.repeat(seg_tag_start[pair_seg], counts) + (
+        np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts))
+    tag_codes = codes[flat_rows]
+    unique = np.unique(span_rep * n_names + tag_codes)
+    span_of, tag_of = unique // n_names, unique % n_names
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(span_of, minlength=n_spans))]).astype(np.int32)
+    return pa.ListArray.from_arrays(pa.array(offsets), sorted_names.take(pa.array(tag_of)))
+
+
+def segment_items(segments: pa.Table) -> pa.Table:
+    """The count path: one row per segment, with the same columns as :func:`span_items`
+    (``segment_index`` for ``span_index``, ``segments`` = 1)."""
+    _check_columns(segments)
+    segments = _canonical(segments)
+    priority = _column(segments, "priority", np.float64)
+    usable, bad = _segment_status(priority)
+    ones = np.ones(len(priority), np.int64)
+    status = _status(ones, bad.astype(np.int64), usable.astype(np.int64))
+    start, stop = _column(segments, "start", np.int64), _column(segments, "stop", np.int64)
+    priority = np.where(status == "non_finite", np.nan, priority)
+    columns = {
+        "source_id": segments.column("source_id"),
+        "entity_id": segments.column("entity_id"),
+        "segment_index": segments.column("segment_index"),
+        "start": pa.array(start),
+        "stop": pa.array(stop),
+        "steps": pa.array(stop - start),
+        "seconds": segments.column("seconds"),
+        "sample_hz": segments.column("sample_hz"),
+        "priority": pa.array(priority),
+        "status": pa.array(status.tolist(), pa.string()).dictionary_encode(),
+        "segments": pa.array(ones),
+        "tags": segments.column("tags"),
+    }
+    columns.update({key: segments.column(key) for key in feature_columns(segments)})
+    return pa.table(columns)
+
+
+__all__ = ["REQUIRED_SEGMENT_COLUMNS", "STATUSES", "feature_columns", "segment_items", "span_items"]

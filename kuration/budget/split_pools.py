@@ -1,0 +1,143 @@
+"""Split pools: every source belongs to exactly one split before any budget is filled.
+
+Budgets are decoupled: ``train`` is filled only from the train pool, ``test`` only from the
+test pool, so a spread-out priority can never starve test. The pools come from one of:
+
+- **resolved splits** (``split_assignments.parquet`` of :mod:`kuration.splits.artifacts`):
+  a source goes to the stage its samples were resolved to (``predict``, which may overlap
+  the others, is ignored), its group is the split's leakage group. A source whose samples sit in two stages, or a group in two stages, is refused: the
+  plan would otherwise leak it. Scored sources the split does not mention are reported as
+  ``not_in_split`` and never admitted;
+- **a seeded partition** by ``group_of`` (default: each source is its own group): groups,
+  visited in a seeded hash order, each go to the requested split furthest below its share
+  of the candidate data (shares proportional to the requested budgets). Whole groups move,
+  so no group straddles two pools.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from kuration.budget.options import SPLITS, BudgetError
+
+GroupOf = Callable[[str], str] | Mapping[str, str] | None
+
+
+@dataclass(frozen=True)
+class SplitPools:
+    """``split_of[source]`` and ``group_of[source]`` for every assigned source; ``origin`` is
+    ``"resolved_splits"`` or ``"seeded_partition"``; ``not_in_split`` lists scored sources
+    the resolved splits leave out."""
+
+    split_of: dict[str, str]
+    group_of: dict[str, str]
+    origin: str
+    not_in_split: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        assert_exclusive(self.split_of, self.group_of)
+
+
+def assert_exclusive(split_of: Mapping[str, str], group_of: Mapping[str, str]) -> None:
+    """Raise :class:`BudgetError` if a group's sources are in more than one split (a source
+    maps to one split by construction of the mapping)."""
+    seen: dict[str, str] = {}
+    for source in sorted(split_of):
+        group = group_of.get(source, source)
+        split = split_of[source]
+        other = seen.setdefault(group, split)
+        if other != split:
+            raise BudgetError(
+                f"split pools: group {group!r} is in both {other!r} and {split!r} (source {source!r}); a group's "
+                "sources must share one split, or it would leak across them"
+            )
+
+
+def pools_from_assignments(assignments: pa.Table, sources: Iterable[str]) -> SplitPools:
+    """Pools from resolved split assignments (columns ``stage``, ``source``, ``group``)."""
+    missing = [c for c in ("stage", "source", "group") if c not in assignments.column_names]
+    if missing:
+        raise BudgetError(f"split assignments: missing column(s) {missing}; it has {assignments.column_names}")
+    stage = assignments.column("stage").to_pylist()
+    source = assignments.column("source").to_pylist()
+    group = assignments.column("group").to_pylist()
+    stages_of: dict[str, set[str]] = {}
+    groups_of: dict[str, set[str]] = {}
+    for st, src, grp in zip(stage, source, group):
+        if st == "predict":  # inference-only; it may overlap every stage, and is never budgeted
+            continue
+        if st not in SPLITS:
+            raise BudgetError(f"split assignments: stage {st!r} of source {src!r} is not one of {list(SPLITS)}")
+        stages_of.setdefault(src, set()).add(st)
+        groups_of.setdefault(src, set()).add(src if grp is None else str(grp))
+    for src in sorted(stages_of):
+        if len(stages_of[src]) > 1:
+            raise BudgetError(
+                f"split assignments: source {src!r} has samples in {sorted(stages_of[src])}; the budget admits whole "
+                "sources to one split, so resolve the split with whole sources per stage (group_by source or coarser)"
+            )
+        if len(groups_of[src]) > 1:
+            raise BudgetError(
+                f"split assignments: source {src!r} has samples in groups {sorted(groups_of[src])}; the budget's group "
+                "cap and leakage guard need one group per source"
+            )
+    wanted = sorted(set(sources))
+    split_of = {s: next(iter(stages_of[s])) for s in wanted if s in stages_of}
+    group_of = {s: next(iter(groups_of[s])) for s in split_of}
+    return SplitPools(split_of, group_of, "resolved_splits", tuple(s for s in wanted if s not in stages_of))
+
+
+def seeded_hash(seed: int, text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(f"{seed}\0{text}".encode(), digest_size=8).digest(), "little")
+
+
+def _group_mapping(group_of: GroupOf, sources: list[str]) -> dict[str, str]:
+    if group_of is None:
+        return {s: s for s in sources}
+    out = {}
+    for s in sources:
+        try:
+            group = group_of[s] if isinstance(group_of, Mapping) else group_of(s)
+        except KeyError:
+            raise BudgetError(f"group_of: no group for source {s!r}; give every scored source a group") from None
+        if group is None:
+            raise BudgetError(f"group_of: source {s!r} maps to None; return a group name")
+        out[s] = str(group)
+    return out
+
+
+def seeded_pools(
+    source_weights: Mapping[str, float], requested: Mapping[str, float], *, seed: int, group_of: GroupOf = None,
+) -> SplitPools:
+    """Partition sources into split pools without resolved splits. ``source_weights`` is
+    each source's candidate data (seconds or segments); ``requested`` the budget per split."""
+    sources = sorted(source_weights)
+    groups = _group_mapping(group_of, sources)
+    wanted = [s for s in SPLITS if requested.get(s, 0) > 0]
+    if not wanted:
+        raise BudgetError("split pools: no split requests anything; nothing to partition sources for")
+    total_request = sum(requested[s] for s in wanted)
+    weight_of_group: dict[str, float] = {}
+    for s in sources:
+        weight_of_group[groups[s]] = weight_of_group.get(groups[s], 0.0) + float(source_weights[s])
+    total = sum(weight_of_group.values())
+    share = np.array([requested[s] / total_request for s in wanted])
+    assigned = np.zeros(len(wanted))
+    split_of_group: dict[str, str] = {}
+    for group in sorted(weight_of_group, key=lambda g: (seeded_hash(seed, g), g)):
+        # Furthest below its target share of all candidate data gets the next group; ties go
+        # to the split listed first (train, val, test).
+        deficit = share * total - assigned
+        k = int(np.argmax(deficit))
+        split_of_group[group] = wanted[k]
+        assigned[k] += weight_of_group[group]
+    split_of = {s: split_of_group[groups[s]] for s in sources}
+    return SplitPools(split_of, groups, "seeded_partition")
+
+
+__all__ = ["GroupOf", "SplitPools", "assert_exclusive", "pools_from_assignments", "seeded_hash", "seeded_pools"]

@@ -1,0 +1,123 @@
+"""``validate_budget_plan``: the budget contract, checked on a plan's own items and block.
+
+It recomputes from the items, and trusts neither the fill nor the stored accounting:
+
+errors (the plan must not be used):
+- a split's admitted amount exceeds its request by a whole admitted item or more, i.e.
+  the admitted total minus the last admitted item (in fill order) is not below the request;
+- a source or a group has admitted items in two splits, or a group's sources sit in two
+  split pools;
+- an admitted item is not ``ok`` (its priority is -inf, NaN or +inf, or it is unscored);
+- a group holds more than the split's group cap;
+- the budget block disagrees with the items (admitted amount, item counts);
+
+warnings (the plan is usable, but someone should look):
+- a split is underfilled by more than ``underfill_warn_fraction`` of its request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kuration.budget.options import SPLITS
+
+_EXAMPLES = 5
+
+
+@dataclass(frozen=True)
+class BudgetValidation:
+    """``ok`` when there are no errors; ``warnings`` never make a plan invalid."""
+
+    errors: tuple[str, ...]
+    warnings: tuple[str, ...]
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def _numpy(table: pa.Table, name: str) -> np.ndarray:
+    return table.column(name).to_numpy(zero_copy_only=False)
+
+
+def _spread(items: pa.Table, key: str, what: str) -> list[str]:
+    """Keys of ``items`` found in more than one split."""
+    if not items.num_rows:
+        return []
+    counted = items.group_by(key).aggregate([("split", "count_distinct"), ("split", "distinct")])
+    bad = counted.filter(pc.greater(counted.column("split_count_distinct"), 1))
+    return [f"{what}: {key} {k!r} is in splits {sorted(v)}"
+            for k, v in zip(bad.column(key).to_pylist()[:_EXAMPLES], bad.column("split_distinct").to_pylist())]
+
+
+def validate_budget_plan(items: pa.Table, accounting: dict[str, Any], *, underfill_warn_fraction: float = 0.1) -> BudgetValidation:
+    """Check a plan's ``items`` (with decision columns) against its ``accounting`` block."""
+    errors: list[str] = []
+    warnings: list[str] = []
+    figures: dict[str, Any] = {}
+    unit = accounting["unit"]
+    weight = np.ones(items.num_rows) if unit == "segments" else _numpy(items, "seconds").astype(np.float64)
+    admitted = _numpy(items, "admitted").astype(bool)
+    split = np.array(items.column("split").to_pylist(), dtype=object)
+    rank = _numpy(items, "fill_rank")
+
+    not_ok = admitted & (np.array(items.column("status").cast(pa.string()).to_pylist(), object) != "ok")
+    priority = _numpy(items, "priority")
+    not_ok |= admitted & ~np.isfinite(priority)
+    if not_ok.any():
+        rows = np.flatnonzero(not_ok)[:_EXAMPLES]
+        errors.append(f"{int(not_ok.sum())} admitted item(s) without a finite priority, e.g. "
+                      + ", ".join(_item(items, r) for r in rows))
+
+    taken = items.filter(pa.array(admitted))
+    errors += _spread(taken, "source_id", "admitted")
+    errors += _spread(taken, "group", "admitted")
+    errors += _spread(items.filter(pc.is_valid(items.column("split"))), "group", "pooled")
+
+    for name in SPLITS:
+        block = accounting["splits"].get(name, {})
+        requested = float(block.get("requested", 0.0))
+        mine = admitted & (split == name)
+        total = float(weight[mine].sum())
+        last = float(weight[mine][np.argmax(rank[mine])]) if mine.any() else 0.0
+        figures[name] = {"requested": requested, "admitted": total, "last_admitted": last}
+        if mine.any() and total - last >= requested:
+            errors.append(f"{name}: admitted {total:g} {unit} against {requested:g} requested; without its last admitted "
+                          f"item ({last:g}) it is still {total - last:g}, more than one item over budget")
+        if not np.isclose(total, float(block.get("admitted", -1.0)), rtol=1e-9, atol=1e-6):
+            errors.append(f"{name}: the budget block says {block.get('admitted')!r} {unit} admitted, the items sum to {total:g}")
+        if int(mine.sum()) != int(block.get("items", {}).get("admitted", -1)):
+            errors.append(f"{name}: the budget block counts {block.get('items', {}).get('admitted')!r} admitted items, "
+                          f"the items have {int(mine.sum())}")
+        cap = block.get("group_cap")
+        if cap is not None and mine.any():
+            groups = np.array(items.column("group").to_pylist(), dtype=object)[mine]
+            names, inverse = np.unique(groups.astype(str), return_inverse=True)
+            per_group = np.bincount(inverse, weights=weight[mine])
+            over = np.flatnonzero(per_group > cap * (1 + 1e-9) + 1e-9)
+            for g in over[:_EXAMPLES]:
+                errors.append(f"{name}: group {names[g]!r} holds {per_group[g]:g} {unit}, over its cap of {cap:g}")
+        underfill = max(0.0, requested - total)
+        if requested > 0 and underfill / requested > underfill_warn_fraction:
+            warnings.append(
+                f"{name}: underfilled by {underfill:g} of {requested:g} {unit} ({underfill / requested:.0%}); the pool's "
+                f"candidates hold {block.get('candidate', 0.0):g}. Excluded: "
+                + ", ".join(f"{r} {v['items']}" for r, v in block.get("excluded", {}).items() if v["items"])
+            )
+    return BudgetValidation(tuple(errors), tuple(warnings), figures)
+
+
+def _item(items: pa.Table, row: int) -> str:
+    index = "span_index" if "span_index" in items.column_names else "segment_index"
+    return (f"{items.column('source_id')[row].as_py()}/{items.column('entity_id')[row].as_py()}"
+            f"#{items.column(index)[row].as_py()} (status {items.column('status')[row].as_py()}, "
+            f"priority {items.column('priority')[row].as_py()})")
+
+
+__all__ = ["BudgetValidation", "validate_budget_plan"]
