@@ -15,7 +15,8 @@ Per split, over its pool's candidates (status ``ok``, so finite priority):
    sequence, an item that would take its group over the cap is skipped (first fit: a later,
    shorter item of that group may still fit). The cap is never exceeded.
 5. **Cut.** Walking the sequence, an item is admitted while the admitted total *before* it
-   is below the budget. So "honoured to within one span" means exactly: the admitted total
+   is below the budget (by more than :func:`cut_tolerance`, a 1e-9 relative margin that
+   absorbs float drift in summed seconds). So "honoured to within one span" means exactly: the admitted total
    minus the last admitted item is below the budget, i.e. the overshoot is smaller than the
    last admitted item. A pool too small to reach the budget is underfilled; nothing outside
    the pool (no -inf, non-finite or unscored item) ever tops it up.
@@ -101,7 +102,18 @@ def tiebreak_keys(source_codes: np.ndarray, source_hashes: np.ndarray, entity_co
 
 
 def _round_up(value: float, whole: bool) -> float:
-    return float(math.ceil(value - 1e-9)) if whole else value
+    # The 1e-9 keeps float noise (0.3 * 10 = 3.0000000000000004) from adding a segment; the
+    # max keeps a positive fraction from rounding to zero segments.
+    if not whole:
+        return value
+    return float(max(1, math.ceil(value - 1e-9))) if value > 0 else 0.0
+
+
+def cut_tolerance(requested: float) -> float:
+    """How far below the request the admitted total before an item must be for the item to
+    be admitted: summing float seconds drifts (ten 0.1 s spans sum to 0.9999999999999999),
+    and without it a budget of exactly ten spans would admit an eleventh."""
+    return 1e-9 * max(requested, 1.0)
 
 
 def _cap_eligible(groups: np.ndarray, weights: np.ndarray, cap: float) -> np.ndarray:
@@ -223,9 +235,10 @@ def fill_split(
     eligible = _cap_eligible(group[sequence], w_seq, cap) if cap is not None else np.ones(len(sequence), bool)
     taken = np.where(eligible, w_seq, 0.0)
     before = np.cumsum(taken) - taken
-    admitted = eligible & (before < requested)
+    room = before < requested - cut_tolerance(requested)
+    admitted = eligible & room
     codes = np.full(len(sequence), CODE["budget_full"], np.int8)
-    codes[~eligible & (before < requested)] = CODE["group_cap"]
+    codes[~eligible & room] = CODE["group_cap"]
     codes[admitted] = CODE["admitted"]
     if reserved:
         codes[: len(reserved)] = np.where(admitted[: len(reserved)], CODE["reserved"], codes[: len(reserved)])
@@ -243,4 +256,4 @@ def _carries(items: np.ndarray, item: int) -> bool:
     return i < len(items) and items[i] == item
 
 
-__all__ = ["ADMITTED_REASONS", "CANDIDATE_REASONS", "CODE", "FillResult", "FillSelection", "REASONS", "SplitFill", "fill_split", "tiebreak_keys"]
+__all__ = ["ADMITTED_REASONS", "CANDIDATE_REASONS", "CODE", "FillResult", "FillSelection", "REASONS", "SplitFill", "cut_tolerance", "fill_split", "tiebreak_keys"]

@@ -140,7 +140,7 @@ class SelectionReview:
     def render(self) -> str:
         data = self.to_dict()
         unit = self.unit
-        fmt = (lambda v: f"{v / 3600:.2f} h") if unit == "seconds" else (lambda v: f"{v:g} segments")
+        fmt = _duration if unit == "seconds" else (lambda v: f"{v:g} segments")
         spans = data["spans"]
         span = (f"{spans['span_steps']}-step spans" if spans["span_steps"] else
                 f"{spans['span_seconds']:g} s spans" if spans["span_seconds"] else "whole-track spans")
@@ -170,6 +170,14 @@ class SelectionReview:
                     lines.append(f"  [{kind}] {ex['source_id']} / {ex['entity_id']} / "
                                  f"{self.plan.index_column} {ex[self.plan.index_column]}: {ex['why']}")
         return "\n".join(lines)
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.2f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds:.3g} s"
 
 
 def hours_selection_review(result: Any, *, max_examples: int = 5) -> SelectionReview:

@@ -1,0 +1,71 @@
+"""Hand-written scored segment tables for the budget tests: each segment is a tuple, so a
+test reads like the corpus it describes."""
+
+from __future__ import annotations
+
+import math
+
+import pyarrow as pa
+
+from kuration.strategy import Strategy
+
+FEATURE = "speed.mean"
+
+
+def segments_table(rows: list[tuple], *, hz: float = 10.0) -> pa.Table:
+    """``rows``: ``(source, entity, start, stop, track_steps, priority, tags)`` or with a
+    trailing feature value (default: the priority, NaN for -inf)."""
+    cols: dict[str, list] = {k: [] for k in (
+        "source_id", "entity_id", "segment_index", "start", "stop", "start_tick", "stop_tick", "seconds",
+        "present_fraction", "track_steps", "sample_hz", FEATURE, "tags", "priority", "passed")}
+    index: dict[tuple[str, str], int] = {}
+    for row in rows:
+        source, entity, start, stop, steps, priority, tags = row[:7]
+        feature = row[7] if len(row) > 7 else (priority if math.isfinite(priority) else math.nan)
+        key = (source, entity)
+        cols["segment_index"].append(index.setdefault(key, 0))
+        index[key] += 1
+        cols["source_id"].append(source)
+        cols["entity_id"].append(entity)
+        cols["start"].append(start)
+        cols["stop"].append(stop)
+        cols["start_tick"].append(start)
+        cols["stop_tick"].append(stop)
+        cols["seconds"].append((stop - start) / hz)
+        cols["present_fraction"].append(1.0)
+        cols["track_steps"].append(steps)
+        cols["sample_hz"].append(hz)
+        cols[FEATURE].append(feature)
+        cols["tags"].append(list(tags))
+        cols["priority"].append(priority)
+        cols["passed"].append(priority != -math.inf)
+    types = {"segment_index": pa.int64(), "start": pa.int64(), "stop": pa.int64(), "start_tick": pa.int64(),
+             "stop_tick": pa.int64(), "track_steps": pa.int64(), "tags": pa.list_(pa.string())}
+    return pa.table({k: pa.array(v, type=types.get(k)) for k, v in cols.items()})
+
+
+def strategy(method: str = "inclusion", *, tags=("a", "b", "rare"), tag_coverage=False, min_tag_frac=0.0,
+             max_group_overshoot=None) -> Strategy:
+    data = {"method": method, "priority": {FEATURE: 1.0}, "tags": list(tags),
+            "selection": {"tag_coverage": tag_coverage, "min_tag_frac": min_tag_frac,
+                          "max_group_overshoot": max_group_overshoot}}
+    if method == "filter":
+        data["predicates"] = [{"feature": FEATURE, "op": ">", "value": 0.0}]
+    return Strategy.from_dict(data)
+
+
+def assignments(stage_of: dict[str, str], group_of: dict[str, str] | None = None) -> pa.Table:
+    """A split_assignments table with one sample per source."""
+    sources = sorted(stage_of)
+    return pa.table({
+        "stage": [stage_of[s] for s in sources], "uid": [f"{s}#0" for s in sources], "source": sources,
+        "index": [0] * len(sources), "group": [(group_of or {}).get(s, s) for s in sources],
+        "position": list(range(len(sources))),
+    })
+
+
+def by_id(plan, column: str) -> dict[tuple, object]:
+    items = plan.items
+    keys = zip(items.column("source_id").to_pylist(), items.column("entity_id").to_pylist(),
+               items.column(plan.index_column).to_pylist())
+    return dict(zip(keys, items.column(column).to_pylist()))

@@ -1,0 +1,139 @@
+"""``budget_plan`` over every scored partition and the resolved split, and its blocking ``budget`` check."""
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from dagster import materialize
+
+from kuration.budget.plan_store import read_budget_plan, read_budget_record, write_budget_plan
+from kuration.demo_corpus import write_demo_landing_zone
+from kuration_assets import budget, budget_plan, scored_segments, source_partitions
+from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
+from splits_assets import resolved_splits, universe
+from tests.dagster.test_splits_assets import _failure_text
+
+H = 1 / 3600
+
+
+@pytest.fixture
+def landing(tmp_path: Path) -> Path:
+    zone = write_demo_landing_zone(tmp_path / "landing", seed=5, recordings_per_site=2, sites=3, minutes=(1, 2))
+    return Path(zone.root)
+
+
+@pytest.fixture
+def scored(tmp_path: Path, landing: Path, instance) -> dict:
+    """Universe, a split by group and every source scored: what budget_plan needs upstream."""
+    resources = {
+        "storage_root": StorageRootResource(url=str(tmp_path / "storage")),
+        "landing_zone": LandingZoneResource(url=str(landing)),
+        "curation": CurationResource(),
+    }
+    split = {"ops": {"resolved_splits": {"config": {"strategy": "random", "seed": 2, "val_ratio": 0.34,
+                                                    "test_ratio": 0.34}}}}
+    assert materialize([universe, resolved_splits], resources=resources, instance=instance, run_config=split).success
+    root = landing / "recordings"
+    sources = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.parquet"))
+    instance.add_dynamic_partitions(source_partitions.name, sources)
+    assert materialize([scored_segments], resources=resources, instance=instance, tags={
+        "dagster/asset_partition_range_start": sources[0], "dagster/asset_partition_range_end": sources[-1]}).success
+    return resources
+
+
+def _budget(resources, instance, **config):
+    config = {"train": 60 * H, "val": 30 * H, "test": 30 * H, "span_seconds": 10.0, **config}
+    return materialize([budget_plan, budget], resources=resources, instance=instance, raise_on_error=False,
+                       run_config={"ops": {"budget_plan": {"config": config}}})
+
+
+def _evaluation(result):
+    (evaluation,) = result.get_asset_check_evaluations()
+    return evaluation
+
+
+def test_the_plan_fills_each_split_and_its_check_passes(scored, instance, tmp_path):
+    result = _budget(scored, instance)
+    assert result.success
+    (mat,) = [e.step_materialization_data.materialization for e in result.get_asset_materialization_events()]
+    meta = {k: v.value for k, v in mat.metadata.items()}
+    for split in ("train", "val", "test"):
+        assert meta[f"{split}_requested"] == pytest.approx({"train": 60, "val": 30, "test": 30}[split] * H)
+        assert meta[f"{split}_requested"] <= meta[f"{split}_admitted"] < meta[f"{split}_requested"] + 10 * H
+        assert meta[f"{split}_emitted"] <= meta[f"{split}_admitted"]
+    assert meta["unit"] == "hours" and meta["sources"] == 6 and "| train |" in meta["budget"]
+    assert set(meta["excluded"]) >= {"budget_full", "filtered", "non_finite", "group_cap", "not_in_split"}
+    assert set(meta["tag_coverage"]["train"]) == {"near_miss", "landing", "low_battery"}
+    assert _evaluation(result).passed
+    plan = read_budget_plan(tmp_path / "storage")
+    assert plan.options.span_seconds == 10.0 and plan.options.chunking.shard_length == 64
+    admitted = pq.read_table(tmp_path / "storage" / "budget" / "admitted.parquet")
+    assert admitted.num_rows == plan.admitted().num_rows > 0
+    record = read_budget_record(tmp_path / "storage")
+    assert record["inputs"]["sources"] == 6 and len(record["inputs"]["splits_sha256"]) == 64
+
+
+def test_a_count_budget_admits_segments(scored, instance, tmp_path):
+    result = _budget(scored, instance, budget_unit="segments", train=5, val=2, test=2, span_seconds=None)
+    assert result.success and _evaluation(result).passed
+    acc = read_budget_plan(tmp_path / "storage").accounting
+    assert acc["unit"] == "segments" and [acc["splits"][s]["admitted"] for s in ("train", "val", "test")] == [5, 2, 2]
+
+
+def test_underfill_past_the_threshold_warns_without_blocking(scored, instance):
+    result = _budget(scored, instance, train=100.0)
+    assert result.success
+    evaluation = _evaluation(result)
+    assert not evaluation.passed and evaluation.severity.value == "WARN"
+    warnings = evaluation.metadata["warnings"].value
+    assert any(w.startswith("train: underfilled") for w in warnings)
+
+
+def test_a_plan_that_breaks_the_contract_fails_the_check(scored, instance, tmp_path):
+    assert _budget(scored, instance).success
+    root = tmp_path / "storage"
+    plan = read_budget_plan(root)
+    # Admit everything in train, rewrite the plan consistently (hashes match): only the contract is broken.
+    items = plan.items
+    in_train = [s == "train" and st == "ok" for s, st in zip(items.column("split").to_pylist(),
+                                                           items.column("status").cast("string").to_pylist())]
+    admitted = [a or t for a, t in zip(items.column("admitted").to_pylist(), in_train)]
+    items = items.set_column(items.column_names.index("admitted"), "admitted", pa.array(admitted))
+    write_budget_plan(type(plan)(items, plan.accounting, plan.options, plan.strategy), root,
+                      inputs=read_budget_record(root)["inputs"])
+    evaluation = budget(storage_root=StorageRootResource(url=str(root)))
+    assert not evaluation.passed and evaluation.severity.value == "ERROR"
+    assert any("more than one item over budget" in e for e in evaluation.metadata["errors"].value)
+
+
+def test_a_tampered_plan_file_fails_the_check(scored, instance, tmp_path):
+    assert _budget(scored, instance).success
+    items = tmp_path / "storage" / "budget" / "plan_items.parquet"
+    pq.write_table(pq.read_table(items).slice(0, 3), items)
+    evaluation = budget(storage_root=StorageRootResource(url=str(tmp_path / "storage")))
+    assert not evaluation.passed and "does not match the SHA-256" in evaluation.metadata["error"].value
+
+
+def test_an_invalid_request_fails_before_anything_is_written(scored, instance, tmp_path):
+    result = _budget(scored, instance, span_seconds=None, span_steps=32, short_policy="drop")
+    assert not result.success
+    assert "span_steps=32 < shard_length=64 with short_policy 'drop'" in _failure_text(result)
+    assert not (tmp_path / "storage" / "budget").exists()
+
+
+def test_a_strategy_changed_after_scoring_is_refused_until_rescored(scored, instance, landing):
+    strategy = json.loads((landing / "strategy.json").read_text())
+    strategy["priority"]["wind.max"] = 0.5
+    (landing / "strategy.json").write_text(json.dumps(strategy))
+    result = _budget(scored, instance)
+    assert not result.success and "Backfill every scored_segments partition" in _failure_text(result)
+
+
+def test_a_refused_split_is_not_used(scored, instance, tmp_path):
+    report = tmp_path / "storage" / "splits" / "split_report.json"
+    data = json.loads(report.read_text())
+    report.write_text(json.dumps({**data, "status": "refused_drift", "input_drift": {"message": "rule drifted"}}))
+    result = _budget(scored, instance)
+    assert not result.success and "the last split run was 'refused_drift'" in _failure_text(result)
