@@ -32,7 +32,8 @@ def budget_accounting(
     items: pa.Table,
     *,
     reason: np.ndarray,
-    split: np.ndarray,
+    split_code: np.ndarray,
+    source_code: np.ndarray,
     weight: np.ndarray,
     emitted_steps: np.ndarray,
     fills: dict[str, SplitFill],
@@ -42,7 +43,8 @@ def budget_accounting(
     tags: tuple[str, ...],
     tag_items: dict[str, np.ndarray],
 ) -> dict[str, Any]:
-    """The budget block for a plan. ``split`` is each item's split name (``""`` for none)."""
+    """The budget block for a plan. ``split_code`` is each item's index into :data:`SPLITS`
+    (-1 for none), ``source_code`` its source's code."""
     unit = options.unit
     seconds = items.column("seconds").to_numpy()
     hz = items.column("sample_hz").to_numpy()
@@ -51,9 +53,9 @@ def budget_accounting(
     admitted = np.isin(reason, [CODE[r] for r in ADMITTED_REASONS])
     requested = options.requested()
     blocks: dict[str, Any] = {}
-    for name in SPLITS:
+    for k, name in enumerate(SPLITS):
         fill = fills.get(name) or SplitFill(requested=requested[name])
-        in_split = split == name
+        in_split = split_code == k
         candidate = in_split & np.isin(reason, [CODE[r] for r in CANDIDATE_REASONS])
         took = in_split & admitted
         admitted_amount = float(weight[took].sum()) if took.any() else 0.0
@@ -84,7 +86,7 @@ def budget_accounting(
             "groups": fill.groups,
             "group_cap": fill.group_cap,
             "reserve_bound": fill.reserve_bound if fill.tags else None,
-            "sources_admitted": len(set(items.column("source_id").filter(pa.array(took)).to_pylist())) if took.any() else 0,
+            "sources_admitted": int(len(np.unique(source_code[took]))),
             "excluded": {
                 r: {"items": int(m.sum()), "seconds": _sum(m, seconds)}
                 for r in SPLIT_EXCLUSIONS for m in [in_split & (reason == CODE[r])]

@@ -113,7 +113,7 @@ def cut_tolerance(requested: float) -> float:
     """How far below the request the admitted total before an item must be for the item to
     be admitted: summing float seconds drifts (ten 0.1 s spans sum to 0.9999999999999999),
     and without it a budget of exactly ten spans would admit an eleventh."""
-    return 1e-9 * max(requested, 1.0)
+    return 1e-9 * requested  # relative only: a tiny but positive request still admits its first item
 
 
 def _cap_eligible(groups: np.ndarray, weights: np.ndarray, cap: float) -> np.ndarray:

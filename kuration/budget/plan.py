@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from kuration.budget.accounting import budget_accounting
 from kuration.budget.fill import ADMITTED_REASONS, CODE, REASONS, FillSelection, fill_split, tiebreak_keys
 from kuration.budget.options import SPLITS, BudgetError, BudgetOptions
-from kuration.budget.spans import segment_items, span_items
+from kuration.budget.spans import STATUS_CODE, segment_items, sorted_codes, span_items
 from kuration.budget.split_pools import GroupOf, SplitPools, seeded_hash, pools_from_assignments, seeded_pools
 from kuration.strategy import Strategy
 
@@ -71,12 +71,13 @@ def _selection(strategy: Strategy) -> FillSelection:
     return FillSelection(tuple(strategy.tags), sel.tag_coverage, sel.min_tag_frac, sel.max_group_overshoot)
 
 
-def _per_item(column: pa.ChunkedArray, mapping: dict[str, Any], default: Any) -> tuple[np.ndarray, list[str]]:
-    """Map a string column through ``mapping`` via its dictionary (one lookup per distinct value)."""
-    encoded = pc.dictionary_encode(column).combine_chunks()
-    names = encoded.dictionary.to_pylist()
-    values = np.array([mapping.get(name, default) for name in names], dtype=object)
-    return values[encoded.indices.to_numpy()] if len(encoded) else np.zeros(0, object), names
+def _status_codes(column: pa.ChunkedArray) -> np.ndarray:
+    """The items' status as codes into :data:`STATUSES`, whatever dictionary the column uses."""
+    array = column.combine_chunks()
+    if not pa.types.is_dictionary(array.type):
+        array = pc.dictionary_encode(array)
+    lookup = np.array([STATUS_CODE[name] for name in array.dictionary.to_pylist()] or [0], np.int8)
+    return lookup[array.indices.to_numpy()] if len(array) else np.zeros(0, np.int8)
 
 
 def _tag_items(tags: pa.ChunkedArray, wanted: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -91,13 +92,11 @@ def _tag_items(tags: pa.ChunkedArray, wanted: tuple[str, ...]) -> dict[str, np.n
     return out
 
 
-def _tiebreak(items: pa.Table, index_column: str, seed: int) -> np.ndarray:
-    src = pc.dictionary_encode(items.column("source_id")).combine_chunks()
-    ent = pc.dictionary_encode(items.column("entity_id")).combine_chunks()
-    src_hash = np.array([seeded_hash(seed, f"s\0{v}") for v in src.dictionary.to_pylist()], np.uint64)
+def _tiebreak(source_code: np.ndarray, source_names: list[str], items: pa.Table, index_column: str, seed: int) -> np.ndarray:
+    ent = pc.dictionary_encode(items.column("entity_id").combine_chunks())
+    src_hash = np.array([seeded_hash(seed, f"s\0{v}") for v in source_names], np.uint64)
     ent_hash = np.array([seeded_hash(seed, f"e\0{v}") for v in ent.dictionary.to_pylist()], np.uint64)
-    return tiebreak_keys(src.indices.to_numpy(), src_hash, ent.indices.to_numpy(), ent_hash,
-                         items.column(index_column).to_numpy())
+    return tiebreak_keys(source_code, src_hash, ent.indices.to_numpy(), ent_hash, items.column(index_column).to_numpy())
 
 
 def plan_budget(
@@ -121,70 +120,79 @@ def plan_budget(
     index_column = "segment_index" if counting else "span_index"
     n = items.num_rows
     weight = np.ones(n) if counting else items.column("seconds").to_numpy().astype(np.float64)
-    status = items.column("status").combine_chunks().cast(pa.string()).to_numpy(zero_copy_only=False) if n else np.zeros(0, object)
+    status = _status_codes(items.column("status"))
     requested = options.requested()
 
-    sources = sorted(set(pc.unique(items.column("source_id")).to_pylist())) if n else []
+    # Everything per source is decided once per distinct source and then indexed by code.
+    source_code, source_names = sorted_codes(items.column("source_id"))
+    source_names = source_names.to_pylist()
     if split_assignments is not None:
-        pools = pools_from_assignments(split_assignments, sources)
+        pools = pools_from_assignments(split_assignments, source_names)
+    elif source_names:
+        ok_weight = np.bincount(source_code, weights=np.where(status == STATUS_CODE["ok"], weight, 0.0),
+                                minlength=len(source_names))
+        pools = seeded_pools(dict(zip(source_names, ok_weight.tolist())), requested, seed=options.seed, group_of=group_of)
     else:
-        ok = status == "ok"
-        per_source: dict[str, float] = {s: 0.0 for s in sources}
-        source_col = items.column("source_id").to_numpy(zero_copy_only=False) if n else np.zeros(0, object)
-        for s, w in zip(source_col[ok], weight[ok]):
-            per_source[s] += w
-        pools = seeded_pools(per_source, requested, seed=options.seed, group_of=group_of) if sources else SplitPools({}, {}, "seeded_partition")
-    split, _ = _per_item(items.column("source_id"), pools.split_of, "")
-    group_name, _ = _per_item(items.column("source_id"), pools.group_of, "")
-    group_codes = np.unique(group_name.astype(str), return_inverse=True)[1].astype(np.int64) if n else np.zeros(0, np.int64)
+        pools = SplitPools({}, {}, "seeded_partition")
+    split_of_source = np.array([SPLITS.index(pools.split_of[s]) if s in pools.split_of else -1 for s in source_names]
+                               + [-1], np.int8)
+    group_names = sorted(set(pools.group_of.values()))
+    group_index = {g: i for i, g in enumerate(group_names)}
+    group_of_source = np.array([group_index.get(pools.group_of.get(s), -1) for s in source_names] + [-1], np.int64)
+    split_code = split_of_source[source_code]
+    group_code = group_of_source[source_code]
 
     reason = np.full(n, -1, np.int8)
     for st, why in _STATUS_REASON.items():
-        reason[status == st] = CODE[why]
-    reason[split == ""] = CODE["not_in_split"]
+        reason[status == STATUS_CODE[st]] = CODE[why]
+    reason[split_code < 0] = CODE["not_in_split"]
     fill_rank = np.full(n, -1, np.int64)
     reserved_for = np.full(n, None, dtype=object)
     priority = items.column("priority").to_numpy()
-    tiebreak = _tiebreak(items, index_column, options.seed) if n else np.zeros(0, np.uint64)
+    tiebreak = _tiebreak(source_code, source_names, items, index_column, options.seed) if n else np.zeros(0, np.uint64)
     tag_items = _tag_items(items.column("tags"), selection.tags) if n else {t: np.zeros(0, np.int64) for t in selection.tags}
     fills = {}
-    for name in SPLITS:
-        candidates = np.flatnonzero((split == name) & (reason == -1))
+    for k, name in enumerate(SPLITS):
+        candidates = np.flatnonzero((split_code == k) & (reason == -1))
         fills[name] = fill_split(
-            name, candidates, priority=priority, tiebreak=tiebreak, weight=weight, group=group_codes,
+            name, candidates, priority=priority, tiebreak=tiebreak, weight=weight, group=group_code,
             tag_items=tag_items, requested=requested[name], selection=selection, whole_units=counting,
             reason=reason, fill_rank=fill_rank, reserved_for=reserved_for,
         )
     assert (reason >= 0).all(), "every item gets a reason"
     admitted = np.isin(reason, [CODE[r] for r in ADMITTED_REASONS])
+    _assert_exclusive(admitted, source_code, group_code, split_code)
     steps = items.column("steps").to_numpy()
     emitted = np.where(admitted, options.chunking.emitted_steps(steps) if options.chunking else steps, 0)
 
     accounting = budget_accounting(
-        items, reason=reason, split=split, weight=weight, emitted_steps=emitted, fills=fills, pools=pools,
-        options=options, clip_aggregate=clip, tags=selection.tags, tag_items=tag_items,
+        items, reason=reason, split_code=split_code, source_code=source_code, weight=weight, emitted_steps=emitted,
+        fills=fills, pools=pools, options=options, clip_aggregate=clip, tags=selection.tags, tag_items=tag_items,
     )
-    decided = items.append_column("split", pa.array(np.where(split == "", None, split).tolist(), pa.string()))
-    decided = decided.append_column("group", pa.array(np.where(group_name == "", None, group_name).tolist(), pa.string()))
+    per_source_split = pa.array([None if k < 0 else SPLITS[k] for k in split_of_source[:-1]] + [None], pa.string())
+    per_source_group = pa.array([None if g < 0 else group_names[g] for g in group_of_source[:-1]] + [None], pa.string())
+    code_array = pa.array(source_code) if n else pa.array([], pa.int64())
+    tags_wanted = list(selection.tags)
+    reserved_code = np.array([-1 if t is None else tags_wanted.index(t) for t in reserved_for], np.int64) \
+        if reserved_for.any() else np.full(n, -1, np.int64)
+    decided = items.append_column("split", per_source_split.take(code_array))
+    decided = decided.append_column("group", per_source_group.take(code_array))
     decided = decided.append_column("reason", pa.DictionaryArray.from_arrays(
         pa.array(reason.astype(np.int32)), pa.array(list(REASONS), pa.string())))
     decided = decided.append_column("admitted", pa.array(admitted))
     decided = decided.append_column("fill_rank", pa.array(fill_rank))
-    decided = decided.append_column("reserved_for", pa.array(reserved_for.tolist(), pa.string()))
+    decided = decided.append_column("reserved_for", pa.array(tags_wanted + [None], pa.string()).take(
+        pa.array(np.where(reserved_code < 0, len(tags_wanted), reserved_code))))
     decided = decided.append_column("emitted_steps", pa.array(emitted.astype(np.int64)))
-    _assert_exclusive(decided)
     return BudgetPlan(decided, accounting, options, strategy.to_dict())
 
 
-def _assert_exclusive(items: pa.Table) -> None:
-    """By construction no source or group is admitted to two splits; assert it anyway, on
-    the plan as it will be stored."""
-    admitted = items.filter(items.column("admitted"))
-    for key in ("source_id", "group"):
-        pairs = admitted.group_by(key).aggregate([("split", "count_distinct")])
-        bad = pairs.filter(pc.greater(pairs.column("split_count_distinct"), 1))
-        if bad.num_rows:
-            raise AssertionError(f"budget plan: {key} {bad.column(key)[0].as_py()!r} admitted to more than one split")
+def _assert_exclusive(admitted: np.ndarray, source_code: np.ndarray, group_code: np.ndarray, split_code: np.ndarray) -> None:
+    """By construction no source or group is admitted to two splits; assert it anyway."""
+    for what, code in (("source", source_code), ("group", group_code)):
+        pairs = np.unique(np.stack([code[admitted], split_code[admitted].astype(np.int64)]), axis=1)
+        if pairs.shape[1] and np.any(np.diff(pairs[0]) == 0):
+            raise AssertionError(f"budget plan: a {what} was admitted to more than one split")
 
 
 __all__ = ["BudgetPlan", "DECISION_COLUMNS", "plan_budget"]

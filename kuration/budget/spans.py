@@ -53,26 +53,46 @@ def _check_columns(segments: pa.Table) -> None:
         raise BudgetError(f"segment table: missing column(s) {missing}{hint}; it has {segments.column_names}")
 
 
-def _canonical(segments: pa.Table) -> pa.Table:
-    """Sorted by (source, entity, start, segment_index): the plan never depends on the order
-    segments arrive in."""
-    order = pc.sort_indices(segments, sort_keys=[
-        ("source_id", "ascending"), ("entity_id", "ascending"), ("start", "ascending"), ("segment_index", "ascending"),
-    ])
-    return segments.take(order)
+def sorted_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """Integer codes of a string column that sort like its strings (byte order, as Arrow
+    sorts), and the distinct strings in that order. One string sort per distinct value."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    encoded = pc.dictionary_encode(column)
+    names = encoded.dictionary
+    by_name = pc.sort_indices(names).to_numpy()
+    rank = np.empty(len(names), np.int64)
+    rank[by_name] = np.arange(len(names))
+    return rank[encoded.indices.to_numpy()], names.take(pa.array(by_name))
 
 
-def _track_starts(segments: pa.Table) -> np.ndarray:
-    """Row offsets where a new (source, entity) track begins in canonical order, plus the end."""
-    n = segments.num_rows
-    if n == 0:
-        return np.zeros(1, np.int64)
-    source = segments.column("source_id").combine_chunks()
-    entity = segments.column("entity_id").combine_chunks()
-    changed = pc.or_(pc.not_equal(source.slice(1), source.slice(0, n - 1)),
-                     pc.not_equal(entity.slice(1), entity.slice(0, n - 1)))
-    inner = np.flatnonzero(changed.to_numpy(zero_copy_only=False)) + 1
-    return np.concatenate([[0], inner, [n]]).astype(np.int64)
+def _canonical(segments: pa.Table, columns: list[str]) -> tuple[pa.Table, np.ndarray]:
+    """``columns`` of ``segments`` sorted by (source, entity, start, segment_index), and each
+    row's track code (ascending with (source, entity)): the plan never depends on the order
+    segments arrive in. Tables already in that order (one source's stored file, sources
+    concatenated in name order) are not sorted again."""
+    src, _ = sorted_codes(segments.column("source_id"))
+    ent, ent_names = sorted_codes(segments.column("entity_id"))
+    track = src * max(len(ent_names), 1) + ent
+    start = _column(segments, "start", np.int64)
+    index = _column(segments, "segment_index", np.int64)
+    table = segments.select(columns)
+    if not len(track):
+        return table, track
+    # One packed (track, start) key when it fits in 62 bits: one diff to check the order,
+    # instead of a lexicographic test over three columns (big temporaries cost page faults).
+    span = int(start.max()) - int(start.min()) + 1
+    if int(track.max()) < (1 << 62) // span:
+        key = track * span + (start - start.min())
+        step = np.diff(key)
+        ordered = bool(np.all((step > 0) | ((step == 0) & (np.diff(index) >= 0))))
+        order = None if ordered else np.lexsort((index, key))
+    else:
+        order = np.lexsort((index, start, track))
+        ordered = bool(np.all(np.diff(order) == 1))
+    if not ordered:
+        table, track = table.take(pa.array(order)), track[order]
+    return table, track
 
 
 def _column(table: pa.Table, name: str, dtype) -> np.ndarray:
@@ -99,39 +119,54 @@ def _segment_status(priority: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.isfinite(priority), bad
 
 
-def _aggregate(values: np.ndarray, use: np.ndarray, groups: np.ndarray, n_groups: int, how: str) -> np.ndarray:
-    """``how`` of ``values[use]`` per group id (ids sorted ascending); NaN where a group uses
-    nothing. NaN among used values propagates, as a missing feature must."""
-    counts = np.bincount(groups, weights=use, minlength=n_groups)
-    out = np.full(n_groups, np.nan)
-    if not len(values):
+class _SpanGroups:
+    """Segment-span pairs sorted by span: each span's run of pairs, computed once and shared
+    by the priority and every feature."""
+
+    def __init__(self, pair_span: np.ndarray, n_spans: int) -> None:
+        self.n_spans = n_spans
+        self.sizes = np.bincount(pair_span, minlength=n_spans).astype(np.int64)
+        self.present = np.flatnonzero(self.sizes)
+        self.bounds = (np.cumsum(self.sizes) - self.sizes)[self.present]
+
+    def count(self, flags: np.ndarray) -> np.ndarray:
+        out = np.zeros(self.n_spans, np.int64)
+        if len(self.present):
+            out[self.present] = np.add.reduceat(flags, self.bounds, dtype=np.int64)
         return out
-    if how == "mean":
-        sums = np.bincount(groups, weights=np.where(use, values, 0.0), minlength=n_groups)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
-        nan_used = np.bincount(groups, weights=use & np.isnan(values), minlength=n_groups) > 0
-        out[nan_used] = np.nan
+
+    def aggregate(self, values: np.ndarray, use: np.ndarray, how: str) -> np.ndarray:
+        """``how`` of ``values[use]`` per span; NaN where a span uses nothing. NaN among the
+        used values propagates, as a missing feature must."""
+        out = np.full(self.n_spans, np.nan)
+        if not len(self.present):
+            return out
+        counts = np.add.reduceat(use, self.bounds, dtype=np.int64)
+        if how == "mean":
+            with np.errstate(invalid="ignore", divide="ignore"):
+                reduced = np.add.reduceat(np.where(use, values, 0.0), self.bounds) / counts
+        else:
+            fill, ufunc = (-np.inf, np.fmax) if how == "max" else (np.inf, np.fmin)
+            reduced = ufunc.reduceat(np.where(use, values, fill), self.bounds)
+        nan_used = np.logical_or.reduceat(use & np.isnan(values), self.bounds)
+        reduced[(counts == 0) | nan_used] = np.nan
+        out[self.present] = reduced
         return out
-    fill = -np.inf if how == "max" else np.inf
-    ufunc = np.fmax if how == "max" else np.fmin
-    masked = np.where(use, values, fill)
-    present = np.flatnonzero(np.bincount(groups, minlength=n_groups))
-    starts = np.searchsorted(groups, present)
-    reduced = ufunc.reduceat(masked, starts)
-    nan_used = np.bincount(groups, weights=use & np.isnan(values), minlength=n_groups) > 0
-    out[present] = reduced
-    out[counts == 0] = np.nan
-    out[nan_used] = np.nan
-    return out
+
+
+STATUS_CODE = {name: i for i, name in enumerate(STATUSES)}
 
 
 def _status(n_overlapping: np.ndarray, n_bad: np.ndarray, n_usable: np.ndarray) -> np.ndarray:
-    status = np.full(len(n_overlapping), "ok", dtype=object)
-    status[n_usable == 0] = "filtered"
-    status[n_bad > 0] = "non_finite"
-    status[n_overlapping == 0] = "unscored"
+    status = np.full(len(n_overlapping), STATUS_CODE["ok"], dtype=np.int8)
+    status[n_usable == 0] = STATUS_CODE["filtered"]
+    status[n_bad > 0] = STATUS_CODE["non_finite"]
+    status[n_overlapping == 0] = STATUS_CODE["unscored"]
     return status
+
+
+def _status_array(codes: np.ndarray) -> pa.DictionaryArray:
+    return pa.DictionaryArray.from_arrays(pa.array(codes, pa.int8()), pa.array(list(STATUSES), pa.string()))
 
 
 def span_items(segments: pa.Table, options: BudgetOptions, *, clip_aggregate: str) -> pa.Table:
@@ -139,9 +174,10 @@ def span_items(segments: pa.Table, options: BudgetOptions, *, clip_aggregate: st
     ``span_index``, ``start``, ``stop``, ``steps``, ``seconds``, ``sample_hz``, ``priority``,
     ``status``, ``segments`` (overlapping), ``tags`` and the aggregated features."""
     _check_columns(segments)
-    segments = _canonical(segments)
     features = feature_columns(segments)
-    starts = _track_starts(segments)
+    segments, track_code = _canonical(segments, [*REQUIRED_SEGMENT_COLUMNS, *features])
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(track_code)) + 1, [segments.num_rows]]).astype(np.int64) \
+        if segments.num_rows else np.zeros(1, np.int64)
     n_tracks = len(starts) - 1
     n = segments.num_rows
     track_of = np.repeat(np.arange(n_tracks), np.diff(starts))
@@ -179,24 +215,30 @@ def span_items(segments: pa.Table, options: BudgetOptions, *, clip_aggregate: st
     pair_seg = np.repeat(np.arange(n, dtype=np.int64), reps)
     within = np.arange(len(pair_seg), dtype=np.int64) - np.repeat(np.cumsum(reps) - reps, reps)
     pair_span = span_offset[track_of[pair_seg]] + k0[pair_seg] + within
-    order = np.argsort(pair_span, kind="stable")
-    pair_seg, pair_span = pair_seg[order], pair_span[order]
+    if len(pair_span) > 1 and np.any(pair_span[1:] < pair_span[:-1]):  # windows overlapping span edges
+        order = np.argsort(pair_span, kind="stable")
+        pair_seg, pair_span = pair_seg[order], pair_span[order]
+    # With every segment inside one span and no reordering, pair i is segment i: skip gathers.
+    identity = len(pair_seg) == n and (n == 0 or pair_seg[-1] == n - 1 and bool(np.all(np.diff(pair_seg) == 1)))
+    groups = _SpanGroups(pair_span, n_spans)
+
+    def per_pair(values: np.ndarray) -> np.ndarray:
+        return values if identity else values[pair_seg]
 
     priority = _column(segments, "priority", np.float64)
     usable, bad = _segment_status(priority)
-    n_overlapping = np.bincount(pair_span, minlength=n_spans)
-    n_bad = np.bincount(pair_span, weights=bad[pair_seg], minlength=n_spans)
-    n_usable = np.bincount(pair_span, weights=usable[pair_seg], minlength=n_spans)
-    status = _status(n_overlapping, n_bad, n_usable)
-    pair_usable = usable[pair_seg]
-    span_priority = _aggregate(priority[pair_seg], pair_usable, pair_span, n_spans, clip_aggregate)
-    span_priority[status == "filtered"] = -np.inf
-    span_priority[(status == "non_finite") | (status == "unscored")] = np.nan
+    n_bad = groups.count(per_pair(bad))
+    n_usable = groups.count(per_pair(usable))
+    status = _status(groups.sizes, n_bad, n_usable)
+    pair_usable = per_pair(usable)
+    span_priority = groups.aggregate(per_pair(priority), pair_usable, clip_aggregate)
+    span_priority[status == STATUS_CODE["filtered"]] = -np.inf
+    span_priority[(status == STATUS_CODE["non_finite"]) | (status == STATUS_CODE["unscored"])] = np.nan
     # Features aggregate over the segments the priority used; a span with none usable shows
     # its overlapping segments' figures, so a review can say why it was filtered.
-    feature_use = pair_usable | (n_usable[pair_span] == 0)
+    feature_use = pair_usable | (n_usable == 0)[pair_span]
     aggregated = {
-        key: _aggregate(_column(segments, key, np.float64)[pair_seg], feature_use, pair_span, n_spans, clip_aggregate)
+        key: groups.aggregate(per_pair(_column(segments, key, np.float64)), feature_use, clip_aggregate)
         for key in features
     }
 
@@ -212,8 +254,8 @@ def span_items(segments: pa.Table, options: BudgetOptions, *, clip_aggregate: st
         "seconds": pa.array(seconds),
         "sample_hz": pa.array(track_hz[span_track]),
         "priority": pa.array(span_priority),
-        "status": pa.array(status.tolist(), pa.string()).dictionary_encode(),
-        "segments": pa.array(n_overlapping.astype(np.int64)),
+        "status": _status_array(status),
+        "segments": pa.array(groups.sizes),
         "tags": _span_tags(segments.column("tags"), pair_seg, pair_span, n_spans),
     }
     columns.update({key: pa.array(values) for key, values in aggregated.items()})
@@ -251,13 +293,14 @@ def segment_items(segments: pa.Table) -> pa.Table:
     """The count path: one row per segment, with the same columns as :func:`span_items`
     (``segment_index`` for ``span_index``, ``segments`` = 1)."""
     _check_columns(segments)
-    segments = _canonical(segments)
+    features = feature_columns(segments)
+    segments, _ = _canonical(segments, [*REQUIRED_SEGMENT_COLUMNS, *features])
     priority = _column(segments, "priority", np.float64)
     usable, bad = _segment_status(priority)
     ones = np.ones(len(priority), np.int64)
     status = _status(ones, bad.astype(np.int64), usable.astype(np.int64))
     start, stop = _column(segments, "start", np.int64), _column(segments, "stop", np.int64)
-    priority = np.where(status == "non_finite", np.nan, priority)
+    priority = np.where(status == STATUS_CODE["non_finite"], np.nan, priority)
     columns = {
         "source_id": segments.column("source_id"),
         "entity_id": segments.column("entity_id"),
@@ -268,12 +311,12 @@ def segment_items(segments: pa.Table) -> pa.Table:
         "seconds": segments.column("seconds"),
         "sample_hz": segments.column("sample_hz"),
         "priority": pa.array(priority),
-        "status": pa.array(status.tolist(), pa.string()).dictionary_encode(),
+        "status": _status_array(status),
         "segments": pa.array(ones),
         "tags": segments.column("tags"),
     }
-    columns.update({key: segments.column(key) for key in feature_columns(segments)})
+    columns.update({key: segments.column(key) for key in features})
     return pa.table(columns)
 
 
-__all__ = ["REQUIRED_SEGMENT_COLUMNS", "STATUSES", "feature_columns", "segment_items", "span_items"]
+__all__ = ["REQUIRED_SEGMENT_COLUMNS", "STATUSES", "STATUS_CODE", "feature_columns", "segment_items", "sorted_codes", "span_items"]

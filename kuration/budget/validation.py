@@ -65,10 +65,10 @@ def validate_budget_plan(items: pa.Table, accounting: dict[str, Any], *, underfi
     unit = accounting["unit"]
     weight = np.ones(items.num_rows) if unit == "segments" else _numpy(items, "seconds").astype(np.float64)
     admitted = _numpy(items, "admitted").astype(bool)
-    split = np.array(items.column("split").to_pylist(), dtype=object)
+    split = _codes(items.column("split"))
     rank = _numpy(items, "fill_rank")
 
-    not_ok = admitted & (np.array(items.column("status").cast(pa.string()).to_pylist(), object) != "ok")
+    not_ok = admitted & pc.not_equal(items.column("status").cast(pa.string()), "ok").to_numpy(zero_copy_only=False)
     priority = _numpy(items, "priority")
     not_ok |= admitted & ~np.isfinite(priority)
     if not_ok.any():
@@ -84,7 +84,7 @@ def validate_budget_plan(items: pa.Table, accounting: dict[str, Any], *, underfi
     for name in SPLITS:
         block = accounting["splits"].get(name, {})
         requested = float(block.get("requested", 0.0))
-        mine = admitted & (split == name)
+        mine = admitted & (split.codes == split.code(name))
         total = float(weight[mine].sum())
         last = float(weight[mine][np.argmax(rank[mine])]) if mine.any() else 0.0
         figures[name] = {"requested": requested, "admitted": total, "last_admitted": last}
@@ -100,9 +100,9 @@ def validate_budget_plan(items: pa.Table, accounting: dict[str, Any], *, underfi
                           f"the items have {int(mine.sum())}")
         cap = block.get("group_cap")
         if cap is not None and mine.any():
-            groups = np.array(items.column("group").to_pylist(), dtype=object)[mine]
-            names, inverse = np.unique(groups.astype(str), return_inverse=True)
-            per_group = np.bincount(inverse, weights=weight[mine])
+            groups = _codes(items.column("group"))
+            names = groups.names
+            per_group = np.bincount(groups.codes[mine], weights=weight[mine], minlength=len(names))
             over = np.flatnonzero(per_group > cap * (1 + 1e-9) + 1e-9)
             for g in over[:_EXAMPLES]:
                 errors.append(f"{name}: group {names[g]!r} holds {per_group[g]:g} {unit}, over its cap of {cap:g}")
@@ -114,6 +114,22 @@ def validate_budget_plan(items: pa.Table, accounting: dict[str, Any], *, underfi
                 + ", ".join(f"{r} {v['items']}" for r, v in block.get("excluded", {}).items() if v["items"])
             )
     return BudgetValidation(tuple(errors), tuple(warnings), figures)
+
+
+@dataclass(frozen=True)
+class _Codes:
+    codes: np.ndarray  # -1 for null
+    names: list[str]
+
+    def code(self, name: str) -> int:
+        return self.names.index(name) if name in self.names else -2
+
+
+def _codes(column: pa.ChunkedArray) -> _Codes:
+    """A string column as integer codes: comparisons on millions of items stay in numpy."""
+    encoded = pc.dictionary_encode(column.combine_chunks())
+    codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    return _Codes(codes, encoded.dictionary.to_pylist())
 
 
 def _item(items: pa.Table, row: int) -> str:

@@ -27,7 +27,7 @@ from typing import Any
 
 from kuration import storage
 from kuration.errors import SelectorError, SplitConfigError
-from kuration.splits.selectors import CONCRETE_KINDS, Selector, SelectorKind, required_attrs_of
+from kuration.splits.selectors import CONCRETE_KINDS, Selector, required_attrs_of
 
 STAGES = ("train", "val", "test", "predict")
 #: The stages leakage is checked across; ``predict`` may legitimately overlap them.

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 from kuration import storage
 from kuration.errors import UniverseError
-from kuration.splits.sample_ref import SampleRef, posix_source, source_stem
+from kuration.splits.sample_ref import SampleRef, source_stem
 
 logger = logging.getLogger(__name__)
 

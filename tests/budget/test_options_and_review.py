@@ -12,7 +12,7 @@ from kuration.budget import (
     BudgetError, BudgetOptions, ShardChunking, hours_selection_review, plan_budget, validate_budget_plan,
 )
 from kuration.budget.plan_store import (
-    budget_url, load_scored_pool, read_admitted, read_budget_plan, write_budget_plan,
+    load_scored_pool, read_admitted, read_budget_plan, write_budget_plan,
 )
 from kuration.segment_store import RUN_KEY, SKIPPED_KEY, write_source_segments
 from tests.budget.segment_tables import assignments, segments_table, strategy

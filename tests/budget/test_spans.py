@@ -117,3 +117,14 @@ def test_track_steps_must_agree_within_a_track():
 def test_an_empty_segment_table_gives_no_spans():
     empty = segments_table([]).slice(0, 0)
     assert span_items(empty, BudgetOptions(train_hours=1, span_steps=4), clip_aggregate="max").num_rows == 0
+
+
+def test_canonical_order_holds_when_offsets_are_too_large_to_pack():
+    big = 2**61
+    rows = [(s, "e", start, start + 10, big + 10, p, []) for s, start, p in
+            [("c", big, 1.0), ("a", 0, 2.0), ("b", big, 3.0), ("a", big, 4.0), ("c", 0, 5.0)]]
+    table = segments_table(rows)
+    spans = span_items(table, BudgetOptions(train_hours=1), clip_aggregate="max").to_pylist()
+    assert [(s["source_id"], s["priority"]) for s in spans] == [("a", 4.0), ("b", 3.0), ("c", 5.0)]
+    items = segment_items(table).to_pylist()
+    assert [(i["source_id"], i["start"]) for i in items] == [("a", 0), ("a", big), ("b", big), ("c", 0), ("c", big)]
