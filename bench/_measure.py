@@ -8,6 +8,14 @@ from collections.abc import Callable
 from typing import Any
 
 
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """(seconds, result) of one run, after a GC."""
+    gc.collect()
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
 def best_of(fn: Callable[[], Any], repeats: int) -> tuple[float, list[float], Any]:
     """(best seconds, every run's seconds, the last result)."""
     times: list[float] = []
@@ -19,3 +27,16 @@ def best_of(fn: Callable[[], Any], repeats: int) -> tuple[float, list[float], An
         out = fn()
         times.append(time.perf_counter() - t0)
     return min(times), times, out
+
+
+def vmhwm_kb(pid: int | str = "self") -> int | None:
+    """Peak RSS of one process from /proc (Linux): per address space, so unlike
+    ``ru_maxrss`` it does not inherit the parent's peak through fork + exec."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None

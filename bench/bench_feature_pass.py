@@ -37,7 +37,6 @@ Run from the repo root:  .venv/bin/python bench/bench_feature_pass.py
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import platform
@@ -57,6 +56,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _measure import timed, vmhwm_kb  # noqa: E402
 from _reference_env import kuration_tree_state  # noqa: E402
 
 from kuration.schema import Schema  # noqa: E402
@@ -266,13 +266,6 @@ def agreement(kuration_segments: pa.Table, baseline: dict[str, np.ndarray]) -> d
 # --------------------------------------------------------------------------- measuring
 
 
-def timed(fn):
-    gc.collect()
-    t0 = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - t0, out
-
-
 def stage_breakdown(root: Path, limit: int) -> dict:
     """One sequential pass over the first ``limit`` sources, each stage timed on its own
     (ms per source). ``read_ticks`` includes the Parquet read it starts with."""
@@ -340,19 +333,6 @@ def startup_cost(tmp: Path, repeats: int) -> dict:
             "workers_2_all_runs": w2}
 
 
-def _vmhwm_kb(pid: int | str = "self") -> int | None:
-    """Peak RSS of one process from /proc (Linux): per address space, so unlike
-    ``ru_maxrss`` it does not inherit the parent's peak through fork + exec."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
 def _pool_workers() -> list[int]:
     """Pids of this process's multiprocessing workers (children running spawn_main)."""
     pids: set[int] = set()
@@ -377,7 +357,7 @@ def _pool_workers() -> list[int]:
 def _sample_workers(stop: threading.Event, peaks: dict[int, int]) -> None:
     while not stop.wait(0.02):
         for pid in _pool_workers():
-            hwm = _vmhwm_kb(pid)
+            hwm = vmhwm_kb(pid)
             if hwm is not None:
                 peaks[pid] = max(peaks.get(pid, 0), hwm)
 
@@ -385,7 +365,7 @@ def _sample_workers(stop: threading.Event, peaks: dict[int, int]) -> None:
 def memory_child(root: str, limit: int, workers: int) -> None:
     """Run in a fresh process: score the first ``limit`` sources and report peak RSS (kB)."""
     after_import = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    hwm_after_import = _vmhwm_kb()
+    hwm_after_import = vmhwm_kb()
     children_after_import = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     ids = sorted(p.name for p in Path(root).glob("*.parquet"))[:limit]
     peaks: dict[int, int] = {}
@@ -406,7 +386,7 @@ def memory_child(root: str, limit: int, workers: int) -> None:
         "ru_maxrss_kb_children_after_import": children_after_import,
         "ru_maxrss_kb_children": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
         "vmhwm_kb_after_import": hwm_after_import,
-        "vmhwm_kb_self": _vmhwm_kb(),
+        "vmhwm_kb_self": vmhwm_kb(),
         "vmhwm_kb_workers": sorted(peaks.values()),
         "arrow_allocated_bytes_at_end": pa.total_allocated_bytes(),
         "arrow_pool": pa.default_memory_pool().backend_name,
