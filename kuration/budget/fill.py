@@ -77,14 +77,6 @@ class SplitFill:
     tags: dict[str, dict] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class FillResult:
-    reason: np.ndarray       # int8 code into REASONS, per item
-    fill_rank: np.ndarray    # position in its split's admission sequence; -1 if not a candidate
-    reserved_for: np.ndarray  # object: the tag an item was reserved for, else None
-    splits: dict[str, SplitFill]
-
-
 def _splitmix64(x: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
         x = (x + np.uint64(0x9E3779B97F4A7C15)).astype(np.uint64)
@@ -152,7 +144,6 @@ def _cap_eligible(groups: np.ndarray, weights: np.ndarray, cap: float) -> np.nda
 
 
 def fill_split(
-    split: str,
     candidates: np.ndarray,
     *,
     priority: np.ndarray,
@@ -242,6 +233,11 @@ def fill_split(
     codes[admitted] = CODE["admitted"]
     if reserved:
         codes[: len(reserved)] = np.where(admitted[: len(reserved)], CODE["reserved"], codes[: len(reserved)])
+        # A reserve always fits the budget, except by a float whisker at min_tag_frac 1.0;
+        # an item the cut then refused is not reported as reserved.
+        for item, taken_in in zip(reserved, admitted[: len(reserved)]):
+            if not taken_in:
+                reserved_for[item] = None
     reason[sequence] = codes
     fill_rank[sequence] = np.arange(len(sequence))
     if admitted.any():
@@ -256,4 +252,4 @@ def _carries(items: np.ndarray, item: int) -> bool:
     return i < len(items) and items[i] == item
 
 
-__all__ = ["ADMITTED_REASONS", "CANDIDATE_REASONS", "CODE", "FillResult", "FillSelection", "REASONS", "SplitFill", "cut_tolerance", "fill_split", "tiebreak_keys"]
+__all__ = ["ADMITTED_REASONS", "CANDIDATE_REASONS", "CODE", "FillSelection", "REASONS", "SplitFill", "cut_tolerance", "fill_split", "tiebreak_keys"]

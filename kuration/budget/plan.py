@@ -155,7 +155,7 @@ def plan_budget(
     for k, name in enumerate(SPLITS):
         candidates = np.flatnonzero((split_code == k) & (reason == -1))
         fills[name] = fill_split(
-            name, candidates, priority=priority, tiebreak=tiebreak, weight=weight, group=group_code,
+            candidates, priority=priority, tiebreak=tiebreak, weight=weight, group=group_code,
             tag_items=tag_items, requested=requested[name], selection=selection, whole_units=counting,
             reason=reason, fill_rank=fill_rank, reserved_for=reserved_for,
         )

@@ -108,10 +108,10 @@ def validate_budget_plan(items: pa.Table, accounting: dict[str, Any], *, underfi
                 errors.append(f"{name}: group {names[g]!r} holds {per_group[g]:g} {unit}, over its cap of {cap:g}")
         underfill = max(0.0, requested - total)
         if requested > 0 and underfill / requested > underfill_warn_fraction:
+            excluded = ", ".join(f"{r} {v['items']}" for r, v in block.get("excluded", {}).items() if v["items"])
             warnings.append(
                 f"{name}: underfilled by {underfill:g} of {requested:g} {unit} ({underfill / requested:.0%}); the pool's "
-                f"candidates hold {block.get('candidate', 0.0):g}. Excluded: "
-                + ", ".join(f"{r} {v['items']}" for r, v in block.get("excluded", {}).items() if v["items"])
+                f"candidates hold {block.get('candidate', 0.0):g}. Excluded items: {excluded or 'none'}"
             )
     return BudgetValidation(tuple(errors), tuple(warnings), figures)
 

@@ -218,3 +218,23 @@ def test_the_plan_records_its_options_and_strategy():
     assert plan.accounting["span_seconds"] == 2.0 and plan.accounting["clip_aggregate"] == "max"
     assert plan_budget(segments_table(FOUR), BudgetOptions(train_hours=1), strategy=strategy("avoidance"),
                        split_assignments=TRAIN).accounting["clip_aggregate"] == "mean"
+
+
+def test_an_empty_pool_plans_nothing_and_reports_the_underfill():
+    from kuration.budget import validate_budget_plan
+    empty = segments_table(FOUR).slice(0, 0)
+    plan = plan_budget(empty, BudgetOptions(train_hours=1.0), strategy=strategy(tag_coverage=True, min_tag_frac=0.1))
+    assert plan.items.num_rows == 0 and plan.accounting["splits"]["train"]["underfill"] == 3600.0
+    result = validate_budget_plan(plan.items, plan.accounting)
+    assert result.ok and result.warnings == ("train: underfilled by 3600 of 3600 seconds (100%); the pool's candidates "
+                                             "hold 0. Excluded items: none",)
+
+
+def test_a_reserved_item_is_always_admitted_even_with_the_whole_budget_reserved():
+    rows = [("r1", "e", 0, 100, 100, 0.1, ["rare"]), ("r2", "e", 0, 100, 100, 0.2, ["b"])] + FOUR
+    splits = assignments({s: "train" for s in ("r1", "r2", "s4", "s3", "s2", "s1")})
+    strat = strategy(tags=("rare", "b"), tag_coverage=True, min_tag_frac=1.0)
+    plan = _plan(rows, splits=splits, strat=strat, train_hours=20 * H)
+    assert _admitted(plan) == ["r1", "r2"]
+    reserved = {k[0]: v for k, v in by_id(plan, "reserved_for").items() if v}
+    assert reserved == {"r1": "rare", "r2": "b"}
