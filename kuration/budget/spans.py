@@ -176,8 +176,27 @@ def span_items(segments: pa.Table, options: BudgetOptions, *, clip_aggregate: st
     _check_columns(segments)
     features = feature_columns(segments)
     segments, track_code = _canonical(segments, [*REQUIRED_SEGMENT_COLUMNS, *features])
-    starts = np.concatenate([[0], np.flatnonzero(np.diff(track_code)) + 1, [segments.num_rows]]).astype(np.int64) \
-        if segments.num_rows else np.zeros(1, np.int64)
+    n = segments.num_rows
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(track_code)) + 1, [n]]).astype(np.int64) if n else np.zeros(1, np.int64)
+    if n <= BLOCK_ROWS:
+        return _block_spans(segments, starts, features, options, clip_aggregate)
+    # Tracks are independent, so blocks of whole tracks give exactly the same spans; blocks
+    # keep the temporaries small enough to be reused instead of faulted in fresh each time.
+    cuts = np.unique(np.concatenate([[0], starts[np.searchsorted(starts, np.arange(BLOCK_ROWS, n, BLOCK_ROWS))], [n]]))
+    blocks = []
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        inner = starts[(starts >= a) & (starts <= b)] - a
+        blocks.append(_block_spans(segments.slice(a, b - a), inner, features, options, clip_aggregate))
+    return pa.concat_tables(blocks)
+
+
+#: Segments per block of :func:`span_items` (whole tracks; a longer track is its own block).
+BLOCK_ROWS = 1 << 19
+
+
+def _block_spans(segments: pa.Table, starts: np.ndarray, features: list[str], options: BudgetOptions,
+                 clip_aggregate: str) -> pa.Table:
+    """:func:`span_items` over canonical ``segments`` whose tracks begin at ``starts``."""
     n_tracks = len(starts) - 1
     n = segments.num_rows
     track_of = np.repeat(np.arange(n_tracks), np.diff(starts))

@@ -128,3 +128,15 @@ def test_canonical_order_holds_when_offsets_are_too_large_to_pack():
     assert [(s["source_id"], s["priority"]) for s in spans] == [("a", 4.0), ("b", 3.0), ("c", 5.0)]
     items = segment_items(table).to_pylist()
     assert [(i["source_id"], i["start"]) for i in items] == [("a", 0), ("a", big), ("b", big), ("c", 0), ("c", big)]
+
+
+def test_blocks_of_whole_tracks_give_the_same_spans(monkeypatch):
+    import kuration.budget.spans as spans_module
+    rows = TRACK + [(f"x{i}", "e", s, s + 10, 40, float(i + s), ["a"] if s == 10 else []) for i in range(4)
+                    for s in (0, 5, 10, 20, 30)] + [("t", "e", 0, 10, 10, math.nan, [])]
+    options = BudgetOptions(train_hours=1, span_steps=10)
+    whole = span_items(segments_table(rows), options, clip_aggregate="mean")
+    monkeypatch.setattr(spans_module, "BLOCK_ROWS", 4)  # smaller than a track: cuts fall on track starts
+    blocked = span_items(segments_table(rows), options, clip_aggregate="mean")
+    assert blocked.num_rows == whole.num_rows == 3 + 4 * 4 + 1
+    assert repr(blocked.to_pylist()) == repr(whole.to_pylist())
