@@ -1,0 +1,82 @@
+"""The ``hdf5`` container: one HDF5 file per shard, read with h5py (the ``[array]`` extra).
+
+At the root: one dataset per modality (``(rows, *shape)`` of its dtype, contiguous,
+uncompressed), the ``_present`` dataset when the spec has a mask, and two attributes,
+``format`` (``kuration-shard-hdf5/1``) and ``_n_steps`` (int64). HDF5 must seek while it
+writes, so the file is built in memory and handed to the stream in one write; creation
+times are not tracked, so the same shard gives the same bytes. h5py stores ``bool`` as an
+HDF5 enum of ``FALSE``/``TRUE`` and reads it back as ``bool``. h5py is imported only when a
+shard is written or read.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from typing import BinaryIO
+
+import numpy as np
+
+from kuration.output.containers._common import assemble, check_n_steps, check_names, check_shard, require
+from kuration.output.containers.protocol import ShardArrays, ShardFormatError
+from kuration.output.spec import N_STEPS, PRESENT, Modality
+
+FORMAT = "kuration-shard-hdf5/1"
+
+
+def _h5py():
+    return require("h5py", "array", "hdf5")
+
+
+class Hdf5Container:
+    """HDF5 via h5py, built in memory, written once."""
+
+    name = "hdf5"
+    extension = ".h5"
+
+    def write(self, stream: BinaryIO, shard: ShardArrays) -> None:
+        h5py = _h5py()
+        arrays, present, n_steps = check_shard(shard, self.name)
+        buffer = io.BytesIO()
+        with h5py.File(buffer, "w", libver="earliest", track_order=False) as f:
+            f.attrs["format"] = FORMAT
+            f.attrs[N_STEPS] = n_steps
+            for name, a in ({**arrays, PRESENT: present} if present is not None else arrays).items():
+                f.create_dataset(name, data=a, track_times=False)  # no chunks, no filters: contiguous
+        view = buffer.getbuffer()
+        try:
+            stream.write(view)
+        finally:
+            view.release()
+
+    def read(self, data: bytes, modalities: Mapping[str, Modality], *, presence: bool) -> ShardArrays:
+        h5py = _h5py()
+        try:
+            f = h5py.File(io.BytesIO(data), "r")
+        except (OSError, ValueError) as exc:
+            raise ShardFormatError(f"hdf5 shard: not a readable HDF5 file ({exc}); is the file truncated?") from None
+        with f:
+            if f.attrs.get("format") != FORMAT:
+                raise ShardFormatError(f"hdf5 shard: root attribute format is {f.attrs.get('format')!r}, expected {FORMAT!r}")
+            if N_STEPS not in f.attrs:
+                raise ShardFormatError(f"hdf5 shard: no root attribute {N_STEPS} (the real step count)")
+            n_steps = check_n_steps("hdf5", f.attrs[N_STEPS])
+            names = list(f.keys())
+            check_names("hdf5", names, modalities, presence=presence, what="dataset")
+            found = {}
+            for name in names:
+                node = f[name]
+                if not isinstance(node, h5py.Dataset):
+                    raise ShardFormatError(f"hdf5 shard: {name!r} is a {type(node).__name__}, expected a dataset")
+                try:
+                    found[name] = np.asarray(node[()])  # a 0-d dataset reads as a scalar
+                except (OSError, ValueError, TypeError) as exc:
+                    raise ShardFormatError(f"hdf5 shard: dataset {name!r} cannot be read: {exc}") from None
+        present = found.pop(PRESENT, None)
+        return assemble("hdf5", found, present, n_steps, modalities)
+
+    def __repr__(self) -> str:
+        return "Hdf5Container()"
+
+
+__all__ = ["FORMAT", "Hdf5Container"]

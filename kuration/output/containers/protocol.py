@@ -1,0 +1,61 @@
+"""The shard container boundary: one protocol, four implementations with identical semantics.
+
+A container turns one shard's arrays into bytes on a stream and back. Every container
+stores each modality as shaped ``(rows, *shape)`` (Parquet flattens tensors into list
+columns and reshapes them on read), the boolean ``_present`` mask when the spec asks for
+it, and the real (pre-pad) step count ``_n_steps`` in-band. Reading restores the declared
+dtype and shape whatever the container widened on disk (JSON keeps numbers as float64 or
+int64), so a ``uint8`` frame comes back ``uint8`` and float32 values bit-exact. The one
+exception is JSON's NaN token: a NaN comes back as NaN, but not with its sign or payload bits.
+
+``write`` gets a write-only, sequential stream: it must not seek or read back, because the
+caller hashes the bytes as they pass (that is how a shard's SHA-256 costs no second read).
+A container that needs a seekable file builds the shard in memory and writes it once.
+``read`` gets the shard's complete bytes, after the caller has checked their size and hash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import BinaryIO, Protocol
+
+import numpy as np
+
+from kuration.errors import KurationError
+from kuration.output.spec import Modality
+
+
+class ShardFormatError(KurationError, ValueError):
+    """Shard bytes cannot be read back as the declared modalities."""
+
+
+@dataclass(frozen=True)
+class ShardArrays:
+    """One shard's payload: each modality as ``(rows, *shape)`` of its declared dtype,
+    ``present`` as ``(rows,)`` bool (None when the spec has no presence mask), and
+    ``n_steps``, the real steps (``rows`` minus padding)."""
+
+    arrays: Mapping[str, np.ndarray]
+    present: np.ndarray | None
+    n_steps: int
+
+    @property
+    def rows(self) -> int:
+        if self.present is not None:
+            return len(self.present)
+        return len(next(iter(self.arrays.values()))) if self.arrays else self.n_steps
+
+
+class ShardContainer(Protocol):
+    """``name`` is what ``OutputSpec.container`` says; ``extension`` includes the dot."""
+
+    name: str
+    extension: str
+
+    def write(self, stream: BinaryIO, shard: ShardArrays) -> None: ...
+
+    def read(self, data: bytes, modalities: Mapping[str, Modality], *, presence: bool) -> ShardArrays: ...
+
+
+__all__ = ["ShardArrays", "ShardContainer", "ShardFormatError"]

@@ -1,0 +1,131 @@
+"""One shard's arrays from one track: every modality routed from its source, zero-filled
+where the entity is absent, padded when the spec pads, and never silently zero where the
+entity is present.
+
+Routing (:class:`kuration.output.spec.Modality`):
+
+- ``field:<name>``: the track's values of that schema field or global, cast to the
+  declared dtype (same kind only; the spec was validated against the schema);
+- ``segment:<feature>``: ``track.meta[feature]``, the span's aggregated value, repeated on
+  every present row (absent from ``track.meta`` is an error);
+- ``media:<column>``: the track's references, decoded by the adapter in one bounded batch
+  per shard; a present row without a reference is an error;
+- ``encoder:<hook>``: the encoder's value for every present row (see :mod:`.encoders`).
+
+This module builds arrays in memory; it does not choose file names or write anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+
+from kuration.entities import entity_key
+from kuration.errors import KurationError
+from kuration.output.containers.protocol import ShardArrays
+from kuration.output.encoders import OutputEncoder, encode_rows
+from kuration.output.spec import Modality, OutputSpec
+from kuration.schema import Schema
+
+
+class MissingValueError(KurationError, ValueError):
+    """A present entity has no value for a declared modality (writing zero would lie)."""
+
+
+class MediaDecoder(Protocol):
+    def decode_media(self, column: str, refs: list[Any], *, source_id: str) -> np.ndarray: ...
+
+
+def _where(track: Any, row: int) -> str:
+    return f"source {track.source_id!r}, entity {entity_key(track.entity_id)}, row {row} (tick {int(track.ticks[row])})"
+
+
+def _cast(values: Any, modality: Modality, what: str) -> np.ndarray:
+    array = np.asarray(values)
+    if array.shape[1:] != modality.shape:
+        raise MissingValueError(
+            f"modality {modality.name!r} ({modality.source}): {what} has shape {list(array.shape[1:])} per row, "
+            f"the spec declares {list(modality.shape)}"
+        )
+    if not np.can_cast(array.dtype, modality.numpy_dtype, casting="same_kind") and array.size:
+        raise MissingValueError(
+            f"modality {modality.name!r} ({modality.source}): {what} is {array.dtype}, which {modality.dtype} cannot hold "
+            "without changing kind"
+        )
+    return array.astype(modality.numpy_dtype, copy=False)
+
+
+def assemble_shard(
+    track: Any,
+    start: int,
+    stop: int,
+    spec: OutputSpec,
+    *,
+    schema: Schema,
+    encoder: OutputEncoder | None = None,
+    media: MediaDecoder | None = None,
+) -> ShardArrays:
+    """The arrays of the shard covering rows ``[start, stop)`` of ``track``."""
+    n = stop - start
+    rows = spec.shard_rows(n)
+    present = np.zeros(rows, bool)
+    present[:n] = track.present[start:stop]
+    arrays: dict[str, np.ndarray] = {}
+    present_rows = np.flatnonzero(present)
+    for name, m in spec.modalities.items():
+        out = np.zeros((rows, *m.shape), m.numpy_dtype)
+        if m.kind == "field":
+            if m.key not in track.values:
+                raise MissingValueError(f"modality {name!r}: track of source {track.source_id!r} has no field {m.key!r}")
+            out[:n] = _cast(track.values[m.key][start:stop], m, f"field {m.key!r}")
+            out[:n][~present[:n]] = 0  # tracks zero-fill absent rows already; a shard must not depend on it
+        elif m.kind == "segment":
+            if m.key not in track.meta:
+                raise MissingValueError(
+                    f"modality {name!r}: no segment feature {m.key!r} in the span's meta for source {track.source_id!r}, "
+                    f"entity {entity_key(track.entity_id)}; it has {sorted(track.meta)}. Add the feature to the strategy "
+                    "(segment: modalities read the span-aggregated features)"
+                )
+            value = _cast(np.asarray(track.meta[m.key])[None, ...], m, f"segment feature {m.key!r}")
+            out[present_rows] = value[0]
+        elif m.kind == "media":
+            if media is None:
+                raise MissingValueError(f"modality {name!r} ({m.source}): pass adapter= (something with decode_media) to decode it")
+            refs = track.media[m.key][start:stop]
+            missing = [i for i in present_rows if refs[i] is None]
+            if missing:
+                raise MissingValueError(
+                    f"modality {name!r}: no {m.key!r} reference at {_where(track, start + missing[0])} although the entity "
+                    "is present"
+                )
+            if len(present_rows):
+                decoded = media.decode_media(m.key, [refs[i] for i in present_rows], source_id=track.source_id)
+                out[present_rows] = _cast(decoded, m, f"decoded media {m.key!r}")
+        arrays[name] = out
+    hooks = spec.of_kind("encoder")
+    if hooks:
+        if encoder is None:
+            raise MissingValueError(f"modalities {sorted(hooks)} come from an encoder; pass encoder=")
+        records = list(_records(track, start, present_rows))
+        ctx = {"schema": schema, "track": {**track.meta, "source_id": track.source_id, "entity_id": track.entity_id}}
+        values = encode_rows(encoder, records, ctx, sorted({m.key for m in hooks.values()}),
+                             where=lambda i: _where(track, start + int(present_rows[i])))
+        for name, m in hooks.items():
+            if len(present_rows):
+                arrays[name][present_rows] = _cast(np.asarray(values[m.key]), m, f"encoder hook {m.key!r}")
+    return ShardArrays(arrays, present if spec.presence_mask else None, n)
+
+
+def _records(track: Any, start: int, present_rows: np.ndarray):
+    for i in present_rows:
+        row = start + int(i)
+        record: dict[str, Any] = {name: arr[row] for name, arr in track.values.items()}
+        record.update({name: refs[row] for name, refs in track.media.items()})
+        record["_tags"] = track.tags[row]
+        record["_tick"] = int(track.ticks[row])
+        record["_present"] = True
+        yield record
+
+
+__all__ = ["MediaDecoder", "MissingValueError", "assemble_shard"]

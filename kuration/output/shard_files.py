@@ -1,0 +1,109 @@
+"""Shard files: portable names, and a local write that hashes the bytes as they pass and
+publishes the file atomically (temp file in the same directory, fsync, ``os.replace``).
+
+Names: ``<source>_<entity>[_spanNNN]_<hash12>_shardNNNN<ext>``. The readable prefix keeps
+only ``[A-Za-z0-9._-]`` (anything else becomes ``_``) and is cut to a bounded length, so it
+is portable to every filesystem and object store; the 12-hex-digit hash of the exact
+(source, entity) pair tells apart ids that flatten to the same prefix (``a/b`` and ``a_b``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from kuration.output.containers.protocol import ShardArrays, ShardContainer
+
+PREFIX_PART_MAX = 48
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _portable(text: str) -> str:
+    cleaned = _UNSAFE.sub("_", text).strip("._") or "x"
+    return cleaned[:PREFIX_PART_MAX]
+
+
+def shard_stem(source_id: str, entity: str, span_index: int | None) -> str:
+    """``<source>_<entity>[_spanNNN]_<hash12>``; ``entity`` is the type-tagged entity key."""
+    digest = hashlib.sha256(f"{source_id}\0{entity}".encode()).hexdigest()[:12]
+    span = "" if span_index is None else f"_span{span_index:03d}"
+    return f"{_portable(source_id)}_{_portable(entity)}{span}_{digest}"
+
+
+def shard_name(stem: str, shard_index: int, extension: str) -> str:
+    return f"{stem}_shard{shard_index:04d}{extension}"
+
+
+class HashingWriter(io.RawIOBase):
+    """A write-only, unseekable stream that forwards to ``sink`` and keeps the SHA-256 and
+    the byte count of everything written (so no second read of the file is needed)."""
+
+    def __init__(self, sink) -> None:
+        self._sink = sink
+        self._hash = hashlib.sha256()
+        self.bytes_written = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def readable(self) -> bool:
+        return False
+
+    def write(self, data) -> int:
+        view = memoryview(data).cast("B")
+        self._hash.update(view)
+        self._sink.write(view)
+        self.bytes_written += len(view)
+        return len(view)
+
+    def tell(self) -> int:  # zipfile asks; answering it would invite a seek back
+        raise io.UnsupportedOperation("HashingWriter is sequential: no tell")
+
+    def seek(self, *args) -> int:
+        raise io.UnsupportedOperation("HashingWriter is sequential: no seek")
+
+    def readinto(self, *args) -> int:
+        raise io.UnsupportedOperation("HashingWriter is write-only")
+
+    def truncate(self, *args) -> int:
+        raise io.UnsupportedOperation("HashingWriter is sequential: no truncate")
+
+    @property
+    def sha256(self) -> str:
+        return self._hash.hexdigest()
+
+
+@dataclass(frozen=True)
+class WrittenShard:
+    path: Path
+    bytes: int
+    sha256: str
+
+
+def write_shard_local(path: str | os.PathLike[str], container: ShardContainer, shard: ShardArrays) -> WrittenShard:
+    """Write ``shard`` to ``path`` atomically: readers see the old file or the whole new one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    try:
+        with open(temp, "wb") as f:
+            writer = HashingWriter(f)
+            container.write(writer, shard)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return WrittenShard(path, writer.bytes_written, writer.sha256)
+
+
+__all__ = ["HashingWriter", "PREFIX_PART_MAX", "WrittenShard", "shard_name", "shard_stem", "write_shard_local"]
