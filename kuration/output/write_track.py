@@ -11,6 +11,7 @@ makes a dataset readable.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,43 @@ from kuration.output.spec import OutputSpec, OutputSpecError
 from kuration.schema import Schema
 
 SPLIT_NAMES = ("train", "val", "test")
+
+
+@dataclass(frozen=True)
+class ShardTarget:
+    """One shard to exist: where (``path``, relative to the dataset) and which track rows."""
+
+    path: str
+    split: str
+    source_id: str
+    entity_id: str
+    span_index: int | None
+    shard_index: int
+    start: int
+    stop: int
+
+
+def shard_targets(spec: OutputSpec, *, split: str, source_id: str, entity_id: str, span_index: int | None,
+                  start: int, stop: int) -> list[ShardTarget]:
+    """The shards of track rows ``[start, stop)``: a pure plan, no data read."""
+    stem = shard_stem(source_id, entity_id, span_index)
+    extension = get_container(spec.container).extension
+    return [ShardTarget(f"{split}/{shard_name(stem, k, extension)}", split, source_id, entity_id, span_index, k,
+                        start + a, start + b)
+            for k, (a, b) in enumerate(spec.shards_for(stop - start))]
+
+
+def write_target(out: str | os.PathLike[str], target: ShardTarget, track: Any, spec: OutputSpec, *, schema: Schema,
+                 encoder: OutputEncoder, adapter: MediaDecoder | None) -> dict[str, Any]:
+    """Assemble and atomically write one shard; its manifest entry."""
+    shard = assemble_shard(track, target.start, target.stop, spec, schema=schema, encoder=encoder, media=adapter)
+    written = write_shard_local(Path(out).joinpath(*target.path.split("/")), get_container(spec.container), shard)
+    return {
+        "path": target.path, "split": target.split, "source_id": target.source_id, "entity_id": target.entity_id,
+        "span_index": target.span_index, "shard_index": target.shard_index, "start": target.start, "stop": target.stop,
+        "n_steps": shard.n_steps, "rows": shard.rows, "padded": shard.rows > shard.n_steps,
+        "container": spec.container, "bytes": written.bytes, "sha256": written.sha256,
+    }
 
 
 def write_track(
@@ -47,23 +85,10 @@ def write_track(
     stop = len(track) if stop is None else stop
     if not 0 <= start <= stop <= len(track):
         raise OutputSpecError(f"write_track: rows [{start}, {stop}) are outside the track's {len(track)} rows")
-    container = get_container(spec.container)
     encoder = encoder or PassthroughEncoder()
-    entity = entity_key(track.entity_id)
-    stem = shard_stem(str(track.source_id), entity, span_index)
-    folder = Path(out) / split
-    entries = []
-    for index, (a, b) in enumerate(spec.shards_for(stop - start)):
-        shard = assemble_shard(track, start + a, start + b, spec, schema=schema, encoder=encoder, media=adapter)
-        name = shard_name(stem, index, container.extension)
-        written = write_shard_local(folder / name, container, shard)
-        entries.append({
-            "path": f"{split}/{name}", "split": split, "source_id": str(track.source_id), "entity_id": entity,
-            "span_index": span_index, "shard_index": index, "start": start + a, "stop": start + b,
-            "n_steps": shard.n_steps, "rows": shard.rows, "padded": shard.rows > shard.n_steps,
-            "container": spec.container, "bytes": written.bytes, "sha256": written.sha256,
-        })
-    return entries
+    targets = shard_targets(spec, split=split, source_id=str(track.source_id), entity_id=entity_key(track.entity_id),
+                            span_index=span_index, start=start, stop=stop)
+    return [write_target(out, t, track, spec, schema=schema, encoder=encoder, adapter=adapter) for t in targets]
 
 
-__all__ = ["SPLIT_NAMES", "write_track"]
+__all__ = ["SPLIT_NAMES", "ShardTarget", "shard_targets", "write_target", "write_track"]

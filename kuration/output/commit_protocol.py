@@ -1,0 +1,179 @@
+"""The commit protocol: how a dataset directory goes from one committed state to the next
+without a reader ever accepting a half-written one.
+
+Files a dataset directory holds besides its shards::
+
+    dataset_manifest.json        shards (relative paths, sizes, SHA-256) and the budget block
+    config.json                  the resolved job, results, timestamps and provenance
+    dataset.commit.json          {"state": "writing" | "committed", the SHA-256 of the manifest,
+                                 the config and the output-spec marker, a checksum of itself}
+    .kuration_output_spec.json   the resolved output spec and run fingerprint (what resume pins)
+
+The order, which every writer follows (:mod:`kuration.output.write_dataset`):
+
+1. everything that can fail without touching the destination (validation, scoring, the
+   budget plan) happens first; a failure there leaves every published byte as it was;
+2. ``dataset.commit.json`` moves to ``state=writing`` (pinning the new marker's SHA-256),
+   then the marker is written. From here readers reject the directory;
+3. shards are written, each to a temp file in its own directory and moved into place;
+4. the manifest and the config are written and made durable (file and directory fsync);
+5. the checksummed ``state=committed`` record is published, last.
+
+Only a ``committed`` record whose checksum holds and whose manifest and config hashes match
+the files makes a dataset readable (:func:`kuration.read.load_committed`). Every metadata
+file is written with :func:`write_file_durably`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from kuration.errors import KurationError
+
+COMMIT_FILE = "dataset.commit.json"
+MANIFEST_FILE = "dataset_manifest.json"
+CONFIG_FILE = "config.json"
+SPEC_MARKER_FILE = ".kuration_output_spec.json"
+RESUME_JOURNAL_FILE = ".kuration_resume.jsonl"
+STATES = ("writing", "committed")
+COMMIT_FORMAT = 1
+
+
+class CommitError(KurationError, RuntimeError):
+    """A dataset's commit record is missing, torn, tampered with or not committed."""
+
+
+def canonical_json(data: Any) -> bytes:
+    """Deterministic JSON (sorted keys, no NaN): the bytes that are hashed."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode()
+
+
+def readable_json(data: Any) -> bytes:
+    """Deterministic, indented JSON for files people open."""
+    return (json.dumps(data, sort_keys=True, indent=1, allow_nan=False, ensure_ascii=False) + "\n").encode()
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def fsync_directory(path: str | os.PathLike[str]) -> None:
+    """Make renames in ``path`` durable (a no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(os.fspath(path), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_file_durably(path: str | os.PathLike[str], data: bytes) -> None:
+    """Temp file in the same directory, fsync, ``os.replace``, fsync the directory."""
+    from kuration import storage
+
+    storage.write_bytes_atomic(os.fspath(path), data)
+    fsync_directory(Path(path).parent)
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    state: str
+    run_fingerprint: str
+    spec_marker_sha256: str
+    manifest_sha256: str | None = None
+    config_sha256: str | None = None
+    format: int = COMMIT_FORMAT
+
+    def body(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_bytes(self) -> bytes:
+        body = self.body()
+        return readable_json({**body, "checksum": sha256_hex(canonical_json(body))})
+
+    @classmethod
+    def parse(cls, data: bytes, *, where: str) -> CommitRecord:
+        try:
+            raw = json.loads(data, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+        except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
+            raise CommitError(f"{where}: not a valid commit record ({exc}); the writer was interrupted or the file "
+                              "was edited. Re-run the write with resume=True or force=True") from None
+        if not isinstance(raw, dict) or "checksum" not in raw:
+            raise CommitError(f"{where}: not a commit record (no checksum)")
+        checksum = raw.pop("checksum")
+        fields = set(cls.__dataclass_fields__)
+        if set(raw) != fields:
+            raise CommitError(f"{where}: commit record keys {sorted(raw)}, expected {sorted(fields)}")
+        if sha256_hex(canonical_json(raw)) != checksum:
+            raise CommitError(f"{where}: the commit record's checksum does not match its content (edited or torn); "
+                              "do not trust this dataset. Re-run the write with resume=True or force=True")
+        record = cls(**raw)
+        if record.state not in STATES or record.format != COMMIT_FORMAT:
+            raise CommitError(f"{where}: unknown state {record.state!r} or format {record.format!r}")
+        return record
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    if len(keys) != len(set(keys)):
+        duplicated = sorted({k for k in keys if keys.count(k) > 1})
+        raise ValueError(f"duplicate key(s) {duplicated}")
+    return dict(pairs)
+
+
+def _no_constants(token: str) -> Any:
+    raise ValueError(f"non-finite number {token} is not allowed")
+
+
+def strict_json(data: bytes, *, where: str) -> Any:
+    """Parse metadata JSON refusing duplicate keys and NaN/Infinity (a reader must not guess)."""
+    try:
+        return json.loads(data, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
+        raise CommitError(f"{where}: not valid dataset metadata ({exc})") from None
+
+
+def read_commit(out: str | os.PathLike[str]) -> CommitRecord | None:
+    """The destination's commit record; None when there is none."""
+    path = Path(out) / COMMIT_FILE
+    if path.is_symlink():
+        raise CommitError(f"{path}: is a symlink; dataset metadata must be a regular file")
+    if not path.exists():
+        return None
+    return CommitRecord.parse(path.read_bytes(), where=str(path))
+
+
+def publish_writing(out: str | os.PathLike[str], *, run_fingerprint: str, marker: bytes) -> None:
+    """Step 2: readers reject the directory from here until :func:`publish_committed`."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    record = CommitRecord("writing", run_fingerprint, sha256_hex(marker))
+    write_file_durably(out / COMMIT_FILE, record.to_bytes())
+    write_file_durably(out / SPEC_MARKER_FILE, marker)
+
+
+def publish_committed(out: str | os.PathLike[str], *, run_fingerprint: str, marker: bytes, manifest: bytes,
+                      config: bytes) -> CommitRecord:
+    """Steps 4 and 5: manifest and config made durable, then the committed record, last."""
+    out = Path(out)
+    write_file_durably(out / MANIFEST_FILE, manifest)
+    write_file_durably(out / CONFIG_FILE, config)
+    record = CommitRecord("committed", run_fingerprint, sha256_hex(marker), sha256_hex(manifest), sha256_hex(config))
+    write_file_durably(out / COMMIT_FILE, record.to_bytes())
+    return record
+
+
+__all__ = [
+    "COMMIT_FILE", "CONFIG_FILE", "CommitError", "CommitRecord", "MANIFEST_FILE", "RESUME_JOURNAL_FILE",
+    "SPEC_MARKER_FILE", "STATES", "canonical_json", "fsync_directory", "publish_committed", "publish_writing",
+    "read_commit", "readable_json", "sha256_hex", "strict_json", "write_file_durably",
+]

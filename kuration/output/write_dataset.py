@@ -1,0 +1,375 @@
+"""``write_dataset``: score, fill the budget, write the shards, commit. And
+``write_planned_dataset``, the part after the budget plan (what the Dagster asset calls).
+
+The order is the commit protocol's (:mod:`.commit_protocol`): the lease is taken first, then
+everything that can fail without touching the destination (argument checks, the output
+spec against the schema, the plan against the spec, the destination's state, the sources'
+identities); only then does publication begin. A failure before it leaves every published
+byte as it was.
+
+Resume. ``resume=True`` reuses a shard only when all of these hold: the destination's
+commit record pins the SHA-256 of an output-spec marker identical to this run's (same spec,
+same plan, same sources, same code: one run fingerprint); the shard is recorded, with its
+size and SHA-256, in the committed manifest or in the resume journal that an interrupted
+run leaves (``.kuration_resume.jsonl``, one line per finished shard); the file still has that
+size and SHA-256; and its source has a strong identity (content hash, ETag or version).
+Everything else is rebuilt. ``force=True`` replaces the destination; the two together are
+an error, and without either an existing destination is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import hashlib
+import inspect
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+import kuration
+from kuration.budget import BudgetOptions, BudgetPlan, plan_budget
+from kuration.budget.spans import feature_columns
+from kuration.entities import entity_key
+from kuration.errors import KurationError
+from kuration.output.commit_protocol import (
+    COMMIT_FILE, MANIFEST_FILE, RESUME_JOURNAL_FILE, SPEC_MARKER_FILE, CommitError, CommitRecord,
+    canonical_json, publish_committed, publish_writing, read_commit, readable_json, sha256_hex,
+)
+from kuration.output.encoders import OutputEncoder, PassthroughEncoder
+from kuration.output.lease import LEASE_FILE, DestinationLease
+from kuration.output.spec import OutputSpec
+from kuration.output.write_track import SPLIT_NAMES, ShardTarget, shard_targets, write_target
+from kuration.read.committed import shard_matches
+from kuration.schema import Schema
+from kuration.tracks import tracks_from_ticks
+
+MANIFEST_FORMAT = 1
+
+
+class DatasetWriteError(KurationError, RuntimeError):
+    """The dataset cannot be written as asked (the destination exists, the plan does not fit
+    the spec, a planned span is not in its source any more, ...)."""
+
+
+@dataclass(frozen=True)
+class DatasetWriteResult:
+    """What a write produced. ``result["results"]["budget"]`` reads the config, as in the seed."""
+
+    out: str
+    record: CommitRecord
+    manifest: dict[str, Any]
+    config: dict[str, Any]
+    budget_plan: BudgetPlan
+    written: int
+    reused: int
+
+    def __getitem__(self, key: str) -> Any:
+        return self.config[key]
+
+
+def _encoder_fingerprint(encoder: OutputEncoder) -> dict[str, Any]:
+    cls = type(encoder)
+    try:
+        code = hashlib.sha256(inspect.getsource(cls).encode()).hexdigest()
+    except (OSError, TypeError):
+        code = None  # built in C or defined interactively: its name and state still count
+    state = json.loads(json.dumps(getattr(encoder, "__dict__", {}), sort_keys=True, default=repr))
+    return {"class": f"{cls.__module__}.{cls.__qualname__}", "code_sha256": code, "state": state}
+
+
+def _plan_digest(admitted: pa.Table) -> str:
+    """What the writer will emit, by value: ids, rows, splits and the span features."""
+    digest = hashlib.sha256()
+    for name in admitted.column_names:
+        if name in ("fill_rank",):
+            continue
+        # Not canonical_json: an admitted span may carry a NaN feature, which is data here.
+        values = json.dumps(admitted.column(name).to_pylist(), sort_keys=True, default=repr).encode()
+        digest.update(name.encode() + b"\0" + values)
+    return digest.hexdigest()
+
+
+def _existing_content(out: Path) -> list[str]:
+    if not out.exists():
+        return []
+    if not out.is_dir():
+        raise DatasetWriteError(f"{out}: exists and is not a directory")
+    return sorted(p.name for p in out.iterdir() if p.name != LEASE_FILE)
+
+
+def _journal_entries(out: Path, run_fingerprint: str) -> list[dict[str, Any]]:
+    path = out / RESUME_JOURNAL_FILE
+    if not path.is_file() or path.is_symlink():
+        return []
+    entries = []
+    for line in path.read_bytes().splitlines():
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue  # the line a crash tore
+        if isinstance(item, dict) and item.get("run") == run_fingerprint and isinstance(item.get("entry"), dict):
+            entries.append(item["entry"])
+    return entries
+
+
+def _committed_entries(out: Path, record: CommitRecord) -> list[dict[str, Any]]:
+    if record.state != "committed":
+        return []
+    path = out / MANIFEST_FILE
+    if not path.is_file() or path.is_symlink():
+        return []
+    data = path.read_bytes()
+    if sha256_hex(data) != record.manifest_sha256:
+        return []
+    try:
+        return list(json.loads(data).get("entries", []))
+    except (ValueError, AttributeError):
+        return []
+
+
+def _reusable(out: Path, resume: bool, record: CommitRecord | None, marker: bytes, run_fingerprint: str,
+              strong: Mapping[str, bool]) -> tuple[dict[str, dict[str, Any]], str]:
+    """Shard path -> its recorded entry, for shards resume may keep; and why not, if none."""
+    if not resume:
+        return {}, "resume not requested"
+    if record is None:
+        return {}, f"no {COMMIT_FILE} at the destination"
+    marker_path = out / SPEC_MARKER_FILE
+    if record.spec_marker_sha256 != sha256_hex(marker) or not marker_path.is_file() or marker_path.read_bytes() != marker:
+        return {}, (f"the destination's {SPEC_MARKER_FILE} (pinned by {COMMIT_FILE}) is missing or belongs to another "
+                    "run: the spec, plan, sources or code changed")
+    candidates = {e["path"]: e for e in _committed_entries(out, record) + _journal_entries(out, run_fingerprint)
+                  if isinstance(e, dict) and "path" in e}
+    kept = {path: e for path, e in candidates.items() if strong.get(e.get("source_id"), False)}
+    return kept, "" if kept else "no finished shard of a source with a strong identity was recorded"
+
+
+def _targets(admitted: pa.Table, spec: OutputSpec, plan: BudgetPlan) -> list[tuple[ShardTarget, dict[str, Any]]]:
+    """Every shard the plan implies, from the plan alone. Whole-track spans are named
+    without ``_spanNNN``; sub-track spans and counted segments with their index."""
+    whole_tracks = plan.options.unit == "seconds" and plan.options.span_steps is None and plan.options.span_seconds is None
+    out = []
+    for row in admitted.to_pylist():
+        span = None if whole_tracks else int(row[plan.index_column])
+        for target in shard_targets(spec, split=row["split"], source_id=row["source_id"], entity_id=row["entity_id"],
+                                    span_index=span, start=int(row["start"]), stop=int(row["stop"])):
+            out.append((target, row))
+    return out
+
+
+def write_planned_dataset(
+    out: str | os.PathLike[str],
+    plan: BudgetPlan,
+    *,
+    adapter: Any,
+    schema: Schema,
+    spec: OutputSpec,
+    encoder: OutputEncoder | None = None,
+    resume: bool = False,
+    force: bool = False,
+    job: Mapping[str, Any] | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> DatasetWriteResult:
+    """Write the spans ``plan`` admitted as a committed dataset at ``out`` (local path)."""
+    if resume and force:
+        raise DatasetWriteError("resume=True and force=True: resume keeps a run's finished shards, force replaces the "
+                                "destination; choose one")
+    out = Path(out)
+    spec.validate_against(schema)
+    chunking = plan.options.chunking
+    if chunking is not None and chunking != spec.chunking:
+        raise DatasetWriteError(
+            f"the budget plan priced shards of {chunking.shard_length} steps ({chunking.short_policy}), the output spec "
+            f"writes {spec.shard_length} ({spec.short_policy}); plan again with the spec's shard_length and short_policy"
+        )
+    encoder = encoder or PassthroughEncoder()
+    started = _dt.datetime.now(_dt.timezone.utc)
+    with DestinationLease(out):
+        existing = _existing_content(out)
+        try:
+            record = read_commit(out)
+        except CommitError:
+            if not force:
+                raise
+            record = None
+        if existing and not (resume or force):
+            raise DatasetWriteError(
+                f"{out}: already holds {existing[:5]}{'...' if len(existing) > 5 else ''}; pass resume=True to finish or "
+                "reuse the same run, or force=True to replace it"
+            )
+        admitted = plan.admitted()
+        sources = sorted(set(admitted.column("source_id").to_pylist()))
+        identities = {s: adapter.identity(s) for s in sources}
+        strong = {s: bool(identity.strong) for s, identity in identities.items()}
+        targets = _targets(admitted, spec, plan)
+        fingerprints = {
+            "output_spec": spec.fingerprint(), "schema": schema.fingerprint(), "plan": _plan_digest(admitted),
+            "encoder": _encoder_fingerprint(encoder), "adapter": {"class": f"{type(adapter).__module__}.{type(adapter).__qualname__}",
+                                                                  "repr": repr(adapter)},
+            "sources": {s: identities[s].token() for s in sources}, "kuration": kuration.__version__,
+        }
+        run_fingerprint = sha256_hex(canonical_json(fingerprints))
+        marker = readable_json({"format": 1, "output": spec.to_dict(), "run_fingerprint": run_fingerprint})
+        reusable, no_reuse_reason = _reusable(out, resume, record, marker, run_fingerprint, strong)
+        journal_lines = _journal_entries(out, run_fingerprint) if reusable else []
+
+        # -- publication starts: readers reject the directory until the final commit ------
+        publish_writing(out, run_fingerprint=run_fingerprint, marker=marker)
+        entries: list[dict[str, Any]] = []
+        written = reused = 0
+        features = feature_columns(admitted)
+        journal_mode = "ab" if journal_lines else "wb"
+        with open(out / RESUME_JOURNAL_FILE, journal_mode) as journal:
+            by_source: dict[str, list[tuple[ShardTarget, dict[str, Any]]]] = {}
+            for target, row in targets:
+                by_source.setdefault(target.source_id, []).append((target, row))
+            done = 0
+            for source in sources:
+                pending = []
+                for target, row in by_source.get(source, []):
+                    entry = reusable.get(target.path)
+                    if entry is not None and _same_target(entry, target) and shard_matches(out / target.path, entry):
+                        entries.append(entry)
+                        reused += 1
+                    else:
+                        pending.append((target, row))
+                if pending:
+                    tracks = {entity_key(t.entity_id): t
+                              for t in tracks_from_ticks(schema, adapter.read_ticks(source), source)}
+                    for target, row in pending:
+                        track = _span_track(tracks, target, row, features)
+                        entry = write_target(out, target, track, spec, schema=schema, encoder=encoder, adapter=adapter)
+                        entries.append(entry)
+                        written += 1
+                        journal.write(json.dumps({"run": run_fingerprint, "entry": entry}, sort_keys=True).encode() + b"\n")
+                        journal.flush()
+                        os.fsync(journal.fileno())
+                done += 1
+                if progress:
+                    progress(done, len(sources), source)
+        entries.sort(key=lambda e: (e["source_id"], e["entity_id"], -1 if e["span_index"] is None else e["span_index"],
+                                    e["shard_index"]))
+        manifest = _manifest(entries, spec, plan, run_fingerprint)
+        finished = _dt.datetime.now(_dt.timezone.utc)
+        config = {
+            "format": 1,
+            "job": {"output": spec.to_dict(), "schema": schema.to_dict(), "budget": plan.options.to_dict(),
+                    "strategy": plan.strategy, **(dict(job) if job else {})},
+            "results": {"budget": plan.accounting, "splits": manifest["splits"], "shards": len(entries),
+                        "written_shards": written, "reused_shards": reused,
+                        "resume": {"requested": resume, "reuse_refused": no_reuse_reason if resume and not reused else ""}},
+            "timestamps": {"started": started.isoformat(timespec="seconds"), "finished": finished.isoformat(timespec="seconds")},
+            "provenance": {"run_fingerprint": run_fingerprint, **fingerprints,
+                           "sources_strong_identity": strong},
+        }
+        manifest_bytes = readable_json(manifest)
+        config_bytes = readable_json(config)
+        committed = publish_committed(out, run_fingerprint=run_fingerprint, marker=marker, manifest=manifest_bytes,
+                                      config=config_bytes)
+        _remove_leftovers(out, {e["path"] for e in entries})
+    return DatasetWriteResult(str(out), committed, manifest, config, plan, written, reused)
+
+
+def _same_target(entry: Mapping[str, Any], target: ShardTarget) -> bool:
+    return (entry.get("split"), entry.get("source_id"), entry.get("entity_id"), entry.get("span_index"),
+            entry.get("shard_index"), entry.get("start"), entry.get("stop")) == (
+        target.split, target.source_id, target.entity_id, target.span_index, target.shard_index, target.start, target.stop)
+
+
+def _span_track(tracks: Mapping[str, Any], target: ShardTarget, row: Mapping[str, Any], features: Sequence[str]) -> Any:
+    track = tracks.get(target.entity_id)
+    if track is None:
+        raise DatasetWriteError(
+            f"source {target.source_id!r} has no entity {target.entity_id} any more, but the budget plan admitted its span "
+            f"{target.span_index}; the recording changed after scoring. Re-score and plan again"
+        )
+    if int(row["stop"]) > len(track):
+        raise DatasetWriteError(
+            f"source {target.source_id!r}, entity {target.entity_id}: the plan's span [{row['start']}, {row['stop']}) is "
+            f"past the track's {len(track)} rows; the recording changed after scoring. Re-score and plan again"
+        )
+    meta = {**track.meta, **{key: row[key] for key in features}, "span_index": row.get("span_index"),
+            "priority": row.get("priority")}
+    return dataclasses.replace(track, meta=meta)
+
+
+def _manifest(entries: list[dict[str, Any]], spec: OutputSpec, plan: BudgetPlan, run_fingerprint: str) -> dict[str, Any]:
+    splits = {}
+    for name in SPLIT_NAMES:
+        mine = [e for e in entries if e["split"] == name]
+        splits[name] = {"shards": len(mine), "steps": int(sum(e["n_steps"] for e in mine)),
+                        "bytes": int(sum(e["bytes"] for e in mine))}
+    return {"format": MANIFEST_FORMAT, "output": spec.to_dict(), "entries": entries, "splits": splits,
+            "budget": plan.accounting, "run_fingerprint": run_fingerprint}
+
+
+def _remove_leftovers(out: Path, keep: set[str]) -> None:
+    """After the commit: shards of an earlier run no manifest lists, temp files, the journal."""
+    (out / RESUME_JOURNAL_FILE).unlink(missing_ok=True)
+    for split in SPLIT_NAMES:
+        folder = out / split
+        if not folder.is_dir():
+            continue
+        for path in folder.iterdir():
+            if f"{split}/{path.name}" not in keep and path.is_file():
+                path.unlink(missing_ok=True)
+
+
+def write_dataset(
+    out: str | os.PathLike[str],
+    *,
+    schema: Schema,
+    adapter: Any,
+    strategy: Any,
+    segmenter: Any,
+    spec: OutputSpec,
+    sources: Sequence[str] | None = None,
+    encoder: OutputEncoder | None = None,
+    train_hours: float | None = None,
+    val_hours: float | None = None,
+    test_hours: float | None = None,
+    sample_hz: float | None = None,
+    seed: int = 0,
+    group_of: Any = None,
+    clip_aggregate: str | None = None,
+    span_steps: int | None = None,
+    span_seconds: float | None = None,
+    workers: int = 1,
+    executor: str = "local",
+    on_error: str = "skip",
+    resume: bool = False,
+    force: bool = False,
+    cache: Any = None,
+) -> DatasetWriteResult:
+    """Score ``sources`` (default: all), fill the hour budgets, write and commit the
+    dataset at ``out``. Everything that can be checked is checked before scoring."""
+    from kuration.scoring import score_sources
+
+    if resume and force:
+        raise DatasetWriteError("resume=True and force=True: resume keeps a run's finished shards, force replaces the "
+                                "destination; choose one")
+    if sample_hz is not None and not np.isclose(sample_hz, schema.sample_hz):
+        raise DatasetWriteError(f"sample_hz={sample_hz:g} but the schema says {schema.sample_hz:g} Hz; leave sample_hz "
+                                "unset (it defaults to the schema's)")
+    spec.validate_against(schema)
+    strategy.validate_against(schema)
+    options = BudgetOptions(train_hours=train_hours, val_hours=val_hours, test_hours=test_hours, span_steps=span_steps,
+                            span_seconds=span_seconds, clip_aggregate=clip_aggregate, seed=seed, chunking=spec.chunking)
+    scored = score_sources(adapter, segmenter=segmenter, strategy=strategy, sources=sources, workers=workers,
+                           executor=executor, on_error=on_error, cache=cache)
+    plan = plan_budget(scored.segments, options, strategy=strategy, group_of=group_of)
+    job = {"segmenter": segmenter.to_dict(), "scoring_run": scored.run_fingerprint, "workers": workers,
+           "executor": executor, "on_error": on_error,
+           "skipped_sources": {o.source_id: o.error for o in scored.skipped}}
+    return write_planned_dataset(out, plan, adapter=adapter, schema=schema, spec=spec, encoder=encoder, resume=resume,
+                                 force=force, job=job)
+
+
+__all__ = ["DatasetWriteError", "DatasetWriteResult", "write_dataset", "write_planned_dataset"]

@@ -1,0 +1,217 @@
+"""write_dataset / write_planned_dataset: the commit protocol, protection, resume, the lease,
+and readers that accept only committed, consistent datasets."""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kuration.budget import BudgetOptions, hours_selection_review, plan_budget
+from kuration.demo_corpus import write_demo_landing_zone
+from kuration.output import OutputSpec
+from kuration.output.commit_protocol import COMMIT_FILE, CONFIG_FILE, MANIFEST_FILE, SPEC_MARKER_FILE, CommitError, publish_writing
+from kuration.output.lease import DestinationLease, LeaseError
+from kuration.output.write_dataset import DatasetWriteError, write_dataset, write_planned_dataset
+from kuration.read import load_committed, read_shard, verify_dataset
+from kuration.scoring import score_sources
+from kuration.settings import load_curation_settings
+from kuration.sources import ParquetTickAdapter
+
+SPEC = {"shard_length": 32, "short_policy": "pad", "container": "npz", "modalities": {
+    "pos": {"dtype": "float32", "shape": [3], "source": "field:pos"},
+    "battery": {"dtype": "float32", "shape": [], "source": "field:battery"},
+    "frame": {"dtype": "uint8", "shape": [12, 16, 3], "source": "media:frame"},
+    "wind": {"dtype": "float32", "shape": [], "source": "segment:wind.max"},
+}}
+
+
+class Corpus:
+    def __init__(self, root: Path):
+        zone = write_demo_landing_zone(root / "landing", seed=5, recordings_per_site=1, sites=3, minutes=(1, 2))
+        landing = Path(zone.root)
+        self.settings = load_curation_settings(landing / "schema.json", landing / "strategy.json", window=10, stride=5)
+        self.schema = self.settings.schema
+        self.adapter = ParquetTickAdapter(landing / "recordings", self.schema)
+        self.spec = OutputSpec.from_dict(SPEC)
+        self.scored = score_sources(self.adapter, segmenter=self.settings.segmenter, strategy=self.settings.strategy)
+
+    def plan(self, **budget):
+        budget = {"train_hours": 40 / 3600, "test_hours": 20 / 3600, "span_seconds": 10.0, **budget}
+        options = BudgetOptions(**budget, chunking=self.spec.chunking)
+        return plan_budget(self.scored.segments, options, strategy=self.settings.strategy, group_of=None)
+
+    def write(self, out, plan=None, spec=None, **kwargs):
+        return write_planned_dataset(out, plan or self.plan(), adapter=self.adapter, schema=self.schema,
+                                     spec=spec or self.spec, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return Corpus(tmp_path_factory.mktemp("corpus"))
+
+
+def snapshot(out: Path) -> dict[str, bytes]:
+    """Every published file's bytes (not the lease or temp files)."""
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
+            if p.is_file() and p.name != ".kuration-writer.lock" and not p.name.endswith(".tmp")}
+
+
+def data_files(out: Path) -> dict[str, bytes]:
+    """What must be byte-identical between two runs of one job: shards, manifest, marker."""
+    return {k: v for k, v in snapshot(out).items() if k not in (CONFIG_FILE, COMMIT_FILE, ".kuration_resume.jsonl")}
+
+
+def test_a_written_dataset_is_committed_verified_and_readable(corpus, tmp_path):
+    result = corpus.write(tmp_path / "out")
+    assert result.record.state == "committed" and result.written == len(result.manifest["entries"]) > 0
+    assert verify_dataset(tmp_path / "out").ok
+    dataset = load_committed(tmp_path / "out")
+    entries = dataset.entries
+    assert entries == sorted(entries, key=lambda e: (e["source_id"], e["entity_id"], e["span_index"], e["shard_index"]))
+    assert all(not Path(e["path"]).is_absolute() and e["path"].split("/")[0] in ("train", "test") for e in entries)
+    shard = read_shard(dataset, entries[0])
+    assert shard.arrays["frame"].dtype.name == "uint8" and shard.arrays["frame"].shape == (32, 12, 16, 3)
+    assert result["results"]["budget"]["splits"]["train"]["requested"] == 40.0
+    assert set(result.config["provenance"]) >= {"run_fingerprint", "output_spec", "encoder", "adapter", "sources", "plan"}
+    assert "train" in hours_selection_review(result).render()
+    assert not (tmp_path / "out" / ".kuration_resume.jsonl").exists()
+
+
+def test_an_existing_destination_is_protected(corpus, tmp_path):
+    out = tmp_path / "out"
+    corpus.write(out)
+    before = snapshot(out)
+    with pytest.raises(DatasetWriteError, match="pass resume=True to finish or reuse the same run, or force=True"):
+        corpus.write(out)
+    with pytest.raises(DatasetWriteError, match="resume=True and force=True"):
+        corpus.write(out, resume=True, force=True)
+    assert snapshot(out) == before
+
+
+def test_a_failure_before_publication_leaves_every_published_byte(corpus, tmp_path):
+    out = tmp_path / "out"
+    corpus.write(out)
+    before = snapshot(out)
+    bad_spec = OutputSpec.from_dict({**SPEC, "shard_length": 16})
+    with pytest.raises(DatasetWriteError, match="the budget plan priced shards of 32 steps"):
+        corpus.write(out, spec=bad_spec, force=True)
+
+    class Unreadable(ParquetTickAdapter):
+        def identity(self, source_id):
+            raise OSError(f"{source_id}: permission denied")
+    with pytest.raises(OSError, match="permission denied"):
+        write_planned_dataset(out, corpus.plan(), adapter=Unreadable(corpus.adapter.root_url, corpus.schema),
+                              schema=corpus.schema, spec=corpus.spec, force=True)
+    assert snapshot(out) == before and load_committed(out)
+
+
+def test_force_replaces_and_removes_the_old_runs_shards(corpus, tmp_path):
+    out = tmp_path / "out"
+    first = corpus.write(out, plan=corpus.plan(train_hours=60 / 3600))
+    second = corpus.write(out, plan=corpus.plan(train_hours=20 / 3600), force=True)
+    assert len(second.manifest["entries"]) < len(first.manifest["entries"])
+    on_disk = {str(p.relative_to(out)) for p in out.glob("*/*")}
+    assert on_disk == {e["path"] for e in second.manifest["entries"]} and verify_dataset(out).ok
+
+
+def test_resume_reuses_verified_shards_and_rebuilds_corrupt_or_missing_ones(corpus, tmp_path):
+    out = tmp_path / "out"
+    reference = corpus.write(out)
+    first, second, third = (out / e["path"] for e in reference.manifest["entries"][:3])
+    data = bytearray(first.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    first.write_bytes(bytes(data))
+    second.write_bytes(second.read_bytes()[:-10])
+    third.unlink()
+    assert not verify_dataset(out).ok and len(verify_dataset(out).bad_shards) == 3
+    again = corpus.write(out, resume=True)
+    assert (again.written, again.reused) == (3, len(reference.manifest["entries"]) - 3)
+    assert again.manifest == reference.manifest and verify_dataset(out).ok
+
+
+def test_resume_of_a_different_run_reuses_nothing(corpus, tmp_path):
+    out = tmp_path / "out"
+    corpus.write(out)
+    other = OutputSpec.from_dict({**SPEC, "short_policy": "keep"})
+    plan = plan_budget(corpus.scored.segments, BudgetOptions(train_hours=40 / 3600, test_hours=20 / 3600,
+                                                             span_seconds=10.0, chunking=other.chunking),
+                       strategy=corpus.settings.strategy)
+    result = corpus.write(out, plan=plan, spec=other, resume=True)
+    assert result.reused == 0 and "belongs to another run" in result.config["results"]["resume"]["reuse_refused"]
+
+
+def test_a_changed_marker_cannot_authorize_reuse(corpus, tmp_path):
+    out = tmp_path / "out"
+    corpus.write(out)
+    marker = out / SPEC_MARKER_FILE
+    marker.write_bytes(marker.read_bytes().replace(b'"format": 1', b'"format": 1, "x": 0'))
+    assert corpus.write(out, resume=True).reused == 0
+    marker.unlink()
+    assert corpus.write(out, resume=True).reused == 0
+
+
+def test_weak_source_identities_never_authorize_reuse(corpus, tmp_path):
+    class Weak(ParquetTickAdapter):
+        def identity(self, source_id):
+            from kuration.sources.protocol import SourceIdentity
+            return SourceIdentity(kind="logical", value=source_id)  # a name, not content: weak
+    adapter = Weak(corpus.adapter.root_url, corpus.schema)
+    out = tmp_path / "out"
+    write_planned_dataset(out, corpus.plan(), adapter=adapter, schema=corpus.schema, spec=corpus.spec)
+    again = write_planned_dataset(out, corpus.plan(), adapter=adapter, schema=corpus.schema, spec=corpus.spec, resume=True)
+    assert again.reused == 0 and again.written > 0
+
+
+def test_readers_reject_a_dataset_being_written(corpus, tmp_path):
+    out = tmp_path / "out"
+    corpus.write(out)
+    publish_writing(out, run_fingerprint="x", marker=b"{}")
+    with pytest.raises(CommitError, match="state='writing': a writer is running or was interrupted"):
+        load_committed(out)
+    assert not verify_dataset(out).ok
+
+
+@pytest.mark.parametrize("tamper, message", [
+    (lambda out: (out / COMMIT_FILE).unlink(), "not a committed dataset"),
+    (lambda out: (out / COMMIT_FILE).write_bytes((out / COMMIT_FILE).read_bytes().replace(b"committed", b"commitxed")),
+     "checksum does not match"),
+    (lambda out: (out / MANIFEST_FILE).write_bytes((out / MANIFEST_FILE).read_bytes() + b" "),
+     "does not match the SHA-256 pinned"),
+    (lambda out: (out / COMMIT_FILE).write_bytes(b'{"state": "committed", "state": "committed"}'), "not a valid commit record"),
+])
+def test_readers_reject_tampered_metadata(corpus, tmp_path, tamper, message):
+    out = tmp_path / "out"
+    corpus.write(out)
+    tamper(out)
+    with pytest.raises(CommitError, match=message):
+        load_committed(out)
+
+
+def test_symlinked_metadata_is_refused(corpus, tmp_path):
+    out = tmp_path / "out"
+    corpus.write(out)
+    real = tmp_path / "elsewhere.json"
+    shutil.move(out / MANIFEST_FILE, real)
+    os.symlink(real, out / MANIFEST_FILE)
+    with pytest.raises(CommitError, match="is a symlink"):
+        load_committed(out)
+
+
+def test_a_second_writer_gets_a_lease_error(corpus, tmp_path):
+    out = tmp_path / "out"
+    with DestinationLease(out):
+        with pytest.raises(LeaseError, match=r"another writer holds this destination \(pid \d+ on .* since "):
+            corpus.write(out)
+    corpus.write(out)  # released
+
+
+def test_write_dataset_scores_plans_and_writes(corpus, tmp_path):
+    result = write_dataset(tmp_path / "out", schema=corpus.schema, adapter=corpus.adapter,
+                           strategy=corpus.settings.strategy, segmenter=corpus.settings.segmenter, spec=corpus.spec,
+                           train_hours=40 / 3600, test_hours=20 / 3600, span_seconds=10.0)
+    assert verify_dataset(tmp_path / "out").ok and result.config["job"]["segmenter"]["window"] == 10
+    with pytest.raises(DatasetWriteError, match="sample_hz=20 but the schema says 10 Hz"):
+        write_dataset(tmp_path / "o2", schema=corpus.schema, adapter=corpus.adapter, strategy=corpus.settings.strategy,
+                      segmenter=corpus.settings.segmenter, spec=corpus.spec, train_hours=1, sample_hz=20)
+    assert not (tmp_path / "o2").exists()
