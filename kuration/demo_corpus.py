@@ -112,6 +112,23 @@ DEMO_STRATEGY: dict[str, Any] = {
     "selection": {"tag_coverage": True, "min_tag_frac": 0.1, "max_group_overshoot": 1.5},
 }
 
+#: What each timestep of the demo's training shards holds (written as ``output_spec.json``):
+#: the drone's state, the camera frame, the wind, and the span's near-miss score.
+DEMO_OUTPUT_SPEC: dict[str, Any] = {
+    "shard_length": 64,
+    "short_policy": "pad",
+    "container": "npz",
+    "presence_mask": True,
+    "modalities": {
+        "pos": {"dtype": "float32", "shape": [3], "source": "field:pos"},
+        "vel": {"dtype": "float32", "shape": [3], "source": "field:vel"},
+        "battery": {"dtype": "float32", "shape": [], "source": "field:battery"},
+        "wind": {"dtype": "float32", "shape": [2], "source": "field:wind"},
+        "frame": {"dtype": "uint8", "shape": list(FRAME_SHAPE), "source": "media:frame"},
+        "near_miss": {"dtype": "float32", "shape": [], "source": "segment:tag.near_miss"},
+    },
+}
+
 # Site climate: prevailing wind speed (m/s), gust strength (m/s), wind direction (deg,
 # where it blows towards), ground colour (RGB). Fixed per site, whatever the seed.
 _SITE_CLIMATE = {
@@ -192,7 +209,7 @@ def write_demo_landing_zone(
     written = 0
     clips = rows = entities = seconds = 0
     events = {name: 0 for name in EVENTS}
-    for name, doc in (("schema.json", DEMO_SCHEMA), ("strategy.json", DEMO_STRATEGY)):
+    for name, doc in (("schema.json", DEMO_SCHEMA), ("strategy.json", DEMO_STRATEGY), ("output_spec.json", DEMO_OUTPUT_SPEC)):
         data = json.dumps(doc, indent=1).encode()
         storage.write_bytes_atomic(storage.join_url(root, name), data)
         written += len(data)

@@ -38,6 +38,16 @@ def read_json(url: str | os.PathLike[str], *, what: str) -> dict:
     return data
 
 
+def load_output_spec(url: str | os.PathLike[str], schema: Schema):
+    """``output_spec.json``: what each timestep of a training shard holds, checked against ``schema``."""
+    from kuration.output.spec import OutputSpec, OutputSpecError
+
+    try:
+        return OutputSpec.from_dict(read_json(url, what="output spec")).validate_against(schema)
+    except OutputSpecError as exc:
+        raise OutputSpecError(f"{os.fspath(url)}: {exc}") from None
+
+
 def load_curation_settings(
     schema_url: str | os.PathLike[str],
     strategy_url: str | os.PathLike[str],

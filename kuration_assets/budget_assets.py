@@ -38,7 +38,9 @@ class ClipAggregate(Enum):
 
 
 class BudgetPlanConfig(Config):
-    """The budget request. The defaults fill about a third of the bundled demo corpus."""
+    """The budget request. The defaults fill about a third of the bundled demo corpus. Shard
+    length and short policy come from the output spec (the curation resource's
+    ``output_spec_file``), so the plan prices exactly what the writer will emit."""
 
     budget_unit: Literal["hours", "segments"] = Field(
         default="hours", description="hours: fill each split to that many hours of spans; segments: admit that many segments")
@@ -51,12 +53,12 @@ class BudgetPlanConfig(Config):
     clip_aggregate: Optional[ClipAggregate] = Field(
         default=None, description="How a span aggregates its segments: max | mean | min; default from the strategy's method")
     seed: int = Field(default=0, description="Orders equal priorities")
-    shard_length: int = Field(default=64, description="Steps per shard the writer will cut (prices the dropped tail)")
-    short_policy: Literal["keep", "pad", "drop"] = Field(default="keep", description="What the writer does with a short tail")
     underfill_warn_fraction: float = Field(
         default=0.1, description="The budget check warns when a split is underfilled by more than this fraction")
 
-    def options(self) -> BudgetOptions:
+    def options(self, chunking: ShardChunking) -> BudgetOptions:
+        """The request; ``chunking`` (the output spec's shard length and short policy)
+        prices the dropped tail and rejects spans shorter than a dropped shard."""
         amounts = {"train": self.train, "val": self.val, "test": self.test}
         if self.budget_unit == "hours":
             budget = {f"{k}_hours": v for k, v in amounts.items()}
@@ -67,7 +69,7 @@ class BudgetPlanConfig(Config):
         return BudgetOptions(
             **budget, **spans, seed=self.seed,
             clip_aggregate=None if self.clip_aggregate is None else self.clip_aggregate.value,
-            chunking=ShardChunking(self.shard_length, self.short_policy),
+            chunking=chunking,
         )
 
 
@@ -90,8 +92,9 @@ def budget_plan(
     """Which spans of which tracks each split admits, best first within its own budget, as
     ``budget/admitted.parquet``, with every item's decision in ``budget/plan_items.parquet``
     and the accounting in ``budget/budget.json``."""
-    options = config.options()  # invalid requests fail here, before anything is read
     settings = curation.settings(landing_zone)
+    spec = curation.output_spec(landing_zone, settings)
+    options = config.options(spec.chunking)  # invalid requests fail here, before the pool is read
     expected_run = run_fingerprint(curation.adapter(landing_zone, settings), settings.segmenter, settings.strategy)
     sources = context.instance.get_dynamic_partitions(source_partitions.name)
     pool = load_scored_pool(storage_root.url, sources, expected_run=expected_run)

@@ -1,10 +1,11 @@
 """The one Dagster code location: every asset package's ``Definitions``, merged.
 
 ``workspace.yaml`` points here. Resources come from ``KURATION_STORAGE_ROOT`` and
-``KURATION_LANDING_ZONE`` (see :func:`kuration_resources.resources_from_env`). Three jobs
+``KURATION_LANDING_ZONE`` (see :func:`kuration_resources.resources_from_env`). Four jobs
 name the graph's stages: ``curate_splits`` (universe, resolved splits and their checks),
-``score_recordings`` (the per-source scoring partitions) and ``fill_budget`` (the budget
-plan over every scored source, and its check).
+``score_recordings`` (the per-source scoring partitions), ``fill_budget`` (the budget
+plan over every scored source, and its check) and ``build_dataset`` (the committed shards
+and manifest, and the integrity check).
 """
 
 from dagster import AssetSelection, Definitions, define_asset_job
@@ -24,6 +25,11 @@ score_recordings = define_asset_job(
     description="Score recordings (one partition per source); a range runs as one multi-source run.",
 )
 
+build_dataset = define_asset_job(
+    "build_dataset", selection=AssetSelection.assets(kuration_assets.training_dataset),
+    description="Write the admitted spans as a committed training dataset, verified shard by shard.",
+)
+
 fill_budget = define_asset_job(
     "fill_budget", selection=AssetSelection.assets(kuration_assets.budget_plan),
     description="Fill each split's budget from the scored segments and the resolved split, with the budget check.",
@@ -35,10 +41,10 @@ def build_definitions() -> Definitions:
         splits_assets.defs,
         kuration_assets.defs,
         rollout_assets.defs,
-        Definitions(resources=resources_from_env(), jobs=[curate_splits, score_recordings, fill_budget]),
+        Definitions(resources=resources_from_env(), jobs=[curate_splits, score_recordings, fill_budget, build_dataset]),
     )
 
 
 defs = build_definitions()
 
-__all__ = ["build_definitions", "curate_splits", "defs", "fill_budget", "score_recordings"]
+__all__ = ["build_dataset", "build_definitions", "curate_splits", "defs", "fill_budget", "score_recordings"]

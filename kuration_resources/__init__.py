@@ -13,7 +13,8 @@ from dagster import ConfigurableResource
 from pydantic import Field
 
 from kuration import storage
-from kuration.settings import CurationSettings, load_curation_settings
+from kuration.output.spec import OutputSpec
+from kuration.settings import CurationSettings, load_curation_settings, load_output_spec
 from kuration.sources.parquet import ParquetTickAdapter
 
 DEFAULT_STORAGE_ROOT = "kuration_data/storage"
@@ -60,6 +61,8 @@ class CurationResource(ConfigurableResource):
     segment_stride: float = Field(default=5.0, description="Step between segment starts (segment_unit)")
     segment_unit: str = Field(default="seconds", description="seconds | steps")
     workers: int = Field(default=1, description="Local worker processes for a multi-source run")
+    output_spec_file: str = Field(
+        default="output_spec.json", description="Output spec (what a shard holds), relative to the landing zone, or a URL")
 
     def _url(self, landing: LandingZoneResource, value: str) -> str:
         return value if ("://" in value or value.startswith("/")) else storage.join_url(landing.url, value)
@@ -72,6 +75,9 @@ class CurationResource(ConfigurableResource):
             self._url(landing, self.schema_file), self._url(landing, self.strategy_file),
             window=self.segment_window, stride=self.segment_stride, unit=self.segment_unit,
         )
+
+    def output_spec(self, landing: LandingZoneResource, settings: CurationSettings) -> OutputSpec:
+        return load_output_spec(self._url(landing, self.output_spec_file), settings.schema)
 
     def adapter(self, landing: LandingZoneResource, settings: CurationSettings) -> ParquetTickAdapter:
         return ParquetTickAdapter(self.recordings_url(landing), settings.schema, pattern=self.source_pattern)

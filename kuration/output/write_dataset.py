@@ -7,9 +7,10 @@ spec against the schema, the plan against the spec, the destination's state, the
 identities); only then does publication begin. A failure before it leaves every published
 byte as it was.
 
-Resume. ``resume=True`` reuses a shard only when all of these hold: the destination's
-commit record pins the SHA-256 of an output-spec marker identical to this run's (same spec,
-same plan, same sources, same code: one run fingerprint); the shard is recorded, with its
+Resume. ``resume=True`` is for the same run (same spec, plan, sources and code: one run
+fingerprint); on a destination another run wrote it raises :class:`DifferentRunError` and
+touches nothing. It reuses a shard only when all of these hold: the destination's commit
+record pins the SHA-256 of an output-spec marker identical to this run's; the shard is recorded, with its
 size and SHA-256, in the committed manifest or in the resume journal that an interrupted
 run leaves (``.kuration_resume.jsonl``, one line per finished shard); the file still has that
 size and SHA-256; and its source has a strong identity (content hash, ETag or version).
@@ -34,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 import kuration
+from kuration import storage
 from kuration.budget import BudgetOptions, BudgetPlan, plan_budget
 from kuration.budget.spans import feature_columns
 from kuration.entities import entity_key
@@ -56,6 +58,11 @@ MANIFEST_FORMAT = 1
 class DatasetWriteError(KurationError, RuntimeError):
     """The dataset cannot be written as asked (the destination exists, the plan does not fit
     the spec, a planned span is not in its source any more, ...)."""
+
+
+class DifferentRunError(DatasetWriteError):
+    """``resume=True`` on a destination written by another run (spec, plan, sources or code
+    differ): resuming would replace it, which only ``force=True`` may do."""
 
 
 @dataclass(frozen=True)
@@ -181,6 +188,11 @@ def write_planned_dataset(
     if resume and force:
         raise DatasetWriteError("resume=True and force=True: resume keeps a run's finished shards, force replaces the "
                                 "destination; choose one")
+    if storage.is_remote(out):
+        raise DatasetWriteError(
+            f"{os.fspath(out)}: this writer publishes to a local folder only; writing to an object store (s3://...) is not "
+            "supported yet. Write locally and upload the committed folder, or point the storage root at a local path"
+        )
     out = Path(out)
     spec.validate_against(schema)
     chunking = plan.options.chunking
@@ -217,6 +229,12 @@ def write_planned_dataset(
         }
         run_fingerprint = sha256_hex(canonical_json(fingerprints))
         marker = readable_json({"format": 1, "output": spec.to_dict(), "run_fingerprint": run_fingerprint})
+        if resume and record is not None and record.run_fingerprint != run_fingerprint:
+            raise DifferentRunError(
+                f"{out}: holds a {record.state} dataset of another run (run {record.run_fingerprint[:12]}..., this one "
+                f"{run_fingerprint[:12]}...: the spec, plan, sources or code changed); resume=True only finishes or "
+                "re-checks the same run. Pass force=True to replace it"
+            )
         reusable, no_reuse_reason = _reusable(out, resume, record, marker, run_fingerprint, strong)
         journal_lines = _journal_entries(out, run_fingerprint) if reusable else []
 
@@ -271,9 +289,12 @@ def write_planned_dataset(
         }
         manifest_bytes = readable_json(manifest)
         config_bytes = readable_json(config)
+        # Still unreadable (state=writing): the old run's shards go now, so the committed
+        # directory holds exactly what its manifest lists.
+        _remove_stale_shards(out, {e["path"] for e in entries})
         committed = publish_committed(out, run_fingerprint=run_fingerprint, marker=marker, manifest=manifest_bytes,
                                       config=config_bytes)
-        _remove_leftovers(out, {e["path"] for e in entries})
+        (out / RESUME_JOURNAL_FILE).unlink(missing_ok=True)  # the manifest now records every shard
     return DatasetWriteResult(str(out), committed, manifest, config, plan, written, reused)
 
 
@@ -310,9 +331,9 @@ def _manifest(entries: list[dict[str, Any]], spec: OutputSpec, plan: BudgetPlan,
             "budget": plan.accounting, "run_fingerprint": run_fingerprint}
 
 
-def _remove_leftovers(out: Path, keep: set[str]) -> None:
-    """After the commit: shards of an earlier run no manifest lists, temp files, the journal."""
-    (out / RESUME_JOURNAL_FILE).unlink(missing_ok=True)
+def _remove_stale_shards(out: Path, keep: set[str]) -> None:
+    """Files in the split folders the new manifest does not list: an earlier run's shards,
+    temp files of killed writes."""
     for split in SPLIT_NAMES:
         folder = out / split
         if not folder.is_dir():
@@ -372,4 +393,4 @@ def write_dataset(
                                  force=force, job=job)
 
 
-__all__ = ["DatasetWriteError", "DatasetWriteResult", "write_dataset", "write_planned_dataset"]
+__all__ = ["DatasetWriteError", "DatasetWriteResult", "DifferentRunError", "write_dataset", "write_planned_dataset"]

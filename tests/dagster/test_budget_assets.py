@@ -68,7 +68,8 @@ def test_the_plan_fills_each_split_and_its_check_passes(scored, instance, tmp_pa
     assert set(meta["tag_coverage"]["train"]) == {"near_miss", "landing", "low_battery"}
     assert _evaluation(result).passed
     plan = read_budget_plan(tmp_path / "storage")
-    assert plan.options.span_seconds == 10.0 and plan.options.chunking.shard_length == 64
+    assert plan.options.span_seconds == 10.0 and plan.options.chunking.shard_length == 64  # from output_spec.json
+    assert plan.options.chunking.short_policy == "pad"
     admitted = pq.read_table(tmp_path / "storage" / "budget" / "admitted.parquet")
     assert admitted.num_rows == plan.admitted().num_rows > 0
     record = read_budget_record(tmp_path / "storage")
@@ -116,8 +117,10 @@ def test_a_tampered_plan_file_fails_the_check(scored, instance, tmp_path):
     assert not evaluation.passed and "does not match the SHA-256" in evaluation.metadata["error"].value
 
 
-def test_an_invalid_request_fails_before_anything_is_written(scored, instance, tmp_path):
-    result = _budget(scored, instance, span_seconds=None, span_steps=32, short_policy="drop")
+def test_an_invalid_request_fails_before_anything_is_written(scored, instance, tmp_path, landing):
+    spec = json.loads((landing / "output_spec.json").read_text())
+    (landing / "output_spec.json").write_text(json.dumps({**spec, "short_policy": "drop"}))
+    result = _budget(scored, instance, span_seconds=None, span_steps=32)
     assert not result.success
     assert "span_steps=32 < shard_length=64 with short_policy 'drop'" in _failure_text(result)
     assert not (tmp_path / "storage" / "budget").exists()

@@ -18,27 +18,29 @@ def test_code_location_loads_and_merges_every_package():
     Definitions.validate_loadable(defs)
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
-    assert keys == {"universe", "resolved_splits", "scored_segments", "budget_plan"}
+    assert keys == {"universe", "resolved_splits", "scored_segments", "budget_plan", "shards", "dataset_manifest"}
     checks = {(c.asset_key.to_user_string(), c.name) for c in graph.asset_check_keys}
     assert checks == {("universe", "universe_schema"), ("resolved_splits", "split_leakage"),
                       ("resolved_splits", "universe_drift"), ("scored_segments", "segment_pool"),
-                      ("budget_plan", "budget")}
-    assert {j.name for j in defs.resolve_all_job_defs()} >= {"curate_splits", "score_recordings", "fill_budget"}
+                      ("budget_plan", "budget"), ("dataset_manifest", "dataset_integrity")}
+    assert {j.name for j in defs.resolve_all_job_defs()} >= {"curate_splits", "score_recordings", "fill_budget", "build_dataset"}
     assert defs.resolve_sensor_def("new_recordings_sensor") is not None
     job = defs.resolve_implicit_global_asset_job_def()
     assert job is not None
     assert graph.get(AssetKey("resolved_splits")).parent_keys == {AssetKey("universe")}
     assert graph.get(AssetKey("budget_plan")).parent_keys == {AssetKey("scored_segments"), AssetKey("resolved_splits")}
+    assert graph.get(AssetKey("shards")).parent_keys == {AssetKey("budget_plan")}
+    assert graph.get(AssetKey("dataset_manifest")).parent_keys == {AssetKey("shards")}
 
 
 def test_blocking_checks_are_declared_blocking():
-    from kuration_assets import budget, segment_pool
+    from kuration_assets import budget, dataset_integrity, segment_pool
     from splits_assets import split_leakage, universe_drift, universe_schema
 
     for check in (split_leakage, universe_drift, universe_schema, budget):
         (spec,) = check.check_specs
         assert spec.blocking, spec.name
-    assert segment_pool.blocking
+    assert segment_pool.blocking and dataset_integrity.blocking
 
 
 def test_resources_follow_the_environment(monkeypatch, tmp_path):
@@ -80,8 +82,11 @@ def test_demo_job_materializes_everything_and_reports(tmp_path, monkeypatch, cap
     assert "SUCCESS" in out
     for needle in ("asset universe", "asset resolved_splits", "train_samples", "split_leakage", "universe_drift",
                    "asset scored_segments: ", "segment_pool", "asset budget_plan", "train_admitted",
-                   "budget_plan:budget", "budget review"):
+                   "budget_plan:budget", "budget review", "asset dataset_manifest", "commit_state",
+                   "dataset_manifest:dataset_integrity"):
         assert needle in out
     assert "FAILED" not in out
     assert (tmp_path / "demo" / "storage" / "splits" / "splits.json").exists()
     assert (tmp_path / "demo" / "storage" / "budget" / "admitted.parquet").exists()
+    from kuration.read import verify_dataset
+    assert verify_dataset(tmp_path / "demo" / "storage" / "dataset").ok

@@ -56,7 +56,7 @@ def test_same_seed_same_bytes_different_seed_different_bytes(tmp_path):
     b = write_demo_landing_zone(tmp_path / "b", seed=5, **kwargs)
     c = write_demo_landing_zone(tmp_path / "c", seed=6, **kwargs)
     da, db, dc = _digests(tmp_path / "a"), _digests(tmp_path / "b"), _digests(tmp_path / "c")
-    assert len(da) == 3 + 3 * len(SITES)  # schema.json, strategy.json, universe.csv, per recording: parquet, frames, COCO
+    assert len(da) == 4 + 3 * len(SITES)  # schema.json, strategy.json, output_spec.json, universe.csv; per recording: parquet, frames, COCO
     assert da == db
     assert a.events == b.events and a.rows == b.rows and a.bytes == b.bytes
     assert set(dc) == set(da)  # same layout...
@@ -321,3 +321,24 @@ def test_bad_options_are_refused(tmp_path, kwargs):
     with pytest.raises(ValueError):
         write_demo_landing_zone(tmp_path / "bad", **kwargs)
     assert not (tmp_path / "bad").exists()
+
+
+def test_the_output_spec_fits_the_demo_schema_and_strategy(corpus):
+    from kuration.demo_corpus import DEMO_OUTPUT_SPEC, DEMO_STRATEGY
+    from kuration.settings import load_output_spec
+
+    zone, _, _ = corpus
+    spec = load_output_spec(Path(zone.root) / "output_spec.json", demo_schema())
+    assert spec.to_dict() == DEMO_OUTPUT_SPEC
+    strategy_features = set(DEMO_STRATEGY["priority"]) | {f"tag.{t}" for t in DEMO_STRATEGY["tags"]}
+    assert {m.key for m in spec.of_kind("segment").values()} <= strategy_features  # segment: reads span features
+
+
+def test_a_broken_output_spec_names_its_file(tmp_path):
+    from kuration.output import OutputSpecError
+    from kuration.settings import load_output_spec
+
+    path = tmp_path / "output_spec.json"
+    path.write_text(json.dumps({"shard_length": 8, "modalities": {"x": {"dtype": "float32", "shape": [], "source": "field:nope"}}}))
+    with pytest.raises(OutputSpecError, match=f"{path}: output.modalities.x.source: schema has no field or global 'nope'"):
+        load_output_spec(path, demo_schema())

@@ -1,7 +1,8 @@
 """Crash injection: a writer process is SIGKILLed at random moments of a write. After every
 kill no reader accepts a partial dataset, a dataset committed before the write is intact
-byte for byte when the kill came before publication, and ``resume=True`` finishes with
-shards, manifest and marker byte-identical to an uninterrupted run.
+byte for byte when the kill came before publication, and ``resume=True`` (``force=True``
+when the kill left the old run's dataset untouched) finishes with shards, manifest and
+marker byte-identical to an uninterrupted run.
 
 The default run kills 50 writers (two scenarios of 25); ``pytest -m soak`` runs 400 more.
 """
@@ -73,7 +74,9 @@ def _crash_and_resume(corpus, tmp_path, kills, seed, previous_plan=None):
                 assert data_files(out) == expected, f"kill {i}: an accepted dataset is neither the old nor the new one"
                 assert dataset.record.state == "committed"
                 outcomes["complete"] += 1
-        assert _run(corpus, out, plan, resume=True)[0], f"kill {i}: resume failed"
+        # A kill before publication leaves the old run's dataset, which only force replaces.
+        intact = previous is not None and snapshot(out) == previous
+        assert _run(corpus, out, plan, **({"force": True} if intact else {"resume": True}))[0], f"kill {i}: rerun failed"
         assert data_files(out) == expected, f"kill {i}: resume did not reproduce the uninterrupted run"
         assert verify_dataset(out).ok
     return outcomes

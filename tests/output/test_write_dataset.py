@@ -12,7 +12,7 @@ from kuration.demo_corpus import write_demo_landing_zone
 from kuration.output import OutputSpec
 from kuration.output.commit_protocol import COMMIT_FILE, CONFIG_FILE, MANIFEST_FILE, SPEC_MARKER_FILE, CommitError, publish_writing
 from kuration.output.lease import DestinationLease, LeaseError
-from kuration.output.write_dataset import DatasetWriteError, write_dataset, write_planned_dataset
+from kuration.output.write_dataset import DatasetWriteError, DifferentRunError, write_dataset, write_planned_dataset
 from kuration.read import load_committed, read_shard, verify_dataset
 from kuration.scoring import score_sources
 from kuration.settings import load_curation_settings
@@ -130,15 +130,18 @@ def test_resume_reuses_verified_shards_and_rebuilds_corrupt_or_missing_ones(corp
     assert again.manifest == reference.manifest and verify_dataset(out).ok
 
 
-def test_resume_of_a_different_run_reuses_nothing(corpus, tmp_path):
+def test_resume_refuses_a_destination_of_another_run(corpus, tmp_path):
     out = tmp_path / "out"
     corpus.write(out)
+    before = snapshot(out)
     other = OutputSpec.from_dict({**SPEC, "short_policy": "keep"})
     plan = plan_budget(corpus.scored.segments, BudgetOptions(train_hours=40 / 3600, test_hours=20 / 3600,
                                                              span_seconds=10.0, chunking=other.chunking),
                        strategy=corpus.settings.strategy)
-    result = corpus.write(out, plan=plan, spec=other, resume=True)
-    assert result.reused == 0 and "belongs to another run" in result.config["results"]["resume"]["reuse_refused"]
+    with pytest.raises(DifferentRunError, match="holds a committed dataset of another run .* Pass force=True"):
+        corpus.write(out, plan=plan, spec=other, resume=True)
+    assert snapshot(out) == before
+    assert corpus.write(out, plan=plan, spec=other, force=True).reused == 0
 
 
 def test_a_changed_marker_cannot_authorize_reuse(corpus, tmp_path):
@@ -146,7 +149,8 @@ def test_a_changed_marker_cannot_authorize_reuse(corpus, tmp_path):
     corpus.write(out)
     marker = out / SPEC_MARKER_FILE
     marker.write_bytes(marker.read_bytes().replace(b'"format": 1', b'"format": 1, "x": 0'))
-    assert corpus.write(out, resume=True).reused == 0
+    changed = corpus.write(out, resume=True)
+    assert changed.reused == 0 and "belongs to another run" in changed.config["results"]["resume"]["reuse_refused"]
     marker.unlink()
     assert corpus.write(out, resume=True).reused == 0
 

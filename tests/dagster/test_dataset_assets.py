@@ -1,0 +1,73 @@
+"""``shards`` + ``dataset_manifest`` (one step) and the blocking ``dataset_integrity`` check."""
+
+import pytest
+from dagster import materialize
+
+from kuration.read import load_committed, verify_dataset
+from kuration_assets import budget_plan, training_dataset
+from tests.dagster.test_budget_assets import H, landing, scored  # noqa: F401,F811  (fixtures used by name)
+from tests.dagster.test_splits_assets import _failure_text
+
+
+def _plan(resources, instance, **config):
+    config = {"train": 60 * H, "val": 30 * H, "test": 30 * H, "span_seconds": 10.0, **config}
+    assert materialize([budget_plan], resources=resources, instance=instance,
+                       run_config={"ops": {"budget_plan": {"config": config}}}).success
+
+
+def _dataset(resources, instance, **config):
+    return materialize([training_dataset], resources=resources, instance=instance, raise_on_error=False,
+                       run_config={"ops": {"training_dataset": {"config": config}}} if config else None)
+
+
+def _meta(result):
+    out = {}
+    for event in result.get_asset_materialization_events():
+        mat = event.step_materialization_data.materialization
+        out[mat.asset_key.to_user_string()] = {k: v.value for k, v in mat.metadata.items()}
+    return out
+
+
+def test_the_dataset_is_written_committed_and_verified(scored, instance, tmp_path):
+    _plan(scored, instance)
+    result = _dataset(scored, instance)
+    assert result.success
+    meta = _meta(result)
+    assert set(meta) == {"shards", "dataset_manifest"}
+    assert meta["shards"]["train_shards"] > 0 and meta["shards"]["container"] == "npz"
+    assert meta["shards"]["written_shards"] == meta["dataset_manifest"]["shards"]
+    manifest = meta["dataset_manifest"]
+    assert manifest["commit_state"] == "committed" and "| path | split |" in manifest["preview"]
+    assert manifest["train_requested_hours"] == pytest.approx(60 * H)
+    assert 0 < manifest["train_emitted_hours"] < manifest["train_requested_hours"] + 10 * H
+    (check,) = result.get_asset_check_evaluations()
+    assert check.check_name == "dataset_integrity" and check.passed
+    assert verify_dataset(tmp_path / "storage" / "dataset").ok
+
+
+def test_rematerializing_the_same_plan_reuses_every_verified_shard(scored, instance, tmp_path):
+    _plan(scored, instance)
+    first = _meta(_dataset(scored, instance))["shards"]
+    dataset = load_committed(tmp_path / "storage" / "dataset")
+    victim = dataset.root / dataset.entries[0]["path"]
+    victim.write_bytes(victim.read_bytes()[:-1])  # bit rot on one shard
+    again = _meta(_dataset(scored, instance))["shards"]
+    assert (again["written_shards"], again["reused_shards"]) == (1, first["written_shards"] - 1)
+
+
+def test_a_new_plan_replaces_the_dataset_unless_told_to_keep_it(scored, instance, tmp_path):
+    _plan(scored, instance)
+    assert _dataset(scored, instance).success
+    before = (tmp_path / "storage" / "dataset" / "dataset_manifest.json").read_bytes()
+    _plan(scored, instance, train=30 * H)
+    kept = _dataset(scored, instance, replace_other_runs=False)
+    assert not kept.success and "holds a committed dataset of another run" in _failure_text(kept)
+    assert (tmp_path / "storage" / "dataset" / "dataset_manifest.json").read_bytes() == before
+    replaced = _dataset(scored, instance)
+    assert replaced.success and _meta(replaced)["shards"]["reused_shards"] == 0
+    assert (tmp_path / "storage" / "dataset" / "dataset_manifest.json").read_bytes() != before
+
+
+def test_without_a_budget_plan_the_dataset_step_fails_with_the_fix(scored, instance):
+    result = _dataset(scored, instance)
+    assert not result.success and "materialize budget_plan" in _failure_text(result)
