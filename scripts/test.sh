@@ -5,6 +5,17 @@ cd "$(dirname "$0")/.."
 scripts/bootstrap.sh dev
 # tests build their own instances; a scratch DAGSTER_HOME keeps stray ones out of the repo
 export DAGSTER_HOME="$(mktemp -d)"
+# A real object store for the Ceph integration test (tests/ceph): installed and started
+# here, stopped by PID on exit. KURATION_SKIP_CEPH=1 runs without it (that test then skips).
+if [ "${KURATION_SKIP_CEPH:-0}" != 1 ]; then
+  CEPH_DIR="$(mktemp -d)/ceph"
+  trap 'scripts/ceph_rgw.sh stop "$CEPH_DIR"' EXIT
+  if ! scripts/ceph_rgw.sh start "$CEPH_DIR"; then
+    echo "test.sh: could not start Ceph radosgw (needs root and apt); set KURATION_SKIP_CEPH=1 to run without it" >&2
+    exit 1
+  fi
+  export KURATION_CEPH_ENDPOINT=http://127.0.0.1:7480
+fi
 set +e
 .venv/bin/python -m pytest "$@"
 status=$?

@@ -15,13 +15,15 @@ The order, which every writer follows (:mod:`kuration.output.write_dataset`):
    budget plan) happens first; a failure there leaves every published byte as it was;
 2. ``dataset.commit.json`` moves to ``state=writing`` (pinning the new marker's SHA-256),
    then the marker is written. From here readers reject the directory;
-3. shards are written, each to a temp file in its own directory and moved into place;
+3. shards are written, each whole before it takes its name (a local temp file moved into
+   place, or a complete attempt object the object store moves), and recorded for resume;
 4. the manifest and the config are written and made durable (file and directory fsync);
 5. the checksummed ``state=committed`` record is published, last.
 
 Only a ``committed`` record whose checksum holds and whose manifest and config hashes match
-the files makes a dataset readable (:func:`kuration.read.load_committed`). Every metadata
-file is written with :func:`write_file_durably`.
+the files makes a dataset readable (:func:`kuration.read.load_committed`). Files are
+written through a :class:`kuration.output.destinations.Destination` (a local folder or an
+object store), which makes each metadata write atomic and, locally, durable.
 """
 
 from __future__ import annotations
@@ -30,16 +32,20 @@ import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kuration.errors import KurationError
+
+if TYPE_CHECKING:
+    from kuration.output.destinations import Destination
 
 COMMIT_FILE = "dataset.commit.json"
 MANIFEST_FILE = "dataset_manifest.json"
 CONFIG_FILE = "config.json"
 SPEC_MARKER_FILE = ".kuration_output_spec.json"
-RESUME_JOURNAL_FILE = ".kuration_resume.jsonl"
+#: Resume records of a run in progress: one small file per finished shard, under the run's
+#: fingerprint, so one run's records never authorize another's shards.
+RESUME_DIR = ".kuration_resume"
 STATES = ("writing", "committed")
 COMMIT_FORMAT = 1
 
@@ -74,14 +80,6 @@ def fsync_directory(path: str | os.PathLike[str]) -> None:
         pass
     finally:
         os.close(fd)
-
-
-def write_file_durably(path: str | os.PathLike[str], data: bytes) -> None:
-    """Temp file in the same directory, fsync, ``os.replace``, fsync the directory."""
-    from kuration import storage
-
-    storage.write_bytes_atomic(os.fspath(path), data)
-    fsync_directory(Path(path).parent)
 
 
 @dataclass(frozen=True)
@@ -142,38 +140,33 @@ def strict_json(data: bytes, *, where: str) -> Any:
         raise CommitError(f"{where}: not valid dataset metadata ({exc})") from None
 
 
-def read_commit(out: str | os.PathLike[str]) -> CommitRecord | None:
+def read_commit(destination: Destination) -> CommitRecord | None:
     """The destination's commit record; None when there is none."""
-    path = Path(out) / COMMIT_FILE
-    if path.is_symlink():
-        raise CommitError(f"{path}: is a symlink; dataset metadata must be a regular file")
-    if not path.exists():
+    data = destination.read(COMMIT_FILE)
+    if data is None:
         return None
-    return CommitRecord.parse(path.read_bytes(), where=str(path))
+    return CommitRecord.parse(data, where=destination.where(COMMIT_FILE))
 
 
-def publish_writing(out: str | os.PathLike[str], *, run_fingerprint: str, marker: bytes) -> None:
+def publish_writing(destination: Destination, *, run_fingerprint: str, marker: bytes) -> None:
     """Step 2: readers reject the directory from here until :func:`publish_committed`."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     record = CommitRecord("writing", run_fingerprint, sha256_hex(marker))
-    write_file_durably(out / COMMIT_FILE, record.to_bytes())
-    write_file_durably(out / SPEC_MARKER_FILE, marker)
+    destination.write_metadata(COMMIT_FILE, record.to_bytes())
+    destination.write_metadata(SPEC_MARKER_FILE, marker)
 
 
-def publish_committed(out: str | os.PathLike[str], *, run_fingerprint: str, marker: bytes, manifest: bytes,
+def publish_committed(destination: Destination, *, run_fingerprint: str, marker: bytes, manifest: bytes,
                       config: bytes) -> CommitRecord:
     """Steps 4 and 5: manifest and config made durable, then the committed record, last."""
-    out = Path(out)
-    write_file_durably(out / MANIFEST_FILE, manifest)
-    write_file_durably(out / CONFIG_FILE, config)
+    destination.write_metadata(MANIFEST_FILE, manifest)
+    destination.write_metadata(CONFIG_FILE, config)
     record = CommitRecord("committed", run_fingerprint, sha256_hex(marker), sha256_hex(manifest), sha256_hex(config))
-    write_file_durably(out / COMMIT_FILE, record.to_bytes())
+    destination.write_metadata(COMMIT_FILE, record.to_bytes())
     return record
 
 
 __all__ = [
-    "COMMIT_FILE", "CONFIG_FILE", "CommitError", "CommitRecord", "MANIFEST_FILE", "RESUME_JOURNAL_FILE",
+    "COMMIT_FILE", "CONFIG_FILE", "CommitError", "CommitRecord", "MANIFEST_FILE", "RESUME_DIR",
     "SPEC_MARKER_FILE", "STATES", "canonical_json", "fsync_directory", "publish_committed", "publish_writing",
-    "read_commit", "readable_json", "sha256_hex", "strict_json", "write_file_durably",
+    "read_commit", "readable_json", "sha256_hex", "strict_json",
 ]

@@ -11,8 +11,8 @@ Resume. ``resume=True`` is for the same run (same spec, plan, sources and code: 
 fingerprint); on a destination another run wrote it raises :class:`DifferentRunError` and
 touches nothing. It reuses a shard only when all of these hold: the destination's commit
 record pins the SHA-256 of an output-spec marker identical to this run's; the shard is recorded, with its
-size and SHA-256, in the committed manifest or in the resume journal that an interrupted
-run leaves (``.kuration_resume.jsonl``, one line per finished shard); the file still has that
+size and SHA-256, in the committed manifest or in the resume records an interrupted run
+leaves (``.kuration_resume/<run fingerprint>/``, one per finished shard); the file still has that
 size and SHA-256; and its source has a strong identity (content hash, ETag or version).
 Everything else is rebuilt. ``force=True`` replaces the destination; the two together are
 an error, and without either an existing destination is refused.
@@ -28,27 +28,24 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 import kuration
-from kuration import storage
 from kuration.budget import BudgetOptions, BudgetPlan, plan_budget
 from kuration.budget.spans import feature_columns
 from kuration.entities import entity_key
 from kuration.errors import KurationError
 from kuration.output.commit_protocol import (
-    COMMIT_FILE, MANIFEST_FILE, RESUME_JOURNAL_FILE, SPEC_MARKER_FILE, CommitError, CommitRecord,
-    canonical_json, publish_committed, publish_writing, read_commit, readable_json, sha256_hex,
+    COMMIT_FILE, MANIFEST_FILE, RESUME_DIR, SPEC_MARKER_FILE, CommitError, CommitRecord, canonical_json,
+    publish_committed, publish_writing, read_commit, readable_json, sha256_hex,
 )
+from kuration.output.destinations import Destination, open_destination
 from kuration.output.encoders import OutputEncoder, PassthroughEncoder
-from kuration.output.lease import LEASE_FILE, DestinationLease
 from kuration.output.spec import OutputSpec
 from kuration.output.write_track import SPLIT_NAMES, ShardTarget, shard_targets, write_target
-from kuration.read.committed import shard_matches
 from kuration.schema import Schema
 from kuration.tracks import tracks_from_ticks
 
@@ -103,37 +100,35 @@ def _plan_digest(admitted: pa.Table) -> str:
     return digest.hexdigest()
 
 
-def _existing_content(out: Path) -> list[str]:
-    if not out.exists():
-        return []
-    if not out.is_dir():
-        raise DatasetWriteError(f"{out}: exists and is not a directory")
-    return sorted(p.name for p in out.iterdir() if p.name != LEASE_FILE)
+def _resume_folder(run_fingerprint: str) -> str:
+    return f"{RESUME_DIR}/{run_fingerprint[:16]}"
 
 
-def _journal_entries(out: Path, run_fingerprint: str) -> list[dict[str, Any]]:
-    path = out / RESUME_JOURNAL_FILE
-    if not path.is_file() or path.is_symlink():
-        return []
+def _record_name(run_fingerprint: str, shard_path: str) -> str:
+    return f"{_resume_folder(run_fingerprint)}/{hashlib.sha256(shard_path.encode()).hexdigest()[:24]}.json"
+
+
+def _journal_entries(destination: Destination, run_fingerprint: str) -> list[dict[str, Any]]:
+    """Entries of this run's finished shards, from the records an interrupted run left."""
     entries = []
-    for line in path.read_bytes().splitlines():
+    for name in destination.files_under(_resume_folder(run_fingerprint)):
         try:
-            item = json.loads(line)
-        except ValueError:
-            continue  # the line a crash tore
+            item = json.loads(destination.read(name) or b"")
+        except (ValueError, CommitError):
+            continue  # a torn or odd record only costs a rebuild
         if isinstance(item, dict) and item.get("run") == run_fingerprint and isinstance(item.get("entry"), dict):
             entries.append(item["entry"])
     return entries
 
 
-def _committed_entries(out: Path, record: CommitRecord) -> list[dict[str, Any]]:
+def _committed_entries(destination: Destination, record: CommitRecord) -> list[dict[str, Any]]:
     if record.state != "committed":
         return []
-    path = out / MANIFEST_FILE
-    if not path.is_file() or path.is_symlink():
+    try:
+        data = destination.read(MANIFEST_FILE)
+    except CommitError:
         return []
-    data = path.read_bytes()
-    if sha256_hex(data) != record.manifest_sha256:
+    if data is None or sha256_hex(data) != record.manifest_sha256:
         return []
     try:
         return list(json.loads(data).get("entries", []))
@@ -141,18 +136,21 @@ def _committed_entries(out: Path, record: CommitRecord) -> list[dict[str, Any]]:
         return []
 
 
-def _reusable(out: Path, resume: bool, record: CommitRecord | None, marker: bytes, run_fingerprint: str,
-              strong: Mapping[str, bool]) -> tuple[dict[str, dict[str, Any]], str]:
+def _reusable(destination: Destination, resume: bool, record: CommitRecord | None, marker: bytes,
+              run_fingerprint: str, strong: Mapping[str, bool]) -> tuple[dict[str, dict[str, Any]], str]:
     """Shard path -> its recorded entry, for shards resume may keep; and why not, if none."""
     if not resume:
         return {}, "resume not requested"
     if record is None:
         return {}, f"no {COMMIT_FILE} at the destination"
-    marker_path = out / SPEC_MARKER_FILE
-    if record.spec_marker_sha256 != sha256_hex(marker) or not marker_path.is_file() or marker_path.read_bytes() != marker:
+    try:
+        current = destination.read(SPEC_MARKER_FILE)
+    except CommitError:
+        current = None
+    if record.spec_marker_sha256 != sha256_hex(marker) or current != marker:
         return {}, (f"the destination's {SPEC_MARKER_FILE} (pinned by {COMMIT_FILE}) is missing or belongs to another "
                     "run: the spec, plan, sources or code changed")
-    candidates = {e["path"]: e for e in _committed_entries(out, record) + _journal_entries(out, run_fingerprint)
+    candidates = {e["path"]: e for e in _committed_entries(destination, record) + _journal_entries(destination, run_fingerprint)
                   if isinstance(e, dict) and "path" in e}
     kept = {path: e for path, e in candidates.items() if strong.get(e.get("source_id"), False)}
     return kept, "" if kept else "no finished shard of a source with a strong identity was recorded"
@@ -188,12 +186,7 @@ def write_planned_dataset(
     if resume and force:
         raise DatasetWriteError("resume=True and force=True: resume keeps a run's finished shards, force replaces the "
                                 "destination; choose one")
-    if storage.is_remote(out):
-        raise DatasetWriteError(
-            f"{os.fspath(out)}: this writer publishes to a local folder only; writing to an object store (s3://...) is not "
-            "supported yet. Write locally and upload the committed folder, or point the storage root at a local path"
-        )
-    out = Path(out)
+    destination = open_destination(out)
     spec.validate_against(schema)
     chunking = plan.options.chunking
     if chunking is not None and chunking != spec.chunking:
@@ -203,17 +196,17 @@ def write_planned_dataset(
         )
     encoder = encoder or PassthroughEncoder()
     started = _dt.datetime.now(_dt.timezone.utc)
-    with DestinationLease(out):
-        existing = _existing_content(out)
+    with destination.lease():
+        existing = destination.top_level()
         try:
-            record = read_commit(out)
+            record = read_commit(destination)
         except CommitError:
             if not force:
                 raise
             record = None
         if existing and not (resume or force):
             raise DatasetWriteError(
-                f"{out}: already holds {existing[:5]}{'...' if len(existing) > 5 else ''}; pass resume=True to finish or "
+                f"{destination.url}: already holds {existing[:5]}{'...' if len(existing) > 5 else ''}; pass resume=True to finish or "
                 "reuse the same run, or force=True to replace it"
             )
         admitted = plan.admitted()
@@ -231,47 +224,41 @@ def write_planned_dataset(
         marker = readable_json({"format": 1, "output": spec.to_dict(), "run_fingerprint": run_fingerprint})
         if resume and record is not None and record.run_fingerprint != run_fingerprint:
             raise DifferentRunError(
-                f"{out}: holds a {record.state} dataset of another run (run {record.run_fingerprint[:12]}..., this one "
+                f"{destination.url}: holds a {record.state} dataset of another run (run {record.run_fingerprint[:12]}..., this one "
                 f"{run_fingerprint[:12]}...: the spec, plan, sources or code changed); resume=True only finishes or "
                 "re-checks the same run. Pass force=True to replace it"
             )
-        reusable, no_reuse_reason = _reusable(out, resume, record, marker, run_fingerprint, strong)
-        journal_lines = _journal_entries(out, run_fingerprint) if reusable else []
+        reusable, no_reuse_reason = _reusable(destination, resume, record, marker, run_fingerprint, strong)
 
         # -- publication starts: readers reject the directory until the final commit ------
-        publish_writing(out, run_fingerprint=run_fingerprint, marker=marker)
+        publish_writing(destination, run_fingerprint=run_fingerprint, marker=marker)
         entries: list[dict[str, Any]] = []
         written = reused = 0
         features = feature_columns(admitted)
-        journal_mode = "ab" if journal_lines else "wb"
-        with open(out / RESUME_JOURNAL_FILE, journal_mode) as journal:
-            by_source: dict[str, list[tuple[ShardTarget, dict[str, Any]]]] = {}
-            for target, row in targets:
-                by_source.setdefault(target.source_id, []).append((target, row))
-            done = 0
-            for source in sources:
-                pending = []
-                for target, row in by_source.get(source, []):
-                    entry = reusable.get(target.path)
-                    if entry is not None and _same_target(entry, target) and shard_matches(out / target.path, entry):
-                        entries.append(entry)
-                        reused += 1
-                    else:
-                        pending.append((target, row))
-                if pending:
-                    tracks = {entity_key(t.entity_id): t
-                              for t in tracks_from_ticks(schema, adapter.read_ticks(source), source)}
-                    for target, row in pending:
-                        track = _span_track(tracks, target, row, features)
-                        entry = write_target(out, target, track, spec, schema=schema, encoder=encoder, adapter=adapter)
-                        entries.append(entry)
-                        written += 1
-                        journal.write(json.dumps({"run": run_fingerprint, "entry": entry}, sort_keys=True).encode() + b"\n")
-                        journal.flush()
-                        os.fsync(journal.fileno())
-                done += 1
-                if progress:
-                    progress(done, len(sources), source)
+        by_source: dict[str, list[tuple[ShardTarget, dict[str, Any]]]] = {}
+        for target, row in targets:
+            by_source.setdefault(target.source_id, []).append((target, row))
+        for done, source in enumerate(sources, start=1):
+            pending = []
+            for target, row in by_source.get(source, []):
+                entry = reusable.get(target.path)
+                if entry is not None and _same_target(entry, target) and destination.shard_matches(target.path, entry):
+                    entries.append(entry)
+                    reused += 1
+                else:
+                    pending.append((target, row))
+            if pending:
+                tracks = {entity_key(t.entity_id): t for t in tracks_from_ticks(schema, adapter.read_ticks(source), source)}
+                for target, row in pending:
+                    track = _span_track(tracks, target, row, features)
+                    entry = write_target(destination, target, track, spec, schema=schema, encoder=encoder, adapter=adapter)
+                    entries.append(entry)
+                    written += 1
+                    # Not made durable: a record lost to a power cut only costs a rebuild.
+                    destination.write_metadata(_record_name(run_fingerprint, target.path), canonical_json(
+                        {"run": run_fingerprint, "entry": entry}), durable=False)
+            if progress:
+                progress(done, len(sources), source)
         entries.sort(key=lambda e: (e["source_id"], e["entity_id"], -1 if e["span_index"] is None else e["span_index"],
                                     e["shard_index"]))
         manifest = _manifest(entries, spec, plan, run_fingerprint)
@@ -291,11 +278,12 @@ def write_planned_dataset(
         config_bytes = readable_json(config)
         # Still unreadable (state=writing): the old run's shards go now, so the committed
         # directory holds exactly what its manifest lists.
-        _remove_stale_shards(out, {e["path"] for e in entries})
-        committed = publish_committed(out, run_fingerprint=run_fingerprint, marker=marker, manifest=manifest_bytes,
-                                      config=config_bytes)
-        (out / RESUME_JOURNAL_FILE).unlink(missing_ok=True)  # the manifest now records every shard
-    return DatasetWriteResult(str(out), committed, manifest, config, plan, written, reused)
+        _remove_stale_files(destination, {e["path"] for e in entries})
+        committed = publish_committed(destination, run_fingerprint=run_fingerprint, marker=marker,
+                                      manifest=manifest_bytes, config=config_bytes)
+        for name in destination.files_under(RESUME_DIR):  # the manifest now records every shard
+            destination.remove(name)
+    return DatasetWriteResult(destination.url, committed, manifest, config, plan, written, reused)
 
 
 def _same_target(entry: Mapping[str, Any], target: ShardTarget) -> bool:
@@ -331,16 +319,13 @@ def _manifest(entries: list[dict[str, Any]], spec: OutputSpec, plan: BudgetPlan,
             "budget": plan.accounting, "run_fingerprint": run_fingerprint}
 
 
-def _remove_stale_shards(out: Path, keep: set[str]) -> None:
+def _remove_stale_files(destination: Destination, keep: set[str]) -> None:
     """Files in the split folders the new manifest does not list: an earlier run's shards,
-    temp files of killed writes."""
+    temp files and attempt objects of killed writes."""
     for split in SPLIT_NAMES:
-        folder = out / split
-        if not folder.is_dir():
-            continue
-        for path in folder.iterdir():
-            if f"{split}/{path.name}" not in keep and path.is_file():
-                path.unlink(missing_ok=True)
+        for name in destination.files_under(split):
+            if name not in keep:
+                destination.remove(name)
 
 
 def write_dataset(

@@ -3,8 +3,7 @@
 It chunks rows ``[start, stop)`` of the track into shards of ``spec.shard_length`` with the
 short policy, assembles each shard (:mod:`.shard_assembly`), writes it atomically with its
 SHA-256 computed on the way (:mod:`.shard_files`) and returns one manifest entry per shard.
-It writes under ``<out>/<split>/`` on local disk and does not write a manifest or commit
-record: :func:`kuration.output.write_dataset` (the dataset writer) does that, and it alone
+It writes under ``<out>/<split>/`` and does not write a manifest or commit record: :func:`kuration.output.write_dataset` (the dataset writer) does that, and it alone
 makes a dataset readable.
 """
 
@@ -12,14 +11,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from kuration.entities import entity_key
 from kuration.output.containers import get_container
 from kuration.output.encoders import OutputEncoder, PassthroughEncoder
 from kuration.output.shard_assembly import MediaDecoder, assemble_shard
-from kuration.output.shard_files import shard_name, shard_stem, write_shard_local
+from kuration.output.destinations import Destination, open_destination
+from kuration.output.shard_files import shard_name, shard_stem
 from kuration.output.spec import OutputSpec, OutputSpecError
 from kuration.schema import Schema
 
@@ -50,11 +49,11 @@ def shard_targets(spec: OutputSpec, *, split: str, source_id: str, entity_id: st
             for k, (a, b) in enumerate(spec.shards_for(stop - start))]
 
 
-def write_target(out: str | os.PathLike[str], target: ShardTarget, track: Any, spec: OutputSpec, *, schema: Schema,
+def write_target(destination: Destination, target: ShardTarget, track: Any, spec: OutputSpec, *, schema: Schema,
                  encoder: OutputEncoder, adapter: MediaDecoder | None) -> dict[str, Any]:
     """Assemble and atomically write one shard; its manifest entry."""
     shard = assemble_shard(track, target.start, target.stop, spec, schema=schema, encoder=encoder, media=adapter)
-    written = write_shard_local(Path(out).joinpath(*target.path.split("/")), get_container(spec.container), shard)
+    written = destination.write_shard(target.path, get_container(spec.container), shard)
     return {
         "path": target.path, "split": target.split, "source_id": target.source_id, "entity_id": target.entity_id,
         "span_index": target.span_index, "shard_index": target.shard_index, "start": target.start, "stop": target.stop,
@@ -77,7 +76,7 @@ def write_track(
     stop: int | None = None,
 ) -> list[dict[str, Any]]:
     """Write the shards of ``track`` rows ``[start, stop)`` (default: all) under
-    ``<out>/<split>/`` and return their manifest entries, in shard order. ``span_index``
+    ``<out>/<split>/`` (a local folder or an object-store URL) and return their manifest entries, in shard order. ``span_index``
     names the span in file names and entries (None: the whole track)."""
     if split not in SPLIT_NAMES:
         raise OutputSpecError(f"write_track: split must be one of {list(SPLIT_NAMES)}, got {split!r}")
@@ -88,7 +87,8 @@ def write_track(
     encoder = encoder or PassthroughEncoder()
     targets = shard_targets(spec, split=split, source_id=str(track.source_id), entity_id=entity_key(track.entity_id),
                             span_index=span_index, start=start, stop=stop)
-    return [write_target(out, t, track, spec, schema=schema, encoder=encoder, adapter=adapter) for t in targets]
+    destination = open_destination(out)
+    return [write_target(destination, t, track, spec, schema=schema, encoder=encoder, adapter=adapter) for t in targets]
 
 
 __all__ = ["SPLIT_NAMES", "ShardTarget", "shard_targets", "write_target", "write_track"]

@@ -1,5 +1,7 @@
 """``shards`` + ``dataset_manifest`` (one step) and the blocking ``dataset_integrity`` check."""
 
+from pathlib import Path
+
 import pytest
 from dagster import materialize
 
@@ -49,7 +51,7 @@ def test_rematerializing_the_same_plan_reuses_every_verified_shard(scored, insta
     _plan(scored, instance)
     first = _meta(_dataset(scored, instance))["shards"]
     dataset = load_committed(tmp_path / "storage" / "dataset")
-    victim = dataset.root / dataset.entries[0]["path"]
+    victim = Path(dataset.shard_path(dataset.entries[0]))
     victim.write_bytes(victim.read_bytes()[:-1])  # bit rot on one shard
     again = _meta(_dataset(scored, instance))["shards"]
     assert (again["written_shards"], again["reused_shards"]) == (1, first["written_shards"] - 1)

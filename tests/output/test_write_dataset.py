@@ -11,6 +11,7 @@ from kuration.budget import BudgetOptions, hours_selection_review, plan_budget
 from kuration.demo_corpus import write_demo_landing_zone
 from kuration.output import OutputSpec
 from kuration.output.commit_protocol import COMMIT_FILE, CONFIG_FILE, MANIFEST_FILE, SPEC_MARKER_FILE, CommitError, publish_writing
+from kuration.output.destinations import open_destination
 from kuration.output.lease import DestinationLease, LeaseError
 from kuration.output.write_dataset import DatasetWriteError, DifferentRunError, write_dataset, write_planned_dataset
 from kuration.read import load_committed, read_shard, verify_dataset
@@ -59,7 +60,7 @@ def snapshot(out: Path) -> dict[str, bytes]:
 
 def data_files(out: Path) -> dict[str, bytes]:
     """What must be byte-identical between two runs of one job: shards, manifest, marker."""
-    return {k: v for k, v in snapshot(out).items() if k not in (CONFIG_FILE, COMMIT_FILE, ".kuration_resume.jsonl")}
+    return {k: v for k, v in snapshot(out).items() if k not in (CONFIG_FILE, COMMIT_FILE) and not k.startswith(".kuration_resume")}
 
 
 def test_a_written_dataset_is_committed_verified_and_readable(corpus, tmp_path):
@@ -75,7 +76,7 @@ def test_a_written_dataset_is_committed_verified_and_readable(corpus, tmp_path):
     assert result["results"]["budget"]["splits"]["train"]["requested"] == 40.0
     assert set(result.config["provenance"]) >= {"run_fingerprint", "output_spec", "encoder", "adapter", "sources", "plan"}
     assert "train" in hours_selection_review(result).render()
-    assert not (tmp_path / "out" / ".kuration_resume.jsonl").exists()
+    assert not list((tmp_path / "out").glob(".kuration_resume/*/*"))
 
 
 def test_an_existing_destination_is_protected(corpus, tmp_path):
@@ -170,7 +171,7 @@ def test_weak_source_identities_never_authorize_reuse(corpus, tmp_path):
 def test_readers_reject_a_dataset_being_written(corpus, tmp_path):
     out = tmp_path / "out"
     corpus.write(out)
-    publish_writing(out, run_fingerprint="x", marker=b"{}")
+    publish_writing(open_destination(out), run_fingerprint="x", marker=b"{}")
     with pytest.raises(CommitError, match="state='writing': a writer is running or was interrupted"):
         load_committed(out)
     assert not verify_dataset(out).ok

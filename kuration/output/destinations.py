@@ -1,0 +1,270 @@
+"""Where a dataset lives: one protocol, a local folder and an fsspec object store.
+
+Everything the writer and the reader do to a dataset directory goes through a
+:class:`Destination`: read a file, publish metadata atomically, write a shard while
+hashing it, check a shard against its recorded size and SHA-256, list and remove files,
+and hold the exclusive writer lease.
+
+- :class:`LocalDestination`: temp file in the same directory, fsync, ``os.replace`` (and a
+  directory fsync for metadata); the lease is an ``flock`` the kernel drops when the
+  writer's process exits; metadata and shards that are symlinks are refused.
+- :class:`FsspecDestination` (``s3://`` and other object stores): a shard is uploaded whole as
+  an attempt object next to its final name, then moved into place by the backend; metadata
+  is one ``put`` (all or nothing). The lease is an object created with an exclusive
+  (if-none-match) put; a crashed writer leaves it behind, and the error says how to clear
+  it. Native atomic rename differs between backends: the checksummed commit record keeps
+  readers fail-closed either way. FTP and SFTP are refused (no reliable move or exclusive
+  create).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import io
+import json
+import os
+import secrets
+import socket
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path, PurePosixPath
+from typing import Any, Protocol
+
+from kuration import storage
+from kuration.errors import KurationError
+from kuration.output.commit_protocol import CommitError, fsync_directory
+from kuration.output.containers.protocol import ShardArrays, ShardContainer
+from kuration.output.lease import LEASE_FILE, DestinationLease, LeaseError
+from kuration.output.shard_files import HashingWriter, WrittenShard, write_shard_local
+
+_CHUNK = 1 << 22
+UNSUPPORTED_PROTOCOLS = ("ftp", "sftp", "ssh")
+
+
+class DestinationError(KurationError, ValueError):
+    """A destination URL cannot hold a dataset safely."""
+
+
+def _checked(relative: str) -> PurePosixPath:
+    parts = PurePosixPath(relative)
+    if parts.is_absolute() or ".." in parts.parts or not parts.parts:
+        raise CommitError(f"path {relative!r} must be relative and stay inside the dataset")
+    return parts
+
+
+class Destination(Protocol):
+    url: str
+
+    def where(self, relative: str) -> str: ...
+    def top_level(self) -> list[str]: ...
+    def read(self, relative: str) -> bytes | None: ...
+    def write_metadata(self, relative: str, data: bytes, *, durable: bool = True) -> None: ...
+    def write_shard(self, relative: str, container: ShardContainer, shard: ShardArrays) -> WrittenShard: ...
+    def shard_matches(self, relative: str, entry: Mapping[str, Any]) -> bool: ...
+    def files_under(self, folder: str) -> list[str]: ...
+    def remove(self, relative: str) -> None: ...
+    def lease(self): ...
+
+
+def _same(size: int, digest: str, entry: Mapping[str, Any]) -> bool:
+    return size == entry.get("bytes") and digest == entry.get("sha256")
+
+
+class LocalDestination:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.root = storage.local_path(os.fspath(path))
+        self.url = str(self.root)
+
+    def _path(self, relative: str) -> Path:
+        return self.root.joinpath(*_checked(relative).parts)
+
+    def where(self, relative: str) -> str:
+        return str(self._path(relative))
+
+    def top_level(self) -> list[str]:
+        if not self.root.exists():
+            return []
+        if not self.root.is_dir():
+            raise DestinationError(f"{self.root}: exists and is not a directory")
+        return sorted(p.name for p in self.root.iterdir() if p.name != LEASE_FILE)
+
+    def read(self, relative: str) -> bytes | None:
+        path = self._path(relative)
+        if path.is_symlink():
+            raise CommitError(f"{path}: is a symlink; dataset metadata and shards must be regular files")
+        if not path.exists():
+            return None
+        if not path.is_file():
+            raise CommitError(f"{path}: is not a regular file")
+        return path.read_bytes()
+
+    def write_metadata(self, relative: str, data: bytes, *, durable: bool = True) -> None:
+        path = self._path(relative)
+        storage.write_bytes_atomic(str(path), data)
+        if durable:
+            fsync_directory(path.parent)
+
+    def write_shard(self, relative: str, container: ShardContainer, shard: ShardArrays) -> WrittenShard:
+        return write_shard_local(self._path(relative), container, shard)
+
+    def shard_matches(self, relative: str, entry: Mapping[str, Any]) -> bool:
+        path = self._path(relative)
+        if path.is_symlink() or not path.is_file() or path.stat().st_size != entry.get("bytes"):
+            return False
+        digest, size = hashlib.sha256(), 0
+        with open(path, "rb") as f:
+            while chunk := f.read(_CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+        return _same(size, digest.hexdigest(), entry)
+
+    def files_under(self, folder: str) -> list[str]:
+        base = self._path(folder)
+        if not base.is_dir():
+            return []
+        return sorted(str(p.relative_to(self.root).as_posix()) for p in base.rglob("*") if p.is_file() or p.is_symlink())
+
+    def remove(self, relative: str) -> None:
+        path = self._path(relative)
+        path.unlink(missing_ok=True)
+        # Folders emptied by the removal go too (object stores have no folders to leave behind).
+        for parent in path.parents:
+            if parent == self.root or self.root not in parent.parents:
+                break
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+
+    def lease(self) -> DestinationLease:
+        return DestinationLease(self.root)
+
+
+class FsspecDestination:
+    def __init__(self, url: str) -> None:
+        import fsspec
+
+        self.url = url.rstrip("/")
+        # Checked on the URL, before a filesystem is built (building one may connect).
+        protocols = {part.split("://", 1)[0] for part in self.url.split("::") if "://" in part}
+        bad = sorted(protocols & set(UNSUPPORTED_PROTOCOLS))
+        if bad:
+            raise DestinationError(
+                f"{url}: {bad[0]} cannot publish a dataset safely (no reliable atomic move or exclusive create); write to "
+                "a local folder or an object store (s3://...) instead"
+            )
+        self.fs, self.path = fsspec.core.url_to_fs(self.url)
+
+    def _key(self, relative: str) -> str:
+        return f"{self.path.rstrip('/')}/{_checked(relative).as_posix()}"
+
+    def where(self, relative: str) -> str:
+        return f"{self.url}/{_checked(relative).as_posix()}"
+
+    def top_level(self) -> list[str]:
+        key = storage.fresh_path(self.fs, self.path)
+        if not self.fs.exists(key):
+            return []
+        names = {str(p).rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(key, detail=False)}
+        return sorted(n for n in names if n != LEASE_FILE)
+
+    def read(self, relative: str) -> bytes | None:
+        key = storage.fresh_path(self.fs, self._key(relative))
+        try:
+            return self.fs.cat_file(key)
+        except FileNotFoundError:
+            return None
+
+    def write_metadata(self, relative: str, data: bytes, *, durable: bool = True) -> None:
+        self.fs.pipe_file(self._key(relative), data)  # one put: the object is whole or absent
+
+    def write_shard(self, relative: str, container: ShardContainer, shard: ShardArrays) -> WrittenShard:
+        buffer = io.BytesIO()
+        writer = HashingWriter(buffer)
+        container.write(writer, shard)
+        final = self._key(relative)
+        folder, name = final.rsplit("/", 1)
+        attempt = f"{folder}/.{name}.attempt-{secrets.token_hex(6)}"
+        self.fs.pipe_file(attempt, buffer.getvalue())  # a complete attempt object first
+        try:
+            self.fs.mv(attempt, final)
+        except BaseException:
+            self.fs.rm_file(attempt)
+            raise
+        storage.fresh_path(self.fs, final)
+        return WrittenShard(Path(relative), writer.bytes_written, writer.sha256)
+
+    def shard_matches(self, relative: str, entry: Mapping[str, Any]) -> bool:
+        key = storage.fresh_path(self.fs, self._key(relative))
+        try:
+            info = self.fs.info(key)
+        except FileNotFoundError:
+            return False
+        if info.get("size") != entry.get("bytes"):
+            return False
+        digest, size = hashlib.sha256(), 0
+        with self.fs.open(key, "rb") as f:
+            while chunk := f.read(_CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+        return _same(size, digest.hexdigest(), entry)
+
+    def files_under(self, folder: str) -> list[str]:
+        return [f"{folder}/{rel}" for rel in storage.list_files(self.where(folder))] + [
+            f"{folder}/{rel}" for rel in self._hidden_under(folder)]
+
+    def _hidden_under(self, folder: str) -> list[str]:
+        # storage.list_files skips hidden names; attempt objects of killed writers are hidden.
+        key = storage.fresh_path(self.fs, self._key(folder))
+        if not self.fs.exists(key):
+            return []
+        prefix = key.rstrip("/") + "/"
+        return sorted(str(p)[len(prefix):] for p in self.fs.find(key) if str(p).rsplit("/", 1)[-1].startswith("."))
+
+    def remove(self, relative: str) -> None:
+        try:
+            self.fs.rm_file(self._key(relative))
+        except FileNotFoundError:
+            pass
+
+    def _held(self, current: bytes) -> LeaseError:
+        return LeaseError(_held_message(self.url, self.where(LEASE_FILE), current))
+
+    @contextmanager
+    def lease(self) -> Iterator[FsspecDestination]:
+        key = self._key(LEASE_FILE)
+        token = secrets.token_hex(8)
+        holder = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "token": token,
+                             "since": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}).encode()
+        try:
+            self.fs.pipe_file(key, holder, mode="create")  # if-none-match: fails when the object exists
+        except OSError as exc:
+            # s3fs reports a failed precondition as FileExistsError on some stores and as a bare
+            # OSError on others (Ceph radosgw): the object's presence decides.
+            current = self.read(LEASE_FILE)
+            if current is None:
+                raise
+            raise self._held(current) from exc
+        current = self.read(LEASE_FILE)
+        if current is None or token.encode() not in current:
+            # A store that ignores if-none-match let another writer overwrite the object.
+            raise self._held(current or b"{}")
+        try:
+            yield self
+        finally:
+            self.remove(LEASE_FILE)
+
+
+def _held_message(url: str, lock: str, current: bytes) -> str:
+    return (f"{url}: another writer holds this destination ({current.decode(errors='replace')}). If that writer "
+            f"crashed, confirm no writer still owns the destination, then delete {lock} by hand")
+
+
+def open_destination(url: str | os.PathLike[str]) -> Destination:
+    text = os.fspath(url)
+    return FsspecDestination(text) if storage.is_remote(text) else LocalDestination(text)
+
+
+__all__ = ["Destination", "DestinationError", "FsspecDestination", "LocalDestination", "UNSUPPORTED_PROTOCOLS",
+           "open_destination"]
