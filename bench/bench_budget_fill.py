@@ -67,7 +67,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _measure import timed, vmhwm_kb  # noqa: E402
+from _measure import reset_peak_rss, timed, vmhwm_kb  # noqa: E402
 from _reference_env import kuration_tree_state  # noqa: E402
 
 import kuration.budget.plan as plan_module  # noqa: E402
@@ -204,16 +204,6 @@ class StageTimer:
         self.seconds = dict.fromkeys(STAGES, 0.0)
 
 
-def _reset_hwm() -> bool:
-    """Reset this process's /proc VmHWM (Linux >= 4.0), so the next read is the peak since."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
 def _plan_summary(plan) -> dict:
     acc = plan.accounting
     out = {"candidate_spans": 0, "splits": {}}
@@ -264,7 +254,7 @@ def run_size(label: str, n_spans: int, repeats: int, seed: int, profile: bool) -
         del _order
         plan = None
         gc.collect()
-        hwm_reset = _reset_hwm()
+        hwm_reset = reset_peak_rss()
         timer.reset()
         r0 = resource.getrusage(resource.RUSAGE_SELF)
         s, plan = timed(lambda: plan_budget(segments, options, strategy=strategy, group_of=group_of))

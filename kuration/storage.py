@@ -74,8 +74,10 @@ def exists(url: str | os.PathLike[str]) -> bool:
     return fs.exists(fresh_path(fs, path))
 
 
-def write_bytes_atomic(url: str | os.PathLike[str], data: bytes) -> str:
-    """Write ``data`` to ``url`` so that readers see the old file or the new one, never a mix."""
+def write_bytes_atomic(url: str | os.PathLike[str], data: bytes, *, fsync: bool = True) -> str:
+    """Write ``data`` to ``url`` so that readers see the old file or the new one, never a mix.
+    ``fsync=False`` skips flushing the file to disk (still atomic; not durable across a
+    power cut), for records whose loss costs only a recomputation."""
     text = os.fspath(url)
     if is_remote(text):
         fs, path = fsspec.core.url_to_fs(text)
@@ -90,7 +92,8 @@ def write_bytes_atomic(url: str | os.PathLike[str], data: bytes) -> str:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if fsync:
+                os.fsync(handle.fileno())
         os.replace(tmp_name, target)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)

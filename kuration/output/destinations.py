@@ -101,7 +101,7 @@ class LocalDestination:
 
     def write_metadata(self, relative: str, data: bytes, *, durable: bool = True) -> None:
         path = self._path(relative)
-        storage.write_bytes_atomic(str(path), data)
+        storage.write_bytes_atomic(str(path), data, fsync=durable)
         if durable:
             fsync_directory(path.parent)
 

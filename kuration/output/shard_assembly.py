@@ -100,8 +100,16 @@ def assemble_shard(
                     "is present"
                 )
             if len(present_rows):
-                decoded = media.decode_media(m.key, [refs[i] for i in present_rows], source_id=track.source_id)
-                out[present_rows] = _cast(decoded, m, f"decoded media {m.key!r}")
+                decoded = _cast(media.decode_media(m.key, [refs[i] for i in present_rows], source_id=track.source_id),
+                                m, f"decoded media {m.key!r}")
+                if len(decoded) != len(present_rows):
+                    raise MissingValueError(
+                        f"modality {name!r}: the {m.key!r} decoder returned {len(decoded)} rows for {len(present_rows)} "
+                        f"references (source {track.source_id!r})")
+                if len(present_rows) == rows and decoded.flags.c_contiguous:
+                    out = decoded  # every row present, no padding: the decoded batch is the array
+                else:
+                    out[present_rows] = decoded
         arrays[name] = out
     hooks = spec.of_kind("encoder")
     if hooks:

@@ -14,6 +14,7 @@ import io
 import os
 import re
 import secrets
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,9 +40,17 @@ def shard_name(stem: str, shard_index: int, extension: str) -> str:
     return f"{stem}_shard{shard_index:04d}{extension}"
 
 
+#: Writes at least this large are hashed on a helper thread while the sink writes them:
+#: hashlib and file writes both release the GIL, so on two cores the hash costs no time.
+OVERLAP_BYTES = 1 << 20
+_HASHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kuration-sha256")
+
+
 class HashingWriter(io.RawIOBase):
     """A write-only, unseekable stream that forwards to ``sink`` and keeps the SHA-256 and
-    the byte count of everything written (so no second read of the file is needed)."""
+    the byte count of everything written (so no second read of the file is needed). Large
+    writes are hashed concurrently with the sink's write; each write returns only when both
+    are done, so the caller may reuse its buffer."""
 
     def __init__(self, sink) -> None:
         self._sink = sink
@@ -59,8 +68,15 @@ class HashingWriter(io.RawIOBase):
 
     def write(self, data) -> int:
         view = memoryview(data).cast("B")
-        self._hash.update(view)
-        self._sink.write(view)
+        if len(view) >= OVERLAP_BYTES:
+            pending = _HASHER.submit(self._hash.update, view)
+            try:
+                self._sink.write(view)
+            finally:
+                pending.result()
+        else:
+            self._hash.update(view)
+            self._sink.write(view)
         self.bytes_written += len(view)
         return len(view)
 
@@ -88,8 +104,13 @@ class WrittenShard:
     sha256: str
 
 
-def write_shard_local(path: str | os.PathLike[str], container: ShardContainer, shard: ShardArrays) -> WrittenShard:
-    """Write ``shard`` to ``path`` atomically: readers see the old file or the whole new one."""
+def write_shard_local(path: str | os.PathLike[str], container: ShardContainer, shard: ShardArrays, *,
+                      fsync: bool = False) -> WrittenShard:
+    """Write ``shard`` to ``path`` atomically: readers see the old file or the whole new one.
+
+    Not fsync'd by default: the commit protocol makes the manifest and config durable, and
+    a shard a power cut lost is caught by its recorded size and SHA-256 (readers reject it,
+    resume rebuilds it); per-shard fsync would cost more than the write itself."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
@@ -98,7 +119,8 @@ def write_shard_local(path: str | os.PathLike[str], container: ShardContainer, s
             writer = HashingWriter(f)
             container.write(writer, shard)
             f.flush()
-            os.fsync(f.fileno())
+            if fsync:
+                os.fsync(f.fileno())
         os.replace(temp, path)
     except BaseException:
         temp.unlink(missing_ok=True)

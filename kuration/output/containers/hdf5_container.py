@@ -3,7 +3,8 @@
 At the root: one dataset per modality (``(rows, *shape)`` of its dtype, contiguous,
 uncompressed), the ``_present`` dataset when the spec has a mask, and two attributes,
 ``format`` (``kuration-shard-hdf5/1``) and ``_n_steps`` (int64). HDF5 must seek while it
-writes, so the file is built in memory and handed to the stream in one write; creation
+writes, so the file is built in memory (HDF5's core driver) and handed to the stream in
+one write; creation
 times are not tracked, so the same shard gives the same bytes. h5py stores ``bool`` as an
 HDF5 enum of ``FALSE``/``TRUE`` and reads it back as ``bool``. h5py is imported only when a
 shard is written or read.
@@ -12,6 +13,7 @@ shard is written or read.
 from __future__ import annotations
 
 import io
+import uuid
 from collections.abc import Mapping
 from typing import BinaryIO
 
@@ -37,17 +39,20 @@ class Hdf5Container:
     def write(self, stream: BinaryIO, shard: ShardArrays) -> None:
         h5py = _h5py()
         arrays, present, n_steps = check_shard(shard, self.name)
-        buffer = io.BytesIO()
-        with h5py.File(buffer, "w", libver="earliest", track_order=False) as f:
+        # HDF5's in-memory ("core") driver: C writes into its own buffer, three times faster
+        # than h5py calling back into a Python file object; the name is never a file.
+        f = h5py.File(f"kuration-shard-{uuid.uuid4().hex}.h5", "w", driver="core", backing_store=False,
+                      libver="earliest", track_order=False)
+        try:
             f.attrs["format"] = FORMAT
             f.attrs[N_STEPS] = n_steps
             for name, a in ({**arrays, PRESENT: present} if present is not None else arrays).items():
                 f.create_dataset(name, data=a, track_times=False)  # no chunks, no filters: contiguous
-        view = buffer.getbuffer()
-        try:
-            stream.write(view)
+            f.flush()
+            image = f.id.get_file_image()
         finally:
-            view.release()
+            f.close()
+        stream.write(image)
 
     def read(self, data: bytes, modalities: Mapping[str, Modality], *, presence: bool) -> ShardArrays:
         h5py = _h5py()

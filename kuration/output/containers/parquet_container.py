@@ -46,7 +46,15 @@ class ParquetContainer:
     extension = ".parquet"
 
     def write(self, stream: BinaryIO, shard: ShardArrays) -> None:
-        pa, pq = _pyarrow()
+        _, pq = _pyarrow()
+        table, dictionary = self.table(shard)
+        # pyarrow keeps its own offset: it writes the file front to back and never seeks
+        pq.write_table(table, stream, compression="none", use_dictionary=dictionary)
+
+    def table(self, shard: ShardArrays):
+        """The Arrow table a shard is stored as (zero-copy of number arrays), and the columns
+        to dictionary-encode."""
+        pa, _ = _pyarrow()
         arrays, present, n_steps = check_shard(shard, self.name)
         columns, fields, dictionary = [], [], []
         for name, a in ({**arrays, PRESENT: present} if present is not None else arrays).items():
@@ -65,9 +73,7 @@ class ParquetContainer:
                 fields.append(pa.field(name, column.type, nullable=False,
                                        metadata={SHAPE_KEY: json.dumps(list(a.shape[1:])).encode()}))
         schema = pa.schema(fields, metadata={FORMAT_KEY: FORMAT.encode(), N_STEPS_KEY: str(n_steps).encode()})
-        table = pa.Table.from_arrays(columns, schema=schema)
-        # pyarrow keeps its own offset: it writes the file front to back and never seeks
-        pq.write_table(table, stream, compression="none", use_dictionary=dictionary)
+        return pa.Table.from_arrays(columns, schema=schema), dictionary
 
     def read(self, data: bytes, modalities: Mapping[str, Modality], *, presence: bool) -> ShardArrays:
         pa, pq = _pyarrow()
