@@ -97,3 +97,33 @@ def test_kills_while_replacing_a_committed_dataset(corpus, tmp_path):
 def test_soak(corpus, tmp_path, seed):
     previous = corpus.plan(train_hours=60 / 3600) if seed % 2 else None
     _crash_and_resume(corpus, tmp_path, 50, seed=100 + seed, previous_plan=previous)
+
+
+def _racing_writer(corpus, out, plan, barrier):
+    from kuration.output.lease import LeaseError
+
+    barrier.wait()
+    try:
+        corpus.write(out, plan=plan)
+    except LeaseError:
+        os._exit(3)
+    os._exit(0)
+
+
+def race_two_writers(corpus, out) -> list[int]:
+    """Two writer processes released at the same instant onto one destination: exit codes."""
+    plan = corpus.plan()
+    barrier = FORK.Barrier(2)
+    children = [FORK.Process(target=_racing_writer, args=(corpus, out, plan, barrier)) for _ in range(2)]
+    for child in children:
+        child.start()
+    for child in children:
+        child.join(60)
+    return sorted(child.exitcode for child in children)
+
+
+def test_two_concurrent_writers_one_proceeds_the_other_gets_a_lease_error(corpus, tmp_path):
+    for attempt in range(3):
+        out = tmp_path / f"race{attempt}"
+        assert race_two_writers(corpus, out) == [0, 3]  # 3: LeaseError
+        assert load_committed(out) and verify_dataset(out).ok

@@ -106,3 +106,11 @@ def test_writers_killed_mid_upload_leave_nothing_readable_and_resume_reproduces_
         assert _run(corpus, url, plan, resume=True)[0]
         got = _data({k: v for k, v in _objects(s3_client, bucket).items() if k.startswith(f"run{i}/")})
         assert got == expected, f"kill {i}: resume did not reproduce the uninterrupted run"
+
+
+def test_two_concurrent_writers_on_s3_one_proceeds_the_other_gets_a_lease_error(corpus, bucket):
+    from tests.output.test_crash_injection import race_two_writers
+
+    url = f"{bucket}/race"
+    assert race_two_writers(corpus, url) == [0, 3]
+    assert verify_dataset(url).ok
