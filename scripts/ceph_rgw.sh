@@ -44,6 +44,11 @@ if ! command -v radosgw >/dev/null || ! command -v ceph-mon >/dev/null || ! comm
     || { apt-get update -q >/dev/null && apt-get install -y -q ceph-mon ceph-osd radosgw uuid-runtime curl >/dev/null; }
 fi
 
+fail() {
+  echo "ceph_rgw.sh: $1 failed; the last log lines:" >&2
+  tail -n 20 "$C"/log/*.log >&2 2>/dev/null || true
+  exit 1
+}
 rm -rf "$C"; mkdir -p "$C/run" "$C/log" "$C/mon.a" "$C/osd.0" "$C/rgw"; cd "$C"
 fsid=$(uuidgen)
 cat > ceph.conf <<EOF
@@ -78,18 +83,26 @@ memstore device bytes = 1073741824
 rgw frontends = beast endpoint=127.0.0.1:7480
 rgw data = $C/rgw
 EOF
-monmaptool --create --add a 127.0.0.1:6789 --fsid "$fsid" monmap >/dev/null
-ceph-mon -c ceph.conf --mkfs -i a --monmap monmap
-ceph-mon -c ceph.conf -i a
-for _ in $(seq 1 60); do timeout 5 ceph -c ceph.conf mon stat >/dev/null 2>&1 && break; sleep 0.5; done
-ceph -c ceph.conf osd create >/dev/null
-ceph-osd -c ceph.conf -i 0 --mkfs 2>/dev/null
-ceph -c ceph.conf osd crush add-bucket localhost host >/dev/null 2>&1
-ceph -c ceph.conf osd crush move localhost root=default >/dev/null 2>&1
-ceph -c ceph.conf osd crush add osd.0 1.0 host=localhost >/dev/null 2>&1
-ceph-osd -c ceph.conf -i 0 2>/dev/null
-radosgw -c ceph.conf -n client.rgw.a
-for _ in $(seq 1 120); do curl -s -o /dev/null "$ENDPOINT/" && break; sleep 0.5; done
-curl -s -o /dev/null "$ENDPOINT/" || { echo "ceph_rgw.sh: radosgw did not come up; logs in $C/log" >&2; exit 1; }
-radosgw-admin -c ceph.conf user create --uid=test --display-name=test --access-key=TESTKEY --secret=TESTSECRET >/dev/null
+# Every step waits for its daemon (a loaded machine is slow) and names itself if it fails.
+monmaptool --create --add a 127.0.0.1:6789 --fsid "$fsid" monmap >/dev/null || fail "monmaptool"
+ceph-mon -c ceph.conf --mkfs -i a --monmap monmap || fail "ceph-mon --mkfs"
+ceph-mon -c ceph.conf -i a || fail "starting ceph-mon"
+up=0
+for _ in $(seq 1 240); do timeout 5 ceph -c ceph.conf mon stat >/dev/null 2>&1 && { up=1; break; }; sleep 0.5; done
+[ "$up" = 1 ] || fail "waiting for the monitor (120 s)"
+for _ in $(seq 1 5); do timeout 30 ceph -c ceph.conf osd create >/dev/null 2>&1 && break; sleep 1; done
+ceph-osd -c ceph.conf -i 0 --mkfs 2>/dev/null || fail "ceph-osd --mkfs"
+ceph -c ceph.conf osd crush add-bucket localhost host >/dev/null 2>&1 || true
+ceph -c ceph.conf osd crush move localhost root=default >/dev/null 2>&1 || true
+ceph -c ceph.conf osd crush add osd.0 1.0 host=localhost >/dev/null 2>&1 || fail "adding osd.0 to the crush map"
+ceph-osd -c ceph.conf -i 0 2>/dev/null || fail "starting ceph-osd"
+radosgw -c ceph.conf -n client.rgw.a || fail "starting radosgw"
+for _ in $(seq 1 240); do curl -s -o /dev/null "$ENDPOINT/" && break; sleep 0.5; done
+curl -s -o /dev/null "$ENDPOINT/" || fail "waiting for radosgw on $ENDPOINT (120 s)"
+for _ in $(seq 1 5); do
+  radosgw-admin -c ceph.conf user create --uid=test --display-name=test --access-key=TESTKEY --secret=TESTSECRET \
+    >/dev/null 2>&1 && break
+  sleep 2
+done
+radosgw-admin -c ceph.conf user info --uid=test >/dev/null 2>&1 || fail "creating the TESTKEY user"
 echo "ceph_rgw.sh: rgw ready at $ENDPOINT (pids $(cat run/*.pid | tr '\n' ' '))" >&2
