@@ -90,12 +90,21 @@ ceph-mon -c ceph.conf -i a || fail "starting ceph-mon"
 up=0
 for _ in $(seq 1 240); do timeout 5 ceph -c ceph.conf mon stat >/dev/null 2>&1 && { up=1; break; }; sleep 0.5; done
 [ "$up" = 1 ] || fail "waiting for the monitor (120 s)"
-for _ in $(seq 1 5); do timeout 30 ceph -c ceph.conf osd create >/dev/null 2>&1 && break; sleep 1; done
-ceph-osd -c ceph.conf -i 0 --mkfs 2>/dev/null || fail "ceph-osd --mkfs"
+# osd.0 is registered with the uuid its mkfs gets, so the daemon and the monitor agree on
+# who osd.0 is (a bare "osd create" leaves that to a race the daemon can lose: "wrong fsid").
+osd_uuid=$(uuidgen)
+for _ in $(seq 1 5); do timeout 30 ceph -c ceph.conf osd create "$osd_uuid" 0 >/dev/null 2>&1 && break; sleep 1; done
+ceph-osd -c ceph.conf -i 0 --mkfs --osd-uuid "$osd_uuid" 2>/dev/null || fail "ceph-osd --mkfs"
 ceph -c ceph.conf osd crush add-bucket localhost host >/dev/null 2>&1 || true
 ceph -c ceph.conf osd crush move localhost root=default >/dev/null 2>&1 || true
 ceph -c ceph.conf osd crush add osd.0 1.0 host=localhost >/dev/null 2>&1 || fail "adding osd.0 to the crush map"
-ceph-osd -c ceph.conf -i 0 2>/dev/null || fail "starting ceph-osd"
+ceph-osd -c ceph.conf -i 0 2>/dev/null || true  # it daemonizes; whether it came up is checked next
+up=0
+for _ in $(seq 1 240); do
+  timeout 5 ceph -c ceph.conf osd stat 2>/dev/null | grep -q "1 up" && { up=1; break; }
+  sleep 0.5
+done
+[ "$up" = 1 ] || fail "waiting for osd.0 to come up (120 s)"
 radosgw -c ceph.conf -n client.rgw.a || fail "starting radosgw"
 for _ in $(seq 1 240); do curl -s -o /dev/null "$ENDPOINT/" && break; sleep 0.5; done
 curl -s -o /dev/null "$ENDPOINT/" || fail "waiting for radosgw on $ENDPOINT (120 s)"

@@ -11,7 +11,7 @@ if [ "${KURATION_SKIP_CEPH:-0}" != 1 ]; then
   CEPH_DIR="$(mktemp -d)/ceph"
   trap 'scripts/ceph_rgw.sh stop "$CEPH_DIR"' EXIT
   if ! scripts/ceph_rgw.sh start "$CEPH_DIR"; then
-    echo "test.sh: could not start Ceph radosgw (needs root and apt); set KURATION_SKIP_CEPH=1 to run without it" >&2
+    echo "test.sh: could not start Ceph radosgw (see above; it needs root and apt to install); KURATION_SKIP_CEPH=1 runs without it" >&2
     exit 1
   fi
   export KURATION_CEPH_ENDPOINT=http://127.0.0.1:7480
