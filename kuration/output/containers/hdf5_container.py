@@ -41,8 +41,10 @@ class Hdf5Container:
         arrays, present, n_steps = check_shard(shard, self.name)
         # HDF5's in-memory ("core") driver: C writes into its own buffer, three times faster
         # than h5py calling back into a Python file object; the name is never a file.
+        payload = sum(a.nbytes for a in arrays.values()) + (present.nbytes if present is not None else 0)
+        # One block for the whole image: the core driver otherwise grows it 64 KiB at a time.
         f = h5py.File(f"kuration-shard-{uuid.uuid4().hex}.h5", "w", driver="core", backing_store=False,
-                      libver="earliest", track_order=False)
+                      block_size=payload + (1 << 16), libver="earliest", track_order=False)
         try:
             f.attrs["format"] = FORMAT
             f.attrs[N_STEPS] = n_steps
