@@ -101,10 +101,12 @@ def write_bytes_atomic(url: str | os.PathLike[str], data: bytes, *, fsync: bool 
     return str(target)
 
 
-def list_files(url: str | os.PathLike[str], *, pattern: str = "*", recursive: bool = True) -> dict[str, dict]:
+def list_files(url: str | os.PathLike[str], *, pattern: str = "*", recursive: bool = True,
+               include_hidden: bool = False) -> dict[str, dict]:
     """``{relative posix path: fsspec info}`` of the files under ``url`` whose name matches
-    ``pattern``, sorted. Hidden files and folders (a leading ``.``) are skipped: that is where
-    temporary files of atomic writes and tool metadata live. A missing folder is empty."""
+    ``pattern``, sorted. Hidden files and folders (a leading ``.``) are skipped unless
+    ``include_hidden``: that is where temporary files of atomic writes and tool metadata
+    live. A missing folder is empty."""
     import fnmatch
 
     fs, root = fsspec.core.url_to_fs(os.fspath(url))
@@ -119,7 +121,8 @@ def list_files(url: str | os.PathLike[str], *, pattern: str = "*", recursive: bo
         if not path.startswith(root + "/") or info.get("type") == "directory":
             continue
         rel = path[len(root) + 1:]
-        if any(part.startswith(".") for part in rel.split("/")) or not fnmatch.fnmatchcase(rel.rsplit("/", 1)[-1], pattern):
+        hidden = any(part.startswith(".") for part in rel.split("/"))
+        if (hidden and not include_hidden) or not fnmatch.fnmatchcase(rel.rsplit("/", 1)[-1], pattern):
             continue
         out[rel] = info
     return dict(sorted(out.items()))

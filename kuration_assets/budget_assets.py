@@ -21,7 +21,9 @@ from dagster import (
 from pydantic import Field
 
 from kuration.budget import BudgetOptions, ShardChunking, plan_budget, validate_budget_plan
-from kuration.budget.plan_store import load_scored_pool, read_budget_plan, read_budget_record, write_budget_plan
+from kuration.budget.plan_store import (
+    load_scored_pool, read_budget_plan, read_budget_record, stored_underfill_warn_fraction, write_budget_plan,
+)
 from kuration.errors import KurationError
 from kuration.scoring import run_fingerprint
 from kuration.splits.artifacts import read_split_assignments
@@ -152,7 +154,7 @@ def _budget_table(acc: dict) -> str:
 def budget(storage_root: StorageRootResource) -> AssetCheckResult:
     try:
         plan = read_budget_plan(storage_root.url)
-        threshold = read_budget_record(storage_root.url)["inputs"].get("check", {}).get("underfill_warn_fraction", 0.1)
+        threshold = stored_underfill_warn_fraction(read_budget_record(storage_root.url))
     except KurationError as exc:
         return AssetCheckResult(passed=False, metadata={"error": MetadataValue.text(str(exc))})
     result = validate_budget_plan(plan.items, plan.accounting, underfill_warn_fraction=threshold)

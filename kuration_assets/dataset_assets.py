@@ -21,6 +21,7 @@ from pydantic import Field
 
 from kuration import storage
 from kuration.budget.plan_store import read_budget_plan
+from kuration.output.commit_protocol import CommitError
 from kuration.output.write_dataset import DifferentRunError, write_planned_dataset
 from kuration.read import verify_dataset
 from kuration_assets.budget_assets import budget_plan
@@ -72,16 +73,16 @@ def training_dataset(
     try:
         result = write_planned_dataset(out, plan, adapter=adapter, schema=settings.schema, spec=spec, resume=True,
                                        progress=progress)
-    except DifferentRunError as exc:
+    except (DifferentRunError, CommitError) as exc:  # another run's dataset, or a torn commit record
         if not config.replace_other_runs:
             raise
-        context.log.info(f"replacing another run's dataset: {exc}")
+        context.log.info(f"replacing the destination: {exc}")
         result = write_planned_dataset(out, plan, adapter=adapter, schema=settings.schema, spec=spec, force=True,
                                        progress=progress)
     manifest = result.manifest
     verification = verify_dataset(out)
     version = DataVersion(result.record.manifest_sha256)
-    shard_meta = {"path": MetadataValue.path(storage.join_url(out)), "container": spec.container,
+    shard_meta = {"path": MetadataValue.path(out), "container": spec.container,
                   "written_shards": result.written, "reused_shards": result.reused}
     for name, split in manifest["splits"].items():
         shard_meta[f"{name}_shards"] = split["shards"]
@@ -98,8 +99,8 @@ def training_dataset(
     for name, split in manifest["splits"].items():
         hz = settings.schema.sample_hz
         manifest_meta[f"{name}_emitted_hours"] = split["steps"] / hz / 3600.0
-        requested = budget[name]["requested"]
-        manifest_meta[f"{name}_requested_hours"] = requested / 3600.0 if manifest["budget"]["unit"] == "seconds" else 0.0
+        if manifest["budget"]["unit"] == "seconds":  # a count budget requests segments, not hours
+            manifest_meta[f"{name}_requested_hours"] = budget[name]["requested"] / 3600.0
     yield MaterializeResult(asset_key=AssetKey("dataset_manifest"), metadata=manifest_meta, data_version=version)
     yield AssetCheckResult(
         check_name="dataset_integrity", asset_key=AssetKey("dataset_manifest"), passed=verification.ok,

@@ -94,6 +94,7 @@ for _ in $(seq 1 240); do timeout 5 ceph -c ceph.conf mon stat >/dev/null 2>&1 &
 # who osd.0 is (a bare "osd create" leaves that to a race the daemon can lose: "wrong fsid").
 osd_uuid=$(uuidgen)
 for _ in $(seq 1 5); do timeout 30 ceph -c ceph.conf osd create "$osd_uuid" 0 >/dev/null 2>&1 && break; sleep 1; done
+timeout 30 ceph -c ceph.conf osd dump 2>/dev/null | grep -q "^osd.0 " || fail "registering osd.0 with the monitor"
 ceph-osd -c ceph.conf -i 0 --mkfs --osd-uuid "$osd_uuid" 2>/dev/null || fail "ceph-osd --mkfs"
 ceph -c ceph.conf osd crush add-bucket localhost host >/dev/null 2>&1 || true
 ceph -c ceph.conf osd crush move localhost root=default >/dev/null 2>&1 || true

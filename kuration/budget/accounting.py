@@ -54,7 +54,7 @@ def budget_accounting(
     requested = options.requested()
     blocks: dict[str, Any] = {}
     for k, name in enumerate(SPLITS):
-        fill = fills.get(name) or SplitFill(requested=requested[name])
+        fill = fills[name]
         in_split = split_code == k
         candidate = in_split & np.isin(reason, [CODE[r] for r in CANDIDATE_REASONS])
         took = in_split & admitted
@@ -91,7 +91,7 @@ def budget_accounting(
                 r: {"items": int(m.sum()), "seconds": _sum(m, seconds)}
                 for r in SPLIT_EXCLUSIONS for m in [in_split & (reason == CODE[r])]
             },
-            "tag_coverage": _tag_coverage(name, fill, tags, tag_items, took, items),
+            "tag_coverage": _tag_coverage(fill, tags, tag_items, took),
         }
     outside = reason == CODE["not_in_split"]
     return {
@@ -123,8 +123,8 @@ def budget_accounting(
     }
 
 
-def _tag_coverage(name: str, fill: SplitFill, tags: tuple[str, ...], tag_items: dict[str, np.ndarray],
-                  took: np.ndarray, items: pa.Table) -> dict[str, dict]:
+def _tag_coverage(fill: SplitFill, tags: tuple[str, ...], tag_items: dict[str, np.ndarray],
+                  took: np.ndarray) -> dict[str, dict]:
     out = {}
     for tag in tags:
         carriers = tag_items.get(tag, np.zeros(0, np.int64))

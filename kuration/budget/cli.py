@@ -15,7 +15,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from kuration.budget.plan_store import read_budget_plan, read_budget_record
+from kuration.budget.plan_store import read_budget_plan, read_budget_record, stored_underfill_warn_fraction
 from kuration.budget.review import hours_selection_review
 from kuration.budget.validation import validate_budget_plan
 from kuration.errors import KurationError
@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan = read_budget_plan(args.root)
         threshold = args.underfill_warn
         if threshold is None:
-            threshold = read_budget_record(args.root).get("inputs", {}).get("check", {}).get("underfill_warn_fraction", 0.1)
+            threshold = stored_underfill_warn_fraction(read_budget_record(args.root))
         result = validate_budget_plan(plan.items, plan.accounting, underfill_warn_fraction=threshold)
     except KurationError as exc:
         print(f"kuration-budget: {exc}", file=sys.stderr)

@@ -67,12 +67,9 @@ class SplitFill:
     """What filling one split decided, beyond the per-item reasons."""
 
     requested: float
-    candidates: int = 0
     groups: int = 0
     group_cap: float | None = None
     reserve_bound: float = 0.0
-    reserved: float = 0.0
-    admitted: float = 0.0
     last_admitted: float = 0.0
     tags: dict[str, dict] = field(default_factory=dict)
 
@@ -156,11 +153,11 @@ def fill_split(
     whole_units: bool,
     reason: np.ndarray,
     fill_rank: np.ndarray,
-    reserved_for: np.ndarray,
+    reserved_tag: np.ndarray,
 ) -> SplitFill:
     """Fill one split from ``candidates`` (item indices); writes ``reason``, ``fill_rank`` and
-    ``reserved_for`` in place for those items."""
-    info = SplitFill(requested=requested, candidates=len(candidates))
+    ``reserved_tag`` (index into ``selection.tags``, -1 for none) in place for those items."""
+    info = SplitFill(requested=requested)
     if not len(candidates):
         return info
     # lexsort: last key is primary. Candidate indices are canonical positions, the final tie.
@@ -211,10 +208,9 @@ def fill_split(
             used += w
             group_used[g] = group_used.get(g, 0.0) + w
             reserved.append(item)
-            reserved_for[item] = tag
+            reserved_tag[item] = selection.tags.index(tag)
             info.tags[tag] = {"reserve": "reserved", "best_item": item}
             carried |= {t for t in selection.tags if t in best and _carries(tag_items[t], item)}
-        info.reserved = used
 
     if reserved:
         is_reserved = np.zeros(len(reason), bool)
@@ -237,11 +233,10 @@ def fill_split(
         # an item the cut then refused is not reported as reserved.
         for item, taken_in in zip(reserved, admitted[: len(reserved)]):
             if not taken_in:
-                reserved_for[item] = None
+                reserved_tag[item] = -1
     reason[sequence] = codes
     fill_rank[sequence] = np.arange(len(sequence))
     if admitted.any():
-        info.admitted = float(taken[admitted].sum())
         info.last_admitted = float(w_seq[np.flatnonzero(admitted)[-1]])
     return info
 

@@ -19,8 +19,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kuration.errors import KurationError
+from kuration.splits.config import EXCLUSIVE_STAGES
 
-SPLITS = ("train", "val", "test")
+SPLITS = EXCLUSIVE_STAGES  # the stages a budget fills; predict may overlap them and is never budgeted
 SHORT_POLICIES = ("keep", "pad", "drop")
 CLIP_AGGREGATES = ("max", "mean", "min")
 

@@ -27,8 +27,6 @@ from kuration.budget.spans import STATUS_CODE, segment_items, sorted_codes, span
 from kuration.budget.split_pools import GroupOf, SplitPools, seeded_hash, pools_from_assignments, seeded_pools
 from kuration.strategy import Strategy
 
-#: Columns the plan adds to the items; ``reason`` is one of :data:`kuration.budget.fill.REASONS`.
-DECISION_COLUMNS = ("split", "group", "reason", "admitted", "fill_rank", "reserved_for", "emitted_steps")
 _STATUS_REASON = {"filtered": "filtered", "non_finite": "non_finite", "unscored": "unscored"}
 
 
@@ -54,11 +52,6 @@ class BudgetPlan:
     def admitted(self) -> pa.Table:
         """The admitted items, in canonical (source, entity, index) order."""
         return self.items.filter(self.items.column("admitted"))
-
-    def admitted_ids(self) -> list[tuple[str, str, int]]:
-        table = self.admitted()
-        return list(zip(table.column("source_id").to_pylist(), table.column("entity_id").to_pylist(),
-                        table.column(self.index_column).to_pylist()))
 
 
 def _selection(strategy: Strategy) -> FillSelection:
@@ -147,7 +140,7 @@ def plan_budget(
         reason[status == STATUS_CODE[st]] = CODE[why]
     reason[split_code < 0] = CODE["not_in_split"]
     fill_rank = np.full(n, -1, np.int64)
-    reserved_for = np.full(n, None, dtype=object)
+    reserved_tag = np.full(n, -1, np.int16)
     priority = items.column("priority").to_numpy()
     tiebreak = _tiebreak(source_code, source_names, items, index_column, options.seed) if n else np.zeros(0, np.uint64)
     tag_items = _tag_items(items.column("tags"), selection.tags) if n else {t: np.zeros(0, np.int64) for t in selection.tags}
@@ -157,7 +150,7 @@ def plan_budget(
         fills[name] = fill_split(
             candidates, priority=priority, tiebreak=tiebreak, weight=weight, group=group_code,
             tag_items=tag_items, requested=requested[name], selection=selection, whole_units=counting,
-            reason=reason, fill_rank=fill_rank, reserved_for=reserved_for,
+            reason=reason, fill_rank=fill_rank, reserved_tag=reserved_tag,
         )
     assert (reason >= 0).all(), "every item gets a reason"
     admitted = np.isin(reason, [CODE[r] for r in ADMITTED_REASONS])
@@ -173,8 +166,6 @@ def plan_budget(
     per_source_group = pa.array([None if g < 0 else group_names[g] for g in group_of_source[:-1]] + [None], pa.string())
     code_array = pa.array(source_code) if n else pa.array([], pa.int64())
     tags_wanted = list(selection.tags)
-    reserved_code = np.array([-1 if t is None else tags_wanted.index(t) for t in reserved_for], np.int64) \
-        if reserved_for.any() else np.full(n, -1, np.int64)
     decided = items.append_column("split", per_source_split.take(code_array))
     decided = decided.append_column("group", per_source_group.take(code_array))
     decided = decided.append_column("reason", pa.DictionaryArray.from_arrays(
@@ -182,7 +173,7 @@ def plan_budget(
     decided = decided.append_column("admitted", pa.array(admitted))
     decided = decided.append_column("fill_rank", pa.array(fill_rank))
     decided = decided.append_column("reserved_for", pa.array(tags_wanted + [None], pa.string()).take(
-        pa.array(np.where(reserved_code < 0, len(tags_wanted), reserved_code))))
+        pa.array(np.where(reserved_tag < 0, len(tags_wanted), reserved_tag))))
     decided = decided.append_column("emitted_steps", pa.array(emitted.astype(np.int64)))
     return BudgetPlan(decided, accounting, options, strategy.to_dict())
 
@@ -195,4 +186,4 @@ def _assert_exclusive(admitted: np.ndarray, source_code: np.ndarray, group_code:
             raise AssertionError(f"budget plan: a {what} was admitted to more than one split")
 
 
-__all__ = ["BudgetPlan", "DECISION_COLUMNS", "plan_budget"]
+__all__ = ["BudgetPlan", "plan_budget"]

@@ -3,8 +3,9 @@
 Layout (``<root>/budget/``):
 
 - ``plan_items.parquet``: every item with its decision (the review reads this, never rescoring);
-- ``admitted.parquet``: the admitted items only, sorted by (source, entity, index): what
-  the writer consumes;
+- ``admitted.parquet``: the admitted items only, sorted by (source, entity, index), for
+  consumers that need just the selection (the dataset writer reads the whole plan, so its
+  result can be reviewed);
 - ``budget.json``: the budget block, the options, the strategy and the inputs (scored
   sources, scoring run, splits digest).
 
@@ -28,6 +29,8 @@ import pyarrow.parquet as pq
 from kuration import storage
 from kuration.budget.options import BudgetError, BudgetOptions
 from kuration.budget.plan import BudgetPlan
+from kuration.errors import KurationError
+from kuration.settings import read_json
 from kuration.segment_store import RUN_KEY, SKIPPED_KEY, read_source_segments, segments_url
 
 BUDGET_DIR = "budget"
@@ -126,14 +129,30 @@ def write_budget_plan(plan: BudgetPlan, root: str | os.PathLike[str], *, inputs:
     return urls
 
 
+_RECORD_KEYS = ("accounting", "options", "strategy", "inputs", "files")
+
+
 def read_budget_record(root: str | os.PathLike[str]) -> dict[str, Any]:
+    """``budget.json``, with the keys every reader relies on checked once, here."""
     url = budget_url(root, BUDGET_FILE)
     if not storage.exists(url):
         raise BudgetError(f"no budget plan at {url}; materialize budget_plan")
     try:
-        return json.loads(storage.read_bytes(url))
-    except json.JSONDecodeError as exc:
-        raise BudgetError(f"{url}: not valid JSON ({exc}); re-materialize budget_plan") from None
+        record = read_json(url, what="budget plan")
+    except KurationError as exc:
+        raise BudgetError(f"{exc}; re-materialize budget_plan") from None
+    missing = [k for k in _RECORD_KEYS if k not in record]
+    files = record.get("files")
+    if missing or not isinstance(files, dict) or any(
+            not isinstance(files.get(n), dict) or {"sha256", "bytes"} - set(files[n]) for n in (ITEMS_FILE, ADMITTED_FILE)):
+        raise BudgetError(f"{url}: not a complete budget plan record (missing {missing or 'file digests'}); "
+                          "re-materialize budget_plan")
+    return record
+
+
+def stored_underfill_warn_fraction(record: dict[str, Any]) -> float:
+    """The underfill warning threshold the plan was made with (0.1 when none was recorded)."""
+    return float((record.get("inputs") or {}).get("check", {}).get("underfill_warn_fraction", 0.1))
 
 
 def _verified(root: str | os.PathLike[str], name: str, record: dict[str, Any]) -> bytes:
@@ -165,5 +184,5 @@ def read_admitted(root: str | os.PathLike[str]) -> pa.Table:
 
 __all__ = [
     "ADMITTED_FILE", "BUDGET_DIR", "BUDGET_FILE", "ITEMS_FILE", "ScoredPool", "budget_url", "load_scored_pool",
-    "read_admitted", "read_budget_plan", "read_budget_record", "write_budget_plan",
+    "read_admitted", "read_budget_plan", "read_budget_record", "stored_underfill_warn_fraction", "write_budget_plan",
 ]

@@ -288,12 +288,7 @@ def _span_tags(tags: pa.ChunkedArray, pair_seg: np.ndarray, pair_span: np.ndarra
     if len(flat) == 0:
         return pa.ListArray.from_arrays(pa.array(np.zeros(n_spans + 1, np.int32)), pa.array([], pa.string()))
     owner = pc.list_parent_indices(tags).to_numpy()  # non-decreasing: flattening keeps list order
-    encoded = pc.dictionary_encode(flat)
-    names = encoded.dictionary.to_pylist()
-    # Codes ranked by name, so each span's list comes out sorted.
-    rank = np.argsort(np.argsort(np.array(names, dtype=object)))
-    codes = rank[encoded.indices.to_numpy()]
-    sorted_names = pa.array(sorted(names), pa.string())
+    codes, sorted_names = sorted_codes(flat)  # ranked by name, so each span's list comes out sorted
     n_names = len(sorted_names)
     per_seg = np.bincount(owner, minlength=len(tags))
     seg_tag_start = np.cumsum(per_seg) - per_seg

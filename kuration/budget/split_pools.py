@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from kuration.budget.options import SPLITS, BudgetError
+from kuration.splits.config import STAGES
 
 GroupOf = Callable[[str], str] | Mapping[str, str] | None
 
@@ -69,7 +70,7 @@ def pools_from_assignments(assignments: pa.Table, sources: Iterable[str]) -> Spl
     stages_of: dict[str, set[str]] = {}
     groups_of: dict[str, set[str]] = {}
     for st, src, grp in zip(stage, source, group):
-        if st == "predict":  # inference-only; it may overlap every stage, and is never budgeted
+        if st in STAGES and st not in SPLITS:  # predict: inference-only, may overlap, never budgeted
             continue
         if st not in SPLITS:
             raise BudgetError(f"split assignments: stage {st!r} of source {src!r} is not one of {list(SPLITS)}")

@@ -66,6 +66,7 @@ def validate_budget_plan(items: pa.Table, accounting: dict[str, Any], *, underfi
     weight = np.ones(items.num_rows) if unit == "segments" else _numpy(items, "seconds").astype(np.float64)
     admitted = _numpy(items, "admitted").astype(bool)
     split = _codes(items.column("split"))
+    groups = _codes(items.column("group"))
     rank = _numpy(items, "fill_rank")
 
     not_ok = admitted & pc.not_equal(items.column("status").cast(pa.string()), "ok").to_numpy(zero_copy_only=False)
@@ -100,7 +101,6 @@ def validate_budget_plan(items: pa.Table, accounting: dict[str, Any], *, underfi
                           f"the items have {int(mine.sum())}")
         cap = block.get("group_cap")
         if cap is not None and mine.any():
-            groups = _codes(items.column("group"))
             names = groups.names
             per_group = np.bincount(groups.codes[mine], weights=weight[mine], minlength=len(names))
             over = np.flatnonzero(per_group > cap * (1 + 1e-9) + 1e-9)

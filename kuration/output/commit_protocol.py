@@ -101,10 +101,10 @@ class CommitRecord:
     @classmethod
     def parse(cls, data: bytes, *, where: str) -> CommitRecord:
         try:
-            raw = json.loads(data, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
-        except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
-            raise CommitError(f"{where}: not a valid commit record ({exc}); the writer was interrupted or the file "
-                              "was edited. Re-run the write with resume=True or force=True") from None
+            raw = strict_json(data, where=where, what="commit record")
+        except CommitError as exc:
+            raise CommitError(f"{exc}; it is torn or was edited, so nothing here can be trusted or resumed. Re-run "
+                              "the write with force=True") from None
         if not isinstance(raw, dict) or "checksum" not in raw:
             raise CommitError(f"{where}: not a commit record (no checksum)")
         checksum = raw.pop("checksum")
@@ -113,7 +113,7 @@ class CommitRecord:
             raise CommitError(f"{where}: commit record keys {sorted(raw)}, expected {sorted(fields)}")
         if sha256_hex(canonical_json(raw)) != checksum:
             raise CommitError(f"{where}: the commit record's checksum does not match its content (edited or torn); "
-                              "do not trust this dataset. Re-run the write with resume=True or force=True")
+                              "do not trust this dataset. Re-run the write with force=True")
         record = cls(**raw)
         if record.state not in STATES or record.format != COMMIT_FORMAT:
             raise CommitError(f"{where}: unknown state {record.state!r} or format {record.format!r}")
@@ -132,12 +132,12 @@ def _no_constants(token: str) -> Any:
     raise ValueError(f"non-finite number {token} is not allowed")
 
 
-def strict_json(data: bytes, *, where: str) -> Any:
+def strict_json(data: bytes, *, where: str, what: str = "metadata file") -> Any:
     """Parse metadata JSON refusing duplicate keys and NaN/Infinity (a reader must not guess)."""
     try:
         return json.loads(data, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
-        raise CommitError(f"{where}: not valid dataset metadata ({exc})") from None
+        raise CommitError(f"{where}: not a valid {what} ({exc})") from None
 
 
 def read_commit(destination: Destination) -> CommitRecord | None:

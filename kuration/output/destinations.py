@@ -211,16 +211,8 @@ class FsspecDestination:
         return _same(size, digest.hexdigest(), entry)
 
     def files_under(self, folder: str) -> list[str]:
-        return [f"{folder}/{rel}" for rel in storage.list_files(self.where(folder))] + [
-            f"{folder}/{rel}" for rel in self._hidden_under(folder)]
-
-    def _hidden_under(self, folder: str) -> list[str]:
-        # storage.list_files skips hidden names; attempt objects of killed writers are hidden.
-        key = storage.fresh_path(self.fs, self._key(folder))
-        if not self.fs.exists(key):
-            return []
-        prefix = key.rstrip("/") + "/"
-        return sorted(str(p)[len(prefix):] for p in self.fs.find(key) if str(p).rsplit("/", 1)[-1].startswith("."))
+        # Hidden too: the attempt objects a killed writer left are hidden.
+        return [f"{folder}/{rel}" for rel in storage.list_files(self.where(folder), include_hidden=True)]
 
     def remove(self, relative: str) -> None:
         try:

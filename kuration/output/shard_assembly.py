@@ -112,7 +112,7 @@ def assemble_shard(
                     out[present_rows] = decoded
         arrays[name] = out
     hooks = spec.of_kind("encoder")
-    if hooks:
+    if hooks and len(present_rows):  # with no present row the zero-filled arrays are already right
         if encoder is None:
             raise MissingValueError(f"modalities {sorted(hooks)} come from an encoder; pass encoder=")
         records = list(_records(track, start, present_rows))

@@ -23,8 +23,6 @@ valid values. This module does not read tracks or write files.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from kuration.budget.options import SHORT_POLICIES, ShardChunking
+from kuration.output.commit_protocol import canonical_json, sha256_hex
 from kuration.errors import KurationError
 from kuration.schema import Schema
 
@@ -44,7 +43,9 @@ DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"
 PRESENT, N_STEPS = "_present", "_n_steps"
 _SPEC_KEYS = ("shard_length", "short_policy", "container", "presence_mask", "modalities")
 _MODALITY_KEYS = ("dtype", "shape", "source")
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+#: Modality names: portable as npz members, HDF5 datasets and Parquet columns ("/" would
+#: make HDF5 groups); names starting with "_" are the shard's own arrays.
+MODALITY_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 
 class OutputSpecError(KurationError, ValueError):
@@ -81,7 +82,7 @@ def _unknown(raw: Mapping[str, Any], known: tuple[str, ...], where: str) -> None
 
 def _modality(name: Any, raw: Any) -> Modality:
     where = f"output.modalities.{name}"
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not MODALITY_NAME.match(name):
         raise OutputSpecError(
             f"output.modalities: name {name!r} must start with a letter and hold only letters, digits and _ "
             f"(names starting with _ are reserved for {PRESENT} and {N_STEPS})"
@@ -153,7 +154,7 @@ class OutputSpec:
 
     def fingerprint(self) -> str:
         """SHA-256 of the canonical JSON form: what resume pins."""
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+        return sha256_hex(canonical_json(self.to_dict()))
 
     @property
     def chunking(self) -> ShardChunking:
@@ -208,4 +209,4 @@ class OutputSpec:
         return self.shard_length if self.short_policy == "pad" else n_steps
 
 
-__all__ = ["CONTAINERS", "DTYPES", "Modality", "N_STEPS", "OutputSpec", "OutputSpecError", "PRESENT", "SOURCE_KINDS"]
+__all__ = ["CONTAINERS", "DTYPES", "MODALITY_NAME", "Modality", "N_STEPS", "OutputSpec", "OutputSpecError", "PRESENT", "SOURCE_KINDS"]

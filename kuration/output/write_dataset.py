@@ -1,10 +1,10 @@
 """``write_dataset``: score, fill the budget, write the shards, commit. And
 ``write_planned_dataset``, the part after the budget plan (what the Dagster asset calls).
 
-The order is the commit protocol's (:mod:`.commit_protocol`): the lease is taken first, then
-everything that can fail without touching the destination (argument checks, the output
-spec against the schema, the plan against the spec, the destination's state, the sources'
-identities); only then does publication begin. A failure before it leaves every published
+The order is the commit protocol's (:mod:`.commit_protocol`): the argument checks (the output
+spec against the schema, the plan against the spec) run first, then the lease is taken
+and everything else that can fail without touching the destination runs under it (the
+destination's state, the sources' identities); only then does publication begin. A failure before it leaves every published
 byte as it was.
 
 Resume. ``resume=True`` is for the same run (same spec, plan, sources and code: one run
@@ -90,14 +90,13 @@ def _encoder_fingerprint(encoder: OutputEncoder) -> dict[str, Any]:
 
 def _plan_digest(admitted: pa.Table) -> str:
     """What the writer will emit, by value: ids, rows, splits and the span features."""
-    digest = hashlib.sha256()
-    for name in admitted.column_names:
-        if name in ("fill_rank",):
-            continue
-        # Not canonical_json: an admitted span may carry a NaN feature, which is data here.
-        values = json.dumps(admitted.column(name).to_pylist(), sort_keys=True, default=repr).encode()
-        digest.update(name.encode() + b"\0" + values)
-    return digest.hexdigest()
+    # The Arrow IPC bytes of the table: deterministic for one table, NaN features are data,
+    # and no row becomes a Python object. fill_rank only orders the fill, it is not emitted.
+    table = admitted.drop_columns(["fill_rank"]).combine_chunks()
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema.remove_metadata()) as writer:
+        writer.write_table(table.replace_schema_metadata(None))
+    return hashlib.sha256(sink.getvalue()).hexdigest()
 
 
 def _resume_folder(run_fingerprint: str) -> str:
@@ -182,7 +181,8 @@ def write_planned_dataset(
     job: Mapping[str, Any] | None = None,
     progress: Callable[[int, int, str], None] | None = None,
 ) -> DatasetWriteResult:
-    """Write the spans ``plan`` admitted as a committed dataset at ``out`` (local path)."""
+    """Write the spans ``plan`` admitted as a committed dataset at ``out`` (a local folder or
+    an object-store URL)."""
     if resume and force:
         raise DatasetWriteError("resume=True and force=True: resume keeps a run's finished shards, force replaces the "
                                 "destination; choose one")

@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from kuration.budget.options import SPLITS
 from kuration.entities import entity_key
 from kuration.output.containers import get_container
 from kuration.output.encoders import OutputEncoder, PassthroughEncoder
@@ -22,7 +23,7 @@ from kuration.output.shard_files import shard_name, shard_stem
 from kuration.output.spec import OutputSpec, OutputSpecError
 from kuration.schema import Schema
 
-SPLIT_NAMES = ("train", "val", "test")
+SPLIT_NAMES = SPLITS
 
 
 @dataclass(frozen=True)

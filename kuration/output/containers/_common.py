@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib
 import math
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,12 +21,11 @@ import numpy as np
 
 from kuration.errors import KurationError
 from kuration.output.containers.protocol import ShardArrays, ShardFormatError
-from kuration.output.spec import DTYPES, N_STEPS, PRESENT, Modality
+from kuration.output.spec import DTYPES, MODALITY_NAME, N_STEPS, PRESENT, Modality
 
 
-#: The output spec's rule for modality names (``spec._NAME``); an HDF5 name with "/" would
-#: make groups, so the writers hold every shard to it, whoever built the shard.
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+#: The writers hold every shard to the spec's name rule, whoever built the shard.
+_NAME = MODALITY_NAME
 
 
 class MissingDependencyError(KurationError, ImportError):
