@@ -61,3 +61,13 @@ def test_a_missing_plan_exits_2_with_the_fix(tmp_path, capsys):
 def test_help_names_both_commands():
     out = subprocess.run([sys.executable, "-m", "kuration.budget.cli", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "review" in out.stdout and "check" in out.stdout
+
+
+def test_a_malformed_budget_json_exits_2_naming_the_file(root, capsys):
+    (root / "budget" / "budget.json").write_text('{"accounting": {}}')
+    assert main(["check", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "budget.json: not a complete budget plan record" in err and "re-materialize budget_plan" in err
+    (root / "budget" / "budget.json").write_text("[1, 2]")
+    assert main(["review", str(root)]) == 2
+    assert "must be a JSON object" in capsys.readouterr().err

@@ -73,3 +73,15 @@ def test_a_new_plan_replaces_the_dataset_unless_told_to_keep_it(scored, instance
 def test_without_a_budget_plan_the_dataset_step_fails_with_the_fix(scored, instance):
     result = _dataset(scored, instance)
     assert not result.success and "materialize budget_plan" in _failure_text(result)
+
+
+def test_a_torn_commit_record_is_replaced_not_resumed(scored, instance, tmp_path):
+    _plan(scored, instance)
+    assert _dataset(scored, instance).success
+    commit = tmp_path / "storage" / "dataset" / "dataset.commit.json"
+    commit.write_bytes(commit.read_bytes()[:40])
+    kept = _dataset(scored, instance, replace_other_runs=False)
+    assert not kept.success and "Re-run the write with force=True" in _failure_text(kept)
+    replaced = _dataset(scored, instance)
+    assert replaced.success and _meta(replaced)["shards"]["reused_shards"] == 0
+    assert verify_dataset(tmp_path / "storage" / "dataset").ok

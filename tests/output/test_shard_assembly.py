@@ -154,3 +154,15 @@ def test_encoders_are_rebuilt_by_name():
     register_encoder("bad", lambda: object())
     with pytest.raises(EncoderError, match="has no timestep"):
         get_encoder("bad")
+
+
+def test_a_shard_without_present_rows_never_calls_the_encoder():
+    class Exploding:
+        def timestep(self, record, ctx):
+            raise AssertionError("called for an absent row")
+
+        def encode_batch(self, records, ctx):
+            raise AssertionError("called with no records")
+    spec = _spec(act={"dtype": "int64", "shape": [2], "source": "encoder:act"})
+    shard = assemble_shard(_track(n=4, absent=(0, 1, 2, 3)), 0, 4, spec, schema=SCHEMA, encoder=Exploding())
+    assert not shard.present.any() and not shard.arrays["act"].any()
