@@ -15,13 +15,47 @@ longer matches).
 
 from __future__ import annotations
 
+import copy
 import os
 import posixpath
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
+
+
+def use_s3_options(options: dict) -> Callable[[], None]:
+    """Make ``options`` (s3fs keyword arguments: ``key``, ``secret``, ``token``, ``profile``,
+    ``anon``, ``client_kwargs``) the defaults for every ``s3://`` URL in this process, and
+    return the function that restores the previous ones. Cached s3fs instances are dropped
+    both ways, so no filesystem built with the other settings is reused."""
+    import fsspec.config
+
+    before = copy.deepcopy(fsspec.config.conf.get("s3"))
+    merged = {**(before or {}), **options}
+    if "client_kwargs" in options and before and "client_kwargs" in before:
+        merged["client_kwargs"] = {**before["client_kwargs"], **options["client_kwargs"]}
+    fsspec.config.conf["s3"] = merged
+    _forget_s3_instances()
+
+    def restore() -> None:
+        if before is None:
+            fsspec.config.conf.pop("s3", None)
+        else:
+            fsspec.config.conf["s3"] = before
+        _forget_s3_instances()
+
+    return restore
+
+
+def _forget_s3_instances() -> None:
+    try:
+        import s3fs
+    except ImportError:
+        return
+    s3fs.S3FileSystem.clear_instance_cache()
 
 
 def is_remote(url: str | os.PathLike[str]) -> bool:

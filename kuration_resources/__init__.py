@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from dagster import ConfigurableResource
+from dagster import ConfigurableResource, InitResourceContext
+from dagster_aws.s3 import S3Resource
 from pydantic import Field
 
 from kuration import storage
@@ -22,12 +23,44 @@ DEFAULT_LANDING_ZONE = "kuration_data/landing"
 
 
 class StorageRootResource(ConfigurableResource):
-    """The root every artifact is written under (universe.parquet, splits/, datasets, ...)."""
+    """The root every artifact is written under (universe.parquet, splits/, datasets, ...).
+
+    For an ``s3://`` root, ``s3`` (a dagster-aws ``S3Resource``) gives the credentials and
+    endpoint; for the run they are the defaults of every ``s3://`` URL it touches (the
+    landing zone's too). Unset, they come from the environment (``AWS_*``,
+    ``FSSPEC_S3_ENDPOINT_URL``)."""
 
     url: str = Field(description="Local folder or fsspec URL, e.g. /data/kuration or s3://bucket/kuration")
+    s3: Optional[S3Resource] = Field(
+        default=None, description="dagster-aws S3Resource with the endpoint and credentials for s3:// URLs")
 
     def path(self, *parts: str) -> str:
         return storage.join_url(self.url, *parts)
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        self._restore_s3 = storage.use_s3_options(s3_fsspec_options(self.s3)) if self.s3 is not None else None
+
+    def teardown_after_execution(self, context: InitResourceContext) -> None:
+        if getattr(self, "_restore_s3", None) is not None:
+            self._restore_s3()
+
+
+def s3_fsspec_options(s3: S3Resource) -> dict:
+    """The s3fs options an ``S3Resource`` stands for (only what it sets)."""
+    client = {k: v for k, v in {"endpoint_url": s3.endpoint_url, "region_name": s3.region_name,
+                                "verify": s3.verify}.items() if v is not None}
+    if s3.use_ssl is False:
+        client["use_ssl"] = False
+    options: dict = {"client_kwargs": client} if client else {}
+    if s3.aws_access_key_id:
+        options.update(key=s3.aws_access_key_id, secret=s3.aws_secret_access_key)
+    if s3.aws_session_token:
+        options["token"] = s3.aws_session_token
+    if s3.profile_name:
+        options["profile"] = s3.profile_name
+    if s3.use_unsigned_session:
+        options["anon"] = True
+    return options
 
 
 class LandingZoneResource(ConfigurableResource):
@@ -95,4 +128,4 @@ def resources_from_env() -> dict[str, ConfigurableResource]:
     }
 
 
-__all__ = ["CurationResource", "LandingZoneResource", "StorageRootResource", "resources_from_env"]
+__all__ = ["CurationResource", "LandingZoneResource", "StorageRootResource", "resources_from_env", "s3_fsspec_options"]

@@ -8,12 +8,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from dagster import AssetKey, DagsterInstance, Definitions, build_sensor_context, materialize
+from dagster import AssetKey, DagsterInstance, Definitions, materialize
 
 from kuration.demo_corpus import write_demo_landing_zone
 from kuration.segment_store import read_source_segments
 from kuration_assets import new_recordings_sensor, scored_segments, source_partitions
 from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
+from tests.dagster.sensors import run_sensor
 
 
 @pytest.fixture
@@ -106,8 +107,7 @@ def test_a_broken_source_is_recorded_and_its_stale_segments_replaced(resources, 
 def test_sensor_adds_partitions_requests_runs_and_keeps_a_cursor(resources, landing):
     instance = DagsterInstance.ephemeral()
     sources = _sources(landing)
-    context = build_sensor_context(instance=instance, resources=resources)
-    first = new_recordings_sensor(context)
+    first = run_sensor(new_recordings_sensor, instance=instance, resources=resources)
     requested = sorted(r.partition_key for r in first.run_requests if r.partition_key)
     assert requested == sources
     (add,) = first.dynamic_partitions_requests
@@ -115,7 +115,7 @@ def test_sensor_adds_partitions_requests_runs_and_keeps_a_cursor(resources, land
     assert [r.asset_selection for r in first.run_requests if not r.partition_key] == [[AssetKey("universe")]]
     instance.add_dynamic_partitions(source_partitions.name, sources)
 
-    unchanged = new_recordings_sensor(build_sensor_context(instance=instance, resources=resources, cursor=first.cursor))
+    unchanged = run_sensor(new_recordings_sensor, instance=instance, resources=resources, cursor=first.cursor)
     assert unchanged.run_requests == [] and unchanged.skip_reason is not None
 
     changed = landing / "recordings" / sources[1]
@@ -125,7 +125,7 @@ def test_sensor_adds_partitions_requests_runs_and_keeps_a_cursor(resources, land
     new = landing / "recordings" / "new_site" / "flight_999.parquet"
     new.parent.mkdir()
     new.write_bytes((landing / "recordings" / sources[0]).read_bytes())
-    third = new_recordings_sensor(build_sensor_context(instance=instance, resources=resources, cursor=unchanged.cursor))
+    third = run_sensor(new_recordings_sensor, instance=instance, resources=resources, cursor=unchanged.cursor)
     assert sorted(r.partition_key for r in third.run_requests) == sorted([sources[1], "new_site/flight_999.parquet"])
     (add,) = third.dynamic_partitions_requests
     assert list(add.partition_keys) == ["new_site/flight_999.parquet"]  # the changed one already exists

@@ -484,7 +484,9 @@ def test_landing_tokens_are_etags_and_diff_after_a_rewrite(bucket, s3_client):
 
 
 def test_dagster_assets_materialize_with_s3_resources(bucket, s3fs_fs, s3_client, tmp_path):
-    from dagster import AssetKey, build_sensor_context, instance_for_test, materialize
+    from dagster import AssetKey, instance_for_test, materialize
+
+    from tests.dagster.sensors import run_sensor
 
     from kuration.demo_corpus import write_demo_landing_zone
     from kuration.segment_store import list_scored_sources, read_source_segments
@@ -538,10 +540,10 @@ def test_dagster_assets_materialize_with_s3_resources(bucket, s3fs_fs, s3_client
         assert mat.metadata["status"].value == "cached"
 
         # the sensor over the s3 landing zone: both recordings and the universe are new
-        tick = new_recordings_sensor(build_sensor_context(instance=instance, resources=resources))
+        tick = run_sensor(new_recordings_sensor, instance=instance, resources=resources)
         assert sorted(r.partition_key for r in tick.run_requests if r.partition_key) == sources
         assert [r.asset_selection for r in tick.run_requests if not r.partition_key] == [[AssetKey("universe")]]
-        quiet = new_recordings_sensor(build_sensor_context(instance=instance, resources=resources, cursor=tick.cursor))
+        quiet = run_sensor(new_recordings_sensor, instance=instance, resources=resources, cursor=tick.cursor)
         assert quiet.run_requests == []
 
         # the rest of the graph on the s3 storage root: budget plan, then the committed dataset
@@ -558,3 +560,36 @@ def test_dagster_assets_materialize_with_s3_resources(bucket, s3fs_fs, s3_client
         assert [(e.check_name, e.passed) for e in written.get_asset_check_evaluations()] == [("dataset_integrity", True)]
         assert verify_dataset(f"{store}/dataset").ok
         assert "dataset.commit.json" in keys_under(s3_client, f"{store}/dataset")
+
+
+def test_the_storage_resource_takes_endpoint_and_credentials_from_a_dagster_aws_s3resource(
+        bucket, s3_endpoint, s3_client, monkeypatch):
+    """With the environment's S3 settings removed, only the S3Resource can say where the store
+    is and who we are; after the run the process's settings are back as they were."""
+    import fsspec.config
+    from dagster import asset, materialize
+    from dagster_aws.s3 import S3Resource
+
+    from kuration import storage
+    from kuration_resources import StorageRootResource
+
+    saved = fsspec.config.conf.pop("s3", None)
+    for name in ("FSSPEC_S3_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    storage._forget_s3_instances()
+    try:
+        @asset(required_resource_keys={"storage_root"})  # this module's annotations are strings
+        def probe(context) -> None:
+            storage.write_bytes_atomic(context.resources.storage_root.path("probe.txt"), b"through the S3Resource")
+
+        root = StorageRootResource(url=f"{bucket}/storage", s3=S3Resource(
+            endpoint_url=s3_endpoint.url, region_name="us-east-1",
+            aws_access_key_id="kuration-test-key", aws_secret_access_key="kuration-test-secret"))
+        assert materialize([probe], resources={"storage_root": root}).success
+        name = bucket[len("s3://"):]
+        assert s3_client.get_object(Bucket=name, Key="storage/probe.txt")["Body"].read() == b"through the S3Resource"
+        assert "s3" not in fsspec.config.conf  # restored after the run
+    finally:
+        if saved is not None:
+            fsspec.config.conf["s3"] = saved
+        storage._forget_s3_instances()
