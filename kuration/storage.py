@@ -16,6 +16,7 @@ longer matches).
 from __future__ import annotations
 
 import copy
+import hashlib
 import os
 import posixpath
 import tempfile
@@ -56,6 +57,15 @@ def _forget_s3_instances() -> None:
     except ImportError:
         return
     s3fs.S3FileSystem.clear_instance_cache()
+
+
+def sha256_of_stream(handle, *, chunk: int = 1 << 22) -> tuple[int, str]:
+    """``(bytes, SHA-256 hex)`` of everything left in a binary file object, read in chunks."""
+    digest, size = hashlib.sha256(), 0
+    while block := handle.read(chunk):
+        digest.update(block)
+        size += len(block)
+    return size, digest.hexdigest()
 
 
 def is_remote(url: str | os.PathLike[str]) -> bool:

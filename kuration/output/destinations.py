@@ -20,7 +20,6 @@ and hold the exclusive writer lease.
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import io
 import json
 import os
@@ -38,7 +37,6 @@ from kuration.output.containers.protocol import ShardArrays, ShardContainer
 from kuration.output.lease import LEASE_FILE, DestinationLease, LeaseError
 from kuration.output.shard_files import HashingWriter, WrittenShard, write_shard_local
 
-_CHUNK = 1 << 22
 UNSUPPORTED_PROTOCOLS = ("ftp", "sftp", "ssh")
 
 
@@ -112,12 +110,8 @@ class LocalDestination:
         path = self._path(relative)
         if path.is_symlink() or not path.is_file() or path.stat().st_size != entry.get("bytes"):
             return False
-        digest, size = hashlib.sha256(), 0
         with open(path, "rb") as f:
-            while chunk := f.read(_CHUNK):
-                digest.update(chunk)
-                size += len(chunk)
-        return _same(size, digest.hexdigest(), entry)
+            return _same(*storage.sha256_of_stream(f), entry)
 
     def files_under(self, folder: str) -> list[str]:
         base = self._path(folder)
@@ -203,12 +197,8 @@ class FsspecDestination:
             return False
         if info.get("size") != entry.get("bytes"):
             return False
-        digest, size = hashlib.sha256(), 0
         with self.fs.open(key, "rb") as f:
-            while chunk := f.read(_CHUNK):
-                digest.update(chunk)
-                size += len(chunk)
-        return _same(size, digest.hexdigest(), entry)
+            return _same(*storage.sha256_of_stream(f), entry)
 
     def files_under(self, folder: str) -> list[str]:
         # Hidden too: the attempt objects a killed writer left are hidden.

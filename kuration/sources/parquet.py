@@ -116,11 +116,8 @@ class ParquetTickAdapter:
             if info.get(key):
                 return SourceIdentity(kind, str(info[key]).strip('"'))
         if not storage.is_remote(self.root_url):
-            digest = hashlib.sha256()
             with self._fs.open(path, "rb") as handle:
-                for chunk in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(chunk)
-            return SourceIdentity("content_sha256", digest.hexdigest())
+                return SourceIdentity("content_sha256", storage.sha256_of_stream(handle)[1])
         stamp = info.get("mtime") or info.get("LastModified") or info.get("created")
         return SourceIdentity("logical", f"{name}:{info.get('size')}:{stamp}")
 
