@@ -9,12 +9,11 @@ could hide changed content behind an old entry.
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 from typing import Protocol
 
 import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow.ipc as ipc
 
 from kuration import storage
 from kuration.sources.protocol import SourceIdentity
@@ -47,26 +46,37 @@ class MemoryScoreCache:
 
 
 class FsspecScoreCache:
-    """Parquet files under a local folder or fsspec URL, one namespace per run fingerprint:
-    ``<root>/<fingerprint[:16]>/<entry key>.parquet``. Each file also records what it was
-    computed from, and a read whose record disagrees is a miss, never a wrong answer."""
+    """Arrow IPC files under a local folder or fsspec URL, one namespace per run fingerprint:
+    ``<root>/<fingerprint[:16]>/<entry key>.arrow``. Each file also records what it was
+    computed from, and a read whose record disagrees is a miss, never a wrong answer.
+
+    Under a local folder an entry is read memory-mapped: its buffers are file pages the OS
+    can drop and re-read, not process memory. That is what lets ``score_sources`` keep a
+    hard ``memory_budget`` (:attr:`maps_locally`)."""
+
+    SUFFIX = ".arrow"
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = os.fspath(root)
 
+    @property
+    def maps_locally(self) -> bool:
+        return not storage.is_remote(self.root)
+
     def _url(self, run_fingerprint: str, key: str) -> str:
-        return storage.join_url(self.root, run_fingerprint[:16], f"{key}.parquet")
+        return storage.join_url(self.root, run_fingerprint[:16], f"{key}{self.SUFFIX}")
 
     def get(self, run_fingerprint: str, source_id: str, identity: SourceIdentity) -> pa.Table | None:
         if not identity.strong:
             return None
         url = self._url(run_fingerprint, entry_key(run_fingerprint, source_id, identity))
-        if not storage.exists(url):
-            return None
         try:
-            table = pq.read_table(io.BytesIO(storage.read_bytes(url)))
-        except (pa.ArrowInvalid, OSError):
-            return None  # a torn or foreign file is a miss; the source is scored again
+            if self.maps_locally:
+                table = ipc.open_file(pa.memory_map(os.fspath(storage.local_path(url)))).read_all()
+            else:
+                table = ipc.open_file(pa.py_buffer(storage.read_bytes(url))).read_all()
+        except (FileNotFoundError, pa.ArrowInvalid, OSError):
+            return None  # missing, torn or foreign: a miss, and the source is scored again
         meta = table.schema.metadata or {}
         expected = {b"kuration.run": run_fingerprint.encode(), b"kuration.source": source_id.encode(),
                     b"kuration.identity": identity.token().encode()}
@@ -80,6 +90,23 @@ class FsspecScoreCache:
         meta = dict(table.schema.metadata or {})
         meta.update({b"kuration.run": run_fingerprint.encode(), b"kuration.source": source_id.encode(),
                      b"kuration.identity": identity.token().encode()})
-        buffer = io.BytesIO()
-        pq.write_table(table.replace_schema_metadata(meta), buffer)
-        storage.write_bytes_atomic(self._url(run_fingerprint, entry_key(run_fingerprint, source_id, identity)), buffer.getvalue())
+        sink = pa.BufferOutputStream()
+        with ipc.new_file(sink, table.schema.with_metadata(meta)) as writer:
+            writer.write_table(table)
+        # Not fsynced: a lost entry is a miss (the source is scored again), never wrong data.
+        storage.write_bytes_atomic(self._url(run_fingerprint, entry_key(run_fingerprint, source_id, identity)),
+                                   sink.getvalue().to_pybytes(), fsync=False)
+
+    def namespaces(self) -> list[str]:
+        """The run-fingerprint namespaces present (16-hex-digit folder names)."""
+        return sorted({rel.split("/", 1)[0] for rel in storage.list_files(self.root) if "/" in rel})
+
+    def prune(self, keep_run_fingerprint: str) -> list[str]:
+        """Remove every namespace but ``keep_run_fingerprint``'s; returns the ones removed.
+        Called after a successful commit, so a failed run never costs the cache of the
+        run it was replacing."""
+        keep = keep_run_fingerprint[:16]
+        removed = [name for name in self.namespaces() if name != keep]
+        for name in removed:
+            storage.remove_tree(storage.join_url(self.root, name))
+        return removed

@@ -14,6 +14,12 @@ whatever the worker count or the order workers finish in.
 - Results are cached per source under a run fingerprint (schema, segmenter, strategy,
   code version, user feature code) plus the source's identity; a re-run scores only new
   or changed sources. Weak identities are scored every time.
+- ``memory_budget=N`` (bytes) is a hard bound on the scored results held in process memory.
+  Results are checkpointed in ``cache`` (which must be a local :class:`FsspecScoreCache`) and
+  held as memory-mapped checkpoints: file pages the OS can drop and re-read. Only results of
+  sources with a weak identity cannot be checkpointed (a checkpoint must never be reused
+  after its recording changed); they stay in memory, and if they pass the budget the run
+  fails with :class:`MemoryBudgetError`, which says how to provide a fingerprint.
 - If no source yields a single segment, :class:`EmptySegmentPoolError` says what to check.
 """
 
@@ -32,8 +38,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 import kuration
+from kuration.byte_sizes import format_bytes
 from kuration.errors import KurationError
 from kuration.features import get_feature, parse_feature_key
 from kuration.score_cache import ScoreCache
@@ -48,6 +56,8 @@ logger = logging.getLogger(__name__)
 #: Bump when feature or segment semantics change, so old cache entries stop matching.
 SCORING_CODE_VERSION = "2"  # 2: segment tables carry track_steps and sample_hz
 EXECUTORS = ("local", "ray")
+#: Within one source: the order of the pool (after ``source_id``), and of checkpoints.
+_IN_SOURCE_ORDER = [("entity_id", "ascending"), ("segment_index", "ascending")]
 ON_ERROR = ("skip", "raise")
 
 
@@ -61,6 +71,10 @@ class EmptySegmentPoolError(KurationError, ValueError):
 
 class SourceScoringError(KurationError, RuntimeError):
     """A source failed and ``on_error="raise"`` was asked for."""
+
+
+class MemoryBudgetError(KurationError, RuntimeError):
+    """``memory_budget`` cannot be kept: results that may not be checkpointed exceed it."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +96,9 @@ class ScoringResult:
     run_fingerprint: str
     workers: int = 1
     executor: str = "local"
+    #: With ``memory_budget``: the budget, ``resident_bytes`` (results in process memory),
+    #: ``mapped_bytes`` (results held as memory-mapped checkpoints) and ``checkpointed_sources``.
+    memory: dict | None = None
 
     @property
     def skipped(self) -> tuple[SourceOutcome, ...]:
@@ -286,6 +303,7 @@ def score_sources(
     feature_modules: Sequence[str] = (),
     progress: Callable[[SourceOutcome, int, int], None] | None = None,
     allow_empty: bool = False,
+    memory_budget: int | None = None,
 ) -> ScoringResult:
     """Score ``sources`` (default: all the adapter lists). See the module docstring.
 
@@ -297,12 +315,22 @@ def score_sources(
         raise ScoringOptionsError(f"on_error must be one of {list(ON_ERROR)}, got {on_error!r}")
     if not isinstance(workers, int) or workers < 1:
         raise ScoringOptionsError(f"workers must be a positive int, got {workers!r}")
+    if memory_budget is not None:
+        if isinstance(memory_budget, bool) or not isinstance(memory_budget, int) or memory_budget <= 0:
+            raise ScoringOptionsError(f"memory_budget must be a positive number of bytes, got {memory_budget!r}")
+        if cache is None or not getattr(cache, "maps_locally", False):
+            raise ScoringOptionsError(
+                f"memory_budget={format_bytes(memory_budget)} holds scored results as memory-mapped checkpoints; pass "
+                "cache=FsspecScoreCache(<a local folder>) to keep them in (an object store or an in-memory cache cannot be mapped)"
+            )
     strategy.validate_against(adapter.schema)
     source_ids = sorted(set(adapter.list_sources() if sources is None else sources))
     fingerprint = run_fingerprint(adapter, segmenter, strategy)
     outcomes: dict[str, SourceOutcome] = {}
     schema = segment_table_schema(strategy)
-    collected = _Compactor(schema)
+    collected: _Compactor | _BudgetedPool = (
+        _Compactor(schema) if memory_budget is None
+        else _BudgetedPool(schema, memory_budget, cache, fingerprint, type(adapter).__name__))
     identities: dict[str, SourceIdentity | None] = {}
     todo: list[str] = []
     done_count = 0
@@ -330,7 +358,10 @@ def score_sources(
         identities[source_id] = identity
         cached = cache.get(fingerprint, source_id, identity)
         if cached is not None:
-            collected.add(cached.cast(schema))
+            if memory_budget is None:
+                collected.add(cached.cast(schema))
+            else:
+                collected.add_source(cached.cast(schema), source_id, identity, checkpointed=True)
             report(SourceOutcome(source_id, "cached", identity, cached.num_rows))
         else:
             todo.append(source_id)
@@ -341,7 +372,6 @@ def score_sources(
     else:
         results = _run_local(todo, _Call(adapter, segmenter, strategy), workers, modules)
     for batch_table, items in results:
-        collected.add(batch_table)
         offset = 0
         for source_id, rows, error, elapsed in items:
             identity = identities[source_id]
@@ -354,11 +384,21 @@ def score_sources(
             table = batch_table.slice(offset, rows)  # this source's rows: contiguous, zero-copy
             offset += rows
             if cache is not None:
+                # Checkpoints are stored in canonical order, so a budgeted pool can chain
+                # them as they are, without a sort that would bring them all into memory.
+                table = table.sort_by(_IN_SOURCE_ORDER)
                 cache.put(fingerprint, source_id, identity, table)
+            if memory_budget is not None:
+                collected.add_source(table, source_id, identity, checkpointed=False)
             report(SourceOutcome(source_id, "scored", identity, rows, elapsed=elapsed))
+        if memory_budget is None:
+            collected.add(batch_table)
 
-    segments = collected.table().sort_by([("source_id", "ascending"), ("entity_id", "ascending"), ("segment_index", "ascending")])
-    result = ScoringResult(segments, tuple(outcomes[s] for s in source_ids), fingerprint, workers, executor)
+    segments = collected.table()
+    if memory_budget is None:  # a budgeted pool is already in this order
+        segments = segments.sort_by([("source_id", "ascending"), *_IN_SOURCE_ORDER])
+    memory = collected.report() if isinstance(collected, _BudgetedPool) else None
+    result = ScoringResult(segments, tuple(outcomes[s] for s in source_ids), fingerprint, workers, executor, memory)
     if segments.num_rows == 0 and not allow_empty:
         raise EmptySegmentPoolError(_empty_pool_hint(result, segmenter))
     return result
@@ -389,3 +429,63 @@ def _empty_pool_hint(result: ScoringResult, segmenter: Segmenter) -> str:
                      f"segment window ({segmenter.to_dict()})?")
     lines.append("Check the schema against the files, the segmenter window, and the skipped-source errors.")
     return " ".join(lines)
+
+
+class _BudgetedPool:
+    """The scored pool under ``memory_budget``: a source with a checkpoint is held as the
+    memory-mapped checkpoint; any other counts against the budget while it stays in memory.
+
+    The pool is the sources' tables chained in source order (each is in canonical order
+    already), so no step ever gathers it into one in-memory table."""
+
+    def __init__(self, schema: pa.Schema, budget: int, cache: ScoreCache, fingerprint: str, adapter_name: str) -> None:
+        self.schema = schema
+        self.budget = budget
+        self.cache = cache
+        self.fingerprint = fingerprint
+        self.adapter_name = adapter_name
+        self.pieces: dict[str, pa.Table] = {}
+        self.resident = 0
+        self.mapped = 0
+        self.checkpointed = 0
+
+    def add_source(self, table: pa.Table, source_id: str, identity: SourceIdentity, *, checkpointed: bool) -> None:
+        if not checkpointed and identity.strong:
+            mapped = self.cache.get(self.fingerprint, source_id, identity)
+            if mapped is None:
+                raise MemoryBudgetError(
+                    f"source {source_id!r}: its checkpoint was written but cannot be read back from the cache "
+                    f"({getattr(self.cache, 'root', self.cache)!r}); check that folder (space, permissions)")
+            table, checkpointed = mapped.cast(self.schema), True
+        if not _in_canonical_order(table):  # e.g. a checkpoint written by an older version
+            table, checkpointed = table.sort_by(_IN_SOURCE_ORDER), False
+        if checkpointed:
+            self.mapped += table.nbytes
+            self.checkpointed += 1
+        else:
+            self.resident += table.nbytes
+            if self.resident > self.budget:
+                raise MemoryBudgetError(
+                    f"memory_budget={format_bytes(self.budget)}: scored results that cannot be checkpointed reached "
+                    f"{format_bytes(self.resident)} with source {source_id!r}, whose identity is only "
+                    f"{identity.kind!r} ({identity.token()[:80]}). A checkpoint keyed by a logical identity could be "
+                    f"reused after the recording changed, so none is written. Provide a fingerprint: make "
+                    f"{self.adapter_name}.identity() return a strong SourceIdentity (kind 'fingerprint' with a digest of "
+                    "the content, 'content_sha256', or an immutable 'version' or 'etag'), or raise memory_budget")
+        self.pieces[source_id] = table
+
+    def table(self) -> pa.Table:
+        if not self.pieces:
+            return self.schema.empty_table()
+        return pa.concat_tables([self.pieces[s] for s in sorted(self.pieces)])
+
+    def report(self) -> dict:
+        return {"budget_bytes": self.budget, "resident_bytes": self.resident, "mapped_bytes": self.mapped,
+                "checkpointed_sources": self.checkpointed, "sources": len(self.pieces)}
+
+
+def _in_canonical_order(table: pa.Table) -> bool:
+    if table.num_rows < 2:
+        return True
+    order = pc.sort_indices(table, sort_keys=_IN_SOURCE_ORDER).to_numpy()
+    return bool(np.array_equal(order, np.arange(table.num_rows)))

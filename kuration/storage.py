@@ -19,6 +19,7 @@ import copy
 import hashlib
 import os
 import posixpath
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -116,6 +117,20 @@ def exists(url: str | os.PathLike[str]) -> bool:
         return local_path(text).exists()
     fs, path = fsspec.core.url_to_fs(text)
     return fs.exists(fresh_path(fs, path))
+
+
+def remove_tree(url: str | os.PathLike[str]) -> None:
+    """Remove a folder and everything under it; a missing folder is not an error."""
+    text = os.fspath(url)
+    if not is_remote(text):
+        try:
+            shutil.rmtree(local_path(text))
+        except FileNotFoundError:
+            pass
+        return
+    fs, path = fsspec.core.url_to_fs(text)
+    if fs.exists(fresh_path(fs, path)):
+        fs.rm(path, recursive=True)
 
 
 def write_bytes_atomic(url: str | os.PathLike[str], data: bytes, *, fsync: bool = True) -> str:

@@ -46,6 +46,10 @@ SPEC_MARKER_FILE = ".kuration_output_spec.json"
 #: Resume records of a run in progress: one small file per finished shard, under the run's
 #: fingerprint, so one run's records never authorize another's shards.
 RESUME_DIR = ".kuration_resume"
+#: Scored-segment checkpoints (a score cache), one namespace per scoring run fingerprint;
+#: outside the commit's scope, and pruned to the committed run's namespace only after a
+#: successful commit, so a failed replacement keeps the previous run's checkpoints.
+CHECKPOINT_DIR = ".kuration_checkpoints"
 STATES = ("writing", "committed")
 COMMIT_FORMAT = 1
 
@@ -166,7 +170,7 @@ def publish_committed(destination: Destination, *, run_fingerprint: str, marker:
 
 
 __all__ = [
-    "COMMIT_FILE", "CONFIG_FILE", "CommitError", "CommitRecord", "MANIFEST_FILE", "RESUME_DIR",
+    "CHECKPOINT_DIR", "COMMIT_FILE", "CONFIG_FILE", "CommitError", "CommitRecord", "MANIFEST_FILE", "RESUME_DIR",
     "SPEC_MARKER_FILE", "STATES", "canonical_json", "fsync_directory", "publish_committed", "publish_writing",
     "read_commit", "readable_json", "sha256_hex", "strict_json",
 ]

@@ -16,6 +16,12 @@ leaves (``.kuration_resume/<run fingerprint>/``, one per finished shard); the fi
 size and SHA-256; and its source has a strong identity (content hash, ETag or version).
 Everything else is rebuilt. ``force=True`` replaces the destination; the two together are
 an error, and without either an existing destination is refused.
+
+Checkpoints. ``write_dataset`` keeps the scored segments of sources with a strong identity
+as checkpoints when asked to bound memory (``memory_budget``): under
+``.kuration_checkpoints/<scoring run fingerprint>/`` at a local destination. They are not
+part of the dataset (the commit does not cover them; readers ignore them), a failed run
+never removes them, and a committed run removes every namespace but its own.
 """
 
 from __future__ import annotations
@@ -34,12 +40,14 @@ import numpy as np
 import pyarrow as pa
 
 import kuration
+from kuration import storage
 from kuration.budget import BudgetOptions, BudgetPlan, plan_budget
 from kuration.budget.spans import feature_columns
+from kuration.byte_sizes import ByteSizeError, parse_bytes
 from kuration.entities import entity_key
 from kuration.errors import KurationError
 from kuration.output.commit_protocol import (
-    COMMIT_FILE, MANIFEST_FILE, RESUME_DIR, SPEC_MARKER_FILE, CommitError, CommitRecord, canonical_json,
+    CHECKPOINT_DIR, COMMIT_FILE, MANIFEST_FILE, RESUME_DIR, SPEC_MARKER_FILE, CommitError, CommitRecord, canonical_json,
     publish_committed, publish_writing, read_commit, readable_json, sha256_hex,
 )
 from kuration.output.destinations import Destination, open_destination
@@ -47,6 +55,7 @@ from kuration.output.encoders import OutputEncoder, PassthroughEncoder
 from kuration.output.spec import OutputSpec
 from kuration.output.write_track import SPLIT_NAMES, ShardTarget, shard_targets, write_target
 from kuration.schema import Schema
+from kuration.score_cache import FsspecScoreCache
 from kuration.tracks import tracks_from_ticks
 
 MANIFEST_FORMAT = 1
@@ -168,6 +177,34 @@ def _targets(admitted: pa.Table, spec: OutputSpec, plan: BudgetPlan) -> list[tup
     return out
 
 
+def _check_intents(resume: bool, force: bool) -> None:
+    if resume and force:
+        raise DatasetWriteError("resume=True and force=True: resume keeps a run's finished shards, force replaces the "
+                                "destination; choose one")
+
+
+def _existing(destination: Destination) -> list[str]:
+    """What the destination holds, checkpoints aside (they belong to no dataset)."""
+    return [name for name in destination.top_level() if name != CHECKPOINT_DIR]
+
+
+def _check_destination(destination: Destination, resume: bool, force: bool) -> CommitRecord | None:
+    """The destination's commit record, once it is clear this write may go on."""
+    existing = _existing(destination)
+    try:
+        record = read_commit(destination)
+    except CommitError:
+        if not force:
+            raise
+        record = None
+    if existing and not (resume or force):
+        raise DatasetWriteError(
+            f"{destination.url}: already holds {existing[:5]}{'...' if len(existing) > 5 else ''}; pass resume=True to finish or "
+            "reuse the same run, or force=True to replace it"
+        )
+    return record
+
+
 def write_planned_dataset(
     out: str | os.PathLike[str],
     plan: BudgetPlan,
@@ -183,11 +220,20 @@ def write_planned_dataset(
 ) -> DatasetWriteResult:
     """Write the spans ``plan`` admitted as a committed dataset at ``out`` (a local folder or
     an object-store URL)."""
-    if resume and force:
-        raise DatasetWriteError("resume=True and force=True: resume keeps a run's finished shards, force replaces the "
-                                "destination; choose one")
+    _check_intents(resume, force)
     destination = open_destination(out)
     spec.validate_against(schema)
+    with destination.lease():
+        return _publish(destination, plan, adapter=adapter, schema=schema, spec=spec, encoder=encoder, resume=resume,
+                        force=force, job=job, progress=progress, started=_dt.datetime.now(_dt.timezone.utc))
+
+
+def _publish(destination: Destination, plan: BudgetPlan, *, adapter: Any, schema: Schema, spec: OutputSpec,
+             encoder: OutputEncoder | None, resume: bool, force: bool, job: Mapping[str, Any] | None,
+             progress: Callable[[int, int, str], None] | None, started: _dt.datetime,
+             results: Mapping[str, Any] | None = None) -> DatasetWriteResult:
+    """Everything after the plan, under the caller's lease: the checks that touch nothing,
+    then publication (see the module docstring)."""
     chunking = plan.options.chunking
     if chunking is not None and chunking != spec.chunking:
         raise DatasetWriteError(
@@ -195,94 +241,82 @@ def write_planned_dataset(
             f"writes {spec.shard_length} ({spec.short_policy}); plan again with the spec's shard_length and short_policy"
         )
     encoder = encoder or PassthroughEncoder()
-    started = _dt.datetime.now(_dt.timezone.utc)
-    with destination.lease():
-        existing = destination.top_level()
-        try:
-            record = read_commit(destination)
-        except CommitError:
-            if not force:
-                raise
-            record = None
-        if existing and not (resume or force):
-            raise DatasetWriteError(
-                f"{destination.url}: already holds {existing[:5]}{'...' if len(existing) > 5 else ''}; pass resume=True to finish or "
-                "reuse the same run, or force=True to replace it"
-            )
-        admitted = plan.admitted()
-        sources = sorted(set(admitted.column("source_id").to_pylist()))
-        identities = {s: adapter.identity(s) for s in sources}
-        strong = {s: bool(identity.strong) for s, identity in identities.items()}
-        targets = _targets(admitted, spec, plan)
-        fingerprints = {
-            "output_spec": spec.fingerprint(), "schema": schema.fingerprint(), "plan": _plan_digest(admitted),
-            "encoder": _encoder_fingerprint(encoder), "adapter": {"class": f"{type(adapter).__module__}.{type(adapter).__qualname__}",
-                                                                  "repr": repr(adapter)},
-            "sources": {s: identities[s].token() for s in sources}, "kuration": kuration.__version__,
-        }
-        run_fingerprint = sha256_hex(canonical_json(fingerprints))
-        marker = readable_json({"format": 1, "output": spec.to_dict(), "run_fingerprint": run_fingerprint})
-        if resume and record is not None and record.run_fingerprint != run_fingerprint:
-            raise DifferentRunError(
-                f"{destination.url}: holds a {record.state} dataset of another run (run {record.run_fingerprint[:12]}..., this one "
-                f"{run_fingerprint[:12]}...: the spec, plan, sources or code changed); resume=True only finishes or "
-                "re-checks the same run. Pass force=True to replace it"
-            )
-        reusable, no_reuse_reason = _reusable(destination, resume, record, marker, run_fingerprint, strong)
+    record = _check_destination(destination, resume, force)
+    admitted = plan.admitted()
+    sources = sorted(set(admitted.column("source_id").to_pylist()))
+    identities = {s: adapter.identity(s) for s in sources}
+    strong = {s: bool(identity.strong) for s, identity in identities.items()}
+    targets = _targets(admitted, spec, plan)
+    fingerprints = {
+        "output_spec": spec.fingerprint(), "schema": schema.fingerprint(), "plan": _plan_digest(admitted),
+        "encoder": _encoder_fingerprint(encoder), "adapter": {"class": f"{type(adapter).__module__}.{type(adapter).__qualname__}",
+                                                              "repr": repr(adapter)},
+        "sources": {s: identities[s].token() for s in sources}, "kuration": kuration.__version__,
+    }
+    run_fingerprint = sha256_hex(canonical_json(fingerprints))
+    marker = readable_json({"format": 1, "output": spec.to_dict(), "run_fingerprint": run_fingerprint})
+    if resume and record is not None and record.run_fingerprint != run_fingerprint:
+        raise DifferentRunError(
+            f"{destination.url}: holds a {record.state} dataset of another run (run {record.run_fingerprint[:12]}..., this one "
+            f"{run_fingerprint[:12]}...: the spec, plan, sources or code changed); resume=True only finishes or "
+            "re-checks the same run. Pass force=True to replace it"
+        )
+    reusable, no_reuse_reason = _reusable(destination, resume, record, marker, run_fingerprint, strong)
 
-        # -- publication starts: readers reject the directory until the final commit ------
-        publish_writing(destination, run_fingerprint=run_fingerprint, marker=marker)
-        entries: list[dict[str, Any]] = []
-        written = reused = 0
-        features = feature_columns(admitted)
-        by_source: dict[str, list[tuple[ShardTarget, dict[str, Any]]]] = {}
-        for target, row in targets:
-            by_source.setdefault(target.source_id, []).append((target, row))
-        for done, source in enumerate(sources, start=1):
-            pending = []
-            for target, row in by_source.get(source, []):
-                entry = reusable.get(target.path)
-                if entry is not None and _same_target(entry, target) and destination.shard_matches(target.path, entry):
-                    entries.append(entry)
-                    reused += 1
-                else:
-                    pending.append((target, row))
-            if pending:
-                tracks = {entity_key(t.entity_id): t for t in tracks_from_ticks(schema, adapter.read_ticks(source), source)}
-                for target, row in pending:
-                    track = _span_track(tracks, target, row, features)
-                    entry = write_target(destination, target, track, spec, schema=schema, encoder=encoder, adapter=adapter)
-                    entries.append(entry)
-                    written += 1
-                    # Not made durable: a record lost to a power cut only costs a rebuild.
-                    destination.write_metadata(_record_name(run_fingerprint, target.path), canonical_json(
-                        {"run": run_fingerprint, "entry": entry}), durable=False)
-            if progress:
-                progress(done, len(sources), source)
-        entries.sort(key=lambda e: (e["source_id"], e["entity_id"], -1 if e["span_index"] is None else e["span_index"],
-                                    e["shard_index"]))
-        manifest = _manifest(entries, spec, plan, run_fingerprint)
-        finished = _dt.datetime.now(_dt.timezone.utc)
-        config = {
-            "format": 1,
-            "job": {"output": spec.to_dict(), "schema": schema.to_dict(), "budget": plan.options.to_dict(),
-                    "strategy": plan.strategy, **(dict(job) if job else {})},
-            "results": {"budget": plan.accounting, "splits": manifest["splits"], "shards": len(entries),
-                        "written_shards": written, "reused_shards": reused,
-                        "resume": {"requested": resume, "reuse_refused": no_reuse_reason if resume and not reused else ""}},
-            "timestamps": {"started": started.isoformat(timespec="seconds"), "finished": finished.isoformat(timespec="seconds")},
-            "provenance": {"run_fingerprint": run_fingerprint, **fingerprints,
-                           "sources_strong_identity": strong},
-        }
-        manifest_bytes = readable_json(manifest)
-        config_bytes = readable_json(config)
-        # Still unreadable (state=writing): the old run's shards go now, so the committed
-        # directory holds exactly what its manifest lists.
-        _remove_stale_files(destination, {e["path"] for e in entries})
-        committed = publish_committed(destination, run_fingerprint=run_fingerprint, marker=marker,
-                                      manifest=manifest_bytes, config=config_bytes)
-        for name in destination.files_under(RESUME_DIR):  # the manifest now records every shard
-            destination.remove(name)
+    # -- publication starts: readers reject the directory until the final commit ------
+    publish_writing(destination, run_fingerprint=run_fingerprint, marker=marker)
+    entries: list[dict[str, Any]] = []
+    written = reused = 0
+    features = feature_columns(admitted)
+    by_source: dict[str, list[tuple[ShardTarget, dict[str, Any]]]] = {}
+    for target, row in targets:
+        by_source.setdefault(target.source_id, []).append((target, row))
+    for done, source in enumerate(sources, start=1):
+        pending = []
+        for target, row in by_source.get(source, []):
+            entry = reusable.get(target.path)
+            if entry is not None and _same_target(entry, target) and destination.shard_matches(target.path, entry):
+                entries.append(entry)
+                reused += 1
+            else:
+                pending.append((target, row))
+        if pending:
+            tracks = {entity_key(t.entity_id): t for t in tracks_from_ticks(schema, adapter.read_ticks(source), source)}
+            for target, row in pending:
+                track = _span_track(tracks, target, row, features)
+                entry = write_target(destination, target, track, spec, schema=schema, encoder=encoder, adapter=adapter)
+                entries.append(entry)
+                written += 1
+                # Not made durable: a record lost to a power cut only costs a rebuild.
+                destination.write_metadata(_record_name(run_fingerprint, target.path), canonical_json(
+                    {"run": run_fingerprint, "entry": entry}), durable=False)
+        if progress:
+            progress(done, len(sources), source)
+    entries.sort(key=lambda e: (e["source_id"], e["entity_id"], -1 if e["span_index"] is None else e["span_index"],
+                                e["shard_index"]))
+    manifest = _manifest(entries, spec, plan, run_fingerprint)
+    finished = _dt.datetime.now(_dt.timezone.utc)
+    config = {
+        "format": 1,
+        "job": {"output": spec.to_dict(), "schema": schema.to_dict(), "budget": plan.options.to_dict(),
+                "strategy": plan.strategy, **(dict(job) if job else {})},
+        "results": {"budget": plan.accounting, "splits": manifest["splits"], "shards": len(entries),
+                    "written_shards": written, "reused_shards": reused,
+                    "resume": {"requested": resume, "reuse_refused": no_reuse_reason if resume and not reused else ""},
+                    **(dict(results) if results else {})},
+        "timestamps": {"started": started.isoformat(timespec="seconds"), "finished": finished.isoformat(timespec="seconds")},
+        "provenance": {"run_fingerprint": run_fingerprint, **fingerprints,
+                       "sources_strong_identity": strong},
+    }
+    manifest_bytes = readable_json(manifest)
+    config_bytes = readable_json(config)
+    # Still unreadable (state=writing): the old run's shards go now, so the committed
+    # directory holds exactly what its manifest lists.
+    _remove_stale_files(destination, {e["path"] for e in entries})
+    committed = publish_committed(destination, run_fingerprint=run_fingerprint, marker=marker,
+                                  manifest=manifest_bytes, config=config_bytes)
+    for name in destination.files_under(RESUME_DIR):  # the manifest now records every shard
+        destination.remove(name)
     return DatasetWriteResult(destination.url, committed, manifest, config, plan, written, reused)
 
 
@@ -353,29 +387,57 @@ def write_dataset(
     resume: bool = False,
     force: bool = False,
     cache: Any = None,
+    memory_budget: int | str | None = None,
 ) -> DatasetWriteResult:
     """Score ``sources`` (default: all), fill the hour budgets, write and commit the
-    dataset at ``out``. Everything that can be checked is checked before scoring."""
+    dataset at ``out``. Everything that can be checked is checked before scoring, and the
+    destination's lease is held from then until the commit.
+
+    ``memory_budget`` (bytes, or a string such as ``"512MiB"``) is a hard bound on the
+    scored results held in memory between scoring and the fill: they are checkpointed
+    and held memory-mapped (see :func:`kuration.scoring.score_sources`). Checkpoints go to
+    ``cache`` if given (a local :class:`~kuration.score_cache.FsspecScoreCache`), else to
+    ``<out>/.kuration_checkpoints/<scoring run>/`` (a local ``out`` only). Sources without
+    a strong identity cannot be checkpointed; if their results pass the budget the write
+    fails before publication, saying how to provide a fingerprint. After a successful
+    commit, checkpoint namespaces of other scoring runs at the destination are removed."""
     from kuration.scoring import score_sources
 
-    if resume and force:
-        raise DatasetWriteError("resume=True and force=True: resume keeps a run's finished shards, force replaces the "
-                                "destination; choose one")
+    _check_intents(resume, force)
     if sample_hz is not None and not np.isclose(sample_hz, schema.sample_hz):
         raise DatasetWriteError(f"sample_hz={sample_hz:g} but the schema says {schema.sample_hz:g} Hz; leave sample_hz "
                                 "unset (it defaults to the schema's)")
+    try:
+        budget = None if memory_budget is None else parse_bytes(memory_budget, name="memory_budget")
+    except ByteSizeError as exc:
+        raise DatasetWriteError(str(exc)) from None
     spec.validate_against(schema)
     strategy.validate_against(schema)
     options = BudgetOptions(train_hours=train_hours, val_hours=val_hours, test_hours=test_hours, span_steps=span_steps,
                             span_seconds=span_seconds, clip_aggregate=clip_aggregate, seed=seed, chunking=spec.chunking)
-    scored = score_sources(adapter, segmenter=segmenter, strategy=strategy, sources=sources, workers=workers,
-                           executor=executor, on_error=on_error, cache=cache)
-    plan = plan_budget(scored.segments, options, strategy=strategy, group_of=group_of)
-    job = {"segmenter": segmenter.to_dict(), "scoring_run": scored.run_fingerprint, "workers": workers,
-           "executor": executor, "on_error": on_error,
-           "skipped_sources": {o.source_id: o.error for o in scored.skipped}}
-    return write_planned_dataset(out, plan, adapter=adapter, schema=schema, spec=spec, encoder=encoder, resume=resume,
-                                 force=force, job=job)
+    destination = open_destination(out)
+    if budget is not None and cache is None:
+        if storage.is_remote(destination.url):
+            raise DatasetWriteError(
+                f"memory_budget with a remote destination ({destination.url}): checkpoints must be local files to be "
+                "memory-mapped; pass cache=FsspecScoreCache('<a local folder>')")
+        cache = FsspecScoreCache(destination.where(CHECKPOINT_DIR))
+    started = _dt.datetime.now(_dt.timezone.utc)
+    with destination.lease():
+        _check_destination(destination, resume, force)  # before scoring: a refused write costs nothing
+        scored = score_sources(adapter, segmenter=segmenter, strategy=strategy, sources=sources, workers=workers,
+                               executor=executor, on_error=on_error, cache=cache, memory_budget=budget)
+        plan = plan_budget(scored.segments, options, strategy=strategy, group_of=group_of)
+        job = {"segmenter": segmenter.to_dict(), "scoring_run": scored.run_fingerprint, "workers": workers,
+               "executor": executor, "on_error": on_error, "memory_budget_bytes": budget,
+               "skipped_sources": {o.source_id: o.error for o in scored.skipped}}
+        results = {"scoring": {"scored": scored.count("scored"), "cached": scored.count("cached"),
+                               "skipped": scored.count("skipped"), "memory": scored.memory}}
+        written = _publish(destination, plan, adapter=adapter, schema=schema, spec=spec, encoder=encoder, resume=resume,
+                           force=force, job=job, progress=None, started=started, results=results)
+        if CHECKPOINT_DIR in destination.top_level():
+            FsspecScoreCache(destination.where(CHECKPOINT_DIR)).prune(scored.run_fingerprint)
+    return written
 
 
 __all__ = ["DatasetWriteError", "DatasetWriteResult", "DifferentRunError", "write_dataset", "write_planned_dataset"]

@@ -118,7 +118,9 @@ def test_the_file_cache_survives_the_process_and_refuses_foreign_entries(recordi
     cache_root = tmp_path / "cache"
     _score(recordings, cache=FsspecScoreCache(cache_root))
     assert _score(recordings, cache=FsspecScoreCache(cache_root)).count("cached") == 6
-    for entry in cache_root.rglob("*.parquet"):
+    entries = list(cache_root.rglob("*.arrow"))
+    assert len(entries) == 6
+    for entry in entries:
         entry.write_bytes(b"torn write")
     result = _score(recordings, cache=FsspecScoreCache(cache_root))
     assert result.count("scored") == 6  # corrupt entries are misses, then rewritten
