@@ -17,7 +17,7 @@ import pytest
 
 from kuration.output.commit_protocol import CommitError
 from kuration.read import load_committed, verify_dataset
-from tests.output.test_write_dataset import Corpus, data_files, snapshot
+from tests.output.test_write_dataset import Corpus, comparable_record, data_files, snapshot
 
 FORK = multiprocessing.get_context("fork")
 
@@ -52,6 +52,7 @@ def _crash_and_resume(corpus, tmp_path, kills, seed, previous_plan=None):
     finished, duration = _run(corpus, reference, plan)
     assert finished
     expected = data_files(reference)
+    expected_record = comparable_record(reference)
     rng = random.Random(seed)
     outcomes = {"rejected": 0, "previous": 0, "complete": 0}
     for i in range(kills):
@@ -78,6 +79,7 @@ def _crash_and_resume(corpus, tmp_path, kills, seed, previous_plan=None):
         intact = previous is not None and snapshot(out) == previous
         assert _run(corpus, out, plan, **({"force": True} if intact else {"resume": True}))[0], f"kill {i}: rerun failed"
         assert data_files(out) == expected, f"kill {i}: resume did not reproduce the uninterrupted run"
+        assert comparable_record(out) == expected_record, f"kill {i}: config or commit differ beyond timestamps and counts"
         assert verify_dataset(out).ok
     return outcomes
 

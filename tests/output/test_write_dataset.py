@@ -1,6 +1,7 @@
 """write_dataset / write_planned_dataset: the commit protocol, protection, resume, the lease,
 and readers that accept only committed, consistent datasets."""
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -56,6 +57,19 @@ def snapshot(out: Path) -> dict[str, bytes]:
     """Every published file's bytes (not the lease or temp files)."""
     return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
             if p.is_file() and p.name != ".kuration-writer.lock" and not p.name.endswith(".tmp")}
+
+
+def comparable_record(out: Path) -> dict:
+    """config.json and the commit record without what differs between two runs of one job
+    by design: when it ran, how many shards a resume reused, and the checksums over those."""
+    config = json.loads((out / CONFIG_FILE).read_bytes())
+    config.pop("timestamps")
+    for key in ("written_shards", "reused_shards", "resume"):
+        config["results"].pop(key)
+    record = json.loads((out / COMMIT_FILE).read_bytes())
+    for key in ("config_sha256", "checksum"):
+        record.pop(key)
+    return {"config": config, "commit": record}
 
 
 def data_files(out: Path) -> dict[str, bytes]:
@@ -119,6 +133,7 @@ def test_force_replaces_and_removes_the_old_runs_shards(corpus, tmp_path):
 def test_resume_reuses_verified_shards_and_rebuilds_corrupt_or_missing_ones(corpus, tmp_path):
     out = tmp_path / "out"
     reference = corpus.write(out)
+    reference_record = comparable_record(out)
     first, second, third = (out / e["path"] for e in reference.manifest["entries"][:3])
     data = bytearray(first.read_bytes())
     data[len(data) // 2] ^= 0x01
@@ -129,6 +144,7 @@ def test_resume_reuses_verified_shards_and_rebuilds_corrupt_or_missing_ones(corp
     again = corpus.write(out, resume=True)
     assert (again.written, again.reused) == (3, len(reference.manifest["entries"]) - 3)
     assert again.manifest == reference.manifest and verify_dataset(out).ok
+    assert comparable_record(out) == reference_record
 
 
 def test_resume_refuses_a_destination_of_another_run(corpus, tmp_path):
