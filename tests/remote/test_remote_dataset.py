@@ -114,3 +114,20 @@ def test_two_concurrent_writers_on_s3_one_proceeds_the_other_gets_a_lease_error(
     url = f"{bucket}/race"
     assert race_two_writers(corpus, url) == [0, 3]
     assert verify_dataset(url).ok
+
+
+def test_a_memory_budget_on_s3_checkpoints_in_the_given_local_folder(corpus, bucket, s3_client, tmp_path):
+    from kuration.output.write_dataset import write_dataset
+    from kuration.score_cache import FsspecScoreCache
+
+    def write(**kw):
+        return write_dataset(f"{bucket}/budgeted", schema=corpus.schema, adapter=corpus.adapter,
+                             strategy=corpus.settings.strategy, segmenter=corpus.settings.segmenter, spec=corpus.spec,
+                             train_hours=40 / 3600, test_hours=20 / 3600, span_seconds=10.0, memory_budget="1KiB", **kw)
+    with pytest.raises(DatasetWriteError, match="checkpoints must be local files"):
+        write()
+    result = write(cache=FsspecScoreCache(tmp_path / "ckpt"))
+    assert verify_dataset(f"{bucket}/budgeted").ok
+    assert result.config["results"]["scoring"]["memory"]["resident_bytes"] == 0
+    assert list((tmp_path / "ckpt").rglob("*.arrow"))
+    assert not [k for k in _objects(s3_client, bucket) if ".kuration_checkpoints" in k]  # nothing of them remotely
