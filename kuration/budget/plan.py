@@ -180,9 +180,13 @@ def plan_budget(
 
 def _assert_exclusive(admitted: np.ndarray, source_code: np.ndarray, group_code: np.ndarray, split_code: np.ndarray) -> None:
     """By construction no source or group is admitted to two splits; assert it anyway."""
+    split = split_code[admitted]
     for what, code in (("source", source_code), ("group", group_code)):
-        pairs = np.unique(np.stack([code[admitted], split_code[admitted].astype(np.int64)]), axis=1)
-        if pairs.shape[1] and np.any(np.diff(pairs[0]) == 0):
+        code = code[admitted] + 1  # group -1 (none) counts as a code of its own
+        # Splits per code by counting, linear in the items (a unique over pairs sorts them).
+        splits_of = sum((np.bincount(code[split == k], minlength=int(code.max(initial=0)) + 1) > 0).astype(np.int64)
+                        for k in np.unique(split))
+        if np.any(splits_of > 1):
             raise AssertionError(f"budget plan: a {what} was admitted to more than one split")
 
 
