@@ -76,20 +76,40 @@ class SplitFill:
     tags: dict[str, dict] = field(default_factory=dict)
 
 
-def _splitmix64(x: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        x = (x + np.uint64(0x9E3779B97F4A7C15)).astype(np.uint64)
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return x ^ (x >> np.uint64(31))
+#: Items per block of :func:`tiebreak_keys`: its scratch stays in cache.
+MIX_BLOCK = 1 << 16
+
+
+def _splitmix64(x: np.ndarray, scratch: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer, in place on ``x`` (uint64; ``scratch`` of the same length)."""
+    x += np.uint64(0x9E3779B97F4A7C15)
+    for shift, multiplier in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
+        np.right_shift(x, np.uint64(shift), out=scratch)
+        x ^= scratch
+        x *= np.uint64(multiplier)
+    np.right_shift(x, np.uint64(31), out=scratch)
+    x ^= scratch
+    return x
 
 
 def tiebreak_keys(source_codes: np.ndarray, source_hashes: np.ndarray, entity_codes: np.ndarray,
                   entity_hashes: np.ndarray, index: np.ndarray) -> np.ndarray:
-    """A 64-bit key per item from seeded hashes of its source and entity names and its index."""
+    """A 64-bit key per item from seeded hashes of its source and entity names and its index.
+    Mixed in place, block by block: a dozen elementwise passes over full-length temporaries
+    would each be fresh memory (page faults) and a trip through main memory."""
+    out = np.empty(len(index), np.uint64)
+    scratch = np.empty(min(len(index), MIX_BLOCK), np.uint64)
     with np.errstate(over="ignore"):
-        inner = _splitmix64(entity_hashes[entity_codes] ^ _splitmix64(index.astype(np.uint64)))
-        return _splitmix64(source_hashes[source_codes] ^ inner)
+        for a in range(0, len(index), MIX_BLOCK):
+            b = min(a + MIX_BLOCK, len(index))
+            x, tmp = out[a:b], scratch[: b - a]
+            np.copyto(x, index[a:b], casting="unsafe")
+            _splitmix64(x, tmp)
+            x ^= entity_hashes[entity_codes[a:b]]
+            _splitmix64(x, tmp)
+            x ^= source_hashes[source_codes[a:b]]
+            _splitmix64(x, tmp)
+    return out
 
 
 def _round_up(value: float, whole: bool) -> float:

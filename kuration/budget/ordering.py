@@ -21,9 +21,24 @@ def sort_tied_runs(order: np.ndarray, same: np.ndarray, tie_keys: Callable[[np.n
     tied[:-1] = same
     tied[1:] |= same
     at = np.flatnonzero(tied)
-    run = np.cumsum(np.r_[True, ~same[at[1:] - 1]])
-    elements = order[at]
-    order[at] = elements[np.lexsort((*tie_keys(elements), run))]
+    new_run = np.r_[True, ~same[at[1:] - 1]]
+    run_start = at[new_run]
+    run_length = np.diff(np.r_[np.flatnonzero(new_run), len(at)])
+    # Most runs are pairs (two items sharing one best segment): a compare-and-swap each.
+    first = run_start[run_length == 2]
+    a, b = order[first], order[first + 1]
+    after = np.zeros(len(first), bool)
+    equal = np.ones(len(first), bool)
+    for key_a, key_b in zip(reversed(tie_keys(a)), reversed(tie_keys(b))):
+        after |= equal & (key_a > key_b)
+        equal &= key_a == key_b
+    order[first], order[first + 1] = np.where(after, b, a), np.where(after, a, b)
+    longer = np.repeat(run_length > 2, run_length)
+    if longer.any():
+        at = at[longer]
+        run = np.cumsum(new_run[longer])
+        elements = order[at]
+        order[at] = elements[np.lexsort((*tie_keys(elements), run))]
     return order
 
 

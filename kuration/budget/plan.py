@@ -86,10 +86,16 @@ def _tag_items(tags: pa.ChunkedArray, wanted: tuple[str, ...]) -> dict[str, np.n
 
 
 def _tiebreak(source_code: np.ndarray, source_names: list[str], items: pa.Table, index_column: str, seed: int) -> np.ndarray:
-    ent = pc.dictionary_encode(items.column("entity_id").combine_chunks())
+    # Entity names coded chunk by chunk (a chunk holds a handful of names), so the column is
+    # never copied into one array first.
+    codes, names = [], []
+    for chunk in items.column("entity_id").chunks:
+        encoded = pc.dictionary_encode(chunk)
+        codes.append(encoded.indices.to_numpy().astype(np.int64) + len(names))
+        names += encoded.dictionary.to_pylist()
     src_hash = np.array([seeded_hash(seed, f"s\0{v}") for v in source_names], np.uint64)
-    ent_hash = np.array([seeded_hash(seed, f"e\0{v}") for v in ent.dictionary.to_pylist()], np.uint64)
-    return tiebreak_keys(source_code, src_hash, ent.indices.to_numpy(), ent_hash, items.column(index_column).to_numpy())
+    ent_hash = np.array([seeded_hash(seed, f"e\0{v}") for v in names], np.uint64)
+    return tiebreak_keys(source_code, src_hash, np.concatenate(codes), ent_hash, items.column(index_column).to_numpy())
 
 
 def plan_budget(
