@@ -86,7 +86,7 @@ def budget_accounting(
             "groups": fill.groups,
             "group_cap": fill.group_cap,
             "reserve_bound": fill.reserve_bound if fill.tags else None,
-            "sources_admitted": int(len(np.unique(source_code[took]))),
+            "sources_admitted": int(np.count_nonzero(np.bincount(source_code[took]))),
             "excluded": {
                 r: {"items": int(m.sum()), "seconds": _sum(m, seconds)}
                 for r in SPLIT_EXCLUSIONS for m in [in_split & (reason == CODE[r])]

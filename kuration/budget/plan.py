@@ -86,10 +86,16 @@ def _tag_items(tags: pa.ChunkedArray, wanted: tuple[str, ...]) -> dict[str, np.n
 
 
 def _tiebreak(source_code: np.ndarray, source_names: list[str], items: pa.Table, index_column: str, seed: int) -> np.ndarray:
-    ent = pc.dictionary_encode(items.column("entity_id").combine_chunks())
+    # Entity names coded chunk by chunk (a chunk holds a handful of names), so the column is
+    # never copied into one array first.
+    codes, names = [], []
+    for chunk in items.column("entity_id").chunks:
+        encoded = pc.dictionary_encode(chunk)
+        codes.append(encoded.indices.to_numpy().astype(np.int64) + len(names))
+        names += encoded.dictionary.to_pylist()
     src_hash = np.array([seeded_hash(seed, f"s\0{v}") for v in source_names], np.uint64)
-    ent_hash = np.array([seeded_hash(seed, f"e\0{v}") for v in ent.dictionary.to_pylist()], np.uint64)
-    return tiebreak_keys(source_code, src_hash, ent.indices.to_numpy(), ent_hash, items.column(index_column).to_numpy())
+    ent_hash = np.array([seeded_hash(seed, f"e\0{v}") for v in names], np.uint64)
+    return tiebreak_keys(source_code, src_hash, np.concatenate(codes), ent_hash, items.column(index_column).to_numpy())
 
 
 def plan_budget(
@@ -180,9 +186,13 @@ def plan_budget(
 
 def _assert_exclusive(admitted: np.ndarray, source_code: np.ndarray, group_code: np.ndarray, split_code: np.ndarray) -> None:
     """By construction no source or group is admitted to two splits; assert it anyway."""
+    split = split_code[admitted]
     for what, code in (("source", source_code), ("group", group_code)):
-        pairs = np.unique(np.stack([code[admitted], split_code[admitted].astype(np.int64)]), axis=1)
-        if pairs.shape[1] and np.any(np.diff(pairs[0]) == 0):
+        code = code[admitted] + 1  # group -1 (none) counts as a code of its own
+        # Splits per code by counting, linear in the items (a unique over pairs sorts them).
+        splits_of = sum((np.bincount(code[split == k], minlength=int(code.max(initial=0)) + 1) > 0).astype(np.int64)
+                        for k in np.unique(split))
+        if np.any(splits_of > 1):
             raise AssertionError(f"budget plan: a {what} was admitted to more than one split")
 
 

@@ -29,12 +29,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kuration.budget.options import BudgetError, BudgetOptions
+from kuration.budget.ordering import sort_tied_runs
 
 #: Columns a stored segment table must have for a plan; features are whatever else is float.
 REQUIRED_SEGMENT_COLUMNS = (
     "source_id", "entity_id", "segment_index", "start", "stop", "seconds", "track_steps", "sample_hz",
     "tags", "priority",
 )
+_ID_COLUMNS = ("source_id", "entity_id")
 _NOT_FEATURES = set(REQUIRED_SEGMENT_COLUMNS) | {"start_tick", "stop_tick", "present_fraction", "passed"}
 STATUSES = ("ok", "non_finite", "filtered", "unscored")
 
@@ -66,11 +68,14 @@ def sorted_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, pa.Arr
     return rank[encoded.indices.to_numpy()], names.take(pa.array(by_name))
 
 
-def _canonical(segments: pa.Table, columns: list[str]) -> tuple[pa.Table, np.ndarray]:
-    """``columns`` of ``segments`` sorted by (source, entity, start, segment_index), and each
-    row's track code (ascending with (source, entity)): the plan never depends on the order
-    segments arrive in. Tables already in that order (one source's stored file, sources
-    concatenated in name order) are not sorted again."""
+def _canonical(segments: pa.Table, columns: list[str]) -> tuple[pa.Table, np.ndarray | None, np.ndarray]:
+    """``columns`` of ``segments``, the permutation that sorts them by (source, entity, start,
+    segment_index) (``None`` when they already are: one source's stored file, sources
+    concatenated in name order) and each row's track code in that order (ascending with
+    (source, entity)): the plan never depends on the order segments arrive in. The rows are
+    not gathered here: :func:`_rows` gathers one block at a time, so no permuted copy of the
+    whole table is ever made (fresh memory of that size costs more in page faults than the
+    gather itself)."""
     src, _ = sorted_codes(segments.column("source_id"))
     ent, ent_names = sorted_codes(segments.column("entity_id"))
     track = src * max(len(ent_names), 1) + ent
@@ -78,7 +83,7 @@ def _canonical(segments: pa.Table, columns: list[str]) -> tuple[pa.Table, np.nda
     index = _column(segments, "segment_index", np.int64)
     table = segments.select(columns)
     if not len(track):
-        return table, track
+        return table, None, track
     # One packed (track, start) key when it fits in 62 bits: one diff to check the order,
     # instead of a lexicographic test over three columns (big temporaries cost page faults).
     span = int(start.max()) - int(start.min()) + 1
@@ -86,28 +91,46 @@ def _canonical(segments: pa.Table, columns: list[str]) -> tuple[pa.Table, np.nda
         key = track * span + (start - start.min())
         step = np.diff(key)
         ordered = bool(np.all((step > 0) | ((step == 0) & (np.diff(index) >= 0))))
-        order = None if ordered else np.lexsort((index, key))
+        order = None if ordered else _key_order(key, index)
     else:
         order = np.lexsort((index, start, track))
         ordered = bool(np.all(np.diff(order) == 1))
-    if not ordered:
-        table, track = table.take(pa.array(order)), track[order]
-    return table, track
+    if ordered:
+        return table, None, track
+    return table, order, track[order]
+
+
+def _key_order(key: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``np.lexsort((index, key))``. Rows arrive in runs already sorted by key (a track's
+    segments, in order), which a stable sort of the one key merges in near-linear time; the
+    rare equal keys (two segments of a track at one start) are then ordered by ``index``,
+    keeping arrival order among equal indices, as the stable lexsort does."""
+    order = np.argsort(key, kind="stable")
+    ranked = key[order]
+    return sort_tied_runs(order, ranked[1:] == ranked[:-1], lambda at: (index[at],))
+
+
+def _rows(table: pa.Table, order: np.ndarray | None, a: int, b: int) -> pa.Table:
+    """Rows ``a:b`` of ``table`` in canonical order (see :func:`_canonical`)."""
+    if order is None:
+        return table.slice(a, b - a)
+    return table.take(pa.array(order[a:b]))
 
 
 def _column(table: pa.Table, name: str, dtype) -> np.ndarray:
     return table.column(name).to_numpy().astype(dtype, copy=False)
 
 
-def _per_track_constant(values: np.ndarray, starts: np.ndarray, name: str, table: pa.Table) -> np.ndarray:
+def _per_track_constant(values: np.ndarray, starts: np.ndarray, name: str, ids: pa.Table) -> np.ndarray:
     first = values[starts[:-1]]
     lengths = np.diff(starts)
     differs = np.flatnonzero(np.repeat(first, lengths) != values)
     if len(differs):
         row = int(differs[0])
+        track = int(np.searchsorted(starts, row, "right")) - 1
         raise BudgetError(
-            f"segment table: {name} differs within the track {table.column('source_id')[row].as_py()!r} / "
-            f"{table.column('entity_id')[row].as_py()!r} ({values[row]!r} vs {first[np.searchsorted(starts, row, 'right') - 1]!r}); "
+            f"segment table: {name} differs within the track {ids.column('source_id')[track].as_py()!r} / "
+            f"{ids.column('entity_id')[track].as_py()!r} ({values[row]!r} vs {first[track]!r}); "
             "each track is scored once, so its segments must agree"
         )
     return first
@@ -175,18 +198,28 @@ def span_items(segments: pa.Table, options: BudgetOptions, *, clip_aggregate: st
     ``status``, ``segments`` (overlapping), ``tags`` and the aggregated features."""
     _check_columns(segments)
     features = feature_columns(segments)
-    segments, track_code = _canonical(segments, [*REQUIRED_SEGMENT_COLUMNS, *features])
+    segments, order, track_code = _canonical(segments, [*REQUIRED_SEGMENT_COLUMNS, *features])
     n = segments.num_rows
     starts = np.concatenate([[0], np.flatnonzero(np.diff(track_code)) + 1, [n]]).astype(np.int64) if n else np.zeros(1, np.int64)
+    # The string ids are gathered once per track, not per segment: a span's ids are its
+    # track's, and gathering strings row by row is the dearest part of reordering a table.
+    ids = segments.select(list(_ID_COLUMNS))
+    segments = segments.drop_columns(list(_ID_COLUMNS))
+
+    def block(a: int, b: int, inner: np.ndarray) -> pa.Table:
+        firsts = a + inner[:-1]
+        track_ids = ids.take(pa.array(firsts if order is None else order[firsts]))
+        return _block_spans(_rows(segments, order, a, b), track_ids, inner, features, options, clip_aggregate)
+
     if n <= BLOCK_ROWS:
-        return _block_spans(segments, starts, features, options, clip_aggregate)
+        return block(0, n, starts)
     # Tracks are independent, so blocks of whole tracks give exactly the same spans; blocks
     # keep the temporaries small enough to be reused instead of faulted in fresh each time.
     cuts = np.unique(np.concatenate([[0], starts[np.searchsorted(starts, np.arange(BLOCK_ROWS, n, BLOCK_ROWS))], [n]]))
     blocks = []
     for a, b in zip(cuts[:-1], cuts[1:]):
         inner = starts[(starts >= a) & (starts <= b)] - a
-        blocks.append(_block_spans(segments.slice(a, b - a), inner, features, options, clip_aggregate))
+        blocks.append(block(a, b, inner))
     return pa.concat_tables(blocks)
 
 
@@ -194,14 +227,15 @@ def span_items(segments: pa.Table, options: BudgetOptions, *, clip_aggregate: st
 BLOCK_ROWS = 1 << 19
 
 
-def _block_spans(segments: pa.Table, starts: np.ndarray, features: list[str], options: BudgetOptions,
+def _block_spans(segments: pa.Table, ids: pa.Table, starts: np.ndarray, features: list[str], options: BudgetOptions,
                  clip_aggregate: str) -> pa.Table:
-    """:func:`span_items` over canonical ``segments`` whose tracks begin at ``starts``."""
+    """:func:`span_items` over canonical ``segments`` whose tracks begin at ``starts``; ``ids``
+    holds each track's ``source_id`` and ``entity_id``."""
     n_tracks = len(starts) - 1
     n = segments.num_rows
     track_of = np.repeat(np.arange(n_tracks), np.diff(starts))
-    track_steps = _per_track_constant(_column(segments, "track_steps", np.int64), starts, "track_steps", segments)
-    track_hz = _per_track_constant(_column(segments, "sample_hz", np.float64), starts, "sample_hz", segments)
+    track_steps = _per_track_constant(_column(segments, "track_steps", np.int64), starts, "track_steps", ids)
+    track_hz = _per_track_constant(_column(segments, "sample_hz", np.float64), starts, "sample_hz", ids)
     seg_start = _column(segments, "start", np.int64)
     seg_stop = _column(segments, "stop", np.int64)
     bad_rows = np.flatnonzero((seg_start < 0) | (seg_stop <= seg_start) | (seg_stop > track_steps[track_of]))
@@ -209,7 +243,7 @@ def _block_spans(segments: pa.Table, starts: np.ndarray, features: list[str], op
         row = int(bad_rows[0])
         raise BudgetError(
             f"segment table: segment {segments.column('segment_index')[row].as_py()} of "
-            f"{segments.column('source_id')[row].as_py()!r} / {segments.column('entity_id')[row].as_py()!r} spans "
+            f"{ids.column('source_id')[int(track_of[row])].as_py()!r} / {ids.column('entity_id')[int(track_of[row])].as_py()!r} spans "
             f"[{seg_start[row]}, {seg_stop[row]}) outside its track of {track_steps[track_of[row]]} steps"
         )
 
@@ -262,10 +296,9 @@ def _block_spans(segments: pa.Table, starts: np.ndarray, features: list[str], op
     }
 
     seconds = (span_stop - span_start) / track_hz[span_track]
-    first_row = starts[:-1][span_track]
     columns = {
-        "source_id": segments.column("source_id").take(pa.array(first_row)),
-        "entity_id": segments.column("entity_id").take(pa.array(first_row)),
+        "source_id": ids.column("source_id").take(pa.array(span_track)),
+        "entity_id": ids.column("entity_id").take(pa.array(span_track)),
         "span_index": pa.array(span_index),
         "start": pa.array(span_start),
         "stop": pa.array(span_stop),
@@ -308,7 +341,8 @@ def segment_items(segments: pa.Table) -> pa.Table:
     (``segment_index`` for ``span_index``, ``segments`` = 1)."""
     _check_columns(segments)
     features = feature_columns(segments)
-    segments, _ = _canonical(segments, [*REQUIRED_SEGMENT_COLUMNS, *features])
+    segments, order, _ = _canonical(segments, [*REQUIRED_SEGMENT_COLUMNS, *features])
+    segments = _rows(segments, order, 0, segments.num_rows)
     priority = _column(segments, "priority", np.float64)
     usable, bad = _segment_status(priority)
     ones = np.ones(len(priority), np.int64)
