@@ -29,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import hashlib
-import inspect
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -52,6 +51,7 @@ from kuration.output.commit_protocol import (
 )
 from kuration.output.destinations import Destination, open_destination
 from kuration.output.encoders import OutputEncoder, PassthroughEncoder
+from kuration.output.provenance import code_fingerprint, stable_repr
 from kuration.output.spec import OutputSpec
 from kuration.output.write_track import SPLIT_NAMES, ShardTarget, shard_targets, write_target
 from kuration.schema import Schema
@@ -85,16 +85,6 @@ class DatasetWriteResult:
 
     def __getitem__(self, key: str) -> Any:
         return self.config[key]
-
-
-def _encoder_fingerprint(encoder: OutputEncoder) -> dict[str, Any]:
-    cls = type(encoder)
-    try:
-        code = hashlib.sha256(inspect.getsource(cls).encode()).hexdigest()
-    except (OSError, TypeError):
-        code = None  # built in C or defined interactively: its name and state still count
-    state = json.loads(json.dumps(getattr(encoder, "__dict__", {}), sort_keys=True, default=repr))
-    return {"class": f"{cls.__module__}.{cls.__qualname__}", "code_sha256": code, "state": state}
 
 
 def _plan_digest(admitted: pa.Table) -> str:
@@ -231,7 +221,7 @@ def write_planned_dataset(
 def _publish(destination: Destination, plan: BudgetPlan, *, adapter: Any, schema: Schema, spec: OutputSpec,
              encoder: OutputEncoder | None, resume: bool, force: bool, job: Mapping[str, Any] | None,
              progress: Callable[[int, int, str], None] | None, started: _dt.datetime,
-             results: Mapping[str, Any] | None = None) -> DatasetWriteResult:
+             results: Mapping[str, Any] | None = None, callbacks: Mapping[str, Any] | None = None) -> DatasetWriteResult:
     """Everything after the plan, under the caller's lease: the checks that touch nothing,
     then publication (see the module docstring)."""
     chunking = plan.options.chunking
@@ -249,8 +239,8 @@ def _publish(destination: Destination, plan: BudgetPlan, *, adapter: Any, schema
     targets = _targets(admitted, spec, plan)
     fingerprints = {
         "output_spec": spec.fingerprint(), "schema": schema.fingerprint(), "plan": _plan_digest(admitted),
-        "encoder": _encoder_fingerprint(encoder), "adapter": {"class": f"{type(adapter).__module__}.{type(adapter).__qualname__}",
-                                                              "repr": repr(adapter)},
+        "encoder": code_fingerprint(encoder), "adapter": code_fingerprint(adapter, state=stable_repr(adapter)),
+        "callbacks": {name: code_fingerprint(fn) for name, fn in sorted((callbacks or {}).items())},
         "sources": {s: identities[s].token() for s in sources}, "kuration": kuration.__version__,
     }
     run_fingerprint = sha256_hex(canonical_json(fingerprints))
@@ -434,7 +424,8 @@ def write_dataset(
         results = {"scoring": {"scored": scored.count("scored"), "cached": scored.count("cached"),
                                "skipped": scored.count("skipped"), "memory": scored.memory}}
         written = _publish(destination, plan, adapter=adapter, schema=schema, spec=spec, encoder=encoder, resume=resume,
-                           force=force, job=job, progress=None, started=started, results=results)
+                           force=force, job=job, progress=None, started=started, results=results,
+                           callbacks={"group_of": group_of})
         if CHECKPOINT_DIR in destination.top_level():
             FsspecScoreCache(destination.where(CHECKPOINT_DIR)).prune(scored.run_fingerprint)
     return written
