@@ -5,8 +5,9 @@ Everything the writer and the reader do to a dataset directory goes through a
 hashing it, check a shard against its recorded size and SHA-256, list and remove files,
 and hold the exclusive writer lease.
 
-- :class:`LocalDestination`: temp file in the same directory, fsync, ``os.replace`` (and a
-  directory fsync for metadata); the lease is an ``flock`` the kernel drops when the
+- :class:`LocalDestination`: temp file in the same directory, ``os.replace`` (with an fsync
+  of the file and of the directory for metadata); a shard's SHA-256 is read back from its
+  temp file before the replace; the lease is an ``flock`` the kernel drops when the
   writer's process exits; metadata and shards that are symlinks are refused.
 - :class:`FsspecDestination` (``s3://`` and other object stores): a shard is uploaded whole as
   an attempt object next to its final name, then moved into place by the backend; metadata
@@ -27,6 +28,7 @@ import secrets
 import socket
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
@@ -35,7 +37,7 @@ from kuration.errors import KurationError
 from kuration.output.commit_protocol import CommitError, fsync_directory
 from kuration.output.containers.protocol import ShardArrays, ShardContainer
 from kuration.output.lease import LEASE_FILE, DestinationLease, LeaseError
-from kuration.output.shard_files import HashingWriter, WrittenShard, write_shard_local
+from kuration.output.shard_files import HashingWriter, StagedShard, WrittenShard, stage_shard_local
 
 UNSUPPORTED_PROTOCOLS = ("ftp", "sftp", "ssh")
 
@@ -59,10 +61,32 @@ class Destination(Protocol):
     def read(self, relative: str) -> bytes | None: ...
     def write_metadata(self, relative: str, data: bytes, *, durable: bool = True) -> None: ...
     def write_shard(self, relative: str, container: ShardContainer, shard: ShardArrays) -> WrittenShard: ...
+    def stage_shard(self, relative: str, container: ShardContainer, shard: ShardArrays) -> Staged: ...
     def shard_matches(self, relative: str, entry: Mapping[str, Any]) -> bool: ...
     def files_under(self, folder: str) -> list[str]: ...
     def remove(self, relative: str) -> None: ...
     def lease(self): ...
+
+
+class Staged(Protocol):
+    """A shard written but maybe not yet hashed and published: ``seal`` finishes it (on any
+    thread), ``discard`` drops it."""
+
+    def seal(self) -> WrittenShard: ...
+    def discard(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class _Published:
+    """An object-store shard: uploaded, hashed and moved into place when staged."""
+
+    written: WrittenShard
+
+    def seal(self) -> WrittenShard:
+        return self.written
+
+    def discard(self) -> None:
+        pass
 
 
 def _same(size: int, digest: str, entry: Mapping[str, Any]) -> bool:
@@ -104,7 +128,10 @@ class LocalDestination:
             fsync_directory(path.parent)
 
     def write_shard(self, relative: str, container: ShardContainer, shard: ShardArrays) -> WrittenShard:
-        return write_shard_local(self._path(relative), container, shard)
+        return self.stage_shard(relative, container, shard).seal()
+
+    def stage_shard(self, relative: str, container: ShardContainer, shard: ShardArrays) -> StagedShard:
+        return stage_shard_local(self._path(relative), container, shard)
 
     def shard_matches(self, relative: str, entry: Mapping[str, Any]) -> bool:
         path = self._path(relative)
@@ -174,6 +201,9 @@ class FsspecDestination:
         self.fs.pipe_file(self._key(relative), data)  # one put: the object is whole or absent
 
     def write_shard(self, relative: str, container: ShardContainer, shard: ShardArrays) -> WrittenShard:
+        return self.stage_shard(relative, container, shard).seal()
+
+    def stage_shard(self, relative: str, container: ShardContainer, shard: ShardArrays) -> _Published:
         buffer = io.BytesIO()
         writer = HashingWriter(buffer)
         container.write(writer, shard)
@@ -187,7 +217,7 @@ class FsspecDestination:
             self.fs.rm_file(attempt)
             raise
         storage.fresh_path(self.fs, final)
-        return WrittenShard(Path(relative), writer.bytes_written, writer.sha256)
+        return _Published(WrittenShard(Path(relative), writer.bytes_written, writer.sha256))
 
     def shard_matches(self, relative: str, entry: Mapping[str, Any]) -> bool:
         key = storage.fresh_path(self.fs, self._key(relative))
@@ -248,5 +278,5 @@ def open_destination(url: str | os.PathLike[str]) -> Destination:
     return FsspecDestination(text) if storage.is_remote(text) else LocalDestination(text)
 
 
-__all__ = ["Destination", "DestinationError", "FsspecDestination", "LocalDestination", "UNSUPPORTED_PROTOCOLS",
+__all__ = ["Destination", "DestinationError", "FsspecDestination", "LocalDestination", "Staged", "UNSUPPORTED_PROTOCOLS",
            "open_destination"]

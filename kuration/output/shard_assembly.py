@@ -74,6 +74,9 @@ def assemble_shard(
     arrays: dict[str, np.ndarray] = {}
     present_rows = np.flatnonzero(present)
     for name, m in spec.modalities.items():
+        if m.kind == "media":
+            arrays[name] = _media(track, start, stop, rows, present_rows, name, m, media)
+            continue
         out = np.zeros((rows, *m.shape), m.numpy_dtype)
         if m.kind == "field":
             if m.key not in track.values:
@@ -89,27 +92,6 @@ def assemble_shard(
                 )
             value = _cast(np.asarray(track.meta[m.key])[None, ...], m, f"segment feature {m.key!r}")
             out[present_rows] = value[0]
-        elif m.kind == "media":
-            if media is None:
-                raise MissingValueError(f"modality {name!r} ({m.source}): pass adapter= (something with decode_media) to decode it")
-            refs = track.media[m.key][start:stop]
-            missing = [i for i in present_rows if refs[i] is None]
-            if missing:
-                raise MissingValueError(
-                    f"modality {name!r}: no {m.key!r} reference at {_where(track, start + missing[0])} although the entity "
-                    "is present"
-                )
-            if len(present_rows):
-                decoded = _cast(media.decode_media(m.key, [refs[i] for i in present_rows], source_id=track.source_id),
-                                m, f"decoded media {m.key!r}")
-                if len(decoded) != len(present_rows):
-                    raise MissingValueError(
-                        f"modality {name!r}: the {m.key!r} decoder returned {len(decoded)} rows for {len(present_rows)} "
-                        f"references (source {track.source_id!r})")
-                if len(present_rows) == rows and decoded.flags.c_contiguous:
-                    out = decoded  # every row present, no padding: the decoded batch is the array
-                else:
-                    out[present_rows] = decoded
         arrays[name] = out
     hooks = spec.of_kind("encoder")
     if hooks and len(present_rows):  # with no present row the zero-filled arrays are already right
@@ -123,6 +105,32 @@ def assemble_shard(
             if len(present_rows):
                 arrays[name][present_rows] = _cast(np.asarray(values[m.key]), m, f"encoder hook {m.key!r}")
     return ShardArrays(arrays, present if spec.presence_mask else None, n)
+
+
+def _media(track: Any, start: int, stop: int, rows: int, present_rows: np.ndarray, name: str, m: Modality,
+           media: MediaDecoder | None) -> np.ndarray:
+    if media is None:
+        raise MissingValueError(f"modality {name!r} ({m.source}): pass adapter= (something with decode_media) to decode it")
+    refs = track.media[m.key][start:stop]
+    missing = [i for i in present_rows if refs[i] is None]
+    if missing:
+        raise MissingValueError(
+            f"modality {name!r}: no {m.key!r} reference at {_where(track, start + missing[0])} although the entity "
+            "is present"
+        )
+    if not len(present_rows):
+        return np.zeros((rows, *m.shape), m.numpy_dtype)
+    decoded = _cast(media.decode_media(m.key, [refs[i] for i in present_rows], source_id=track.source_id),
+                    m, f"decoded media {m.key!r}")
+    if len(decoded) != len(present_rows):
+        raise MissingValueError(
+            f"modality {name!r}: the {m.key!r} decoder returned {len(decoded)} rows for {len(present_rows)} "
+            f"references (source {track.source_id!r})")
+    if len(present_rows) == rows and decoded.flags.c_contiguous:
+        return decoded  # every row present, no padding: the decoded batch is the array, no zeroed one made first
+    out = np.zeros((rows, *m.shape), m.numpy_dtype)
+    out[present_rows] = decoded
+    return out
 
 
 def _records(track: Any, start: int, present_rows: np.ndarray):

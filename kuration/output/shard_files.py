@@ -1,5 +1,12 @@
-"""Shard files: portable names, and a local write that hashes the bytes as they pass and
-publishes the file atomically (temp file in the same directory, fsync, ``os.replace``).
+"""Shard files: portable names, and a local write that publishes the file atomically: the
+container writes a temp file in the same directory, the SHA-256 is taken by reading that
+file back, then ``os.replace`` moves it into place.
+
+The local write has two halves, so a caller can overlap them: :func:`stage_shard_local`
+writes the temp file (on the caller's thread, which also assembled the shard), and
+:meth:`StagedShard.seal` hashes and publishes it, on any thread. Hashing the file rather
+than the buffers that went into it makes the digest the file's exact bytes whatever the
+container did, and leaves the shard's arrays free the moment the file is written.
 
 Names: ``<source>_<entity>[_spanNNN]_<hash12>_shardNNNN<ext>``. The readable prefix keeps
 only ``[A-Za-z0-9._-]`` (anything else becomes ``_``) and is cut to a bounded length, so it
@@ -18,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from kuration import storage
 from kuration.output.containers.protocol import ShardArrays, ShardContainer
 
 PREFIX_PART_MAX = 48
@@ -104,9 +112,32 @@ class WrittenShard:
     sha256: str
 
 
-def write_shard_local(path: str | os.PathLike[str], container: ShardContainer, shard: ShardArrays, *,
-                      fsync: bool = False) -> WrittenShard:
-    """Write ``shard`` to ``path`` atomically: readers see the old file or the whole new one.
+@dataclass(frozen=True)
+class StagedShard:
+    """A shard whose bytes are complete in ``temp``, next to ``path``; not yet published."""
+
+    temp: Path
+    path: Path
+
+    def seal(self) -> WrittenShard:
+        """Hash the temp file and move it into place; on any failure the temp file goes."""
+        try:
+            with open(self.temp, "rb", buffering=0) as f:
+                size, digest = storage.sha256_of_stream(f)
+            os.replace(self.temp, self.path)
+        except BaseException:
+            self.discard()
+            raise
+        return WrittenShard(self.path, size, digest)
+
+    def discard(self) -> None:
+        self.temp.unlink(missing_ok=True)
+
+
+def stage_shard_local(path: str | os.PathLike[str], container: ShardContainer, shard: ShardArrays, *,
+                      fsync: bool = False) -> StagedShard:
+    """Write ``shard`` to a temp file in ``path``'s directory; :meth:`StagedShard.seal`
+    publishes it.
 
     Not fsync'd by default: the commit protocol makes the manifest and config durable, and
     a shard a power cut lost is caught by its recorded size and SHA-256 (readers reject it,
@@ -114,18 +145,30 @@ def write_shard_local(path: str | os.PathLike[str], container: ShardContainer, s
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    write_path = getattr(container, "write_path", None)
     try:
-        with open(temp, "wb") as f:
-            writer = HashingWriter(f)
-            container.write(writer, shard)
-            f.flush()
-            if fsync:
-                os.fsync(f.fileno())
-        os.replace(temp, path)
+        if write_path is not None:
+            write_path(temp, shard)
+        else:
+            with open(temp, "wb") as f:
+                container.write(f, shard)
+        if fsync:
+            fd = os.open(temp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
-    return WrittenShard(path, writer.bytes_written, writer.sha256)
+    return StagedShard(temp, path)
 
 
-__all__ = ["HashingWriter", "PREFIX_PART_MAX", "WrittenShard", "shard_name", "shard_stem", "write_shard_local"]
+def write_shard_local(path: str | os.PathLike[str], container: ShardContainer, shard: ShardArrays, *,
+                      fsync: bool = False) -> WrittenShard:
+    """Write ``shard`` to ``path`` atomically: readers see the old file or the whole new one."""
+    return stage_shard_local(path, container, shard, fsync=fsync).seal()
+
+
+__all__ = ["HashingWriter", "PREFIX_PART_MAX", "StagedShard", "WrittenShard", "shard_name", "shard_stem",
+           "stage_shard_local", "write_shard_local"]

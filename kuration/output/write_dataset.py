@@ -53,7 +53,7 @@ from kuration.output.destinations import Destination, open_destination
 from kuration.output.encoders import OutputEncoder, PassthroughEncoder
 from kuration.output.provenance import code_fingerprint, stable_repr
 from kuration.output.spec import OutputSpec
-from kuration.output.write_track import SPLIT_NAMES, ShardTarget, shard_targets, write_target
+from kuration.output.write_track import SPLIT_NAMES, ShardTarget, ShardWriter, shard_targets
 from kuration.schema import Schema
 from kuration.score_cache import FsspecScoreCache
 from kuration.tracks import tracks_from_ticks
@@ -261,27 +261,30 @@ def _publish(destination: Destination, plan: BudgetPlan, *, adapter: Any, schema
     by_source: dict[str, list[tuple[ShardTarget, dict[str, Any]]]] = {}
     for target, row in targets:
         by_source.setdefault(target.source_id, []).append((target, row))
-    for done, source in enumerate(sources, start=1):
-        pending = []
-        for target, row in by_source.get(source, []):
-            entry = reusable.get(target.path)
-            if entry is not None and _same_target(entry, target) and destination.shard_matches(target.path, entry):
-                entries.append(entry)
-                reused += 1
-            else:
-                pending.append((target, row))
-        if pending:
-            tracks = {entity_key(t.entity_id): t for t in tracks_from_ticks(schema, adapter.read_ticks(source), source)}
-            for target, row in pending:
-                track = _span_track(tracks, target, row, features)
-                entry = write_target(destination, target, track, spec, schema=schema, encoder=encoder, adapter=adapter)
-                entries.append(entry)
-                written += 1
-                # Not made durable: a record lost to a power cut only costs a rebuild.
-                destination.write_metadata(_record_name(run_fingerprint, target.path), canonical_json(
-                    {"run": run_fingerprint, "entry": entry}), durable=False)
-        if progress:
-            progress(done, len(sources), source)
+
+    def record_finished(entry: dict[str, Any]) -> None:
+        entries.append(entry)
+        # Not made durable: a record lost to a power cut only costs a rebuild.
+        destination.write_metadata(_record_name(run_fingerprint, entry["path"]), canonical_json(
+            {"run": run_fingerprint, "entry": entry}), durable=False)
+
+    with ShardWriter(destination, spec, schema=schema, encoder=encoder, adapter=adapter, on_entry=record_finished) as shards:
+        for done, source in enumerate(sources, start=1):
+            pending = []
+            for target, row in by_source.get(source, []):
+                entry = reusable.get(target.path)
+                if entry is not None and _same_target(entry, target) and destination.shard_matches(target.path, entry):
+                    entries.append(entry)
+                    reused += 1
+                else:
+                    pending.append((target, row))
+            if pending:
+                tracks = {entity_key(t.entity_id): t for t in tracks_from_ticks(schema, adapter.read_ticks(source), source)}
+                for target, row in pending:
+                    shards.write(target, _span_track(tracks, target, row, features))
+                    written += 1
+            if progress:
+                shards.after(lambda done=done, source=source: progress(done, len(sources), source))
     entries.sort(key=lambda e: (e["source_id"], e["entity_id"], -1 if e["span_index"] is None else e["span_index"],
                                 e["shard_index"]))
     manifest = _manifest(entries, spec, plan, run_fingerprint)

@@ -2,7 +2,9 @@
 
 It chunks rows ``[start, stop)`` of the track into shards of ``spec.shard_length`` with the
 short policy, assembles each shard (:mod:`.shard_assembly`), writes it atomically with its
-SHA-256 computed on the way (:mod:`.shard_files`) and returns one manifest entry per shard.
+SHA-256 (:mod:`.shard_files`) and returns one manifest entry per shard. :class:`ShardWriter`
+does the writing: shard k is hashed and published on a helper thread while shard k+1 is
+assembled and written, so on two cores the hash costs little beyond its own thread.
 It writes under ``<out>/<split>/`` and does not write a manifest or commit record: :func:`kuration.output.write_dataset` (the dataset writer) does that, and it alone
 makes a dataset readable.
 """
@@ -10,6 +12,8 @@ makes a dataset readable.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,9 +21,9 @@ from kuration.budget.options import SPLITS
 from kuration.entities import entity_key
 from kuration.output.containers import get_container
 from kuration.output.encoders import OutputEncoder, PassthroughEncoder
-from kuration.output.shard_assembly import MediaDecoder, assemble_shard
 from kuration.output.destinations import Destination, open_destination
-from kuration.output.shard_files import shard_name, shard_stem
+from kuration.output.shard_assembly import MediaDecoder, assemble_shard
+from kuration.output.shard_files import WrittenShard, shard_name, shard_stem
 from kuration.output.spec import OutputSpec, OutputSpecError
 from kuration.schema import Schema
 
@@ -50,17 +54,91 @@ def shard_targets(spec: OutputSpec, *, split: str, source_id: str, entity_id: st
             for k, (a, b) in enumerate(spec.shards_for(stop - start))]
 
 
-def write_target(destination: Destination, target: ShardTarget, track: Any, spec: OutputSpec, *, schema: Schema,
-                 encoder: OutputEncoder, adapter: MediaDecoder | None) -> dict[str, Any]:
-    """Assemble and atomically write one shard; its manifest entry."""
-    shard = assemble_shard(track, target.start, target.stop, spec, schema=schema, encoder=encoder, media=adapter)
-    written = destination.write_shard(target.path, get_container(spec.container), shard)
+def _entry(target: ShardTarget, n_steps: int, rows: int, container: str, written: WrittenShard) -> dict[str, Any]:
     return {
         "path": target.path, "split": target.split, "source_id": target.source_id, "entity_id": target.entity_id,
         "span_index": target.span_index, "shard_index": target.shard_index, "start": target.start, "stop": target.stop,
-        "n_steps": shard.n_steps, "rows": shard.rows, "padded": shard.rows > shard.n_steps,
-        "container": spec.container, "bytes": written.bytes, "sha256": written.sha256,
+        "n_steps": n_steps, "rows": rows, "padded": rows > n_steps,
+        "container": container, "bytes": written.bytes, "sha256": written.sha256,
     }
+
+
+class ShardWriter:
+    """Writes shards in the order given and hands each one's manifest entry to ``on_entry``
+    (on the caller's thread, in the same order) once its file is hashed and in place.
+
+    Assembly and the container's write stay on the caller's thread, so the adapter and the
+    encoder are never called concurrently; only sealing (the SHA-256 read back from the temp
+    file, then the replace) runs on one helper thread, one shard behind. At most two shards
+    are in flight: the one being sealed and the one being written. Use it as a context
+    manager: leaving it waits for the helper (a failed shard's temp file is gone by then),
+    so nothing is published after the caller's lease ends."""
+
+    def __init__(self, destination: Destination, spec: OutputSpec, *, schema: Schema, encoder: OutputEncoder,
+                 adapter: MediaDecoder | None, on_entry: Callable[[dict[str, Any]], None]) -> None:
+        self._destination = destination
+        self._spec = spec
+        self._container = get_container(spec.container)
+        self._schema = schema
+        self._encoder = encoder
+        self._adapter = adapter
+        self._on_entry = on_entry
+        self._helper: ThreadPoolExecutor | None = None
+        self._pending: tuple[Future, Callable[[WrittenShard], dict[str, Any]], list[Callable[[], None]]] | None = None
+
+    def __enter__(self) -> ShardWriter:
+        # One thread per writer, not per module: a process forked while a module-level pool
+        # has a thread would inherit a pool whose thread does not exist in the child.
+        self._helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kuration-seal")
+        return self
+
+    def write(self, target: ShardTarget, track: Any) -> None:
+        """Assemble and write ``target``'s shard; the previous shard's entry is delivered
+        after this one's file is written."""
+        if self._helper is None:
+            raise RuntimeError("ShardWriter.write outside its with block")
+        shard = assemble_shard(track, target.start, target.stop, self._spec, schema=self._schema, encoder=self._encoder,
+                               media=self._adapter)
+        staged = self._destination.stage_shard(target.path, self._container, shard)
+        try:
+            self._finish_pending()
+        except BaseException:
+            staged.discard()
+            raise
+        future = self._helper.submit(staged.seal)
+        n_steps, rows, container = shard.n_steps, shard.rows, self._spec.container
+        del shard  # the file holds the bytes: the arrays can go while the seal runs
+        self._pending = (future, lambda written: _entry(target, n_steps, rows, container, written), [])
+
+    def after(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once every shard written so far has been delivered."""
+        if self._pending is None:
+            callback()
+        else:
+            self._pending[2].append(callback)
+
+    def _finish_pending(self) -> None:
+        if self._pending is None:
+            return
+        future, entry, callbacks = self._pending
+        self._pending = None
+        self._on_entry(entry(future.result()))
+        for callback in callbacks:
+            callback()
+
+    def __exit__(self, kind, value, traceback) -> None:
+        helper, self._helper = self._helper, None
+        try:
+            if kind is None:
+                self._finish_pending()
+            elif self._pending is not None:
+                # Another error is on its way out: let the seal end (it cleans up after
+                # itself), but deliver nothing; a shard sealed without its entry is rebuilt.
+                self._pending[0].exception()
+                self._pending = None
+        finally:
+            if helper is not None:
+                helper.shutdown(wait=True)
 
 
 def write_track(
@@ -89,7 +167,11 @@ def write_track(
     targets = shard_targets(spec, split=split, source_id=str(track.source_id), entity_id=entity_key(track.entity_id),
                             span_index=span_index, start=start, stop=stop)
     destination = open_destination(out)
-    return [write_target(destination, t, track, spec, schema=schema, encoder=encoder, adapter=adapter) for t in targets]
+    entries: list[dict[str, Any]] = []
+    with ShardWriter(destination, spec, schema=schema, encoder=encoder, adapter=adapter, on_entry=entries.append) as writer:
+        for target in targets:
+            writer.write(target, track)
+    return entries
 
 
-__all__ = ["SPLIT_NAMES", "ShardTarget", "shard_targets", "write_target", "write_track"]
+__all__ = ["SPLIT_NAMES", "ShardTarget", "ShardWriter", "shard_targets", "write_track"]

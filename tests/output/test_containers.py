@@ -15,7 +15,9 @@ import hashlib
 import io
 import json
 import sys
+import tempfile
 import zipfile
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -57,6 +59,17 @@ def write(container, shard: ShardArrays) -> bytes:
     container.write(sink, shard)
     assert not sink.closed, "a container must not close the caller's stream"
     return buffer.getvalue()
+
+
+def assert_file_is_the_stream(container, shard: ShardArrays, data: bytes) -> None:
+    """A container's ``write_path`` (local shards use it) writes exactly ``write``'s bytes."""
+    write_path = getattr(container, "write_path", None)
+    if write_path is None:
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / f"shard{container.extension}"
+        write_path(path, shard)
+        assert path.read_bytes() == data
 
 
 def small_case() -> tuple[dict[str, Modality], ShardArrays]:
@@ -155,14 +168,16 @@ class ShardContainerContract:
         plain = io.BytesIO()
         container.write(plain, shard)
         assert plain.getvalue() == data  # a seekable file gets the very same bytes
+        assert_file_is_the_stream(container, shard, data)
         self.assert_same(container.read(data, mods, presence=shard.present is not None), shard)
 
     def test_uint8_frames_64_rows(self, container):
         rng = np.random.default_rng(7)
         frame = rng.integers(0, 256, (64, 150, 280, 3), dtype=np.uint8)
         shard = ShardArrays({"frame": frame}, np.ones(64, bool), 60)
-        got = container.read(write(container, shard), {"frame": modality("frame", "uint8", (150, 280, 3))}, presence=True)
-        self.assert_same(got, shard)
+        data = write(container, shard)
+        assert_file_is_the_stream(container, shard, data)
+        self.assert_same(container.read(data, {"frame": modality("frame", "uint8", (150, 280, 3))}, presence=True), shard)
 
     def test_sequential_stream_gets_the_bytes_a_bytesio_gets(self, container):
         mods, shard = small_case()
@@ -184,10 +199,12 @@ class ShardContainerContract:
         odd = ShardArrays({"label": shard.arrays["label"].astype(">i8"), "pos": np.asfortranarray(pos)},
                           shard.present, shard.n_steps)
         assert write(container, odd) == write(container, shard)
+        assert_file_is_the_stream(container, odd, write(container, shard))
 
     def test_zero_rows(self, container):
         mods = {"t": modality("t", "float16", (4, 5, 3)), "s": modality("s", "uint64")}
         shard = ShardArrays({"t": np.empty((0, 4, 5, 3), np.float16), "s": np.empty(0, np.uint64)}, np.empty(0, bool), 0)
+        assert_file_is_the_stream(container, shard, write(container, shard))
         self.assert_same(container.read(write(container, shard), mods, presence=True), shard)
 
     # bad bytes

@@ -7,7 +7,10 @@ import pytest
 
 from kuration.output import OutputSpec, OutputSpecError, write_track
 from kuration.output.containers import get_container
-from kuration.output.shard_files import shard_stem
+from kuration.output.destinations import open_destination
+from kuration.output.encoders import PassthroughEncoder
+from kuration.output.shard_files import StagedShard, shard_stem
+from kuration.output.write_track import ShardWriter, shard_targets
 from tests.output.test_shard_assembly import FakeMedia, _track
 from tests.output.test_spec import SCHEMA
 
@@ -75,3 +78,60 @@ def test_bad_arguments_fail_before_writing(tmp_path):
     with pytest.raises(OutputSpecError, match=r"rows \[2, 99\) are outside the track's 6 rows"):
         write_track(tmp_path, _track(), _spec(), schema=SCHEMA, split="train", start=2, stop=99)
     assert not list(tmp_path.iterdir())
+
+
+def _targets(spec, n=10):
+    return shard_targets(spec, split="train", source_id="src/a", entity_id="str:'drone_1'", span_index=None, start=0,
+                         stop=n)
+
+
+def test_the_shard_writer_delivers_entries_in_order_and_runs_callbacks_after_them(tmp_path):
+    spec, track, events = _spec(), _track(n=10), []
+    destination = open_destination(tmp_path)
+    with ShardWriter(destination, spec, schema=SCHEMA, encoder=PassthroughEncoder(), adapter=FakeMedia(),
+                     on_entry=lambda e: events.append(e["shard_index"])) as writer:
+        writer.after(lambda: events.append("before any shard"))
+        for target in _targets(spec):
+            writer.write(target, track)
+            writer.after(lambda k=target.shard_index: events.append(f"after {k}"))
+    assert events == ["before any shard", 0, "after 0", 1, "after 1", 2, "after 2"]
+    expected = write_track(tmp_path / "plain", track, spec, schema=SCHEMA, split="train", adapter=FakeMedia())
+    for entry in expected:
+        assert (tmp_path / entry["path"]).read_bytes() == (tmp_path / "plain" / entry["path"]).read_bytes()
+
+
+def test_a_failed_seal_surfaces_and_no_temp_file_outlives_the_writer(tmp_path, monkeypatch):
+    spec, track, entries = _spec(), _track(n=10), []
+    real_seal = StagedShard.seal
+    calls = []
+
+    def seal(self):
+        calls.append(self.path.name)
+        if len(calls) == 2:
+            self.discard()
+            raise OSError("disk full")
+        return real_seal(self)
+
+    monkeypatch.setattr(StagedShard, "seal", seal)
+    with pytest.raises(OSError, match="disk full"):
+        with ShardWriter(open_destination(tmp_path), spec, schema=SCHEMA, encoder=PassthroughEncoder(), adapter=FakeMedia(),
+                         on_entry=entries.append) as writer:
+            for target in _targets(spec):
+                writer.write(target, track)
+    assert [e["shard_index"] for e in entries] == [0]
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_an_error_in_the_caller_waits_for_the_pending_seal_and_delivers_nothing_more(tmp_path):
+    spec, track, entries = _spec(), _track(n=10), []
+    with pytest.raises(KeyError, match="stop here"):
+        with ShardWriter(open_destination(tmp_path), spec, schema=SCHEMA, encoder=PassthroughEncoder(), adapter=FakeMedia(),
+                         on_entry=entries.append) as writer:
+            targets = _targets(spec)
+            writer.write(targets[0], track)
+            writer.write(targets[1], track)
+            raise KeyError("stop here")
+    assert [e["shard_index"] for e in entries] == [0]
+    assert not list(tmp_path.rglob("*.tmp"))  # the pending shard was sealed (or dropped) before the with ended
+    with pytest.raises(RuntimeError, match="outside its with block"):
+        writer.write(targets[2], track)

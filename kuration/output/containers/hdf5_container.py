@@ -3,9 +3,10 @@
 At the root: one dataset per modality (``(rows, *shape)`` of its dtype, contiguous,
 uncompressed), the ``_present`` dataset when the spec has a mask, and two attributes,
 ``format`` (``kuration-shard-hdf5/1``) and ``_n_steps`` (int64). HDF5 must seek while it
-writes, so the file is built in memory (HDF5's core driver) and handed to the stream in
-one write; creation
-times are not tracked, so the same shard gives the same bytes. h5py stores ``bool`` as an
+writes, so for a stream the file is built in memory (HDF5's core driver) and handed over in
+one write; a local shard is written by HDF5 itself as a file (``write_path``), the same
+bytes without the two in-memory copies. Creation times are not tracked, so the same shard
+gives the same bytes. h5py stores ``bool`` as an
 HDF5 enum of ``FALSE``/``TRUE`` and reads it back as ``bool``. h5py is imported only when a
 shard is written or read.
 """
@@ -13,6 +14,7 @@ shard is written or read.
 from __future__ import annotations
 
 import io
+import os
 import uuid
 from collections.abc import Mapping
 from typing import BinaryIO
@@ -30,6 +32,17 @@ def _h5py():
     return require("h5py", "array", "hdf5")
 
 
+#: File settings both writers share, so a file and an in-memory image hold the same bytes.
+_LAYOUT = {"libver": "earliest", "track_order": False}
+
+
+def _fill(f, arrays: dict[str, np.ndarray], present: np.ndarray | None, n_steps: int) -> None:
+    f.attrs["format"] = FORMAT
+    f.attrs[N_STEPS] = n_steps
+    for name, a in ({**arrays, PRESENT: present} if present is not None else arrays).items():
+        f.create_dataset(name, data=a, track_times=False)  # no chunks, no filters: contiguous
+
+
 class Hdf5Container:
     """HDF5 via h5py, built in memory, written once."""
 
@@ -44,17 +57,21 @@ class Hdf5Container:
         payload = sum(a.nbytes for a in arrays.values()) + (present.nbytes if present is not None else 0)
         # One block for the whole image: the core driver otherwise grows it 64 KiB at a time.
         f = h5py.File(f"kuration-shard-{uuid.uuid4().hex}.h5", "w", driver="core", backing_store=False,
-                      block_size=payload + (1 << 16), libver="earliest", track_order=False)
+                      block_size=payload + (1 << 16), **_LAYOUT)
         try:
-            f.attrs["format"] = FORMAT
-            f.attrs[N_STEPS] = n_steps
-            for name, a in ({**arrays, PRESENT: present} if present is not None else arrays).items():
-                f.create_dataset(name, data=a, track_times=False)  # no chunks, no filters: contiguous
+            _fill(f, arrays, present, n_steps)
             f.flush()
             image = f.id.get_file_image()
         finally:
             f.close()
         stream.write(image)
+
+    def write_path(self, path: str | os.PathLike[str], shard: ShardArrays) -> None:
+        h5py = _h5py()
+        arrays, present, n_steps = check_shard(shard, self.name)
+        # No lock: the caller's temp file is private to it, and some filesystems refuse locks.
+        with h5py.File(path, "w", locking=False, **_LAYOUT) as f:
+            _fill(f, arrays, present, n_steps)
 
     def read(self, data: bytes, modalities: Mapping[str, Modality], *, presence: bool) -> ShardArrays:
         h5py = _h5py()

@@ -8,10 +8,13 @@ dtype and shape whatever the container widened on disk (JSON keeps numbers as fl
 int64), so a ``uint8`` frame comes back ``uint8`` and float32 values bit-exact. The one
 exception is JSON's NaN token: a NaN comes back as NaN, but not with its sign or payload bits.
 
-``write`` gets a write-only, sequential stream: it must not seek or read back, because the
-caller hashes the bytes as they pass (that is how a shard's SHA-256 costs no second read).
-A container that needs a seekable file builds the shard in memory and writes it once.
-``read`` gets the shard's complete bytes, after the caller has checked their size and hash.
+``write`` gets a write-only, sequential stream: it must not seek or read back, because an
+object-store upload hashes the bytes as they pass. A container that needs a seekable file
+builds the shard in memory and writes it once. Its bytes depend on the shard alone, never
+on the stream. A container may also have ``write_path(path, shard)``, which writes the
+same bytes as the new file ``path``; local shards use it when it exists (HDF5 writes its
+own file directly instead of building an image in memory). ``read`` gets the shard's
+complete bytes, after the caller has checked their size and hash.
 """
 
 from __future__ import annotations
