@@ -56,9 +56,9 @@ logger = logging.getLogger(__name__)
 #: Bump when feature or segment semantics change, so old cache entries stop matching.
 SCORING_CODE_VERSION = "2"  # 2: segment tables carry track_steps and sample_hz
 EXECUTORS = ("local", "ray")
+ON_ERROR = ("skip", "raise")
 #: Within one source: the order of the pool (after ``source_id``), and of checkpoints.
 _IN_SOURCE_ORDER = [("entity_id", "ascending"), ("segment_index", "ascending")]
-ON_ERROR = ("skip", "raise")
 
 
 class ScoringOptionsError(KurationError, ValueError):
