@@ -77,6 +77,12 @@ class MemoryBudgetError(KurationError, RuntimeError):
     """``memory_budget`` cannot be kept: results that may not be checkpointed exceed it."""
 
 
+def provide_fingerprint(adapter_name: str) -> str:
+    """How to make a source checkpointable, for the errors that need it."""
+    return (f"Provide a fingerprint: make {adapter_name}.identity() return a strong SourceIdentity (kind 'fingerprint' "
+            "with a digest of the content, 'content_sha256', or an immutable 'version' or 'etag')")
+
+
 @dataclass(frozen=True)
 class SourceOutcome:
     """What happened to one source: ``scored``, ``cached`` or ``skipped`` (with ``error``)."""
@@ -469,9 +475,8 @@ class _BudgetedPool:
                     f"memory_budget={format_bytes(self.budget)}: scored results that cannot be checkpointed reached "
                     f"{format_bytes(self.resident)} with source {source_id!r}, whose identity is only "
                     f"{identity.kind!r} ({identity.token()[:80]}). A checkpoint keyed by a logical identity could be "
-                    f"reused after the recording changed, so none is written. Provide a fingerprint: make "
-                    f"{self.adapter_name}.identity() return a strong SourceIdentity (kind 'fingerprint' with a digest of "
-                    "the content, 'content_sha256', or an immutable 'version' or 'etag'), or raise memory_budget")
+                    f"reused after the recording changed, so none is written. {provide_fingerprint(self.adapter_name)}, "
+                    "or raise memory_budget")
         self.pieces[source_id] = table
 
     def table(self) -> pa.Table:

@@ -22,6 +22,15 @@ SEGMENTS_DIR = "scored_segments"
 #: Schema metadata of a stored segment file: the scoring run it came from, and why a source was skipped.
 RUN_KEY = b"kuration.run"
 SKIPPED_KEY = b"kuration.skipped_error"
+#: The source's identity token, when strong: it names the source's Arrow checkpoint in the
+#: score cache (``<root>/cache/scoring``), which a budgeted pool load maps instead of
+#: decoding this file into memory.
+IDENTITY_KEY = b"kuration.identity"
+SCORE_CACHE_DIR = ("cache", "scoring")
+
+
+def score_cache_url(root: str | os.PathLike[str]) -> str:
+    return storage.join_url(os.fspath(root), *SCORE_CACHE_DIR)
 
 
 def segments_url(root: str | os.PathLike[str], source_id: str) -> str:
@@ -125,7 +134,7 @@ def score_and_store(
 
     result = score_sources(
         adapter, segmenter=segmenter, strategy=strategy, sources=sources, workers=workers, executor=executor,
-        cache=FsspecScoreCache(storage.join_url(os.fspath(root), "cache", "scoring")), progress=progress,
+        cache=FsspecScoreCache(score_cache_url(root)), progress=progress,
         allow_empty=True,
     )
     stored = []
@@ -133,6 +142,8 @@ def score_and_store(
         table = result.for_source(outcome.source_id)
         # The run fingerprint lets a reader of many stored sources refuse a mix of strategies.
         metadata = {RUN_KEY: result.run_fingerprint.encode()}
+        if outcome.identity is not None and outcome.identity.strong:
+            metadata[IDENTITY_KEY] = outcome.identity.token().encode()
         if outcome.error:
             metadata[SKIPPED_KEY] = outcome.error.encode()
         table = table.replace_schema_metadata(metadata)

@@ -24,6 +24,7 @@ from kuration.budget import BudgetOptions, ShardChunking, plan_budget, validate_
 from kuration.budget.plan_store import (
     load_scored_pool, read_budget_plan, read_budget_record, stored_underfill_warn_fraction, write_budget_plan,
 )
+from kuration.byte_sizes import parse_bytes
 from kuration.errors import KurationError
 from kuration.scoring import run_fingerprint
 from kuration.splits.artifacts import read_split_assignments
@@ -57,6 +58,10 @@ class BudgetPlanConfig(Config):
     seed: int = Field(default=0, description="Orders equal priorities")
     underfill_warn_fraction: float = Field(
         default=0.1, description="The budget check warns when a split is underfilled by more than this fraction")
+    memory_budget: Optional[str] = Field(
+        default=None, description="Hold the scored pool within this much memory, e.g. '2GiB': sources with a strong "
+        "identity are read as memory-mapped checkpoints from the score cache, the rest count against the budget and "
+        "the plan fails past it (local storage root only). The fill's own working arrays come on top")
 
     def options(self, chunking: ShardChunking) -> BudgetOptions:
         """The request; ``chunking`` (the output spec's shard length and short policy)
@@ -97,9 +102,10 @@ def budget_plan(
     settings = curation.settings(landing_zone)
     spec = curation.output_spec(landing_zone, settings)
     options = config.options(spec.chunking)  # invalid requests fail here, before the pool is read
+    memory_budget = None if config.memory_budget is None else parse_bytes(config.memory_budget, name="memory_budget")
     expected_run = run_fingerprint(curation.adapter(landing_zone, settings), settings.segmenter, settings.strategy)
     sources = context.instance.get_dynamic_partitions(source_partitions.name)
-    pool = load_scored_pool(storage_root.url, sources, expected_run=expected_run)
+    pool = load_scored_pool(storage_root.url, sources, expected_run=expected_run, memory_budget=memory_budget)
     assignments, splits_digest = read_split_assignments(storage_root.url)
     plan = plan_budget(pool.segments, options, strategy=settings.strategy, split_assignments=assignments)
     urls = write_budget_plan(plan, storage_root.url, inputs={
@@ -128,6 +134,8 @@ def budget_plan(
             excluded[reason] = excluded.get(reason, 0) + figures["items"]
     excluded["not_in_split"] = acc["not_in_split"]["items"]
     metadata["excluded"] = MetadataValue.json(excluded)
+    if pool.memory is not None:
+        metadata["pool_memory"] = MetadataValue.json(pool.memory)
     metadata["tag_coverage"] = MetadataValue.json({name: block["tag_coverage"] for name, block in acc["splits"].items()})
     metadata["budget"] = MetadataValue.md(_budget_table(acc))
     context.log.info(", ".join(f"{n}: {metadata[f'{n}_admitted']:.3g}/{metadata[f'{n}_requested']:.3g}"

@@ -31,7 +31,13 @@ from kuration.budget.options import BudgetError, BudgetOptions
 from kuration.budget.plan import BudgetPlan
 from kuration.errors import KurationError
 from kuration.settings import read_json
-from kuration.segment_store import RUN_KEY, SKIPPED_KEY, read_source_segments, segments_url
+from kuration.byte_sizes import format_bytes
+from kuration.score_cache import FsspecScoreCache
+from kuration.scoring import MemoryBudgetError, provide_fingerprint
+from kuration.segment_store import (
+    IDENTITY_KEY, RUN_KEY, SKIPPED_KEY, read_source_segments, score_cache_url, segments_url,
+)
+from kuration.sources.protocol import SourceIdentity
 
 BUDGET_DIR = "budget"
 ITEMS_FILE = "plan_items.parquet"
@@ -52,24 +58,39 @@ class ScoredPool:
     segments: pa.Table
     skipped: dict[str, str]
     run_fingerprint: str | None
+    #: With ``memory_budget``: bytes held in memory and mapped, and how many sources were mapped.
+    memory: dict[str, int] | None = None
 
 
-def load_scored_pool(root: str | os.PathLike[str], sources: list[str], *, expected_run: str | None = None) -> ScoredPool:
+def load_scored_pool(root: str | os.PathLike[str], sources: list[str], *, expected_run: str | None = None,
+                     memory_budget: int | None = None) -> ScoredPool:
     """Read ``scored_segments/<source>.parquet`` for each source. Refuses (``BudgetError``)
     a missing file, and a pool mixing scoring runs, or from another run than ``expected_run``
-    (a strategy or segmenter changed and only some sources were re-scored)."""
+    (a strategy or segmenter changed and only some sources were re-scored).
+
+    ``memory_budget`` (bytes; a local ``root`` only) bounds the pool held in memory: a
+    source whose segment file names a strong identity is held as its memory-mapped Arrow
+    checkpoint in the score cache (file pages, not heap), the rest are decoded into memory
+    and counted; past the budget the load fails, saying how to provide a fingerprint."""
     if not sources:
         raise BudgetError("scored pool: no sources; add recordings and materialize scored_segments first")
+    mapped = None if memory_budget is None else _MappedCheckpoints(root, memory_budget)
     tables, skipped, runs = [], {}, {}
     for source in sorted(sources):
         try:
-            table = read_source_segments(root, source)
+            meta = _stored_metadata(root, source) if mapped is not None else None
+            table = mapped.table(source, meta) if mapped is not None else None
+            if table is None:
+                table = read_source_segments(root, source)
+                if mapped is not None:
+                    mapped.count_resident(source, table, meta)
         except FileNotFoundError:
             raise BudgetError(
                 f"scored pool: no scored segments for source {source!r} at {segments_url(root, source)}; materialize "
                 "that scored_segments partition (or remove the partition)"
             ) from None
-        meta = table.schema.metadata or {}
+        if meta is None:
+            meta = table.schema.metadata or {}
         run = meta.get(RUN_KEY, b"").decode() or None
         runs.setdefault(run, []).append(source)
         if SKIPPED_KEY in meta:
@@ -96,7 +117,59 @@ def load_scored_pool(root: str | os.PathLike[str], sources: list[str], *, expect
             "scored_segments partitions' skipped_error"
         )
     segments = pa.concat_tables(tables, promote_options="permissive")
-    return ScoredPool(segments, skipped, run)
+    return ScoredPool(segments, skipped, run, None if mapped is None else mapped.report())
+
+
+def _stored_metadata(root: str | os.PathLike[str], source: str) -> dict[bytes, bytes]:
+    """A stored segment file's schema metadata, from its footer alone."""
+    return dict(pq.read_schema(storage.local_path(segments_url(root, source))).metadata or {})
+
+
+class _MappedCheckpoints:
+    """The score cache's Arrow checkpoints of a local storage root, for a budgeted pool load."""
+
+    def __init__(self, root: str | os.PathLike[str], budget: int) -> None:
+        if storage.is_remote(os.fspath(root)):
+            raise BudgetError(f"memory_budget needs a local storage root to map checkpoints from; {os.fspath(root)} is "
+                              "remote. Leave memory_budget unset, or plan from a local copy")
+        self.root = root
+        self.budget = budget
+        self.cache = FsspecScoreCache(score_cache_url(root))
+        self.resident = 0
+        self.mapped = 0
+        self.mapped_sources = 0
+
+    def table(self, source: str, meta: dict[bytes, bytes]) -> pa.Table | None:
+        """The source's checkpoint, mapped, if one matches its stored file; else None."""
+        token, run = meta.get(IDENTITY_KEY), meta.get(RUN_KEY)
+        if not token or not run:
+            return None
+        try:
+            identity = SourceIdentity.from_token(token.decode())
+        except ValueError:
+            return None
+        table = self.cache.get(run.decode(), source, identity)
+        stored_rows = pq.read_metadata(storage.local_path(segments_url(self.root, source))).num_rows
+        if table is None or table.num_rows != stored_rows:
+            return None  # pruned, torn or from another scoring: decode the segment file instead
+        self.mapped += table.nbytes
+        self.mapped_sources += 1
+        return table
+
+    def count_resident(self, source: str, table: pa.Table, meta: dict[bytes, bytes]) -> None:
+        self.resident += table.nbytes
+        if self.resident > self.budget:
+            why = ("its segment file names no strong identity (the source was scored under a logical one, or before "
+                   "identities were recorded)" if IDENTITY_KEY not in meta else "its checkpoint is missing or does not match")
+            raise MemoryBudgetError(
+                f"scored pool: memory_budget={format_bytes(self.budget)} is passed ({format_bytes(self.resident)} in "
+                f"memory) at source {source!r}: {why}, so it cannot be held memory-mapped. "
+                f"{provide_fingerprint('the adapter')}, then re-materialize its scored_segments partition; or raise "
+                "memory_budget")
+
+    def report(self) -> dict[str, int]:
+        return {"budget_bytes": self.budget, "resident_bytes": self.resident, "mapped_bytes": self.mapped,
+                "mapped_sources": self.mapped_sources}
 
 
 def _parquet_bytes(table: pa.Table) -> bytes:

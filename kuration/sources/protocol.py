@@ -33,6 +33,13 @@ class SourceIdentity:
     def token(self) -> str:
         return f"{self.kind}:{self.value}"
 
+    @classmethod
+    def from_token(cls, token: str) -> SourceIdentity:
+        kind, sep, value = token.partition(":")
+        if not sep or not kind:
+            raise ValueError(f"not a source identity token: {token!r} (expected '<kind>:<value>')")
+        return cls(kind, value)
+
 
 @runtime_checkable
 class SourceAdapter(Protocol):

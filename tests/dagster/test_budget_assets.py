@@ -140,3 +140,16 @@ def test_a_refused_split_is_not_used(scored, instance, tmp_path):
     report.write_text(json.dumps({**data, "status": "refused_drift", "input_drift": {"message": "rule drifted"}}))
     result = _budget(scored, instance)
     assert not result.success and "the last split run was 'refused_drift'" in _failure_text(result)
+
+
+def test_a_memory_budget_plans_from_mapped_checkpoints_with_the_same_result(scored, instance, tmp_path):
+    assert _budget(scored, instance).success
+    plain = read_budget_plan(tmp_path / "storage").admitted()
+    result = _budget(scored, instance, memory_budget="1KiB")
+    assert result.success and _evaluation(result).passed
+    (mat,) = [e.step_materialization_data.materialization for e in result.get_asset_materialization_events()]
+    memory = mat.metadata["pool_memory"].value
+    assert memory["mapped_sources"] == 6 and memory["resident_bytes"] == 0 and memory["budget_bytes"] == 1024
+    assert read_budget_plan(tmp_path / "storage").admitted().equals(plain)
+    bad = _budget(scored, instance, memory_budget="lots")
+    assert not bad.success and "memory_budget='lots'" in _failure_text(bad)
