@@ -381,6 +381,7 @@ def write_dataset(
     force: bool = False,
     cache: Any = None,
     memory_budget: int | str | None = None,
+    progress: Callable[[str, int, int, str], None] | None = None,
 ) -> DatasetWriteResult:
     """Score ``sources`` (default: all), fill the hour budgets, write and commit the
     dataset at ``out``. Everything that can be checked is checked before scoring, and the
@@ -393,7 +394,10 @@ def write_dataset(
     ``<out>/.kuration_checkpoints/<scoring run>/`` (a local ``out`` only). Sources without
     a strong identity cannot be checkpointed; if their results pass the budget the write
     fails before publication, saying how to provide a fingerprint. After a successful
-    commit, checkpoint namespaces of other scoring runs at the destination are removed."""
+    commit, checkpoint namespaces of other scoring runs at the destination are removed.
+
+    ``progress(stage, done, total, source_id)`` is called after each source of each stage:
+    ``"score"`` (the feature pass), then ``"write"`` (its shards are written and hashed)."""
     from kuration.scoring import score_sources
 
     _check_intents(resume, force)
@@ -419,7 +423,9 @@ def write_dataset(
     with destination.lease():
         _check_destination(destination, resume, force)  # before scoring: a refused write costs nothing
         scored = score_sources(adapter, segmenter=segmenter, strategy=strategy, sources=sources, workers=workers,
-                               executor=executor, on_error=on_error, cache=cache, memory_budget=budget)
+                               executor=executor, on_error=on_error, cache=cache, memory_budget=budget,
+                               progress=None if progress is None else (
+                                   lambda outcome, done, total: progress("score", done, total, outcome.source_id)))
         plan = plan_budget(scored.segments, options, strategy=strategy, group_of=group_of)
         job = {"segmenter": segmenter.to_dict(), "scoring_run": scored.run_fingerprint, "workers": workers,
                "executor": executor, "on_error": on_error, "memory_budget_bytes": budget,
@@ -427,7 +433,9 @@ def write_dataset(
         results = {"scoring": {"scored": scored.count("scored"), "cached": scored.count("cached"),
                                "skipped": scored.count("skipped"), "memory": scored.memory}}
         written = _publish(destination, plan, adapter=adapter, schema=schema, spec=spec, encoder=encoder, resume=resume,
-                           force=force, job=job, progress=None, started=started, results=results,
+                           force=force, job=job, started=started, results=results,
+                           progress=None if progress is None else (
+                               lambda done, total, source: progress("write", done, total, source)),
                            callbacks={"group_of": group_of})
         if CHECKPOINT_DIR in destination.top_level():
             FsspecScoreCache(destination.where(CHECKPOINT_DIR)).prune(scored.run_fingerprint)

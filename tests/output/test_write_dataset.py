@@ -228,10 +228,19 @@ def test_a_second_writer_gets_a_lease_error(corpus, tmp_path):
 
 
 def test_write_dataset_scores_plans_and_writes(corpus, tmp_path):
+    calls = []
     result = write_dataset(tmp_path / "out", schema=corpus.schema, adapter=corpus.adapter,
                            strategy=corpus.settings.strategy, segmenter=corpus.settings.segmenter, spec=corpus.spec,
-                           train_hours=40 / 3600, test_hours=20 / 3600, span_seconds=10.0)
+                           train_hours=40 / 3600, test_hours=20 / 3600, span_seconds=10.0,
+                           progress=lambda *call: calls.append(call))
     assert verify_dataset(tmp_path / "out").ok and result.config["job"]["segmenter"]["window"] == 10
+    sources = corpus.adapter.list_sources()
+    scoring = [c for c in calls if c[0] == "score"]
+    writing = [c for c in calls if c[0] == "write"]
+    assert calls == scoring + writing  # every source scored before any is written
+    assert [c[1:3] for c in scoring] == [(i, len(sources)) for i in range(1, len(sources) + 1)]
+    written_sources = sorted({e["source_id"] for e in result.manifest["entries"]})
+    assert [c[1:] for c in writing] == [(i, len(written_sources), s) for i, s in enumerate(written_sources, start=1)]
     with pytest.raises(DatasetWriteError, match="sample_hz=20 but the schema says 10 Hz"):
         write_dataset(tmp_path / "o2", schema=corpus.schema, adapter=corpus.adapter, strategy=corpus.settings.strategy,
                       segmenter=corpus.settings.segmenter, spec=corpus.spec, train_hours=1, sample_hz=20)
