@@ -31,6 +31,27 @@ from kuration.strategy import Predicate, ScoreResult, Selection, Strategy, Strat
 
 __version__ = "0.1.0"
 
+#: The write and read side, as the seed's examples import them (``from kuration import
+#: write_dataset``). Loaded on first use: most processes that import kuration (scoring
+#: workers, the Dagster code server) never write a dataset.
+_LAZY = {
+    "OutputSpec": "kuration.output.spec",
+    "write_track": "kuration.output.write_track",
+    "write_dataset": "kuration.output.write_dataset",
+    "write_planned_dataset": "kuration.output.write_dataset",
+    "load_committed": "kuration.read.committed",
+    "verify_dataset": "kuration.read.committed",
+    "read_shard": "kuration.read.committed",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'kuration' has no attribute {name!r}")
+
 __all__ = [
     "KurationError",
     "SelectorError",
@@ -62,4 +83,5 @@ __all__ = [
     "entity_key",
     "score_track",
     "segment_table_schema",
+    *_LAZY,
 ]
