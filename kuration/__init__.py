@@ -31,17 +31,13 @@ from kuration.strategy import Predicate, ScoreResult, Selection, Strategy, Strat
 
 __version__ = "0.1.0"
 
-#: The write and read side, as the seed's examples import them (``from kuration import
+#: The write side, as the seed's examples import them (``from kuration import
 #: write_dataset``). Loaded on first use: most processes that import kuration (scoring
 #: workers, the Dagster code server) never write a dataset.
 _LAZY = {
     "OutputSpec": "kuration.output.spec",
     "write_track": "kuration.output.write_track",
     "write_dataset": "kuration.output.write_dataset",
-    "write_planned_dataset": "kuration.output.write_dataset",
-    "load_committed": "kuration.read.committed",
-    "verify_dataset": "kuration.read.committed",
-    "read_shard": "kuration.read.committed",
 }
 
 

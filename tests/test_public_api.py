@@ -7,12 +7,11 @@ import kuration
 
 
 def test_the_seed_examples_import_from_the_package():
-    from kuration import OutputSpec, Segmenter, load_committed, read_shard, verify_dataset, write_dataset, write_track
+    from kuration import OutputSpec, Segmenter, write_dataset, write_track
     from kuration.output.write_dataset import write_dataset as defined_in
 
     assert write_dataset is defined_in
     assert OutputSpec.__module__ == "kuration.output.spec" and write_track.__module__ == "kuration.output.write_track"
-    assert {load_committed.__module__, read_shard.__module__, verify_dataset.__module__} == {"kuration.read.committed"}
     assert Segmenter(4, 2, unit="seconds", sample_hz=20).sample_hz == 20
     assert set(kuration._LAZY) <= set(kuration.__all__)
 
