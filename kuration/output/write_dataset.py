@@ -173,6 +173,15 @@ def _check_intents(resume: bool, force: bool) -> None:
                                 "destination; choose one")
 
 
+def _check_plan_fits(plan: BudgetPlan, spec: OutputSpec) -> None:
+    chunking = plan.options.chunking
+    if chunking is not None and chunking != spec.chunking:
+        raise DatasetWriteError(
+            f"the budget plan priced shards of {chunking.shard_length} steps ({chunking.short_policy}), the output spec "
+            f"writes {spec.shard_length} ({spec.short_policy}); plan again with the spec's shard_length and short_policy"
+        )
+
+
 def _existing(destination: Destination) -> list[str]:
     """What the destination holds, checkpoints aside (they belong to no dataset)."""
     return [name for name in destination.top_level() if name != CHECKPOINT_DIR]
@@ -213,25 +222,21 @@ def write_planned_dataset(
     _check_intents(resume, force)
     destination = open_destination(out)
     spec.validate_against(schema)
+    _check_plan_fits(plan, spec)
     with destination.lease():
-        return _publish(destination, plan, adapter=adapter, schema=schema, spec=spec, encoder=encoder, resume=resume,
-                        force=force, job=job, progress=progress, started=_dt.datetime.now(_dt.timezone.utc))
+        record = _check_destination(destination, resume, force)
+        return _publish(destination, plan, record, adapter=adapter, schema=schema, spec=spec, encoder=encoder,
+                        resume=resume, job=job, progress=progress, started=_dt.datetime.now(_dt.timezone.utc))
 
 
-def _publish(destination: Destination, plan: BudgetPlan, *, adapter: Any, schema: Schema, spec: OutputSpec,
-             encoder: OutputEncoder | None, resume: bool, force: bool, job: Mapping[str, Any] | None,
+def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | None, *, adapter: Any, schema: Schema,
+             spec: OutputSpec, encoder: OutputEncoder | None, resume: bool, job: Mapping[str, Any] | None,
              progress: Callable[[int, int, str], None] | None, started: _dt.datetime,
              results: Mapping[str, Any] | None = None, callbacks: Mapping[str, Any] | None = None) -> DatasetWriteResult:
-    """Everything after the plan, under the caller's lease: the checks that touch nothing,
-    then publication (see the module docstring)."""
-    chunking = plan.options.chunking
-    if chunking is not None and chunking != spec.chunking:
-        raise DatasetWriteError(
-            f"the budget plan priced shards of {chunking.shard_length} steps ({chunking.short_policy}), the output spec "
-            f"writes {spec.shard_length} ({spec.short_policy}); plan again with the spec's shard_length and short_policy"
-        )
+    """Everything after the plan, under the caller's lease, once the plan fits the spec
+    (:func:`_check_plan_fits`) and :func:`_check_destination` gave the destination's
+    ``record``: the checks that touch nothing, then publication (see the module docstring)."""
     encoder = encoder or PassthroughEncoder()
-    record = _check_destination(destination, resume, force)
     admitted = plan.admitted()
     sources = sorted(set(admitted.column("source_id").to_pylist()))
     identities = {s: adapter.identity(s) for s in sources}
@@ -421,19 +426,20 @@ def write_dataset(
         cache = FsspecScoreCache(destination.where(CHECKPOINT_DIR))
     started = _dt.datetime.now(_dt.timezone.utc)
     with destination.lease():
-        _check_destination(destination, resume, force)  # before scoring: a refused write costs nothing
+        record = _check_destination(destination, resume, force)  # before scoring: a refused write costs nothing
         scored = score_sources(adapter, segmenter=segmenter, strategy=strategy, sources=sources, workers=workers,
                                executor=executor, on_error=on_error, cache=cache, memory_budget=budget,
                                progress=None if progress is None else (
                                    lambda outcome, done, total: progress("score", done, total, outcome.source_id)))
         plan = plan_budget(scored.segments, options, strategy=strategy, group_of=group_of)
+        _check_plan_fits(plan, spec)
         job = {"segmenter": segmenter.to_dict(), "scoring_run": scored.run_fingerprint, "workers": workers,
                "executor": executor, "on_error": on_error, "memory_budget_bytes": budget,
                "skipped_sources": {o.source_id: o.error for o in scored.skipped}}
         results = {"scoring": {"scored": scored.count("scored"), "cached": scored.count("cached"),
                                "skipped": scored.count("skipped"), "memory": scored.memory}}
-        written = _publish(destination, plan, adapter=adapter, schema=schema, spec=spec, encoder=encoder, resume=resume,
-                           force=force, job=job, started=started, results=results,
+        written = _publish(destination, plan, record, adapter=adapter, schema=schema, spec=spec, encoder=encoder,
+                           resume=resume, job=job, started=started, results=results,
                            progress=None if progress is None else (
                                lambda done, total, source: progress("write", done, total, source)),
                            callbacks={"group_of": group_of})
