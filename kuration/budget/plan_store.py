@@ -78,8 +78,8 @@ def load_scored_pool(root: str | os.PathLike[str], sources: list[str], *, expect
     tables, skipped, runs = [], {}, {}
     for source in sorted(sources):
         try:
-            meta = _stored_metadata(root, source) if mapped is not None else None
-            table = mapped.table(source, meta) if mapped is not None else None
+            meta, rows = _stored_footer(root, source) if mapped is not None else (None, 0)
+            table = mapped.table(source, meta, rows) if mapped is not None else None
             if table is None:
                 table = read_source_segments(root, source)
                 if mapped is not None:
@@ -120,9 +120,10 @@ def load_scored_pool(root: str | os.PathLike[str], sources: list[str], *, expect
     return ScoredPool(segments, skipped, run, None if mapped is None else mapped.report())
 
 
-def _stored_metadata(root: str | os.PathLike[str], source: str) -> dict[bytes, bytes]:
-    """A stored segment file's schema metadata, from its footer alone."""
-    return dict(pq.read_schema(storage.local_path(segments_url(root, source))).metadata or {})
+def _stored_footer(root: str | os.PathLike[str], source: str) -> tuple[dict[bytes, bytes], int]:
+    """A stored segment file's schema metadata and row count, from its footer alone."""
+    footer = pq.read_metadata(storage.local_path(segments_url(root, source)))
+    return dict(footer.schema.to_arrow_schema().metadata or {}), footer.num_rows
 
 
 class _MappedCheckpoints:
@@ -139,7 +140,7 @@ class _MappedCheckpoints:
         self.mapped = 0
         self.mapped_sources = 0
 
-    def table(self, source: str, meta: dict[bytes, bytes]) -> pa.Table | None:
+    def table(self, source: str, meta: dict[bytes, bytes], stored_rows: int) -> pa.Table | None:
         """The source's checkpoint, mapped, if one matches its stored file; else None."""
         token, run = meta.get(IDENTITY_KEY), meta.get(RUN_KEY)
         if not token or not run:
@@ -149,7 +150,6 @@ class _MappedCheckpoints:
         except ValueError:
             return None
         table = self.cache.get(run.decode(), source, identity)
-        stored_rows = pq.read_metadata(storage.local_path(segments_url(self.root, source))).num_rows
         if table is None or table.num_rows != stored_rows:
             return None  # pruned, torn or from another scoring: decode the segment file instead
         self.mapped += table.nbytes
