@@ -78,19 +78,12 @@ def load_scored_pool(root: str | os.PathLike[str], sources: list[str], *, expect
     tables, skipped, runs = [], {}, {}
     for source in sorted(sources):
         try:
-            meta, rows = _stored_footer(root, source) if mapped is not None else (None, 0)
-            table = mapped.table(source, meta, rows) if mapped is not None else None
-            if table is None:
-                table = read_source_segments(root, source)
-                if mapped is not None:
-                    mapped.count_resident(source, table, meta)
+            table, meta = _read_stored(root, source, mapped)
         except FileNotFoundError:
             raise BudgetError(
                 f"scored pool: no scored segments for source {source!r} at {segments_url(root, source)}; materialize "
                 "that scored_segments partition (or remove the partition)"
             ) from None
-        if meta is None:
-            meta = table.schema.metadata or {}
         run = meta.get(RUN_KEY, b"").decode() or None
         runs.setdefault(run, []).append(source)
         if SKIPPED_KEY in meta:
@@ -118,6 +111,21 @@ def load_scored_pool(root: str | os.PathLike[str], sources: list[str], *, expect
         )
     segments = pa.concat_tables(tables, promote_options="permissive")
     return ScoredPool(segments, skipped, run, None if mapped is None else mapped.report())
+
+
+def _read_stored(root: str | os.PathLike[str], source: str,
+                 mapped: _MappedCheckpoints | None) -> tuple[pa.Table, dict[bytes, bytes]]:
+    """One source's stored segments and their metadata; under a budget, its memory-mapped
+    checkpoint when one matches the stored file."""
+    if mapped is None:
+        table = read_source_segments(root, source)
+        return table, dict(table.schema.metadata or {})
+    meta, rows = _stored_footer(root, source)
+    table = mapped.table(source, meta, rows)
+    if table is None:
+        table = read_source_segments(root, source)
+        mapped.count_resident(source, table, meta)
+    return table, meta
 
 
 def _stored_footer(root: str | os.PathLike[str], source: str) -> tuple[dict[bytes, bytes], int]:
