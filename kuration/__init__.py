@@ -25,6 +25,7 @@ from kuration.features import (
     unregister_feature,
 )
 from kuration.entities import EntityIdError, entity_key
+from kuration.lazy_exports import lazy_getattr
 from kuration.track_scoring import score_track, segment_table_schema
 from kuration.segments import Segment, Segmenter, SegmenterError
 from kuration.strategy import Predicate, ScoreResult, Selection, Strategy, StrategyError
@@ -40,13 +41,7 @@ _LAZY = {
     "write_dataset": "kuration.output.write_dataset",
 }
 
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'kuration' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 __all__ = [
     "KurationError",

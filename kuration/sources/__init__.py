@@ -11,8 +11,7 @@ worker process pays for what it imports); their media providers (``hdf5_rows``,
 it on first use of the name.
 """
 
-import importlib
-
+from kuration.lazy_exports import lazy_getattr
 from kuration.sources.parquet import ParquetTickAdapter
 from kuration.sources.protocol import STRONG_KINDS, SourceAdapter, SourceIdentity
 from kuration.sources.ticks import SourceError, TickDataError, Ticks
@@ -26,11 +25,7 @@ _LAZY = {
     "ZarrRowsProvider": "kuration.sources.zarr_replay",
 }
 
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'kuration.sources' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 __all__ = [
     "HDF5_ROWS_PROVIDER",
