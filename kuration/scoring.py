@@ -490,7 +490,13 @@ class _BudgetedPool:
 
 
 def _in_canonical_order(table: pa.Table) -> bool:
-    if table.num_rows < 2:
+    """Whether rows are in (entity_id, segment_index) order: one pass over neighbours, not
+    a sort (this runs on every checkpoint a budgeted pool maps)."""
+    n = table.num_rows
+    if n < 2:
         return True
-    order = pc.sort_indices(table, sort_keys=_IN_SOURCE_ORDER).to_numpy()
-    return bool(np.array_equal(order, np.arange(table.num_rows)))
+    entity, index = table.column("entity_id"), table.column("segment_index")
+    first, second = entity.slice(0, n - 1), entity.slice(1)
+    before = pc.or_(pc.less(first, second),
+                    pc.and_(pc.equal(first, second), pc.less_equal(index.slice(0, n - 1), index.slice(1))))
+    return bool(pc.all(before).as_py())

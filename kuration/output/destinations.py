@@ -1,8 +1,8 @@
 """Where a dataset lives: one protocol, a local folder and an fsspec object store.
 
 Everything the writer and the reader do to a dataset directory goes through a
-:class:`Destination`: read a file, publish metadata atomically, write a shard while
-hashing it, check a shard against its recorded size and SHA-256, list and remove files,
+:class:`Destination`: read a file, publish metadata atomically, stage a shard and seal it
+(hashed and moved into place), check a shard against its recorded size and SHA-256, list and remove files,
 and hold the exclusive writer lease.
 
 - :class:`LocalDestination`: temp file in the same directory, ``os.replace`` (with an fsync
@@ -60,7 +60,6 @@ class Destination(Protocol):
     def top_level(self) -> list[str]: ...
     def read(self, relative: str) -> bytes | None: ...
     def write_metadata(self, relative: str, data: bytes, *, durable: bool = True) -> None: ...
-    def write_shard(self, relative: str, container: ShardContainer, shard: ShardArrays) -> WrittenShard: ...
     def stage_shard(self, relative: str, container: ShardContainer, shard: ShardArrays) -> Staged: ...
     def shard_matches(self, relative: str, entry: Mapping[str, Any]) -> bool: ...
     def files_under(self, folder: str) -> list[str]: ...
@@ -126,9 +125,6 @@ class LocalDestination:
         storage.write_bytes_atomic(str(path), data, fsync=durable)
         if durable:
             fsync_directory(path.parent)
-
-    def write_shard(self, relative: str, container: ShardContainer, shard: ShardArrays) -> WrittenShard:
-        return self.stage_shard(relative, container, shard).seal()
 
     def stage_shard(self, relative: str, container: ShardContainer, shard: ShardArrays) -> StagedShard:
         return stage_shard_local(self._path(relative), container, shard)
@@ -199,9 +195,6 @@ class FsspecDestination:
 
     def write_metadata(self, relative: str, data: bytes, *, durable: bool = True) -> None:
         self.fs.pipe_file(self._key(relative), data)  # one put: the object is whole or absent
-
-    def write_shard(self, relative: str, container: ShardContainer, shard: ShardArrays) -> WrittenShard:
-        return self.stage_shard(relative, container, shard).seal()
 
     def stage_shard(self, relative: str, container: ShardContainer, shard: ShardArrays) -> _Published:
         buffer = io.BytesIO()
