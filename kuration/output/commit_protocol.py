@@ -28,13 +28,13 @@ object store), which makes each metadata write atomic and, locally, durable.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from kuration.errors import KurationError
+from kuration.hashing import canonical_json, readable_json, sha256_hex
+from kuration.strict_json import parse_strict_json
 
 if TYPE_CHECKING:
     from kuration.output.destinations import Destination
@@ -56,20 +56,6 @@ COMMIT_FORMAT = 1
 
 class CommitError(KurationError, RuntimeError):
     """A dataset's commit record is missing, torn, tampered with or not committed."""
-
-
-def canonical_json(data: Any) -> bytes:
-    """Deterministic JSON (sorted keys, no NaN): the bytes that are hashed."""
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode()
-
-
-def readable_json(data: Any) -> bytes:
-    """Deterministic, indented JSON for files people open."""
-    return (json.dumps(data, sort_keys=True, indent=1, allow_nan=False, ensure_ascii=False) + "\n").encode()
-
-
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def fsync_directory(path: str | os.PathLike[str]) -> None:
@@ -124,24 +110,9 @@ class CommitRecord:
         return record
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [k for k, _ in pairs]
-    if len(keys) != len(set(keys)):
-        duplicated = sorted({k for k in keys if keys.count(k) > 1})
-        raise ValueError(f"duplicate key(s) {duplicated}")
-    return dict(pairs)
-
-
-def _no_constants(token: str) -> Any:
-    raise ValueError(f"non-finite number {token} is not allowed")
-
-
 def strict_json(data: bytes, *, where: str, what: str = "metadata file") -> Any:
-    """Parse metadata JSON refusing duplicate keys and NaN/Infinity (a reader must not guess)."""
-    try:
-        return json.loads(data, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
-    except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
-        raise CommitError(f"{where}: not a valid {what} ({exc})") from None
+    """Parse metadata JSON strictly (:mod:`kuration.strict_json`): a reader must not guess."""
+    return parse_strict_json(data, where=where, what=what, error=CommitError)
 
 
 def read_commit(destination: Destination) -> CommitRecord | None:
@@ -171,6 +142,6 @@ def publish_committed(destination: Destination, *, run_fingerprint: str, marker:
 
 __all__ = [
     "CHECKPOINT_DIR", "COMMIT_FILE", "CONFIG_FILE", "CommitError", "CommitRecord", "MANIFEST_FILE", "RESUME_DIR",
-    "SPEC_MARKER_FILE", "STATES", "canonical_json", "fsync_directory", "publish_committed", "publish_writing",
-    "read_commit", "readable_json", "sha256_hex", "strict_json",
+    "SPEC_MARKER_FILE", "STATES", "fsync_directory", "publish_committed", "publish_writing", "read_commit",
+    "strict_json",
 ]

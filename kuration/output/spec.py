@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from kuration.budget.options import SHORT_POLICIES, ShardChunking
-from kuration.output.commit_protocol import canonical_json, sha256_hex
+from kuration.hashing import canonical_json, sha256_hex
 from kuration.errors import KurationError
 from kuration.schema import Schema
 

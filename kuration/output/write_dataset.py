@@ -45,9 +45,10 @@ from kuration.budget.spans import feature_columns
 from kuration.byte_sizes import ByteSizeError, parse_bytes
 from kuration.entities import entity_key
 from kuration.errors import KurationError
+from kuration.hashing import canonical_json, readable_json, sha256_hex
 from kuration.output.commit_protocol import (
-    CHECKPOINT_DIR, COMMIT_FILE, MANIFEST_FILE, RESUME_DIR, SPEC_MARKER_FILE, CommitError, CommitRecord, canonical_json,
-    publish_committed, publish_writing, read_commit, readable_json, sha256_hex,
+    CHECKPOINT_DIR, COMMIT_FILE, MANIFEST_FILE, RESUME_DIR, SPEC_MARKER_FILE, CommitError, CommitRecord,
+    publish_committed, publish_writing, read_commit,
 )
 from kuration.output.destinations import Destination, open_destination
 from kuration.output.encoders import OutputEncoder, PassthroughEncoder

@@ -16,8 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kuration.hashing import sha256_hex
 from kuration.output.commit_protocol import (
-    COMMIT_FILE, CONFIG_FILE, MANIFEST_FILE, CommitError, CommitRecord, read_commit, sha256_hex, strict_json,
+    COMMIT_FILE, CONFIG_FILE, MANIFEST_FILE, CommitError, CommitRecord, read_commit, strict_json,
 )
 from kuration.output.containers import get_container
 from kuration.output.containers.protocol import ShardArrays
