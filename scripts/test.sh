@@ -17,7 +17,7 @@ if [ "${KURATION_SKIP_CEPH:-0}" != 1 ]; then
   export KURATION_CEPH_ENDPOINT=http://127.0.0.1:7480
 fi
 set +e
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest --durations=15 "$@"
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import time
 from pathlib import Path
 
 import numpy as np
@@ -294,23 +293,21 @@ def test_universe_categories_and_tags_match_the_recordings(corpus):
 # ---------------------------------------------------------------- size, speed, options
 
 
-def test_default_corpus_is_small_and_fast(tmp_path):
-    start = time.perf_counter()
+# How long these take is measured by bench/bench_demo_corpus.py, not asserted here: a
+# wall-clock limit flakes on shared cores.
+def test_default_corpus_is_small(tmp_path):
     zone = write_demo_landing_zone(tmp_path / "default")
-    elapsed = time.perf_counter() - start
     on_disk = sum(p.stat().st_size for p in (tmp_path / "default").rglob("*") if p.is_file())
     assert zone.bytes == on_disk < 60e6
-    assert elapsed < 15
     assert zone.recordings == 40 and zone.sites == 8
     assert 2 * zone.recordings <= zone.entities <= 4 * zone.recordings
     assert 40 * 3 / 60 <= zone.hours <= 40 * 15 / 60
     assert zone.events["near_miss"] > 0 and zone.events["landing"] > 0 and zone.events["low_battery"] > 0
 
 
-def test_small_corpus_is_fast(tmp_path):
-    start = time.perf_counter()
+def test_small_corpus_has_one_short_recording_per_site(tmp_path):
     zone = write_demo_landing_zone(tmp_path / "small", seed=3, recordings_per_site=1, minutes=(1, 1))
-    assert time.perf_counter() - start < 3
+    assert zone.recordings == len(SITES)
     assert zone.clips == 6 * len(SITES)
 
 
