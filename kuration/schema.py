@@ -12,8 +12,6 @@ Every error names the key it is about (``fields.pos.shape``) and what was expect
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from kuration.errors import KurationError
+from kuration.hashing import canonical_digest
 
 
 class SchemaError(KurationError, ValueError):
@@ -131,7 +130,7 @@ class Schema:
 
     def fingerprint(self) -> str:
         """sha256 of the canonical JSON form: part of every cache key built on this schema."""
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+        return canonical_digest(self.to_dict())
 
     def all_fields(self) -> dict[str, FieldSpec]:
         """Per-entity fields and tick globals: what a track record holds."""

@@ -26,15 +26,14 @@ whatever the worker count or the order workers finish in.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import hashlib
 import importlib
-import json
 import logging
 import math
 import multiprocessing
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -44,6 +43,7 @@ import kuration
 from kuration.byte_sizes import format_bytes
 from kuration.errors import KurationError
 from kuration.features import get_feature, parse_feature_key
+from kuration.hashing import canonical_digest, code_fingerprint
 from kuration.score_cache import ScoreCache
 from kuration.track_scoring import score_track, segment_table_schema
 from kuration.segments import Segmenter
@@ -126,17 +126,18 @@ class ScoringResult:
         return self.segments.slice(start, length)
 
 
-def _feature_code_digest(strategy: Strategy) -> str:
-    """Digest of the user feature functions the strategy reads, so editing one misses the cache."""
-    parts = []
+def _feature_code(strategy: Strategy) -> dict[str, Any]:
+    """Fingerprints of the user feature functions the strategy reads, so editing one misses the cache.
+
+    Through :func:`kuration.hashing.code_fingerprint`, which is the same in every process:
+    a feature holding a lambda or a generator expression once got a new digest per process
+    (its nested code object's repr carries an address), so its cache never hit."""
+    features: dict[str, Any] = {}
     for key in strategy.feature_keys():
         parsed = parse_feature_key(key)
         if getattr(parsed, "kind", None) == "fn":
-            fn = get_feature(parsed.name)
-            code = getattr(fn, "__code__", None)
-            parts.append(f"{parsed.name}:{getattr(fn, '__module__', '')}:{getattr(fn, '__qualname__', '')}:"
-                         f"{code.co_code.hex() if code else repr(fn)}:{repr(code.co_consts) if code else ''}")
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+            features[parsed.name] = code_fingerprint(get_feature(parsed.name))
+    return features
 
 
 def run_fingerprint(adapter: SourceAdapter, segmenter: Segmenter, strategy: Strategy) -> str:
@@ -144,9 +145,9 @@ def run_fingerprint(adapter: SourceAdapter, segmenter: Segmenter, strategy: Stra
     doc = {
         "schema": adapter.schema.fingerprint(), "segmenter": segmenter.fingerprint(),
         "strategy": strategy.fingerprint(), "kuration": kuration.__version__, "code": SCORING_CODE_VERSION,
-        "features": _feature_code_digest(strategy),
+        "features": _feature_code(strategy),
     }
-    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+    return canonical_digest(doc)
 
 
 def score_one_source(adapter: SourceAdapter, source_id: str, *, segmenter: Segmenter, strategy: Strategy) -> pa.Table:

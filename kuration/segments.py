@@ -22,8 +22,6 @@ This module only plans windows; it reads no data beyond ``track.ticks`` and
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from kuration.errors import KurationError
+from kuration.hashing import canonical_digest
 
 UNITS = ("seconds", "steps")
 _SEGMENTER_KEYS = ("window", "stride", "unit", "sample_hz")
@@ -171,4 +170,4 @@ class Segmenter:
 
     def fingerprint(self) -> str:
         """sha256 of the canonical JSON form: part of the cache key of scored segments."""
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+        return canonical_digest(self.to_dict())

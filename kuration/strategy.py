@@ -26,8 +26,6 @@ and what is valid. This module does not read tracks or fill budgets.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import operator
 from collections.abc import Mapping
@@ -37,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from kuration.errors import KurationError
+from kuration.hashing import canonical_digest
 from kuration.features import _KeyProblem, _parse, _resolve
 from kuration.schema import Schema
 
@@ -228,7 +227,7 @@ class Strategy:
         lookup does) must not re-serialize it."""
         cached = self.__dict__.get("_fingerprint")
         if cached is None:
-            cached = hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+            cached = canonical_digest(self.to_dict())
             object.__setattr__(self, "_fingerprint", cached)
         return cached
 

@@ -45,14 +45,13 @@ from kuration.budget.spans import feature_columns
 from kuration.byte_sizes import ByteSizeError, parse_bytes
 from kuration.entities import entity_key
 from kuration.errors import KurationError
-from kuration.hashing import canonical_json, readable_json, sha256_hex
+from kuration.hashing import canonical_json, code_fingerprint, readable_json, sha256_hex, stable_repr
 from kuration.output.commit_protocol import (
     CHECKPOINT_DIR, COMMIT_FILE, MANIFEST_FILE, RESUME_DIR, SPEC_MARKER_FILE, CommitError, CommitRecord,
     publish_committed, publish_writing, read_commit,
 )
 from kuration.output.destinations import Destination, open_destination
 from kuration.output.encoders import OutputEncoder, PassthroughEncoder
-from kuration.output.provenance import code_fingerprint, stable_repr
 from kuration.output.spec import OutputSpec
 from kuration.output.write_track import SPLIT_NAMES, ShardTarget, ShardWriter, shard_targets
 from kuration.schema import Schema
