@@ -108,3 +108,16 @@ def test_edited_callback_or_adapter_code_is_another_run(corpus, tmp_path):
             return f"ParquetTickAdapter({self.root_url!r})"  # the same description, other code
     with pytest.raises(DifferentRunError):
         _write(corpus, out, group_of=by_site, resume=True, adapter=PatchedAdapter(corpus.adapter.root_url, corpus.schema))
+
+
+def test_a_group_of_mapping_is_fingerprinted_by_its_content(corpus, tmp_path):
+    out = tmp_path / "out"
+    sources = corpus.adapter.list_sources()
+    groups = {s: s.split("/")[0] for s in sources}
+    result = _write(corpus, out, group_of=groups)
+    recorded = result.config["provenance"]["callbacks"]["group_of"]
+    assert recorded["name"] == "builtins.dict" and recorded["state"]["items"] == len(sources)
+    assert _write(corpus, out, group_of=dict(reversed(groups.items())), resume=True).reused  # same content
+    regrouped = {s: "one_group" for s in sources}
+    with pytest.raises(DifferentRunError):
+        _write(corpus, out, group_of=regrouped, resume=True)
