@@ -48,7 +48,7 @@ from kuration.errors import KurationError
 from kuration.hashing import canonical_json, readable_json, sha256_hex
 from kuration.output.commit_protocol import (
     CHECKPOINT_DIR, COMMIT_FILE, MANIFEST_FILE, RESUME_DIR, SPEC_MARKER_FILE, CommitError, CommitRecord,
-    publish_committed, publish_writing, read_commit,
+    is_writer_leftover, publish_committed, publish_writing, read_commit,
 )
 from kuration.output.destinations import Destination, open_destination
 from kuration.output.encoders import OutputEncoder, PassthroughEncoder
@@ -184,8 +184,9 @@ def _check_plan_fits(plan: BudgetPlan, spec: OutputSpec) -> None:
 
 
 def _existing(destination: Destination) -> list[str]:
-    """What the destination holds, checkpoints aside (they belong to no dataset)."""
-    return [name for name in destination.top_level() if name != CHECKPOINT_DIR]
+    """What the destination holds, checkpoints (they belong to no dataset) and a killed
+    writer's temp files (the next write removes them) aside."""
+    return [name for name in destination.top_level() if name != CHECKPOINT_DIR and not is_writer_leftover(name)]
 
 
 def _check_destination(destination: Destination, resume: bool, force: bool) -> CommitRecord | None:
@@ -309,9 +310,9 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
     }
     manifest_bytes = readable_json(manifest)
     config_bytes = readable_json(config)
-    # Still unreadable (state=writing): the old run's shards go now, so the committed
-    # directory holds exactly what its manifest lists.
-    _remove_stale_files(destination, {e["path"] for e in entries})
+    # Still unreadable (state=writing): the old run's shards and killed writes' temp files
+    # go now, so the committed directory holds exactly what its commit covers.
+    _remove_leftovers(destination, {e["path"] for e in entries})
     committed = publish_committed(destination, run_fingerprint=run_fingerprint, marker=marker,
                                   manifest=manifest_bytes, config=config_bytes)
     for name in destination.files_under(RESUME_DIR):  # the manifest now records every shard
@@ -352,13 +353,20 @@ def _manifest(entries: list[dict[str, Any]], spec: OutputSpec, plan: BudgetPlan,
             "budget": plan.accounting, "run_fingerprint": run_fingerprint}
 
 
-def _remove_stale_files(destination: Destination, keep: set[str]) -> None:
-    """Files in the split folders the new manifest does not list: an earlier run's shards,
-    temp files and attempt objects of killed writes."""
+def _remove_leftovers(destination: Destination, keep: set[str]) -> None:
+    """Files the new commit does not cover: in the split folders every file the new manifest
+    does not list (an earlier run's shards, killed writes' temp files and attempt objects);
+    at the top level and among the checkpoints, the temp files of killed writes."""
     for split in SPLIT_NAMES:
         for name in destination.files_under(split):
             if name not in keep:
                 destination.remove(name)
+    for name in destination.top_level():
+        if is_writer_leftover(name):
+            destination.remove(name)
+    for name in destination.files_under(CHECKPOINT_DIR):
+        if is_writer_leftover(name.rsplit("/", 1)[-1]):
+            destination.remove(name)
 
 
 def write_dataset(
