@@ -46,6 +46,7 @@ from kuration.byte_sizes import ByteSizeError, parse_bytes
 from kuration.entities import entity_key
 from kuration.errors import KurationError
 from kuration.hashing import canonical_json, readable_json, sha256_hex
+from kuration.media import media_cache
 from kuration.output.commit_protocol import (
     CHECKPOINT_DIR, COMMIT_FILE, MANIFEST_FILE, RESUME_DIR, SPEC_MARKER_FILE, CommitError, CommitRecord,
     is_writer_leftover, publish_committed, publish_writing, read_commit,
@@ -53,6 +54,7 @@ from kuration.output.commit_protocol import (
 from kuration.output.destinations import Destination, open_destination
 from kuration.output.encoders import OutputEncoder, PassthroughEncoder
 from kuration.output.provenance import code_fingerprint, stable_repr
+from kuration.output.shard_assembly import decode_media_rows
 from kuration.output.spec import OutputSpec
 from kuration.output.write_track import SPLIT_NAMES, ShardTarget, ShardWriter, shard_targets
 from kuration.schema import Schema
@@ -225,7 +227,8 @@ def write_planned_dataset(
     destination = open_destination(out)
     spec.validate_against(schema)
     _check_plan_fits(plan, spec)
-    with destination.lease():
+    # One media cache for the write: each media file is read once, within the cache's bound.
+    with destination.lease(), media_cache():
         record = _check_destination(destination, resume, force)
         return _publish(destination, plan, record, adapter=adapter, schema=schema, spec=spec, encoder=encoder,
                         resume=resume, job=job, progress=progress, started=_dt.datetime.now(_dt.timezone.utc))
@@ -259,15 +262,16 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
             "re-checks the same run. Pass force=True to replace it"
         )
     reusable, no_reuse_reason = _reusable(destination, resume, record, marker, run_fingerprint, strong)
+    features = feature_columns(admitted)
+    by_source: dict[str, list[tuple[ShardTarget, dict[str, Any]]]] = {}
+    for target, row in targets:
+        by_source.setdefault(target.source_id, []).append((target, row))
+    read_ahead = _check_media(adapter, schema, spec, sources, by_source, features)
 
     # -- publication starts: readers reject the directory until the final commit ------
     publish_writing(destination, run_fingerprint=run_fingerprint, marker=marker)
     entries: list[dict[str, Any]] = []
     written = reused = 0
-    features = feature_columns(admitted)
-    by_source: dict[str, list[tuple[ShardTarget, dict[str, Any]]]] = {}
-    for target, row in targets:
-        by_source.setdefault(target.source_id, []).append((target, row))
 
     def record_finished(entry: dict[str, Any]) -> None:
         entries.append(entry)
@@ -285,8 +289,11 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
                     reused += 1
                 else:
                     pending.append((target, row))
+            tracks = read_ahead.pop(source, None)
             if pending:
-                tracks = {entity_key(t.entity_id): t for t in tracks_from_ticks(schema, adapter.read_ticks(source), source)}
+                if tracks is None:
+                    tracks = {entity_key(t.entity_id): t
+                              for t in tracks_from_ticks(schema, adapter.read_ticks(source), source)}
                 for target, row in pending:
                     shards.write(target, _span_track(tracks, target, row, features))
                     written += 1
@@ -318,6 +325,42 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
     for name in destination.files_under(RESUME_DIR):  # the manifest now records every shard
         destination.remove(name)
     return DatasetWriteResult(destination.url, committed, manifest, config, plan, written, reused)
+
+
+def _check_media(adapter: Any, schema: Schema, spec: OutputSpec, sources: Sequence[str],
+                 by_source: Mapping[str, list[tuple[ShardTarget, dict[str, Any]]]],
+                 features: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Before publication: decode the first present reference of every media modality,
+    through the path the shards take, so a provider that is missing, misconfigured or
+    cannot read these references fails while every published byte is as it was.
+
+    Sources are read in writing order until each media modality has decoded one reference
+    (the first source, as a rule); the tracks of the first source read are returned so the
+    writer does not read it again. Decoding every reference would mean decoding the data
+    twice: a reference that fails later still fails the write, with publication begun
+    (readers reject the folder; resume finishes it once the reference is fixed)."""
+    media = dict(spec.of_kind("media"))
+    if not media or not sources:
+        return {}
+    if not callable(getattr(adapter, "decode_media", None)):
+        raise DatasetWriteError(f"the output spec has media modalities {sorted(media)}, but the adapter "
+                                f"{type(adapter).__name__} has no decode_media(column, refs, source_id=...)")
+    unchecked = dict(media)
+    read_ahead: dict[str, dict[str, Any]] = {}
+    for source in sources:
+        tracks = {entity_key(t.entity_id): t for t in tracks_from_ticks(schema, adapter.read_ticks(source), source)}
+        if not read_ahead:
+            read_ahead[source] = tracks
+        for target, row in by_source.get(source, []):
+            track = _span_track(tracks, target, row, features)
+            present = target.start + np.flatnonzero(track.present[target.start:target.stop])
+            for name, m in list(unchecked.items()):
+                if len(present):
+                    decode_media_rows(track, present[:1], name, m, adapter, schema)
+                    del unchecked[name]
+            if not unchecked:
+                return read_ahead
+    return read_ahead
 
 
 def _same_target(entry: Mapping[str, Any], target: ShardTarget) -> bool:
@@ -434,7 +477,7 @@ def write_dataset(
                 "memory-mapped; pass cache=FsspecScoreCache('<a local folder>')")
         cache = FsspecScoreCache(destination.where(CHECKPOINT_DIR))
     started = _dt.datetime.now(_dt.timezone.utc)
-    with destination.lease():
+    with destination.lease(), media_cache():
         record = _check_destination(destination, resume, force)  # before scoring: a refused write costs nothing
         scored = score_sources(adapter, segmenter=segmenter, strategy=strategy, sources=sources, workers=workers,
                                executor=executor, on_error=on_error, cache=cache, memory_budget=budget,
