@@ -237,10 +237,13 @@ def write_planned_dataset(
 def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | None, *, adapter: Any, schema: Schema,
              spec: OutputSpec, encoder: OutputEncoder | None, resume: bool, job: Mapping[str, Any] | None,
              progress: Callable[[int, int, str], None] | None, started: _dt.datetime,
-             results: Mapping[str, Any] | None = None, callbacks: Mapping[str, Any] | None = None) -> DatasetWriteResult:
+             results: Mapping[str, Any] | None = None, callbacks: Mapping[str, Any] | None = None,
+             inputs: Mapping[str, Any] | None = None) -> DatasetWriteResult:
     """Everything after the plan, under the caller's lease, once the plan fits the spec
     (:func:`_check_plan_fits`) and :func:`_check_destination` gave the destination's
-    ``record``: the checks that touch nothing, then publication (see the module docstring)."""
+    ``record``: the checks that touch nothing, then publication (see the module docstring).
+    ``inputs`` are further identities the run depends on (the baked split's), fingerprinted
+    into the run and recorded in the provenance."""
     encoder = encoder or PassthroughEncoder()
     admitted = plan.admitted()
     sources = sorted(set(admitted.column("source_id").to_pylist()))
@@ -252,6 +255,7 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
         "encoder": code_fingerprint(encoder), "adapter": code_fingerprint(adapter, state=stable_repr(adapter)),
         "callbacks": {name: code_fingerprint(fn) for name, fn in sorted((callbacks or {}).items())},
         "sources": {s: identities[s].token() for s in sources}, "kuration": kuration.__version__,
+        **(dict(inputs) if inputs else {}),
     }
     run_fingerprint = sha256_hex(canonical_json(fingerprints))
     marker = readable_json({"format": 1, "output": spec.to_dict(), "run_fingerprint": run_fingerprint})
@@ -412,6 +416,45 @@ def _remove_leftovers(destination: Destination, keep: set[str]) -> None:
             destination.remove(name)
 
 
+#: The columns of a resolved split's assignments that decide the split pools.
+SPLIT_COLUMNS = ("stage", "source", "group")
+
+
+def _split_identity(split_assignments: Any, group_of: Any) -> dict[str, Any] | None:
+    """The baked split's identity for the provenance, after checking the argument (before
+    anything is scored): the SHA-256 of its distinct (stage, source, group) rows, what the
+    split pools are made of, in canonical order."""
+    if split_assignments is None:
+        return None
+    if group_of is not None:
+        raise DatasetWriteError("group_of and split_assignments: a resolved split carries its own groups (its 'group' "
+                                "column), so pass one of them, not both")
+    if not isinstance(split_assignments, pa.Table):
+        raise DatasetWriteError(
+            f"split_assignments: expected the pyarrow Table of a resolved split (read_split_assignments(root)[0], or "
+            f"plan_splits(load_splits('splits.json'), universe).stage_table()), got {type(split_assignments).__name__}")
+    missing = [c for c in SPLIT_COLUMNS if c not in split_assignments.column_names]
+    if missing:
+        raise DatasetWriteError(f"split_assignments: missing column(s) {missing}; it has {split_assignments.column_names}. "
+                                "Pass a resolved split's assignments (columns stage, source, group)")
+    distinct = split_assignments.select(list(SPLIT_COLUMNS)).group_by(list(SPLIT_COLUMNS)).aggregate([])
+    rows = sorted(zip(*(distinct.column(c).to_pylist() for c in SPLIT_COLUMNS)),
+                  key=lambda row: [(v is None, "" if v is None else str(v)) for v in row])
+    return {"origin": "split_assignments", "columns": list(SPLIT_COLUMNS),
+            "sha256": sha256_hex(canonical_json([list(row) for row in rows]))}
+
+
+def _check_split_names_sources(split_assignments: pa.Table, scored_sources: Sequence[str]) -> None:
+    """A split naming none of the scored sources would admit nothing: refuse it before
+    publication (a split naming some is fine: the rest are reported as not in the split)."""
+    named = set(split_assignments.column("source").unique().to_pylist())
+    if scored_sources and not named & set(scored_sources):
+        raise DatasetWriteError(
+            f"split_assignments names none of the {len(scored_sources)} scored sources (the split has e.g. "
+            f"{sorted(map(str, named))[:3]}, the adapter {sorted(scored_sources)[:3]}); its 'source' column must hold the "
+            "adapter's source ids. Resolve the split over a universe whose sources are those ids")
+
+
 def write_dataset(
     out: str | os.PathLike[str],
     *,
@@ -428,6 +471,7 @@ def write_dataset(
     sample_hz: float | None = None,
     seed: int = 0,
     group_of: Any = None,
+    split_assignments: pa.Table | None = None,
     clip_aggregate: str | None = None,
     span_steps: int | None = None,
     span_seconds: float | None = None,
@@ -453,6 +497,14 @@ def write_dataset(
     fails before publication, saying how to provide a fingerprint. After a successful
     commit, checkpoint namespaces of other scoring runs at the destination are removed.
 
+    ``split_assignments`` (a resolved split: ``read_split_assignments(root)[0]``, or
+    ``plan_splits(cfg, universe).stage_table()`` for a baked ``splits.json``) puts each
+    source in the split its samples were resolved to, with the split's groups, as
+    :func:`kuration.budget.plan_budget` does; without it, sources are partitioned by
+    ``group_of`` with ``seed``. The split's identity (:func:`_split_identity`) is part of
+    the run fingerprint and recorded in ``config.json``'s provenance, so resuming with
+    another split is refused.
+
     ``progress(stage, done, total, source_id)`` is called after each source of each stage:
     ``"score"`` (the feature pass), then ``"write"`` (its shards are written and hashed)."""
     from kuration.scoring import score_sources
@@ -467,6 +519,7 @@ def write_dataset(
         raise DatasetWriteError(str(exc)) from None
     spec.validate_against(schema)
     strategy.validate_against(schema)
+    split = _split_identity(split_assignments, group_of)
     options = BudgetOptions(train_hours=train_hours, val_hours=val_hours, test_hours=test_hours, span_steps=span_steps,
                             span_seconds=span_seconds, clip_aggregate=clip_aggregate, seed=seed, chunking=spec.chunking)
     destination = open_destination(out)
@@ -483,7 +536,10 @@ def write_dataset(
                                executor=executor, on_error=on_error, cache=cache, memory_budget=budget,
                                progress=None if progress is None else (
                                    lambda outcome, done, total: progress("score", done, total, outcome.source_id)))
-        plan = plan_budget(scored.segments, options, strategy=strategy, group_of=group_of)
+        if split_assignments is not None:
+            _check_split_names_sources(split_assignments, scored.segments.column("source_id").unique().to_pylist())
+        plan = plan_budget(scored.segments, options, strategy=strategy, group_of=group_of,
+                           split_assignments=split_assignments)
         _check_plan_fits(plan, spec)
         job = {"segmenter": segmenter.to_dict(), "scoring_run": scored.run_fingerprint, "workers": workers,
                "executor": executor, "on_error": on_error, "memory_budget_bytes": budget,
@@ -494,7 +550,7 @@ def write_dataset(
                            resume=resume, job=job, started=started, results=results,
                            progress=None if progress is None else (
                                lambda done, total, source: progress("write", done, total, source)),
-                           callbacks={"group_of": group_of})
+                           callbacks={"group_of": group_of}, inputs=None if split is None else {"split": split})
         if CHECKPOINT_DIR in destination.top_level():
             FsspecScoreCache(destination.where(CHECKPOINT_DIR)).prune(scored.run_fingerprint)
     return written

@@ -1,7 +1,9 @@
 """A small multi-vehicle simulator corpus, shaped unlike the demo: several vehicles per tick
 with string ids, camera frames in one ``.npz`` archive per run (one array per vehicle,
 addressed ``<run>.frames.npz#<vehicle>/<row>``; the runs of one town keep a single array
-instead, addressed ``#<row>``), and vehicles that drop out for a while.
+instead, addressed ``#<row>``), vehicles that drop out for a while, and a split baked into
+``universe.csv`` (a ``split`` column, grouped by town) and resolved the way the
+``resolved_splits`` asset does.
 
 Every frame is filled with one byte computed from (run, vehicle, tick), so a test can say
 which frame must be in which shard row without reading the archives.
@@ -20,14 +22,16 @@ from kuration.output.write_dataset import write_dataset
 from kuration.schema import Schema
 from kuration.segments import Segmenter
 from kuration.sources import ParquetTickAdapter
+from kuration.splits.artifacts import SplitRequest, materialize_splits, read_split_assignments
+from kuration.splits.universe_csv import read_universe_csv
 from kuration.strategy import Strategy
 
 SAMPLE_HZ = 10
 TICKS = 240
 FRAME = (4, 6, 3)
 VEHICLES = ("bus_1", "car_7", "truck_2")
-#: "west" keeps one array per archive (``#<row>`` refs)
-TOWNS = ("north", "south", "east", "west")
+#: town -> its split in universe.csv; "west" keeps one array per archive (``#<row>`` refs)
+TOWNS = {"north": "train", "south": "train", "east": "test", "west": "train"}
 SINGLE_ARRAY_TOWN = "west"
 RUNS_PER_TOWN = 2
 
@@ -60,17 +64,24 @@ class VehicleCorpus:
         self.root = Path(root)
         self.recordings = self.root / "recordings"
         self.sources: list[str] = []
+        rows = []
         for t, town in enumerate(TOWNS):
             for r in range(RUNS_PER_TOWN):
                 run = t * RUNS_PER_TOWN + r
                 source = f"{town}/run_{r}.parquet"
                 self._write_run(run, town, r)
                 self.sources.append(source)
+                rows.append(f"{source},0-3,{TOWNS[town]},{town}")
+        (self.root / "universe.csv").write_text("source,index,split,group\n" + "\n".join(rows) + "\n")
         self.schema = Schema.from_dict(SCHEMA)
         self.adapter = ParquetTickAdapter(self.recordings, self.schema)
         self.strategy = Strategy.from_dict(STRATEGY)
         self.segmenter = Segmenter(4, 4, unit="seconds")
         self.spec = OutputSpec.from_dict(SPEC)
+        self.storage = self.root / "storage"
+        materialize_splits(read_universe_csv(self.root / "universe.csv"), SplitRequest(from_split_column=True),
+                           self.storage)
+        self.assignments, self.splits_sha256 = read_split_assignments(self.storage)
 
     def _write_run(self, run: int, town: str, r: int) -> None:
         folder = self.recordings / town
@@ -105,7 +116,7 @@ class VehicleCorpus:
 
     def write(self, out, **kwargs):
         options = {"train_hours": 60 / 3600, "test_hours": 20 / 3600, "span_seconds": 8.0,
-                   "group_of": lambda source: source.split("/")[0], **kwargs}
+                   "split_assignments": self.assignments, **kwargs}
         return write_dataset(out, schema=self.schema, adapter=kwargs.pop("adapter", self.adapter),
                              strategy=self.strategy, segmenter=self.segmenter, spec=self.spec,
                              **{k: v for k, v in options.items() if k != "adapter"})
