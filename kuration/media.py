@@ -358,3 +358,10 @@ def decode_in_batches(
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     for start in range(0, len(refs), batch_size):
         yield start, provider.decode(refs[start: start + batch_size], spec, root=root, source_id=source_id)
+
+
+__all__ = [
+    "DEFAULT_MEDIA_CACHE_BYTES", "MediaCache", "MediaError", "MediaProvider", "NPY_INDEX_FORM", "NpyIndexProvider",
+    "cached", "decode_in_batches", "fill_rows", "get_media_provider", "group_row_refs", "media_cache",
+    "media_provider_names", "parse_row_ref", "register_media_provider",
+]
