@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+import warnings
 from typing import Any
 
 import numpy as np
@@ -177,9 +178,12 @@ class _KeyParser:
         if at >= len(self.text):
             raise self.error(start, f"unterminated {tag} literal")
         # One quoted literal, scanned above: literal_eval evaluates nothing but the literal.
+        # An escape repr never writes ('\c') is only a warning to Python: an error here.
         try:
-            value = ast.literal_eval(self.text[start: at + 1])
-        except (ValueError, SyntaxError) as exc:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                value = ast.literal_eval(self.text[start: at + 1])
+        except (ValueError, SyntaxError, Warning) as exc:
             raise self.error(start, f"not a valid {tag} literal ({exc})") from None
         return value, at + 1
 

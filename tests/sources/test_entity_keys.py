@@ -87,6 +87,7 @@ def test_any_text_parses_to_exactly_itself_or_raises_entity_id_error(text):
     ("str:a", r"character 4: expected a quoted str literal"),
     ("bytes:'a'", r"character 6: expected a bytes literal"),
     ("str:'\\x'", r"character 4: not a valid str literal"),
+    ("str:'\\c'", r"character 4: not a valid str literal \(invalid escape sequence"),
     ("tuple:(int:1,)", r"character 13: expected '<type>:<value>'"),
     ("tuple:(int:1;int:2)", r"character 12: expected ',' or '\)'"),
     ("frozenset:{int:2,int:1}", r"not in canonical form; the same id is written 'frozenset:\{int:1,int:2\}'"),
