@@ -343,13 +343,12 @@ def _check_media(adapter: Any, schema: Schema, spec: OutputSpec, sources: Sequen
     writer does not read it again. Decoding every reference would mean decoding the data
     twice: a reference that fails later still fails the write, with publication begun
     (readers reject the folder; resume finishes it once the reference is fixed)."""
-    media = dict(spec.of_kind("media"))
-    if not media or not sources:
+    unchecked = dict(spec.of_kind("media"))
+    if not unchecked or not sources:
         return {}
     if not callable(getattr(adapter, "decode_media", None)):
-        raise DatasetWriteError(f"the output spec has media modalities {sorted(media)}, but the adapter "
+        raise DatasetWriteError(f"the output spec has media modalities {sorted(unchecked)}, but the adapter "
                                 f"{type(adapter).__name__} has no decode_media(column, refs, source_id=...)")
-    unchecked = dict(media)
     read_ahead: dict[str, dict[str, Any]] = {}
     for source in sources:
         tracks = {entity_key(t.entity_id): t for t in tracks_from_ticks(schema, adapter.read_ticks(source), source)}
@@ -359,8 +358,10 @@ def _check_media(adapter: Any, schema: Schema, spec: OutputSpec, sources: Sequen
             track = _span_track(tracks, target, row, features)
             present = target.start + np.flatnonzero(track.present[target.start:target.stop])
             for name, m in list(unchecked.items()):
-                if len(present):
-                    decode_media_rows(track, present[:1], name, m, adapter, schema)
+                # A present row without a reference is the shard assembly's error to report.
+                first = next((int(r) for r in present if track.media[m.key][int(r)] is not None), None)
+                if first is not None:
+                    decode_media_rows(track, np.array([first]), name, m, adapter, schema)
                     del unchecked[name]
             if not unchecked:
                 return read_ahead

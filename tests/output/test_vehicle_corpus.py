@@ -151,3 +151,14 @@ def test_each_archive_is_read_once_per_write(corpus, tmp_path, monkeypatch):
     archives = {e["source_id"].replace(".parquet", ".frames.npz") for e in result.manifest["entries"]}
     assert len(reads) == len(archives) and set(reads.values()) == {1}
     assert len(result.manifest["entries"]) > 2 * len(archives)  # without the cache: one read per shard
+
+
+def test_an_adapter_that_cannot_decode_media_is_refused_before_publication(corpus, tmp_path):
+    class NoMedia(ParquetTickAdapter):
+        decode_media = None
+
+    out = tmp_path / "out"
+    with pytest.raises(DatasetWriteError, match=r"the output spec has media modalities \['cam'\], but the adapter NoMedia "
+                                                r"has no decode_media\(column, refs, source_id=\.\.\.\)"):
+        corpus.write(out, adapter=NoMedia(corpus.recordings, corpus.schema), **BUDGET)
+    assert not (out / COMMIT_FILE).exists()
