@@ -106,6 +106,7 @@ from kuration.budget import BudgetOptions, plan_budget  # noqa: E402
 from kuration.output import OutputSpec  # noqa: E402
 from kuration.output.containers import get_container  # noqa: E402
 from kuration.output.write_dataset import write_planned_dataset  # noqa: E402
+from kuration.media import register_media_provider  # noqa: E402
 from kuration.schema import Schema  # noqa: E402
 from kuration.scoring import score_sources  # noqa: E402
 from kuration.segments import Segmenter  # noqa: E402
@@ -124,6 +125,20 @@ TARGETS = {"npz": 0.8, "hdf5": 0.9}
 TARGET_RSS_GROWTH = 1.2
 CONTAINERS = ("npz", "hdf5", "parquet", "json")
 EXTENSIONS = {"npz": ".npz", "hdf5": ".h5", "parquet": ".parquet", "json": ".json"}
+
+class BlockFrames:
+    """The ``bench_block`` media provider: a reference picks one of ``BLOCK_FRAMES`` seeded
+    random frames by its CRC32 (deterministic, one memcpy per frame: the least a real
+    decoder costs)."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.block = np.random.default_rng(seed).integers(0, 256, (BLOCK_FRAMES, *FRAME_SHAPE), dtype=np.uint8)
+
+    def decode(self, refs, spec, *, root: str, source_id: str) -> np.ndarray:
+        return self.block[[zlib.crc32(r.encode()) % BLOCK_FRAMES for r in refs]]
+
+
+register_media_provider("bench_block", BlockFrames)  # before the schema names it
 
 SCHEMA = Schema.from_dict({
     "sample_hz": SAMPLE_HZ, "time": "tick", "time_unit": "ticks", "entity": "drone",
@@ -158,7 +173,7 @@ class BenchAdapter:
     def __init__(self, sources: dict[str, tuple[int, int]], seed: int = 0) -> None:
         self.sources = dict(sources)
         self.seed = seed
-        self.block = np.random.default_rng(seed).integers(0, 256, (BLOCK_FRAMES, *FRAME_SHAPE), dtype=np.uint8)
+        self.frames = BlockFrames(seed)  # built once: the registry would build one per batch
         self.read_seconds = self.decode_seconds = 0.0
 
     def __repr__(self) -> str:
@@ -189,7 +204,7 @@ class BenchAdapter:
 
     def decode_media(self, column: str, refs, *, source_id: str) -> np.ndarray:
         t0 = time.perf_counter()
-        frames = self.block[[zlib.crc32(r.encode()) % BLOCK_FRAMES for r in refs]]
+        frames = self.frames.decode(refs, SCHEMA.media[column], root="", source_id=source_id)
         self.decode_seconds += time.perf_counter() - t0
         return frames
 

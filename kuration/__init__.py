@@ -24,7 +24,7 @@ from kuration.features import (
     segment_tags,
     unregister_feature,
 )
-from kuration.entities import EntityIdError, entity_key
+from kuration.entities import EntityIdError, entity_key, parse_entity_key
 from kuration.lazy_exports import lazy_getattr
 from kuration.track_scoring import score_track, segment_table_schema
 from kuration.segments import Segment, Segmenter, SegmenterError
@@ -72,6 +72,7 @@ __all__ = [
     "StrategyError",
     "EntityIdError",
     "entity_key",
+    "parse_entity_key",
     "score_track",
     "segment_table_schema",
     *_LAZY,

@@ -4,21 +4,33 @@ A media column holds references (a path, a key, ``file#index``), never pixels. A
 registered by name, turns a batch of references into one ``(N, *shape)`` array of the
 declared dtype. Registration by name is also how worker processes rebuild providers.
 
-Built in: ``npy_index``, whose references are ``<path>.npy#<row>`` relative to the
-adapter's root (local or fsspec URL); each file is read once per batch. Adapters over
-episode stores register their own (``hdf5_rows``, ``zarr_rows``).
+Built in: ``npy_index``, whose references point into ``.npy`` arrays and ``.npz`` archives
+relative to the adapter's root (local or fsspec URL; grammar in :class:`NpyIndexProvider`).
+Adapters over episode stores register their own (``hdf5_rows``, ``zarr_rows``).
 
 Contract every provider keeps: a ``None`` reference is an absent entity's slot (see
 :mod:`kuration.tracks`) and decodes to zeros; anything else that cannot be decoded into
 the declared dtype and shape raises :class:`MediaError` naming the source, the column and
-the reference. Providers never resize, convert colour spaces or guess.
+the reference (its batch position in ``MediaError.reference``, which the shard writer
+turns into the track row). Providers never resize, convert colour spaces or guess.
+
+Providers are built for every batch, so a provider that reads whole files keeps them in
+the active :func:`media_cache` (through :func:`cached`): the dataset writer opens one for
+each write, so each file is read once per write while the cache's byte bound allows, and
+never reused by another write (a file rewritten in between is read again).
 """
 
 from __future__ import annotations
 
 import importlib
 import io
-from collections.abc import Callable, Sequence
+import threading
+import zipfile
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Protocol
 
 import numpy as np
@@ -29,7 +41,12 @@ from kuration.schema import MediaSpec
 
 
 class MediaError(KurationError, ValueError):
-    """A media reference cannot be decoded into its declared dtype and shape."""
+    """A media reference cannot be decoded into its declared dtype and shape. ``reference``
+    is the position in the decoded batch of the reference at fault, when there is one."""
+
+    def __init__(self, message: str, *, reference: int | None = None) -> None:
+        super().__init__(message)
+        self.reference = reference
 
 
 class MediaProvider(Protocol):
@@ -52,11 +69,17 @@ def register_media_provider(name: str, factory: Callable[..., MediaProvider]) ->
 _REGISTERED_ON_IMPORT = {"hdf5_rows": "kuration.sources.robomimic_hdf5", "zarr_rows": "kuration.sources.zarr_replay"}
 
 
+def media_provider_names() -> list[str]:
+    """Every provider name a schema may declare: the registered ones, and the built-in ones
+    whose module registers them on first use."""
+    return sorted(set(_PROVIDERS) | set(_REGISTERED_ON_IMPORT))
+
+
 def get_media_provider(name: str, **options) -> MediaProvider:
     if name not in _PROVIDERS and name in _REGISTERED_ON_IMPORT:
         importlib.import_module(_REGISTERED_ON_IMPORT[name])
     if name not in _PROVIDERS:
-        raise MediaError(f"no media provider named {name!r}; registered: {sorted(_PROVIDERS)}. "
+        raise MediaError(f"no media provider named {name!r}; registered: {media_provider_names()}. "
                          "Call kuration.media.register_media_provider first (in every worker process).")
     return _PROVIDERS[name](**options)
 
@@ -78,25 +101,206 @@ def group_row_refs(
     return out, by_path
 
 
+#: Decoded media a write keeps by default (see :func:`media_cache`).
+DEFAULT_MEDIA_CACHE_BYTES = 256 << 20
+
+
+class MediaCache:
+    """Decoded media arrays by key, least recently used out first, holding at most
+    ``max_bytes``; an array larger than that is handed out and not kept. Arrays are
+    read-only, so no caller can change what another one gets. Thread-safe."""
+
+    def __init__(self, max_bytes: int = DEFAULT_MEDIA_CACHE_BYTES) -> None:
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+            raise ValueError(f"media cache max_bytes must be an int >= 0, got {max_bytes!r}")
+        self.max_bytes = max_bytes
+        self.nbytes = 0
+        self.hits = self.misses = 0
+        self._items: OrderedDict[Hashable, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable, load: Callable[[], np.ndarray]) -> np.ndarray:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return self._items[key]
+            self.misses += 1
+        value = load()  # outside the lock: one slow read does not hold up lookups of other keys
+        value.flags.writeable = False
+        with self._lock:
+            if value.nbytes <= self.max_bytes and key not in self._items:
+                self._items[key] = value
+                self.nbytes += value.nbytes
+                while self.nbytes > self.max_bytes:
+                    _, dropped = self._items.popitem(last=False)
+                    self.nbytes -= dropped.nbytes
+        return value
+
+
+_ACTIVE_CACHE: ContextVar[MediaCache | None] = ContextVar("kuration_media_cache", default=None)
+
+
+@contextmanager
+def media_cache(max_bytes: int | None = None) -> Iterator[MediaCache]:
+    """Keep decoded media files for the ``with`` block, in this thread (and the context it
+    runs in): what a dataset write does around its shards. Inside a block that already has
+    one, that one is used (its bound holds), so wrapping a write in ``with
+    media_cache(max_bytes=...)`` sets the write's bound."""
+    current = _ACTIVE_CACHE.get()
+    if current is not None:
+        yield current
+        return
+    cache = MediaCache(DEFAULT_MEDIA_CACHE_BYTES if max_bytes is None else max_bytes)
+    token = _ACTIVE_CACHE.set(cache)
+    try:
+        yield cache
+    finally:
+        _ACTIVE_CACHE.reset(token)
+
+
+def cached(key: Hashable, load: Callable[[], np.ndarray]) -> np.ndarray:
+    """``load()``, kept in the active :func:`media_cache` under ``key`` (a key naming what
+    was read, e.g. its URL); with no cache active, just ``load()``."""
+    cache = _ACTIVE_CACHE.get()
+    return load() if cache is None else cache.get(key, load)
+
+
+NPY_INDEX_FORM = "'<file>.npy#<row>' (or '<file>.npz#<row>', '<file>.npz#<key>/<row>', '<file>.npz#<key>')"
+
+
+def _is_row(text: str) -> bool:
+    return text.isascii() and text.isdecimal()
+
+
 class NpyIndexProvider:
-    """References ``frames/rec_01.npy#17``: row 17 of a ``.npy`` array under the root."""
+    """References relative to the adapter's root:
+
+    - ``frames/rec_01.npy#17``: row 17 of the array in a ``.npy`` file;
+    - ``frames/rec_01.npz#17``: row 17 of the only array in a ``.npz`` archive;
+    - ``frames/rec_01.npz#car_7/17``: row 17 of the archive's array ``car_7``;
+    - ``frames/rec_01.npz#frame_000017``: the archive's array ``frame_000017``, whole, as
+      one item (its shape is the declared shape).
+
+    The file is everything before the last ``#`` (a file ending in ``.npz``, any case, is an
+    archive). After it, in an archive: digits are a row; ``<key>/<digits>`` a row of that
+    key; anything else a key. So a key cannot contain ``#``, and a key that is all digits
+    or ends in ``/<digits>`` can only be read by rows. Each file, and each archive member,
+    is read once per batch, and once per write inside a :func:`media_cache`."""
 
     def dependencies(self, refs: Sequence[str], spec: MediaSpec, *, root: str) -> list[str]:
         paths = {str(ref).rpartition("#")[0] for ref in refs if ref is not None}
         return sorted(storage.join_url(root, *p.split("/")) for p in paths if p)
 
     def decode(self, refs: Sequence[str | None], spec: MediaSpec, *, root: str, source_id: str) -> np.ndarray:
-        out, by_file = group_row_refs(refs, spec, source_id=source_id, form="'<file>.npy#<row>'")
-        for path, wanted in by_file.items():
+        out = np.zeros((len(refs), *spec.shape), dtype=spec.dtype)
+        rows: dict[tuple[str, str | None], list[tuple[int, int]]] = {}
+        items: dict[tuple[str, str], list[tuple[int, int]]] = {}
+        for i, ref in enumerate(refs):
+            if ref is None:
+                continue
+            path, key, row = _parse_npy_ref(ref, spec, source_id, i)
+            if row is None:
+                items.setdefault((path, key), []).append((i, 0))
+            else:
+                rows.setdefault((path, key), []).append((i, row))
+        for (path, key), wanted in rows.items():
             url = storage.join_url(root, *path.split("/"))
-            try:
-                array = np.load(io.BytesIO(storage.read_bytes(url)), allow_pickle=False)
-            except FileNotFoundError:
-                raise MediaError(f"{source_id}: media {spec.name!r}: file {url} not found") from None
-            except (ValueError, OSError) as exc:
-                raise MediaError(f"{source_id}: media {spec.name!r}: {url} is not a readable .npy array ({exc})") from None
-            fill_rows(out, array, wanted, spec, source_id, url)
+            array = _npy_array(url, key, spec, source_id, wanted[0][0])
+            fill_rows(out, array, wanted, spec, source_id, url if key is None else f"{url}#{key}")
+        for (path, key), wanted in items.items():
+            url = storage.join_url(root, *path.split("/"))
+            array = _npy_array(url, key, spec, source_id, wanted[0][0])
+            fill_rows(out, array[None], wanted, spec, source_id, f"{url}#{key}")
         return out
+
+
+def _parse_npy_ref(ref: object, spec: MediaSpec, source_id: str, index: int) -> tuple[str, str | None, int | None]:
+    """``(file, key, row)``: key None for a ``.npy`` file, ``""`` for an archive's only
+    array; row None for a whole-array item."""
+    path, sep, fragment = str(ref).rpartition("#")
+    if not isinstance(ref, str) or not sep or not path or not fragment:
+        raise MediaError(f"{source_id}: media {spec.name!r}, reference {index}: {ref!r} is not {NPY_INDEX_FORM}",
+                         reference=index)
+    if not path.lower().endswith(".npz"):
+        if not _is_row(fragment):
+            raise MediaError(f"{source_id}: media {spec.name!r}, reference {index}: {ref!r} is not {NPY_INDEX_FORM}",
+                             reference=index)
+        return path, None, int(fragment)
+    if _is_row(fragment):
+        return path, "", int(fragment)
+    key, slash, row = fragment.rpartition("/")
+    if slash and key and _is_row(row):
+        return path, key, int(row)
+    return path, fragment, None
+
+
+def _npy_array(url: str, key: str | None, spec: MediaSpec, source_id: str, index: int) -> np.ndarray:
+    """The array a reference reads (the file's, or the archive member's), from the active
+    media cache when it holds it."""
+    where = f"{source_id}: media {spec.name!r}, reference {index}"
+
+    def fail(problem: str) -> MediaError:
+        return MediaError(f"{where}: {problem}", reference=index)
+
+    if key is None:
+        return cached(("npy_index", url), lambda: _load_npy(url, fail))
+    return cached(("npy_index", url, key), lambda: _load_npz_member(url, key, fail))
+
+
+#: What numpy and zipfile raise on a torn or foreign file (zipfile.BadZipFile is neither a
+#: ValueError nor an OSError).
+_UNREADABLE = (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error)
+
+
+def _read(url: str, fail: Callable[[str], MediaError]) -> bytes:
+    try:
+        return storage.read_bytes(url)
+    except FileNotFoundError:
+        raise fail(f"file {url} not found") from None
+    except OSError as exc:
+        raise fail(f"cannot read {url} ({exc})") from None
+
+
+def _load(data, url: str, fail: Callable[[str], MediaError], what: str):
+    try:
+        return np.load(io.BytesIO(data), allow_pickle=False)
+    except _UNREADABLE as exc:
+        raise fail(f"{url} is not a readable {what} ({exc})") from None
+
+
+def _load_npy(url: str, fail: Callable[[str], MediaError]) -> np.ndarray:
+    loaded = _load(_read(url, fail), url, fail, ".npy array")
+    if isinstance(loaded, np.lib.npyio.NpzFile):
+        keys = sorted(loaded.files)
+        loaded.close()
+        raise fail(f"{url} is an .npz archive (arrays {keys[:5]}), not a .npy array; give the file an '.npz' name and "
+                   "address it as '<file>.npz#<key>/<row>'")
+    return loaded
+
+
+def _load_npz_member(url: str, key: str, fail: Callable[[str], MediaError]) -> np.ndarray:
+    # The archive's bytes are cached too: the members of one archive (one per vehicle, say)
+    # are wanted by different shards, and the file is then read once, not once per member.
+    data = cached(("npy_index:archive", url), lambda: np.frombuffer(_read(url, fail), np.uint8))
+    loaded = _load(data, url, fail, ".npz archive")
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+        raise fail(f"{url} is a .npy array, not an .npz archive; name it '.npy' and address rows as '<file>.npy#<row>'")
+    with loaded:
+        keys = sorted(loaded.files)
+        if key == "" and len(keys) != 1:
+            raise fail(f"{url} holds {len(keys)} arrays {keys[:5]}, so '#<row>' is ambiguous; name the array: "
+                       "'<file>.npz#<key>/<row>'")
+        name = keys[0] if key == "" else key
+        if name not in keys:
+            raise fail(f"{url} has no array {name!r}; it has {keys[:10]}{'...' if len(keys) > 10 else ''}")
+        try:
+            member = loaded[name]
+        except _UNREADABLE as exc:
+            raise fail(f"array {name!r} of {url} is not readable ({exc})") from None
+    if not isinstance(member, np.ndarray):  # numpy hands back a member that is no .npy file as raw bytes
+        raise fail(f"array {name!r} of {url} is not readable (the archive member is not a .npy file)")
+    return member
 
 
 def parse_row_ref(ref: object, spec: MediaSpec, source_id: str, index: int, form: str) -> tuple[str, int]:
@@ -114,17 +318,20 @@ def fill_rows(
 
     ``array`` is anything indexable with a sorted list of rows that has ``shape`` and
     ``dtype`` (a numpy, h5py or zarr array), so only the wanted rows are read."""
+    first = wanted[0][0] if wanted else None  # the reference that reads ``where`` first
     if tuple(array.shape[1:]) != spec.shape:
         raise MediaError(
             f"{source_id}: media {spec.name!r}: {where} holds items of shape {list(array.shape[1:])}, "
-            f"declared {list(spec.shape)}"
+            f"declared {list(spec.shape)}", reference=first,
         )
     if not np.can_cast(array.dtype, out.dtype, casting="same_kind"):
-        raise MediaError(f"{source_id}: media {spec.name!r}: {where} holds {array.dtype}, declared {spec.dtype}")
+        raise MediaError(f"{source_id}: media {spec.name!r}: {where} holds {array.dtype}, declared {spec.dtype}",
+                         reference=first)
     for i, row in wanted:
         if row >= array.shape[0]:
             raise MediaError(
-                f"{source_id}: media {spec.name!r}, reference {i}: row {row} out of range, {where} has {array.shape[0]} rows"
+                f"{source_id}: media {spec.name!r}, reference {i}: row {row} out of range, {where} has {array.shape[0]} rows",
+                reference=i,
             )
     rows = sorted({row for _, row in wanted})
     if not rows:
@@ -151,3 +358,10 @@ def decode_in_batches(
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     for start in range(0, len(refs), batch_size):
         yield start, provider.decode(refs[start: start + batch_size], spec, root=root, source_id=source_id)
+
+
+__all__ = [
+    "DEFAULT_MEDIA_CACHE_BYTES", "MediaCache", "MediaError", "MediaProvider", "NPY_INDEX_FORM", "NpyIndexProvider",
+    "cached", "decode_in_batches", "fill_rows", "get_media_provider", "group_row_refs", "media_cache",
+    "media_provider_names", "parse_row_ref", "register_media_provider",
+]

@@ -194,6 +194,13 @@ def _media(raw: Any) -> dict[str, MediaSpec]:
         if extra:
             raise SchemaError(f"{key}: unknown key(s) {extra}; valid: ['dtype', 'shape', 'provider']")
         provider = _name(spec.get("provider"), f"{key}.provider", "a registered media provider")
+        from kuration.media import media_provider_names  # here: kuration.media imports this module
+
+        if provider not in media_provider_names():
+            raise SchemaError(
+                f"{key}.provider: no media provider named {provider!r}; registered: {media_provider_names()}. Register "
+                "it with kuration.media.register_media_provider(name, factory) before declaring the schema"
+            )
         shape = _shape(spec.get("shape"), f"{key}.shape")
         if not shape:
             raise SchemaError(f"{key}.shape: media must have a shape, e.g. [64, 64, 3]")

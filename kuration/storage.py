@@ -150,6 +150,23 @@ def remove_tree(url: str | os.PathLike[str]) -> None:
         fs.rm(path, recursive=True)
 
 
+#: Every temporary file and attempt object Kuration writes is named ``TEMP_PREFIX + <final
+#: name> + ...``: hidden (listings skip it), and recognisable, so a writer holding a
+#: destination's lease can remove what a killed predecessor left without touching a file
+#: it did not write.
+TEMP_PREFIX = ".kuration-tmp."
+
+
+def temp_name(final_name: str, token: str) -> str:
+    """The name of a temporary file for ``final_name`` (``token`` tells attempts apart)."""
+    return f"{TEMP_PREFIX}{final_name}.{token}.tmp"
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether ``name`` (a base name) is one of Kuration's temporary files."""
+    return name.startswith(TEMP_PREFIX)
+
+
 def write_bytes_atomic(url: str | os.PathLike[str], data: bytes, *, fsync: bool = True) -> str:
     """Write ``data`` to ``url`` so that readers see the old file or the new one, never a mix.
     ``fsync=False`` skips flushing the file to disk (still atomic; not durable across a
@@ -163,7 +180,7 @@ def write_bytes_atomic(url: str | os.PathLike[str], data: bytes, *, fsync: bool 
         return text
     target = local_path(text)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, tmp_name = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

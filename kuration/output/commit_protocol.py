@@ -20,6 +20,12 @@ The order, which every writer follows (:mod:`kuration.output.write_dataset`):
 4. the manifest and the config are written and made durable (file and directory fsync);
 5. the checksummed ``state=committed`` record is published, last.
 
+Between 4 and 5, with the directory still unreadable, the writer removes what the new
+commit does not cover: an earlier run's shards, and every temp file or attempt object a
+killed writer left (:func:`is_writer_leftover`), so a committed directory holds only the
+files above, its shards, and the documented folders (``.kuration_checkpoints/``; the
+local lease file ``.kuration-writer.lock``).
+
 Only a ``committed`` record whose checksum holds and whose manifest and config hashes match
 the files makes a dataset readable (:func:`kuration.read.load_committed`). Files are
 written through a :class:`kuration.output.destinations.Destination` (a local folder or an
@@ -29,9 +35,11 @@ object store), which makes each metadata write atomic and, locally, durable.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from kuration import storage
 from kuration.errors import KurationError
 from kuration.hashing import canonical_json, readable_json, sha256_hex
 from kuration.strict_json import parse_strict_json
@@ -52,6 +60,17 @@ RESUME_DIR = ".kuration_resume"
 CHECKPOINT_DIR = ".kuration_checkpoints"
 STATES = ("writing", "committed")
 COMMIT_FORMAT = 1
+#: The temp files metadata writes left before temp files had one prefix
+#: (:data:`kuration.storage.TEMP_PREFIX`): ``.<metadata file>.<8 mkstemp characters>.tmp``.
+_OLD_METADATA_TEMP = re.compile(
+    r"\.(?:dataset_manifest\.json|config\.json|dataset\.commit\.json|\.kuration_output_spec\.json)\.[a-z0-9_]{8}\.tmp"
+)
+
+
+def is_writer_leftover(name: str) -> bool:
+    """Whether ``name`` (a base name) is a temp file or attempt object a writer left: only
+    these, never a file a writer did not create, may be swept up under the lease."""
+    return storage.is_temp_name(name) or _OLD_METADATA_TEMP.fullmatch(name) is not None
 
 
 class CommitError(KurationError, RuntimeError):
@@ -142,6 +161,6 @@ def publish_committed(destination: Destination, *, run_fingerprint: str, marker:
 
 __all__ = [
     "CHECKPOINT_DIR", "COMMIT_FILE", "CONFIG_FILE", "CommitError", "CommitRecord", "MANIFEST_FILE", "RESUME_DIR",
-    "SPEC_MARKER_FILE", "STATES", "fsync_directory", "publish_committed", "publish_writing", "read_commit",
-    "strict_json",
+    "SPEC_MARKER_FILE", "STATES", "fsync_directory", "is_writer_leftover", "publish_committed", "publish_writing",
+    "read_commit", "strict_json",
 ]

@@ -202,7 +202,7 @@ class FsspecDestination:
         container.write(writer, shard)
         final = self._key(relative)
         folder, name = final.rsplit("/", 1)
-        attempt = f"{folder}/.{name}.attempt-{secrets.token_hex(6)}"
+        attempt = f"{folder}/{storage.temp_name(name, f'attempt-{secrets.token_hex(6)}')}"
         self.fs.pipe_file(attempt, buffer.getvalue())  # a complete attempt object first
         try:
             self.fs.mv(attempt, final)

@@ -9,7 +9,8 @@ Routing (:class:`kuration.output.spec.Modality`):
 - ``segment:<feature>``: ``track.meta[feature]``, the span's aggregated value, repeated on
   every present row (absent from ``track.meta`` is an error);
 - ``media:<column>``: the track's references, decoded by the adapter in one bounded batch
-  per shard; a present row without a reference is an error;
+  per shard; a present row without a reference is an error, and so is any failure to
+  decode (a :class:`kuration.media.MediaError` naming source, entity and row);
 - ``encoder:<hook>``: the encoder's value for every present row (see :mod:`.encoders`).
 
 This module builds arrays in memory; it does not choose file names or write anything.
@@ -23,6 +24,7 @@ import numpy as np
 
 from kuration.entities import entity_key
 from kuration.errors import KurationError
+from kuration.media import MediaError
 from kuration.output.containers.protocol import ShardArrays
 from kuration.output.encoders import OutputEncoder, encode_rows
 from kuration.output.spec import Modality, OutputSpec
@@ -75,7 +77,7 @@ def assemble_shard(
     present_rows = np.flatnonzero(present)
     for name, m in spec.modalities.items():
         if m.kind == "media":
-            arrays[name] = _media(track, start, stop, rows, present_rows, name, m, media)
+            arrays[name] = _media(track, start, stop, rows, present_rows, name, m, media, schema)
             continue
         out = np.zeros((rows, *m.shape), m.numpy_dtype)
         if m.kind == "field":
@@ -108,7 +110,7 @@ def assemble_shard(
 
 
 def _media(track: Any, start: int, stop: int, rows: int, present_rows: np.ndarray, name: str, m: Modality,
-           media: MediaDecoder | None) -> np.ndarray:
+           media: MediaDecoder | None, schema: Schema) -> np.ndarray:
     if media is None:
         raise MissingValueError(f"modality {name!r} ({m.source}): pass adapter= (something with decode_media) to decode it")
     refs = track.media[m.key][start:stop]
@@ -120,17 +122,51 @@ def _media(track: Any, start: int, stop: int, rows: int, present_rows: np.ndarra
         )
     if not len(present_rows):
         return np.zeros((rows, *m.shape), m.numpy_dtype)
-    decoded = _cast(media.decode_media(m.key, [refs[i] for i in present_rows], source_id=track.source_id),
-                    m, f"decoded media {m.key!r}")
-    if len(decoded) != len(present_rows):
-        raise MissingValueError(
-            f"modality {name!r}: the {m.key!r} decoder returned {len(decoded)} rows for {len(present_rows)} "
-            f"references (source {track.source_id!r})")
+    decoded = decode_media_rows(track, start + present_rows, name, m, media, schema)
     if len(present_rows) == rows and decoded.flags.c_contiguous:
         return decoded  # every row present, no padding: the decoded batch is the array, no zeroed one made first
     out = np.zeros((rows, *m.shape), m.numpy_dtype)
     out[present_rows] = decoded
     return out
+
+
+def decode_media_rows(track: Any, rows: np.ndarray, name: str, m: Modality, media: MediaDecoder,
+                      schema: Schema) -> np.ndarray:
+    """The references at track ``rows`` (present rows that have one) decoded by ``media``
+    and cast to modality ``m``. Any failure, the provider's own or an unexpected exception
+    from it, is a :class:`MediaError` naming the source, entity and row (the row of the
+    reference at fault when the provider says which, else the batch's rows). ``OSError``
+    and ``MemoryError`` pass through as they are: they are about the machine, not the
+    references, and a caller may retry them (``resume=True``)."""
+    refs = [track.media[m.key][int(r)] for r in rows]
+    provider = schema.media[m.key].provider  # the spec was validated against the schema
+    try:
+        decoded = media.decode_media(m.key, refs, source_id=track.source_id)
+    except MediaError as exc:
+        at = exc.reference
+        where = _where(track, int(rows[at])) if at is not None and 0 <= at < len(rows) else _rows_where(track, rows)
+        raise MediaError(f"modality {name!r}, {where}: {exc}", reference=at) from exc
+    except (OSError, MemoryError):
+        raise
+    except Exception as exc:
+        raise MediaError(
+            f"modality {name!r}, {_rows_where(track, rows)}: the {provider!r} media provider failed with "
+            f"{type(exc).__name__}: {exc}. A provider must return ({len(refs)}, *{list(m.shape)}) values or raise "
+            "MediaError naming the reference; fix the provider or the references (first "
+            f"{refs[0]!r})"
+        ) from exc
+    decoded = _cast(decoded, m, f"decoded media {m.key!r}")
+    if len(decoded) != len(rows):
+        raise MissingValueError(
+            f"modality {name!r}: the {m.key!r} decoder returned {len(decoded)} rows for {len(rows)} "
+            f"references (source {track.source_id!r})")
+    return decoded
+
+
+def _rows_where(track: Any, rows: np.ndarray) -> str:
+    first, last = int(rows[0]), int(rows[-1])
+    return (f"source {track.source_id!r}, entity {entity_key(track.entity_id)}, rows {first}-{last} (ticks "
+            f"{int(track.ticks[first])}-{int(track.ticks[last])})")
 
 
 def _records(track: Any, start: int, present_rows: np.ndarray):
@@ -144,4 +180,4 @@ def _records(track: Any, start: int, present_rows: np.ndarray):
         yield record
 
 
-__all__ = ["MediaDecoder", "MissingValueError", "assemble_shard"]
+__all__ = ["MediaDecoder", "MissingValueError", "assemble_shard", "decode_media_rows"]

@@ -144,7 +144,7 @@ def stage_shard_local(path: str | os.PathLike[str], container: ShardContainer, s
     resume rebuilds it); per-shard fsync would cost more than the write itself."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    temp = path.parent / storage.temp_name(path.name, f"{os.getpid()}.{secrets.token_hex(4)}")
     write_path = getattr(container, "write_path", None)
     try:
         if write_path is not None:

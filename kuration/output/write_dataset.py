@@ -46,12 +46,14 @@ from kuration.byte_sizes import ByteSizeError, parse_bytes
 from kuration.entities import entity_key
 from kuration.errors import KurationError
 from kuration.hashing import canonical_json, code_fingerprint, readable_json, sha256_hex, stable_repr
+from kuration.media import media_cache
 from kuration.output.commit_protocol import (
     CHECKPOINT_DIR, COMMIT_FILE, MANIFEST_FILE, RESUME_DIR, SPEC_MARKER_FILE, CommitError, CommitRecord,
-    publish_committed, publish_writing, read_commit,
+    is_writer_leftover, publish_committed, publish_writing, read_commit,
 )
 from kuration.output.destinations import Destination, open_destination
 from kuration.output.encoders import OutputEncoder, PassthroughEncoder
+from kuration.output.shard_assembly import decode_media_rows
 from kuration.output.spec import OutputSpec
 from kuration.output.write_track import SPLIT_NAMES, ShardTarget, ShardWriter, shard_targets
 from kuration.schema import Schema
@@ -183,8 +185,9 @@ def _check_plan_fits(plan: BudgetPlan, spec: OutputSpec) -> None:
 
 
 def _existing(destination: Destination) -> list[str]:
-    """What the destination holds, checkpoints aside (they belong to no dataset)."""
-    return [name for name in destination.top_level() if name != CHECKPOINT_DIR]
+    """What the destination holds, checkpoints (they belong to no dataset) and a killed
+    writer's temp files (the next write removes them) aside."""
+    return [name for name in destination.top_level() if name != CHECKPOINT_DIR and not is_writer_leftover(name)]
 
 
 def _check_destination(destination: Destination, resume: bool, force: bool) -> CommitRecord | None:
@@ -223,7 +226,8 @@ def write_planned_dataset(
     destination = open_destination(out)
     spec.validate_against(schema)
     _check_plan_fits(plan, spec)
-    with destination.lease():
+    # One media cache for the write: each media file is read once, within the cache's bound.
+    with destination.lease(), media_cache():
         record = _check_destination(destination, resume, force)
         return _publish(destination, plan, record, adapter=adapter, schema=schema, spec=spec, encoder=encoder,
                         resume=resume, job=job, progress=progress, started=_dt.datetime.now(_dt.timezone.utc))
@@ -232,10 +236,13 @@ def write_planned_dataset(
 def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | None, *, adapter: Any, schema: Schema,
              spec: OutputSpec, encoder: OutputEncoder | None, resume: bool, job: Mapping[str, Any] | None,
              progress: Callable[[int, int, str], None] | None, started: _dt.datetime,
-             results: Mapping[str, Any] | None = None, callbacks: Mapping[str, Any] | None = None) -> DatasetWriteResult:
+             results: Mapping[str, Any] | None = None, callbacks: Mapping[str, Any] | None = None,
+             inputs: Mapping[str, Any] | None = None) -> DatasetWriteResult:
     """Everything after the plan, under the caller's lease, once the plan fits the spec
     (:func:`_check_plan_fits`) and :func:`_check_destination` gave the destination's
-    ``record``: the checks that touch nothing, then publication (see the module docstring)."""
+    ``record``: the checks that touch nothing, then publication (see the module docstring).
+    ``inputs`` are further identities the run depends on (the baked split's), fingerprinted
+    into the run and recorded in the provenance."""
     encoder = encoder or PassthroughEncoder()
     admitted = plan.admitted()
     sources = sorted(set(admitted.column("source_id").to_pylist()))
@@ -247,6 +254,7 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
         "encoder": code_fingerprint(encoder), "adapter": code_fingerprint(adapter, state=stable_repr(adapter)),
         "callbacks": {name: code_fingerprint(fn) for name, fn in sorted((callbacks or {}).items())},
         "sources": {s: identities[s].token() for s in sources}, "kuration": kuration.__version__,
+        **(dict(inputs) if inputs else {}),
     }
     run_fingerprint = sha256_hex(canonical_json(fingerprints))
     marker = readable_json({"format": 1, "output": spec.to_dict(), "run_fingerprint": run_fingerprint})
@@ -257,15 +265,16 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
             "re-checks the same run. Pass force=True to replace it"
         )
     reusable, no_reuse_reason = _reusable(destination, resume, record, marker, run_fingerprint, strong)
+    features = feature_columns(admitted)
+    by_source: dict[str, list[tuple[ShardTarget, dict[str, Any]]]] = {}
+    for target, row in targets:
+        by_source.setdefault(target.source_id, []).append((target, row))
+    read_ahead = _check_media(adapter, schema, spec, sources, by_source, features)
 
     # -- publication starts: readers reject the directory until the final commit ------
     publish_writing(destination, run_fingerprint=run_fingerprint, marker=marker)
     entries: list[dict[str, Any]] = []
     written = reused = 0
-    features = feature_columns(admitted)
-    by_source: dict[str, list[tuple[ShardTarget, dict[str, Any]]]] = {}
-    for target, row in targets:
-        by_source.setdefault(target.source_id, []).append((target, row))
 
     def record_finished(entry: dict[str, Any]) -> None:
         entries.append(entry)
@@ -283,8 +292,11 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
                     reused += 1
                 else:
                     pending.append((target, row))
+            tracks = read_ahead.pop(source, None)
             if pending:
-                tracks = {entity_key(t.entity_id): t for t in tracks_from_ticks(schema, adapter.read_ticks(source), source)}
+                if tracks is None:
+                    tracks = {entity_key(t.entity_id): t
+                              for t in tracks_from_ticks(schema, adapter.read_ticks(source), source)}
                 for target, row in pending:
                     shards.write(target, _span_track(tracks, target, row, features))
                     written += 1
@@ -308,14 +320,51 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
     }
     manifest_bytes = readable_json(manifest)
     config_bytes = readable_json(config)
-    # Still unreadable (state=writing): the old run's shards go now, so the committed
-    # directory holds exactly what its manifest lists.
-    _remove_stale_files(destination, {e["path"] for e in entries})
+    # Still unreadable (state=writing): the old run's shards and killed writes' temp files
+    # go now, so the committed directory holds exactly what its commit covers.
+    _remove_leftovers(destination, {e["path"] for e in entries})
     committed = publish_committed(destination, run_fingerprint=run_fingerprint, marker=marker,
                                   manifest=manifest_bytes, config=config_bytes)
     for name in destination.files_under(RESUME_DIR):  # the manifest now records every shard
         destination.remove(name)
     return DatasetWriteResult(destination.url, committed, manifest, config, plan, written, reused)
+
+
+def _check_media(adapter: Any, schema: Schema, spec: OutputSpec, sources: Sequence[str],
+                 by_source: Mapping[str, list[tuple[ShardTarget, dict[str, Any]]]],
+                 features: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Before publication: decode the first present reference of every media modality,
+    through the path the shards take, so a provider that is missing, misconfigured or
+    cannot read these references fails while every published byte is as it was.
+
+    Sources are read in writing order until each media modality has decoded one reference
+    (the first source, as a rule); the tracks of the first source read are returned so the
+    writer does not read it again. Decoding every reference would mean decoding the data
+    twice: a reference that fails later still fails the write, with publication begun
+    (readers reject the folder; resume finishes it once the reference is fixed)."""
+    unchecked = dict(spec.of_kind("media"))
+    if not unchecked or not sources:
+        return {}
+    if not callable(getattr(adapter, "decode_media", None)):
+        raise DatasetWriteError(f"the output spec has media modalities {sorted(unchecked)}, but the adapter "
+                                f"{type(adapter).__name__} has no decode_media(column, refs, source_id=...)")
+    read_ahead: dict[str, dict[str, Any]] = {}
+    for source in sources:
+        tracks = {entity_key(t.entity_id): t for t in tracks_from_ticks(schema, adapter.read_ticks(source), source)}
+        if not read_ahead:
+            read_ahead[source] = tracks
+        for target, row in by_source.get(source, []):
+            track = _span_track(tracks, target, row, features)
+            present = target.start + np.flatnonzero(track.present[target.start:target.stop])
+            for name, m in list(unchecked.items()):
+                # A present row without a reference is the shard assembly's error to report.
+                first = next((int(r) for r in present if track.media[m.key][int(r)] is not None), None)
+                if first is not None:
+                    decode_media_rows(track, np.array([first]), name, m, adapter, schema)
+                    del unchecked[name]
+            if not unchecked:
+                return read_ahead
+    return read_ahead
 
 
 def _same_target(entry: Mapping[str, Any], target: ShardTarget) -> bool:
@@ -351,13 +400,59 @@ def _manifest(entries: list[dict[str, Any]], spec: OutputSpec, plan: BudgetPlan,
             "budget": plan.accounting, "run_fingerprint": run_fingerprint}
 
 
-def _remove_stale_files(destination: Destination, keep: set[str]) -> None:
-    """Files in the split folders the new manifest does not list: an earlier run's shards,
-    temp files and attempt objects of killed writes."""
+def _remove_leftovers(destination: Destination, keep: set[str]) -> None:
+    """Files the new commit does not cover: in the split folders every file the new manifest
+    does not list (an earlier run's shards, killed writes' temp files and attempt objects);
+    at the top level and among the checkpoints, the temp files of killed writes."""
     for split in SPLIT_NAMES:
         for name in destination.files_under(split):
             if name not in keep:
                 destination.remove(name)
+    for name in destination.top_level():
+        if is_writer_leftover(name):
+            destination.remove(name)
+    for name in destination.files_under(CHECKPOINT_DIR):
+        if is_writer_leftover(name.rsplit("/", 1)[-1]):
+            destination.remove(name)
+
+
+#: The columns of a resolved split's assignments that decide the split pools.
+SPLIT_COLUMNS = ("stage", "source", "group")
+
+
+def _split_identity(split_assignments: Any, group_of: Any) -> dict[str, Any] | None:
+    """The baked split's identity for the provenance, after checking the argument (before
+    anything is scored): the SHA-256 of its distinct (stage, source, group) rows, what the
+    split pools are made of, in canonical order."""
+    if split_assignments is None:
+        return None
+    if group_of is not None:
+        raise DatasetWriteError("group_of and split_assignments: a resolved split carries its own groups (its 'group' "
+                                "column), so pass one of them, not both")
+    if not isinstance(split_assignments, pa.Table):
+        raise DatasetWriteError(
+            f"split_assignments: expected the pyarrow Table of a resolved split (read_split_assignments(root)[0], or "
+            f"plan_splits(load_splits('splits.json'), universe).stage_table()), got {type(split_assignments).__name__}")
+    missing = [c for c in SPLIT_COLUMNS if c not in split_assignments.column_names]
+    if missing:
+        raise DatasetWriteError(f"split_assignments: missing column(s) {missing}; it has {split_assignments.column_names}. "
+                                "Pass a resolved split's assignments (columns stage, source, group)")
+    distinct = split_assignments.select(list(SPLIT_COLUMNS)).group_by(list(SPLIT_COLUMNS)).aggregate([])
+    rows = sorted(zip(*(distinct.column(c).to_pylist() for c in SPLIT_COLUMNS)),
+                  key=lambda row: [(v is None, "" if v is None else str(v)) for v in row])
+    return {"origin": "split_assignments", "columns": list(SPLIT_COLUMNS),
+            "sha256": sha256_hex(canonical_json([list(row) for row in rows]))}
+
+
+def _check_split_names_sources(split_assignments: pa.Table, scored_sources: Sequence[str]) -> None:
+    """A split naming none of the scored sources would admit nothing: refuse it before
+    publication (a split naming some is fine: the rest are reported as not in the split)."""
+    named = set(split_assignments.column("source").unique().to_pylist())
+    if scored_sources and not named & set(scored_sources):
+        raise DatasetWriteError(
+            f"split_assignments names none of the {len(scored_sources)} scored sources (the split has e.g. "
+            f"{sorted(map(str, named))[:3]}, the adapter {sorted(scored_sources)[:3]}); its 'source' column must hold the "
+            "adapter's source ids. Resolve the split over a universe whose sources are those ids")
 
 
 def write_dataset(
@@ -376,6 +471,7 @@ def write_dataset(
     sample_hz: float | None = None,
     seed: int = 0,
     group_of: Any = None,
+    split_assignments: pa.Table | None = None,
     clip_aggregate: str | None = None,
     span_steps: int | None = None,
     span_seconds: float | None = None,
@@ -401,6 +497,14 @@ def write_dataset(
     fails before publication, saying how to provide a fingerprint. After a successful
     commit, checkpoint namespaces of other scoring runs at the destination are removed.
 
+    ``split_assignments`` (a resolved split: ``read_split_assignments(root)[0]``, or
+    ``plan_splits(cfg, universe).stage_table()`` for a baked ``splits.json``) puts each
+    source in the split its samples were resolved to, with the split's groups, as
+    :func:`kuration.budget.plan_budget` does; without it, sources are partitioned by
+    ``group_of`` with ``seed``. The split's identity (:func:`_split_identity`) is part of
+    the run fingerprint and recorded in ``config.json``'s provenance, so resuming with
+    another split is refused.
+
     ``progress(stage, done, total, source_id)`` is called after each source of each stage:
     ``"score"`` (the feature pass), then ``"write"`` (its shards are written and hashed)."""
     from kuration.scoring import score_sources
@@ -415,6 +519,7 @@ def write_dataset(
         raise DatasetWriteError(str(exc)) from None
     spec.validate_against(schema)
     strategy.validate_against(schema)
+    split = _split_identity(split_assignments, group_of)
     options = BudgetOptions(train_hours=train_hours, val_hours=val_hours, test_hours=test_hours, span_steps=span_steps,
                             span_seconds=span_seconds, clip_aggregate=clip_aggregate, seed=seed, chunking=spec.chunking)
     destination = open_destination(out)
@@ -425,13 +530,16 @@ def write_dataset(
                 "memory-mapped; pass cache=FsspecScoreCache('<a local folder>')")
         cache = FsspecScoreCache(destination.where(CHECKPOINT_DIR))
     started = _dt.datetime.now(_dt.timezone.utc)
-    with destination.lease():
+    with destination.lease(), media_cache():
         record = _check_destination(destination, resume, force)  # before scoring: a refused write costs nothing
         scored = score_sources(adapter, segmenter=segmenter, strategy=strategy, sources=sources, workers=workers,
                                executor=executor, on_error=on_error, cache=cache, memory_budget=budget,
                                progress=None if progress is None else (
                                    lambda outcome, done, total: progress("score", done, total, outcome.source_id)))
-        plan = plan_budget(scored.segments, options, strategy=strategy, group_of=group_of)
+        if split_assignments is not None:
+            _check_split_names_sources(split_assignments, scored.segments.column("source_id").unique().to_pylist())
+        plan = plan_budget(scored.segments, options, strategy=strategy, group_of=group_of,
+                           split_assignments=split_assignments)
         _check_plan_fits(plan, spec)
         job = {"segmenter": segmenter.to_dict(), "scoring_run": scored.run_fingerprint, "workers": workers,
                "executor": executor, "on_error": on_error, "memory_budget_bytes": budget,
@@ -442,7 +550,7 @@ def write_dataset(
                            resume=resume, job=job, started=started, results=results,
                            progress=None if progress is None else (
                                lambda done, total, source: progress("write", done, total, source)),
-                           callbacks={"group_of": group_of})
+                           callbacks={"group_of": group_of}, inputs=None if split is None else {"split": split})
         if CHECKPOINT_DIR in destination.top_level():
             FsspecScoreCache(destination.where(CHECKPOINT_DIR)).prune(scored.run_fingerprint)
     return written

@@ -19,6 +19,7 @@ from typing import Any
 
 from kuration.budget.options import SPLITS
 from kuration.entities import entity_key
+from kuration.media import media_cache
 from kuration.output.containers import get_container
 from kuration.output.encoders import OutputEncoder, PassthroughEncoder
 from kuration.output.destinations import Destination, open_destination
@@ -168,7 +169,9 @@ def write_track(
                             span_index=span_index, start=start, stop=stop)
     destination = open_destination(out)
     entries: list[dict[str, Any]] = []
-    with ShardWriter(destination, spec, schema=schema, encoder=encoder, adapter=adapter, on_entry=entries.append) as writer:
+    # One media cache for the track's shards: a media file is read once, not once per shard.
+    with media_cache(), ShardWriter(destination, spec, schema=schema, encoder=encoder, adapter=adapter,
+                                    on_entry=entries.append) as writer:
         for target in targets:
             writer.write(target, track)
     return entries

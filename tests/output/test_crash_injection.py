@@ -5,6 +5,9 @@ when the kill left the old run's dataset untouched) finishes with shards, manife
 marker byte-identical to an uninterrupted run.
 
 The default run kills 50 writers (two scenarios of 25); ``pytest -m soak`` runs 400 more.
+Random kills rarely land inside a metadata write, so each metadata write is also killed on
+purpose (between its temp file and its rename): the rerun must leave no debris, only what
+the commit covers plus the documented folders.
 """
 
 import multiprocessing
@@ -15,7 +18,10 @@ import time
 
 import pytest
 
-from kuration.output.commit_protocol import CommitError
+from kuration.output.commit_protocol import (
+    CHECKPOINT_DIR, COMMIT_FILE, CONFIG_FILE, MANIFEST_FILE, SPEC_MARKER_FILE, CommitError,
+)
+from kuration.output.lease import LEASE_FILE
 from kuration.read import load_committed, verify_dataset
 from tests.output.test_write_dataset import Corpus, comparable_record, data_files, snapshot
 
@@ -27,15 +33,33 @@ def corpus(tmp_path_factory):
     return Corpus(tmp_path_factory.mktemp("crash-corpus"))
 
 
-def _write_in_child(corpus, out, plan, kwargs):
+def _kill_on_rename(name: str, occurrence: int) -> None:
+    """In this (child) process, SIGKILL ourselves at the ``occurrence``-th rename onto a file
+    called ``name``: its temp file is complete, the rename never happens."""
+    real, seen = os.replace, [0]
+
+    def replace(src, dst, *args, **kwargs):
+        if os.path.basename(os.fspath(dst)) == name:
+            seen[0] += 1
+            if seen[0] == occurrence:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return real(src, dst, *args, **kwargs)
+
+    os.replace = replace
+
+
+def _write_in_child(corpus, out, plan, kwargs, kill_on_rename=None):
+    if kill_on_rename is not None:
+        _kill_on_rename(*kill_on_rename)
     corpus.write(out, plan=plan, **kwargs)
     os._exit(0)
 
 
-def _run(corpus, out, plan, kill_after=None, **kwargs) -> tuple[bool, float]:
-    """Run one write in a forked child; SIGKILL it after ``kill_after`` seconds. Returns
-    (finished before the kill, seconds it ran)."""
-    child = FORK.Process(target=_write_in_child, args=(corpus, out, plan, kwargs))
+def _run(corpus, out, plan, kill_after=None, kill_on_rename=None, **kwargs) -> tuple[bool, float]:
+    """Run one write in a forked child; SIGKILL it after ``kill_after`` seconds, or at the
+    rename ``kill_on_rename`` = (file name, occurrence). Returns (finished before the kill,
+    seconds it ran)."""
+    child = FORK.Process(target=_write_in_child, args=(corpus, out, plan, kwargs, kill_on_rename))
     start = time.perf_counter()
     child.start()
     if kill_after is not None:
@@ -44,6 +68,15 @@ def _run(corpus, out, plan, kill_after=None, **kwargs) -> tuple[bool, float]:
             os.kill(child.pid, signal.SIGKILL)
     child.join()
     return child.exitcode == 0, time.perf_counter() - start
+
+
+def debris(out) -> list[str]:
+    """Files in ``out`` that are neither covered by its commit (the metadata and the shards
+    its manifest lists) nor in a documented folder (checkpoints) nor the local lease file."""
+    covered = {COMMIT_FILE, MANIFEST_FILE, CONFIG_FILE, SPEC_MARKER_FILE, LEASE_FILE}
+    covered |= {entry["path"] for entry in load_committed(out).entries}
+    files = (p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() or p.is_symlink())
+    return sorted(f for f in files if f not in covered and not f.startswith(f"{CHECKPOINT_DIR}/"))
 
 
 def _crash_and_resume(corpus, tmp_path, kills, seed, previous_plan=None):
@@ -81,6 +114,7 @@ def _crash_and_resume(corpus, tmp_path, kills, seed, previous_plan=None):
         assert data_files(out) == expected, f"kill {i}: resume did not reproduce the uninterrupted run"
         assert comparable_record(out) == expected_record, f"kill {i}: config or commit differ beyond timestamps and counts"
         assert verify_dataset(out).ok
+        assert debris(out) == [], f"kill {i}: the rerun left files its commit does not cover"
     return outcomes
 
 
@@ -92,6 +126,35 @@ def test_kills_during_a_first_write(corpus, tmp_path):
 def test_kills_while_replacing_a_committed_dataset(corpus, tmp_path):
     outcomes = _crash_and_resume(corpus, tmp_path, 25, seed=2, previous_plan=corpus.plan(train_hours=60 / 3600))
     assert outcomes["rejected"] > 0
+
+
+@pytest.mark.parametrize("replacing", [False, True], ids=["first-write", "replacing"])
+@pytest.mark.parametrize("name, occurrence", [
+    (COMMIT_FILE, 1), (SPEC_MARKER_FILE, 1), (MANIFEST_FILE, 1), (CONFIG_FILE, 1), (COMMIT_FILE, 2),
+], ids=["writing-record", "marker", "manifest", "config", "committed-record"])
+def test_a_kill_inside_a_metadata_write_leaves_no_debris_after_the_rerun(corpus, tmp_path, name, occurrence, replacing):
+    plan = corpus.plan()
+    reference = tmp_path / "reference"
+    assert _run(corpus, reference, plan)[0]
+    out = tmp_path / "out"
+    previous = None
+    if replacing:
+        assert _run(corpus, out, corpus.plan(train_hours=60 / 3600))[0]
+        previous = snapshot(out)
+    finished, _ = _run(corpus, out, plan, kill_on_rename=(name, occurrence), **({"force": True} if replacing else {}))
+    assert not finished
+    left = [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
+    assert left, "the kill landed between the temp file and its rename, so a temp file is left"
+    # Killed renaming the first writing record over a committed dataset: that dataset is
+    # intact (only force replaces it). Killed anywhere later: readers reject the folder.
+    intact = previous is not None and snapshot(out) == previous
+    assert intact == (replacing and (name, occurrence) == (COMMIT_FILE, 1))
+    if not intact:
+        with pytest.raises(CommitError):
+            load_committed(out)
+    assert _run(corpus, out, plan, **({"force": True} if intact else {"resume": True}))[0]
+    assert data_files(out) == data_files(reference) and verify_dataset(out).ok
+    assert debris(out) == []
 
 
 @pytest.mark.soak

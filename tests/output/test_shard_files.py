@@ -35,7 +35,7 @@ def test_the_entry_is_the_size_and_sha256_of_the_file_bytes(tmp_path, container,
 def test_a_staged_shard_is_invisible_until_sealed(tmp_path):
     path = tmp_path / "s.npz"
     staged = stage_shard_local(path, get_container("npz"), _shard())
-    assert not path.exists() and staged.temp.parent == tmp_path and staged.temp.name.startswith(".s.npz.")
+    assert not path.exists() and staged.temp.parent == tmp_path and staged.temp.name.startswith(".kuration-tmp.s.npz.")
     staged.seal()
     assert path.exists() and not staged.temp.exists()
 

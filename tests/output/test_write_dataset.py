@@ -245,3 +245,36 @@ def test_write_dataset_scores_plans_and_writes(corpus, tmp_path):
         write_dataset(tmp_path / "o2", schema=corpus.schema, adapter=corpus.adapter, strategy=corpus.settings.strategy,
                       segmenter=corpus.settings.segmenter, spec=corpus.spec, train_hours=1, sample_hz=20)
     assert not (tmp_path / "o2").exists()
+
+
+def test_resume_and_force_sweep_up_killed_writers_temp_files_and_nothing_else(corpus, tmp_path):
+    from kuration.output.commit_protocol import CHECKPOINT_DIR
+
+    out = tmp_path / "out"
+    corpus.write(out)
+    leftovers = [
+        ".dataset_manifest.json.k3x_9abq.tmp",                # a metadata temp file of an earlier release
+        "..kuration_output_spec.json.a1b2c3d4.tmp",
+        ".kuration-tmp.dataset.commit.json.zz81_0qp.tmp",     # today's: one prefix for every temp file
+        "train/.kuration-tmp.x_shard0000.npz.4242.0badcafe.tmp",
+        f"{CHECKPOINT_DIR}/0123456789abcdef/.kuration-tmp.entry.arrow.q1w2e3r4.tmp",
+    ]
+    kept = ["notes.txt", ".dataset_manifest.json.bak", f"{CHECKPOINT_DIR}/0123456789abcdef/entry.arrow"]
+    for name in leftovers + kept:
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_bytes(b"x")
+    corpus.write(out, resume=True)
+    assert [name for name in leftovers if (out / name).exists()] == []
+    assert all((out / name).exists() for name in kept)  # not a writer's: never removed
+    for name in leftovers[:3]:
+        (out / name).write_bytes(b"x")
+    corpus.write(out, plan=corpus.plan(train_hours=20 / 3600), force=True)
+    assert [name for name in leftovers[:3] if (out / name).exists()] == [] and verify_dataset(out).ok
+
+
+def test_a_destination_holding_only_a_killed_writers_temp_file_is_not_protected(corpus, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".kuration-tmp.dataset.commit.json.k3x9abqz.tmp").write_bytes(b"{")
+    corpus.write(out)
+    assert verify_dataset(out).ok and not list(out.glob(".kuration-tmp.*"))

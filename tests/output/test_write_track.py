@@ -135,3 +135,21 @@ def test_an_error_in_the_caller_waits_for_the_pending_seal_and_delivers_nothing_
     assert not list(tmp_path.rglob("*.tmp"))  # the pending shard was sealed (or dropped) before the with ended
     with pytest.raises(RuntimeError, match="outside its with block"):
         writer.write(targets[2], track)
+
+
+def test_a_track_written_as_many_shards_reads_a_media_file_once(tmp_path):
+    from kuration.media import cached
+
+    loads = []
+
+    def load():
+        loads.append("frames.npy")
+        return np.ones((10, 4, 5, 3), np.uint8)
+
+    class WholeFileMedia:  # a provider that reads its whole file, through the write's cache
+        def decode_media(self, column, refs, *, source_id):
+            frames = cached(("test-whole-file", "frames.npy"), load)
+            return frames[: len(refs)].copy()
+
+    entries = write_track(tmp_path, _track(n=10), _spec(), schema=SCHEMA, split="train", adapter=WholeFileMedia())
+    assert len(entries) == 3 and loads == ["frames.npy"]

@@ -1,7 +1,9 @@
 """The dataset writer and reader against S3 on loopback: commit, verify, resume, corruption,
 the exclusive-create lease, and writers SIGKILLed mid-upload."""
 
+import os
 import random
+import signal
 
 import pytest
 
@@ -106,6 +108,32 @@ def test_writers_killed_mid_upload_leave_nothing_readable_and_resume_reproduces_
         assert _run(corpus, url, plan, resume=True)[0]
         got = _data({k: v for k, v in _objects(s3_client, bucket).items() if k.startswith(f"run{i}/")})
         assert got == expected, f"kill {i}: resume did not reproduce the uninterrupted run"
+
+
+def _write_killed_at_the_first_move(corpus, url, plan):
+    import s3fs
+
+    def killed(self, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGKILL)  # the attempt object is uploaded whole, never moved
+
+    s3fs.S3FileSystem.mv = killed
+    corpus.write(url, plan=plan)
+    os._exit(0)
+
+
+def test_an_attempt_object_a_killed_writer_left_is_swept_by_the_resume(corpus, bucket, s3_client):
+    from tests.output.test_crash_injection import FORK
+
+    url, plan = f"{bucket}/run", corpus.plan()
+    child = FORK.Process(target=_write_killed_at_the_first_move, args=(corpus, url, plan))
+    child.start()
+    child.join(60)
+    assert child.exitcode == -signal.SIGKILL
+    attempts = [k for k in _objects(s3_client, bucket) if "/.kuration-tmp." in k and ".attempt-" in k]
+    assert len(attempts) == 1
+    s3_client.delete_object(Bucket=bucket[len("s3://"):], Key="run/.kuration-writer.lock")
+    assert _run(corpus, url, plan, resume=True)[0]
+    assert [k for k in _objects(s3_client, bucket) if "/.kuration-tmp." in k] == [] and verify_dataset(url).ok
 
 
 def test_two_concurrent_writers_on_s3_one_proceeds_the_other_gets_a_lease_error(corpus, bucket):

@@ -21,7 +21,7 @@ SCHEMA = Schema.from_dict({
         "braking": {"dtype": "bool"},
     },
     "globals": {"temp": {"dtype": "float64"}},
-    "media": {"frame": {"dtype": "uint8", "shape": [4, 4, 3], "provider": "npy"}},
+    "media": {"frame": {"dtype": "uint8", "shape": [4, 4, 3], "provider": "npy_index"}},
     "tags": "events",
 })
 

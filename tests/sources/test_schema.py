@@ -56,7 +56,7 @@ def test_fingerprint_changes_with_any_declaration():
     base = Schema.from_dict(VALID).fingerprint()
     assert Schema.from_dict(with_("fields.pos.dtype", "float64")).fingerprint() != base
     assert Schema.from_dict(with_("sample_hz", 20)).fingerprint() != base
-    assert Schema.from_dict(with_("media.cam.provider", "other")).fingerprint() != base
+    assert Schema.from_dict(with_("media.cam.provider", "zarr_rows")).fingerprint() != base
 
 
 BAD = [
@@ -121,7 +121,7 @@ def test_field_names_must_be_strings():
     ("path", "value", "keys"),
     [
         ("globals.pos", {"dtype": "float32"}, "'pos' at schema.fields.pos and schema.globals.pos"),
-        ("media.speed", {"dtype": "uint8", "shape": [1], "provider": "p"}, "'speed' at schema.fields.speed and schema.media.speed"),
+        ("media.speed", {"dtype": "uint8", "shape": [1], "provider": "npy_index"}, "'speed' at schema.fields.speed and schema.media.speed"),
         ("time", "agent", "'agent' at schema.time and schema.entity"),
         ("tags", "light", "'light' at schema.globals.light and schema.tags"),
         ("entity", "pos", "'pos' at schema.entity and schema.fields.pos"),
