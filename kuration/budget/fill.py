@@ -147,6 +147,8 @@ def best_first(candidates: np.ndarray, priority: np.ndarray, tiebreak: np.ndarra
     slower than one float sort (SIMD on x86) and grows faster with n, so sort the priorities
     alone and re-sort only the runs of equal priorities by the two tie keys."""
     negated = -priority[candidates]
+    # Unstable, so tied elements may come out in any order (it differs between SIMD
+    # kernels), which is harmless: every run of ties is re-sorted below by a total order.
     order = np.argsort(negated)
     ranked = negated[order]
     nan = np.isnan(ranked)

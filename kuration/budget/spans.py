@@ -18,6 +18,12 @@ consider it:
 With a ``filter`` strategy a span that has passing segments aggregates only those, so one
 failing window does not sink a whole span under ``mean`` or ``min``.
 
+Priorities and features come out as canonical floats (:mod:`kuration.floats`): a ``max``
+over ``0.0`` and ``-0.0`` returns either zero depending on the CPU's SIMD kernel, and a
+NaN any payload, so the items, the plan digest and the run fingerprint would otherwise
+differ between machines. A table whose zeros carry either sign, or whose NaNs carry any
+payload, plans to the same bytes.
+
 Everything is columnar and O(P log P) in the segment-span overlaps P; no Python loop runs per
 segment or per span.
 """
@@ -30,6 +36,7 @@ import pyarrow.compute as pc
 
 from kuration.budget.options import BudgetError, BudgetOptions
 from kuration.budget.ordering import sort_tied_runs
+from kuration.floats import canonical_floats
 
 #: Columns a stored segment table must have for a plan; features are whatever else is float.
 REQUIRED_SEGMENT_COLUMNS = (
@@ -159,8 +166,8 @@ class _SpanGroups:
         return out
 
     def aggregate(self, values: np.ndarray, use: np.ndarray, how: str) -> np.ndarray:
-        """``how`` of ``values[use]`` per span; NaN where a span uses nothing. NaN among the
-        used values propagates, as a missing feature must."""
+        """``how`` of ``values[use]`` per span, canonical; NaN where a span uses nothing. NaN
+        among the used values propagates, as a missing feature must."""
         out = np.full(self.n_spans, np.nan)
         if not len(self.present):
             return out
@@ -173,7 +180,7 @@ class _SpanGroups:
             reduced = ufunc.reduceat(np.where(use, values, fill), self.bounds)
         nan_used = np.logical_or.reduceat(use & np.isnan(values), self.bounds)
         reduced[(counts == 0) | nan_used] = np.nan
-        out[self.present] = reduced
+        out[self.present] = canonical_floats(reduced)
         return out
 
 
@@ -348,7 +355,7 @@ def segment_items(segments: pa.Table) -> pa.Table:
     ones = np.ones(len(priority), np.int64)
     status = _status(ones, bad.astype(np.int64), usable.astype(np.int64))
     start, stop = _column(segments, "start", np.int64), _column(segments, "stop", np.int64)
-    priority = np.where(status == STATUS_CODE["non_finite"], np.nan, priority)
+    priority = canonical_floats(np.where(status == STATUS_CODE["non_finite"], np.nan, priority))
     columns = {
         "source_id": segments.column("source_id"),
         "entity_id": segments.column("entity_id"),
@@ -363,7 +370,7 @@ def segment_items(segments: pa.Table) -> pa.Table:
         "segments": pa.array(ones),
         "tags": segments.column("tags"),
     }
-    columns.update({key: segments.column(key) for key in features})
+    columns.update({key: pa.array(canonical_floats(segments.column(key).to_numpy())) for key in features})
     return pa.table(columns)
 
 
