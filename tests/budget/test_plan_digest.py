@@ -1,12 +1,19 @@
-"""Pinned plan digests: a plan over seeded random pools must stay bit for bit what it was.
+"""Pinned plan digests: a plan over seeded random pools must stay bit for bit what it was,
+on every machine.
 
-The digests were recorded with the implementation before the scaling work on the fill
-(commit 5909ef6), so a faster ordering, a different way of building the spans or of
+The digests were first recorded with the implementation before the scaling work on the
+fill (commit 5909ef6), so a faster ordering, a different way of building the spans or of
 gathering columns cannot change a single item, rank, reason or accounting figure without
-this failing. The pools cover what the fast paths must get right: rows out of canonical
-order and in many chunks, priorities with many exact ties (and -0.0 next to 0.0), NaN,
--inf and unscored tails, windows that straddle span edges, two sample rates, rare tags,
-the group cap, resolved splits and the count path.
+this failing. They were re-pinned once, on purpose, when the plan's floats became
+canonical (``-0.0`` as ``0.0``, one NaN; :mod:`kuration.floats`): before that, a span's
+``max`` over ``0.0`` and ``-0.0`` depended on the CPU's SIMD kernel, so the old digests held
+only on CPUs with AVX-512. The values are the same, only the sign of those zeros changed.
+``tests/test_cpu_dispatch.py`` reruns these cases under narrowed numpy dispatch.
+
+The pools cover what the fast paths must get right: rows out of canonical order and in
+many chunks, priorities with many exact ties (and -0.0 next to 0.0), NaN, -inf and
+unscored tails, windows that straddle span edges, two sample rates, rare tags, the group
+cap, resolved splits and the count path.
 """
 
 from __future__ import annotations
@@ -161,11 +168,11 @@ CASES = {
 }
 
 EXPECTED = {
-    "blocks": "2d49ce25dda14718b290dd91c2af3e54d8d0c33009300297ade3ad52c3b76c11",
-    "count": "c72fdb272f6cddfb2f867ac4a23f4ee790eb5c2db3ea7db347b2020fdbe8c575",
-    "hours_span_steps_group_cap": "9e12f5b2b222fbf17142fae531c144ae7d129198e79044d66cb27306f9dcb0ba",
-    "hours_straddling_windows_two_rates_filter": "1c68ace01c514a4a5079925d1df81bb61eb64acc7b78b36b12a63c799484e4b5",
-    "resolved_splits": "ab46ae9e3a303067593afc9192a78169479c2d45bfb1fe56e26584452a317ce7",
+    "blocks": "d66be8ec1c694f11de292a128b6c9814d2bd7958935691d0592eb74b973b5b6d",
+    "count": "c9ea226c8d077cbbb995335910dd04c2617b0614517470c3593a93b6850b1619",
+    "hours_span_steps_group_cap": "6ad91e523958a38169df6b955ee3b13b74b0dc6d6b74d92439de22ac3897cda3",
+    "hours_straddling_windows_two_rates_filter": "04cdf3c43c07503390f5c955acd45f0c5313838b67e998c959a086ca4f8b7926",
+    "resolved_splits": "80bccc8870929d2b7568a29577730866c0bbdf2c0563dc9256a7d05cda7ebeb6",
     "whole_tracks_no_cap": "f580849d0864f7a94871a053f342355359479af3a2bc8e1347fa9779b2b8d84c",
 }
 
