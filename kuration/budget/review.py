@@ -31,7 +31,7 @@ _WHY = {
     "not_requested": "not admitted: the {split} split requests nothing",
     "filtered": "never admissible: every overlapping segment failed the strategy's predicates (priority -inf)",
     "non_finite": "never admissible: a NaN or +inf priority among its segments; fix the feature, then re-score",
-    "unscored": "never admissible: no scored segment overlaps it (a track tail shorter than the segment stride)",
+    "unscored": "never admissible: no scored segment overlaps it (a gap between windows, or a table whose segments do not cover the track)",
     "not_in_split": "never admissible: its source is in none of the resolved splits",
 }
 

@@ -13,7 +13,9 @@ consider it:
   ranked, so it is excluded (fail closed) rather than ranked on part of its data;
 - ``filtered``: every overlapping segment's priority is -inf (a ``filter`` strategy's
   predicates failed on all of them). The span's priority is -inf and it is never admitted;
-- ``unscored``: no segment overlaps it (a track tail shorter than the segment stride).
+- ``unscored``: no segment overlaps it. The segmenter's end-aligned tail window covers the
+  end of every track, so this is a span inside a gap of a stride larger than the window,
+  or of a table whose segments do not cover their tracks.
 
 With a ``filter`` strategy a span that has passing segments aggregates only those, so one
 failing window does not sink a whole span under ``mean`` or ``min``.
