@@ -8,7 +8,10 @@ this failing. They were re-pinned once, on purpose, when the plan's floats becam
 canonical (``-0.0`` as ``0.0``, one NaN; :mod:`kuration.floats`): before that, a span's
 ``max`` over ``0.0`` and ``-0.0`` depended on the CPU's SIMD kernel, so the old digests held
 only on CPUs with AVX-512. The values are the same, only the sign of those zeros changed.
-``tests/test_cpu_dispatch.py`` reruns these cases under narrowed numpy dispatch.
+They were re-pinned a second time when items gained ``present_seconds`` and the budget
+block its present-data keys and the ``absent`` exclusion: every decision stayed the same
+(these pools have no absent windows). ``tests/test_cpu_dispatch.py`` reruns these cases
+under narrowed numpy dispatch.
 
 The pools cover what the fast paths must get right: rows out of canonical order and in
 many chunks, priorities with many exact ties (and -0.0 next to 0.0), NaN, -inf and
@@ -168,12 +171,12 @@ CASES = {
 }
 
 EXPECTED = {
-    "blocks": "d66be8ec1c694f11de292a128b6c9814d2bd7958935691d0592eb74b973b5b6d",
-    "count": "c9ea226c8d077cbbb995335910dd04c2617b0614517470c3593a93b6850b1619",
-    "hours_span_steps_group_cap": "6ad91e523958a38169df6b955ee3b13b74b0dc6d6b74d92439de22ac3897cda3",
-    "hours_straddling_windows_two_rates_filter": "04cdf3c43c07503390f5c955acd45f0c5313838b67e998c959a086ca4f8b7926",
-    "resolved_splits": "80bccc8870929d2b7568a29577730866c0bbdf2c0563dc9256a7d05cda7ebeb6",
-    "whole_tracks_no_cap": "f580849d0864f7a94871a053f342355359479af3a2bc8e1347fa9779b2b8d84c",
+    "blocks": "f303fecd0e00fc13bdd013fba61de2a6068fec133b6b510eb80e7d36b89b5c72",
+    "count": "9cbb941a91af62ca77cdb16e51af6210f7f652b3ecc3a721349ae87d4dc1bf7e",
+    "hours_span_steps_group_cap": "dbe5fd4b5648354886e1d9fb0eb376d1ad2e003d4c134b7fbe64b1c836f87750",
+    "hours_straddling_windows_two_rates_filter": "d993879491ff42494e7b3b0c2a32af53493d15b4c121beb9f2ba8780da028145",
+    "resolved_splits": "2113b6b8564afe423f115d51e5c1fd38bfc3a120c8982d8a57a42db2df689ac6",
+    "whole_tracks_no_cap": "c7fc243de9a9e6bb14530e3460803b8e2c26240bacbe699c10e5aaee5540d56b",
 }
 
 
