@@ -4,7 +4,10 @@ An entity id can be any plain value a recording uses (a drone's int id, a vehicl
 string, a tuple). ``1``, ``True``, ``1.0`` and ``"1"`` must stay four entities, which
 Python's ``==`` and ``hash`` would merge, so grouping and naming go through
 :func:`entity_key`, a type-tagged string that also names the entity in tables and
-manifests. :func:`parse_entity_key` turns such a string back into the value, for a reader
+manifests. A float zero is one entity, ``float:0.0``, whatever its sign: ``==``, ``hash`` and
+``np.unique`` merge ``0.0`` and ``-0.0`` already, and which of the two an unstable sort
+keeps first depends on the CPU, so a signed name would not be reproducible.
+:func:`parse_entity_key` turns such a string back into the value, for a reader
 of a plan or a manifest; it accepts only the canonical strings :func:`entity_key` writes.
 
 Grammar of a key (what ``entity_key`` writes; no spaces anywhere)::
@@ -26,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from kuration.errors import KurationError
+from kuration.floats import canonical_float
 
 #: Entity id types with a canonical value representation.
 _ENTITY_SCALARS = (bool, int, float, str, bytes)
@@ -54,7 +58,7 @@ def entity_key(entity: Any) -> str:
     if isinstance(entity, float):
         if not math.isfinite(entity):
             raise EntityIdError(f"entity id {entity!r}: a non-finite float has no canonical representation")
-        return f"float:{float(entity)!r}"
+        return f"float:{canonical_float(float(entity))!r}"
     if isinstance(entity, str):
         return f"str:{str(entity)!r}"
     if isinstance(entity, bytes):
@@ -75,8 +79,10 @@ def canonical_entity(value: Any) -> Any:
         value = value.item()
     if value is None:
         raise ValueError("entity id is null")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"entity id {value!r} is not finite")
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"entity id {value!r} is not finite")
+        value = canonical_float(value)
     if isinstance(value, _ENTITY_SCALARS):
         return value
     if isinstance(value, (tuple, frozenset)):

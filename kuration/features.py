@@ -19,7 +19,9 @@ in a track and must never count (this holds for globals too, so a feature always
 the entity while it was there). A segment with no present timestep gives NaN for every
 reducer. A NaN or infinite value at a present timestep propagates into the reducers that
 read it (``frac`` counts NaN as nonzero); it is reported downstream as non-finite, never
-replaced by 0.
+replaced by 0. Every value comes out canonical (:func:`kuration.floats.canonical_floats`:
+``0.0``, never ``-0.0``, and one NaN): ``max`` over ``0.0`` and ``-0.0`` returns either zero
+depending on the CPU's SIMD kernel, and a feature is hashed and written downstream.
 
 Registration is process-global. A worker process rebuilds user features by importing the
 module that registered them, so register in an importable module (``my_project.features``)
@@ -42,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from kuration.errors import KurationError
+from kuration.floats import canonical_floats
 from kuration.schema import Schema
 
 REDUCERS = ("mean", "min", "max", "std", "delta", "frac")
@@ -368,7 +371,8 @@ def _user_feature(track: Any, segments: Sequence[Any], fk: FeatureKey) -> np.nda
 
 def compute_features(track: Any, segments: Sequence[Any], keys: Iterable[str]) -> dict[str, np.ndarray]:
     """One float64 array of ``len(segments)`` values per key (in the order given; a
-    repeated key is computed once). ``segments`` must come from ``track``."""
+    repeated key is computed once), canonical (see the module docstring). ``segments``
+    must come from ``track``."""
     parsed = [parse_feature_key(k) for k in dict.fromkeys(keys)]
     starts, stops = _bounds(track, segments)
     n_rows = len(track)
@@ -391,7 +395,7 @@ def compute_features(track: Any, segments: Sequence[Any], keys: Iterable[str]) -
             if sid not in series:
                 series[sid] = _series(track, fk, n_rows)
             out[fk.key] = _reduce(fk.reducer, series[sid], present, starts, stops, count)  # type: ignore[arg-type]
-    return out
+    return {key: canonical_floats(values) for key, values in out.items()}
 
 
 __all__ = [

@@ -54,7 +54,7 @@ from kuration.tracks import tracks_from_ticks
 logger = logging.getLogger(__name__)
 
 #: Bump when feature or segment semantics change, so old cache entries stop matching.
-SCORING_CODE_VERSION = "2"  # 2: segment tables carry track_steps and sample_hz
+SCORING_CODE_VERSION = "4"  # 2: track_steps, sample_hz; 3: canonical floats (no -0.0, one NaN); 4: end-aligned tail window
 EXECUTORS = ("local", "ray")
 ON_ERROR = ("skip", "raise")
 #: Within one source: the order of the pool (after ``source_id``), and of checkpoints.

@@ -51,7 +51,7 @@ def read_source_segments(root: str | os.PathLike[str], source_id: str, *, column
 
 
 #: What the pool figures read: not the feature columns, which dominate a segment file.
-SUMMARY_COLUMNS = ["source_id", "entity_id", "start", "stop", "seconds", "priority"]
+SUMMARY_COLUMNS = ["source_id", "entity_id", "start", "stop", "seconds", "present_fraction", "priority"]
 
 
 def covered_seconds(table: pa.Table) -> float:
@@ -78,14 +78,18 @@ def covered_seconds(table: pa.Table) -> float:
 
 
 def segment_summary(table: pa.Table) -> dict[str, Any]:
-    """Segment count, hours, non-finite priorities, and the finite priorities' spread."""
+    """Segment count, hours, absent windows (the entity never present: the budget plan
+    leaves them out of every span), non-finite priorities of the other windows, and the
+    finite priorities' spread."""
     n = table.num_rows
     priority = table.column("priority").to_numpy(zero_copy_only=False) if n else np.empty(0)
+    absent = table.column("present_fraction").to_numpy(zero_copy_only=False) == 0 if n else np.zeros(0, bool)
     finite = priority[np.isfinite(priority)]
     summary: dict[str, Any] = {
         "segments": n,
         "hours": covered_seconds(table) / 3600.0,
-        "non_finite": int(np.count_nonzero(np.isnan(priority) | np.isposinf(priority))),
+        "absent": int(np.count_nonzero(absent)),
+        "non_finite": int(np.count_nonzero((np.isnan(priority) | np.isposinf(priority)) & ~absent)),
         "filtered_out": int(np.count_nonzero(np.isneginf(priority))),
     }
     if len(finite):
@@ -108,7 +112,7 @@ def pool_summary(root: str | os.PathLike[str]) -> dict[str, Any]:
     tables = [read_source_segments(root, s, columns=SUMMARY_COLUMNS) for s in sources]
     pooled = pa.concat_tables(tables, promote_options="permissive") if tables else None
     summary = segment_summary(pooled) if pooled is not None else {
-        "segments": 0, "hours": 0.0, "non_finite": 0, "filtered_out": 0,
+        "segments": 0, "hours": 0.0, "absent": 0, "non_finite": 0, "filtered_out": 0,
         "priority_min": math.nan, "priority_median": math.nan, "priority_max": math.nan,
     }
     summary["sources"] = len(sources)

@@ -3,16 +3,23 @@
 A :class:`Segmenter` declares a window and a stride, in seconds (converted to whole
 timesteps with the sample rate) or in steps. ``Segmenter.segments(track)`` cuts one track
 into :class:`Segment` s: windows ``[start, start + window)`` for ``start = 0, stride,
-2*stride, ...`` while the window fits. Windows count *timesteps* (rows of the track), not
-tick numbers: a track whose source skipped ticks still gets windows of ``window`` rows.
+2*stride, ...`` while the window fits, and, when those end before the track does, one more
+**end-aligned** window ``[len(track) - window, len(track))``. Windows count *timesteps*
+(rows of the track), not tick numbers: a track whose source skipped ticks still gets
+windows of ``window`` rows.
 
 Deliberate edges of the contract:
 
 - A track shorter than one window gives exactly **one** segment covering it whole, so
   short tracks are scored rather than silently lost.
-- When the stride does not divide ``len(track) - window``, the tail after the last full
-  window is not covered by a segment of its own (it is the same rule as any sliding
-  window). A stride larger than the window leaves gaps between segments on purpose.
+- The end-aligned window covers the tail a plain sliding window leaves when the stride
+  does not divide ``len(track) - window``. Every row of a track is then scored (with a
+  stride no larger than the window), so a span's aggregated features describe every row
+  written under its ``segment:`` labels: with ``max``, no row's value exceeds its span's
+  ``<field>.max``. It overlaps the window before it by more than the stride, and it is
+  the last segment (index ``k + 1`` after the ``k``-th regular window).
+- A stride larger than the window leaves gaps between segments on purpose (the tail
+  window still ends the track).
 - Seconds become steps with Python's :func:`round` (half to even, e.g. 2.5 steps -> 2);
   each of window and stride must come to at least one step.
 
@@ -118,13 +125,16 @@ class Segmenter:
         return out[0], out[1]
 
     def bounds(self, n_steps: int, sample_hz: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Pure plan: ``(starts, stops)`` int64 arrays for a track of ``n_steps`` rows."""
+        """Pure plan: ``(starts, stops)`` int64 arrays for a track of ``n_steps`` rows, the
+        end-aligned tail window included."""
         if n_steps <= 0:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         window, stride = self.steps(sample_hz)
         if n_steps < window:
             return np.array([0], np.int64), np.array([n_steps], np.int64)
         starts = np.arange(0, n_steps - window + 1, stride, dtype=np.int64)
+        if starts[-1] + window < n_steps:  # the tail: see the module docstring
+            starts = np.append(starts, np.int64(n_steps - window))
         return starts, starts + window
 
     def segments(self, track: Any) -> list[Segment]:

@@ -19,6 +19,8 @@ predicate passes and gives ``-inf`` where any fails (such a segment is never adm
 inclusion and avoidance the predicates are evaluated and reported in ``passed`` but do not
 change the priority. A NaN feature makes ``raw`` NaN and is left NaN, to be counted as a
 non-finite exclusion downstream, never silently turned into 0; a predicate on NaN fails.
+Priorities are canonical floats (:mod:`kuration.floats`): ``avoidance`` of a zero is ``0.0``,
+not ``-0.0``, and every NaN is one NaN, so equal inputs give equal bytes.
 
 Every validation error names the key path (``strategy.predicates[1].op``), what was got
 and what is valid. This module does not read tracks or fill budgets.
@@ -37,6 +39,7 @@ import numpy as np
 from kuration.errors import KurationError
 from kuration.hashing import canonical_digest
 from kuration.features import _KeyProblem, _parse, _resolve
+from kuration.floats import canonical_floats
 from kuration.schema import Schema
 
 METHODS = ("inclusion", "avoidance", "filter")
@@ -291,7 +294,7 @@ class Strategy:
             priority = np.where(passed, raw, -np.inf)
         else:
             priority = raw
-        return ScoreResult(priority.astype(np.float64, copy=False), passed)
+        return ScoreResult(canonical_floats(priority.astype(np.float64, copy=False)), passed)
 
     def _needed_keys(self) -> list[str]:
         # What score() reads: priority and predicate features (tags of interest are carried

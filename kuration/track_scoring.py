@@ -9,7 +9,8 @@ Columns, in order: ``source_id``, ``entity_id`` (:func:`entity_key`, a type-tagg
 ``segment_index``, ``start``, ``stop`` (row offsets, stop exclusive), ``start_tick``,
 ``stop_tick`` (tick numbers, stop exclusive), ``seconds``, ``present_fraction``,
 ``track_steps`` and ``sample_hz`` (the whole track's length and rate: the budget plan cuts
-spans over the whole track, including a tail no window covers), one float64
+spans over the whole track, including rows no window covers, e.g. a gap left by a stride
+larger than the window), one float64
 column per ``strategy.feature_keys()`` named by the key, ``tags`` (sorted distinct event
 tags on present timesteps), ``priority`` and ``passed``.
 """

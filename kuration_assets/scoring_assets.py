@@ -61,7 +61,8 @@ with warnings.catch_warnings():
         for outcome, url, summary in stored:
             metadata = {
                 "path": MetadataValue.path(url), "status": outcome.status, "segments": summary["segments"],
-                "hours": summary["hours"], "non_finite": summary["non_finite"], "filtered_out": summary["filtered_out"],
+                "hours": summary["hours"], "absent": summary["absent"], "non_finite": summary["non_finite"],
+                "filtered_out": summary["filtered_out"],
                 "priority_min": summary["priority_min"], "priority_median": summary["priority_median"],
                 "priority_max": summary["priority_max"],
                 "identity": outcome.identity.token() if outcome.identity else "",

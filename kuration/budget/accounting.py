@@ -6,6 +6,13 @@ This block is the contract later written into the dataset manifest's budget bloc
 are plain keys (``requested``, ``candidate``, ``admitted``, ``emitted``, ``underfill``,
 ``overshoot``, ``last_admitted``, ``group_cap``, ``reserve_bound``); seconds are always
 given as well (``*_seconds``).
+
+Present data. An item's seconds count every step, the entity's absent ones included; its
+``present_seconds`` (see :mod:`kuration.budget.spans`) count the steps it was seen. Per split
+the block gives the present seconds of the pool, the candidates and the admitted items,
+every exclusion's present seconds, and ``lost_present_seconds``: the present data in items
+that could not be ranked at all (``non_finite``, ``unscored``, ``absent``), as opposed to
+items the budget, the group cap or the strategy's predicates left out.
 """
 
 from __future__ import annotations
@@ -20,7 +27,9 @@ from kuration.budget.options import SPLITS, BudgetOptions
 from kuration.budget.split_pools import SplitPools
 
 #: Exclusions reported per split (``not_in_split`` has no split and is reported once).
-SPLIT_EXCLUSIONS = ("budget_full", "group_cap", "not_requested", "filtered", "non_finite", "unscored")
+SPLIT_EXCLUSIONS = ("budget_full", "group_cap", "not_requested", "filtered", "non_finite", "unscored", "absent")
+#: Exclusions of items that could not be ranked: their present data is what the plan lost.
+UNRANKABLE = ("non_finite", "unscored", "absent")
 EXAMPLES = 10
 
 
@@ -47,6 +56,7 @@ def budget_accounting(
     (-1 for none), ``source_code`` its source's code."""
     unit = options.unit
     seconds = items.column("seconds").to_numpy()
+    present = items.column("present_seconds").to_numpy()
     hz = items.column("sample_hz").to_numpy()
     steps = items.column("steps").to_numpy()
     emitted_seconds = emitted_steps / hz
@@ -74,6 +84,10 @@ def budget_accounting(
             "admitted_seconds": _sum(took, seconds),
             "emitted_seconds": _sum(took, emitted_seconds),
             "dropped_tail_seconds": _sum(took, (steps - emitted_steps) / hz),
+            "pool_present_seconds": _sum(in_split, present),
+            "candidate_present_seconds": _sum(candidate, present),
+            "admitted_present_seconds": _sum(took, present),
+            "lost_present_seconds": _sum(in_split & np.isin(reason, [CODE[r] for r in UNRANKABLE]), present),
             "items": {
                 "pool": int(in_split.sum()), "candidate": int(candidate.sum()), "admitted": int(took.sum()),
                 "reserved": int((in_split & (reason == CODE["reserved"])).sum()),
@@ -88,7 +102,7 @@ def budget_accounting(
             "reserve_bound": fill.reserve_bound if fill.tags else None,
             "sources_admitted": int(np.count_nonzero(np.bincount(source_code[took]))),
             "excluded": {
-                r: {"items": int(m.sum()), "seconds": _sum(m, seconds)}
+                r: {"items": int(m.sum()), "seconds": _sum(m, seconds), "present_seconds": _sum(m, present)}
                 for r in SPLIT_EXCLUSIONS for m in [in_split & (reason == CODE[r])]
             },
             "tag_coverage": _tag_coverage(fill, tags, tag_items, took),
@@ -116,7 +130,10 @@ def budget_accounting(
             "admitted_seconds": sum(b["admitted_seconds"] for b in blocks.values()),
             "emitted_seconds": sum(b["emitted_seconds"] for b in blocks.values()),
             "dropped_tail_seconds": sum(b["dropped_tail_seconds"] for b in blocks.values()),
+            "admitted_present_seconds": sum(b["admitted_present_seconds"] for b in blocks.values()),
+            "lost_present_seconds": sum(b["lost_present_seconds"] for b in blocks.values()),
             "non_finite_items": int((reason == CODE["non_finite"]).sum()),
+            "absent_items": int((reason == CODE["absent"]).sum()),
             "filtered_items": int((reason == CODE["filtered"]).sum()),
             "group_cap_items": int((reason == CODE["group_cap"]).sum()),
         },
@@ -136,4 +153,4 @@ def _tag_coverage(fill: SplitFill, tags: tuple[str, ...], tag_items: dict[str, n
     return out
 
 
-__all__ = ["SPLIT_EXCLUSIONS", "budget_accounting"]
+__all__ = ["SPLIT_EXCLUSIONS", "UNRANKABLE", "budget_accounting"]

@@ -19,7 +19,7 @@ Per split, over its pool's candidates (status ``ok``, so finite priority):
    absorbs float drift in summed seconds). So "honoured to within one span" means exactly: the admitted total
    minus the last admitted item is below the budget, i.e. the overshoot is smaller than the
    last admitted item. A pool too small to reach the budget is underfilled; nothing outside
-   the pool (no -inf, non-finite or unscored item) ever tops it up.
+   the pool (no -inf, non-finite, unscored or absent item) ever tops it up.
 
 For a count the unit is one segment, so the cut is exact, and the fractional reserve bound
 and group cap round up: a positive ``min_tag_frac`` or cap never becomes zero segments.
@@ -45,8 +45,9 @@ REASONS = (
     "group_cap",       # its group would have gone over the cap while the budget had room
     "not_requested",   # its split requests nothing
     "filtered",        # priority -inf: every overlapping segment failed the filter
-    "non_finite",      # a NaN or +inf priority among its segments
+    "non_finite",      # a NaN or +inf priority among its present segments
     "unscored",        # no segment overlaps it
+    "absent",          # segments overlap it, but the entity is absent from all of them
     "not_in_split",    # its source is in no split pool
 )
 ADMITTED_REASONS = ("reserved", "admitted")
@@ -147,6 +148,8 @@ def best_first(candidates: np.ndarray, priority: np.ndarray, tiebreak: np.ndarra
     slower than one float sort (SIMD on x86) and grows faster with n, so sort the priorities
     alone and re-sort only the runs of equal priorities by the two tie keys."""
     negated = -priority[candidates]
+    # Unstable, so tied elements may come out in any order (it differs between SIMD
+    # kernels), which is harmless: every run of ties is re-sorted below by a total order.
     order = np.argsort(negated)
     ranked = negated[order]
     nan = np.isnan(ranked)

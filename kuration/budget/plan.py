@@ -27,7 +27,7 @@ from kuration.budget.spans import STATUS_CODE, segment_items, sorted_codes, span
 from kuration.budget.split_pools import GroupOf, SplitPools, seeded_hash, pools_from_assignments, seeded_pools
 from kuration.strategy import Strategy
 
-_STATUS_REASON = {"filtered": "filtered", "non_finite": "non_finite", "unscored": "unscored"}
+_STATUS_REASON = {"filtered": "filtered", "non_finite": "non_finite", "unscored": "unscored", "absent": "absent"}
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 It reads only a plan's items and budget block (from a :class:`BudgetPlan`, anything that
 carries one as ``.budget_plan``, or a storage root holding a stored plan) and explains:
-per split, utilization and underfill; the priorities at the cut (the lowest admitted and
+per split, utilization and underfill, the present data lost to items that could not be
+ranked; the priorities at the cut (the lowest admitted and
 the best left out); counts and seconds per reason; tag coverage; and a bounded set of
 example items per split (the best admitted, the reserved, the last admitted, the first
 left out for budget or group cap, and filtered or non-finite ones). ``explain`` answers for
@@ -31,7 +32,8 @@ _WHY = {
     "not_requested": "not admitted: the {split} split requests nothing",
     "filtered": "never admissible: every overlapping segment failed the strategy's predicates (priority -inf)",
     "non_finite": "never admissible: a NaN or +inf priority among its segments; fix the feature, then re-score",
-    "unscored": "never admissible: no scored segment overlaps it (a track tail shorter than the segment stride)",
+    "unscored": "never admissible: no scored segment overlaps it (a gap between windows, or a table whose segments do not cover the track)",
+    "absent": "never admissible: its entity is absent from every window overlapping it, so there is nothing to rank",
     "not_in_split": "never admissible: its source is in none of the resolved splits",
 }
 
@@ -95,6 +97,8 @@ class SelectionReview:
             "requested": block["requested"], "candidate": block["candidate"], "admitted": block["admitted"],
             "emitted": block["emitted"], "utilization": block["utilization"], "underfill": block["underfill"],
             "dropped_tail_seconds": block["dropped_tail_seconds"],
+            "admitted_present_seconds": block.get("admitted_present_seconds"),
+            "lost_present_seconds": block.get("lost_present_seconds"),
             "priority": {
                 "admitted_max": float(priority[admitted].max()) if admitted.any() else None,
                 "admitted_min": float(priority[admitted].min()) if admitted.any() else None,
@@ -156,6 +160,9 @@ class SelectionReview:
                          f"emitted {fmt(split['emitted'])}, candidates {fmt(split['candidate'])}")
             if split["underfill"]:
                 lines.append(f"  underfilled by {fmt(split['underfill'])}: the pool ran out of admissible items")
+            if split["lost_present_seconds"]:
+                lines.append(f"  present data lost in items that could not be ranked (non_finite, unscored, absent): "
+                             f"{_duration(split['lost_present_seconds'])}")
             p = split["priority"]
             if p["admitted_min"] is not None:
                 cut = "" if p["best_left_out"] is None else f"; best left out {p['best_left_out']:.6g}"

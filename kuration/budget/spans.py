@@ -3,20 +3,44 @@ themselves (the count path), each with one priority, its tags and aggregated fea
 
 A span is ``[k * N, min((k + 1) * N, track_steps))`` of one track (one entity of one source),
 ``N`` from ``span_steps`` / ``span_seconds``, or the whole track when neither is set. Its
-priority and features aggregate, with ``clip_aggregate``, only the segments overlapping it
-(a segment ``[start, stop)`` overlaps a span ``[a, b)`` when ``start < b`` and ``stop > a``);
-its tags are the union of those segments' tags. Its ``status`` decides whether the fill may
-consider it:
+priority and features aggregate, with ``clip_aggregate``, only the **present** segments
+overlapping it (a segment ``[start, stop)`` overlaps a span ``[a, b)`` when ``start < b``
+and ``stop > a``); its tags are the union of those segments' tags.
 
-- ``ok``: at least one overlapping segment has a finite priority;
-- ``non_finite``: an overlapping segment's priority is NaN or +inf. The span cannot be
-  ranked, so it is excluded (fail closed) rather than ranked on part of its data;
-- ``filtered``: every overlapping segment's priority is -inf (a ``filter`` strategy's
-  predicates failed on all of them). The span's priority is -inf and it is never admitted;
-- ``unscored``: no segment overlaps it (a track tail shorter than the segment stride).
+Absent windows. A segment whose ``present_fraction`` is 0 saw no row of its entity: its
+features are NaN (there is nothing to reduce) or counts of nothing, and they describe no
+data. It is left out of its spans' aggregates, so a span aggregates its present windows,
+and a radio gap no longer sinks the present data around it as non-finite. (A table without
+a ``present_fraction`` column counts every segment as present.) A span's ``status`` decides
+whether the fill may consider it:
+
+- ``ok``: at least one overlapping present segment has a finite priority;
+- ``non_finite``: an overlapping present segment's priority is NaN or +inf. The span
+  cannot be ranked, so it is excluded (fail closed) rather than ranked on part of its data;
+- ``filtered``: every overlapping present segment's priority is -inf (a ``filter``
+  strategy's predicates failed on all of them). The span's priority is -inf and it is
+  never admitted;
+- ``absent``: segments overlap it, but none is present: the entity was never seen in it.
+  Its priority is NaN and it is never admitted; it holds no present data to lose;
+- ``unscored``: no segment overlaps it. The segmenter's end-aligned tail window covers the
+  end of every track, so this is a span inside a gap of a stride larger than the window,
+  or of a table whose segments do not cover their tracks.
 
 With a ``filter`` strategy a span that has passing segments aggregates only those, so one
 failing window does not sink a whole span under ``mean`` or ``min``.
+
+``present_seconds`` estimates the time the entity was present in a span, for the budget
+block's account of present data lost to exclusions: the span's seconds times the share of
+present steps in the windows overlapping it, each window weighted by its overlap with the
+span. It is exact when those windows tile the span (no overlap, no straddling); a span no
+window overlaps counts as present throughout (nothing measured it). For a count the item
+is the segment, and its present seconds are exact.
+
+Priorities and features come out as canonical floats (:mod:`kuration.floats`): a ``max``
+over ``0.0`` and ``-0.0`` returns either zero depending on the CPU's SIMD kernel, and a
+NaN any payload, so the items, the plan digest and the run fingerprint would otherwise
+differ between machines. A table whose zeros carry either sign, or whose NaNs carry any
+payload, plans to the same bytes.
 
 Everything is columnar and O(P log P) in the segment-span overlaps P; no Python loop runs per
 segment or per span.
@@ -30,6 +54,7 @@ import pyarrow.compute as pc
 
 from kuration.budget.options import BudgetError, BudgetOptions
 from kuration.budget.ordering import sort_tied_runs
+from kuration.floats import canonical_floats
 
 #: Columns a stored segment table must have for a plan; features are whatever else is float.
 REQUIRED_SEGMENT_COLUMNS = (
@@ -37,8 +62,10 @@ REQUIRED_SEGMENT_COLUMNS = (
     "tags", "priority",
 )
 _ID_COLUMNS = ("source_id", "entity_id")
-_NOT_FEATURES = set(REQUIRED_SEGMENT_COLUMNS) | {"start_tick", "stop_tick", "present_fraction", "passed"}
-STATUSES = ("ok", "non_finite", "filtered", "unscored")
+_NOT_FEATURES = set(REQUIRED_SEGMENT_COLUMNS) | {"start_tick", "stop_tick", "present_fraction", "passed", "present_seconds"}
+STATUSES = ("ok", "non_finite", "filtered", "unscored", "absent")
+#: An optional column: without it, every segment counts as present.
+PRESENT_FRACTION = "present_fraction"
 
 
 def feature_columns(segments: pa.Table) -> list[str]:
@@ -47,12 +74,30 @@ def feature_columns(segments: pa.Table) -> list[str]:
     return [f.name for f in segments.schema if f.name not in _NOT_FEATURES and pa.types.is_floating(f.type)]
 
 
-def _check_columns(segments: pa.Table) -> None:
+def _check_columns(segments: pa.Table) -> list[str]:
+    """The columns a plan reads from ``segments`` (raises when a required one is missing)."""
     missing = [c for c in REQUIRED_SEGMENT_COLUMNS if c not in segments.column_names]
     if missing:
         hint = (" (segment tables from before track_steps was recorded: re-materialize scored_segments)"
                 if {"track_steps", "sample_hz"} & set(missing) else "")
         raise BudgetError(f"segment table: missing column(s) {missing}{hint}; it has {segments.column_names}")
+    optional = [PRESENT_FRACTION] if PRESENT_FRACTION in segments.column_names else []
+    return [*REQUIRED_SEGMENT_COLUMNS, *optional, *feature_columns(segments)]
+
+
+def _present_fraction(segments: pa.Table) -> np.ndarray | None:
+    """Per segment, the share of its steps with the entity present; ``None`` when every
+    segment saw its entity throughout (or the table does not say), the usual case, in which
+    the presence bookkeeping has a known answer and is skipped."""
+    if PRESENT_FRACTION not in segments.column_names or not segments.num_rows:
+        return None
+    fraction = _column(segments, PRESENT_FRACTION, np.float64)
+    lowest, highest = fraction.min(), fraction.max()  # NaN, if any, comes out of both
+    if not (0.0 <= lowest and highest <= 1.0):
+        row = int(np.flatnonzero(~((fraction >= 0) & (fraction <= 1)))[0])
+        raise BudgetError(f"segment table: present_fraction of segment {segments.column('segment_index')[row].as_py()} "
+                          f"is {float(fraction[row])!r}; it must be a share of the window's steps, in [0, 1]")
+    return None if lowest == 1.0 else fraction
 
 
 def sorted_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, pa.Array]:
@@ -158,9 +203,16 @@ class _SpanGroups:
             out[self.present] = np.add.reduceat(flags, self.bounds, dtype=np.int64)
         return out
 
+    def total(self, values: np.ndarray) -> np.ndarray:
+        """Per span, the sum of its pairs' ``values`` (0 for a span with no pair)."""
+        out = np.zeros(self.n_spans)
+        if len(self.present):
+            out[self.present] = np.add.reduceat(values, self.bounds)
+        return out
+
     def aggregate(self, values: np.ndarray, use: np.ndarray, how: str) -> np.ndarray:
-        """``how`` of ``values[use]`` per span; NaN where a span uses nothing. NaN among the
-        used values propagates, as a missing feature must."""
+        """``how`` of ``values[use]`` per span, canonical; NaN where a span uses nothing. NaN
+        among the used values propagates, as a missing feature must."""
         out = np.full(self.n_spans, np.nan)
         if not len(self.present):
             return out
@@ -173,19 +225,35 @@ class _SpanGroups:
             reduced = ufunc.reduceat(np.where(use, values, fill), self.bounds)
         nan_used = np.logical_or.reduceat(use & np.isnan(values), self.bounds)
         reduced[(counts == 0) | nan_used] = np.nan
-        out[self.present] = reduced
+        out[self.present] = canonical_floats(reduced)
         return out
 
 
 STATUS_CODE = {name: i for i, name in enumerate(STATUSES)}
 
 
-def _status(n_overlapping: np.ndarray, n_bad: np.ndarray, n_usable: np.ndarray) -> np.ndarray:
+def _status(n_overlapping: np.ndarray, n_present: np.ndarray, n_bad: np.ndarray, n_usable: np.ndarray) -> np.ndarray:
+    """Counts are of overlapping segments; ``n_bad`` and ``n_usable`` of present ones."""
     status = np.full(len(n_overlapping), STATUS_CODE["ok"], dtype=np.int8)
     status[n_usable == 0] = STATUS_CODE["filtered"]
     status[n_bad > 0] = STATUS_CODE["non_finite"]
+    status[n_present == 0] = STATUS_CODE["absent"]
     status[n_overlapping == 0] = STATUS_CODE["unscored"]
     return status
+
+
+def _segment_decisions(segments: pa.Table) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray, np.ndarray]:
+    """Per segment: (priority, present fraction, present, usable, bad); the fraction and
+    present are ``None`` when every segment is fully present (:func:`_present_fraction`).
+    Usable (a finite priority) and bad (NaN or +inf) are only ever true for a present
+    segment."""
+    priority = _column(segments, "priority", np.float64)
+    usable, bad = _segment_status(priority)
+    fraction = _present_fraction(segments)
+    if fraction is None:
+        return priority, None, None, usable, bad
+    present = fraction > 0
+    return priority, fraction, present, usable & present, bad & present
 
 
 def _status_array(codes: np.ndarray) -> pa.DictionaryArray:
@@ -194,11 +262,11 @@ def _status_array(codes: np.ndarray) -> pa.DictionaryArray:
 
 def span_items(segments: pa.Table, options: BudgetOptions, *, clip_aggregate: str) -> pa.Table:
     """One row per span of every track in ``segments``: ``source_id``, ``entity_id``,
-    ``span_index``, ``start``, ``stop``, ``steps``, ``seconds``, ``sample_hz``, ``priority``,
-    ``status``, ``segments`` (overlapping), ``tags`` and the aggregated features."""
-    _check_columns(segments)
+    ``span_index``, ``start``, ``stop``, ``steps``, ``seconds``, ``present_seconds``,
+    ``sample_hz``, ``priority``, ``status``, ``segments`` (overlapping, absent ones included),
+    ``tags`` and the aggregated features."""
     features = feature_columns(segments)
-    segments, order, track_code = _canonical(segments, [*REQUIRED_SEGMENT_COLUMNS, *features])
+    segments, order, track_code = _canonical(segments, _check_columns(segments))
     n = segments.num_rows
     starts = np.concatenate([[0], np.flatnonzero(np.diff(track_code)) + 1, [n]]).astype(np.int64) if n else np.zeros(1, np.int64)
     # The string ids are gathered once per track, not per segment: a span's ids are its
@@ -278,24 +346,35 @@ def _block_spans(segments: pa.Table, ids: pa.Table, starts: np.ndarray, features
     def per_pair(values: np.ndarray) -> np.ndarray:
         return values if identity else values[pair_seg]
 
-    priority = _column(segments, "priority", np.float64)
-    usable, bad = _segment_status(priority)
+    priority, fraction, present, usable, bad = _segment_decisions(segments)
+    some_absent = present is not None and not present.all()
+    pair_present = per_pair(present) if some_absent else None
+    n_present = groups.count(pair_present) if some_absent else groups.sizes
     n_bad = groups.count(per_pair(bad))
     n_usable = groups.count(per_pair(usable))
-    status = _status(groups.sizes, n_bad, n_usable)
+    status = _status(groups.sizes, n_present, n_bad, n_usable)
     pair_usable = per_pair(usable)
     span_priority = groups.aggregate(per_pair(priority), pair_usable, clip_aggregate)
     span_priority[status == STATUS_CODE["filtered"]] = -np.inf
-    span_priority[(status == STATUS_CODE["non_finite"]) | (status == STATUS_CODE["unscored"])] = np.nan
+    span_priority[np.isin(status, [STATUS_CODE["non_finite"], STATUS_CODE["unscored"], STATUS_CODE["absent"]])] = np.nan
     # Features aggregate over the segments the priority used; a span with none usable shows
-    # its overlapping segments' figures, so a review can say why it was filtered.
+    # its present segments' figures, so a review can say why it was filtered.
     feature_use = pair_usable | (n_usable == 0)[pair_span]
+    if some_absent:
+        feature_use &= pair_present
     aggregated = {
         key: groups.aggregate(per_pair(_column(segments, key, np.float64)), feature_use, clip_aggregate)
         for key in features
     }
 
     seconds = (span_stop - span_start) / track_hz[span_track]
+    if fraction is None:
+        present_seconds = seconds
+    else:
+        present_seconds = seconds * _present_share(groups, per_pair(seg_start), per_pair(seg_stop), per_pair(fraction),
+                                                   span_start[pair_span], span_stop[pair_span])
+    if some_absent:  # an absent window carries no tags of the entity
+        pair_seg, pair_span = pair_seg[pair_present], pair_span[pair_present]
     columns = {
         "source_id": ids.column("source_id").take(pa.array(span_track)),
         "entity_id": ids.column("entity_id").take(pa.array(span_track)),
@@ -304,6 +383,7 @@ def _block_spans(segments: pa.Table, ids: pa.Table, starts: np.ndarray, features
         "stop": pa.array(span_stop),
         "steps": pa.array(span_stop - span_start),
         "seconds": pa.array(seconds),
+        "present_seconds": pa.array(present_seconds),
         "sample_hz": pa.array(track_hz[span_track]),
         "priority": pa.array(span_priority),
         "status": _status_array(status),
@@ -314,8 +394,20 @@ def _block_spans(segments: pa.Table, ids: pa.Table, starts: np.ndarray, features
     return pa.table(columns)
 
 
+def _present_share(groups: _SpanGroups, start: np.ndarray, stop: np.ndarray, fraction: np.ndarray,
+                   span_start: np.ndarray, span_stop: np.ndarray) -> np.ndarray:
+    """Per span, the share of its steps the entity was present, from the overlapping windows
+    (per pair: the window's bounds and present fraction, the span's bounds): each window's
+    present fraction weighted by its steps inside the span. 1 for a span no window overlaps."""
+    overlap = (np.minimum(stop, span_stop) - np.maximum(start, span_start)).astype(np.float64)
+    weighted = groups.total(overlap * fraction)
+    covered = groups.total(overlap)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(covered > 0, weighted / covered, 1.0)
+
+
 def _span_tags(tags: pa.ChunkedArray, pair_seg: np.ndarray, pair_span: np.ndarray, n_spans: int) -> pa.Array:
-    """The sorted union of the overlapping segments' tags, per span."""
+    """The sorted union of the tags of the segments paired with each span."""
     tags = tags.combine_chunks()
     flat = pc.list_flatten(tags)
     if len(flat) == 0:
@@ -338,17 +430,19 @@ def _span_tags(tags: pa.ChunkedArray, pair_seg: np.ndarray, pair_span: np.ndarra
 
 def segment_items(segments: pa.Table) -> pa.Table:
     """The count path: one row per segment, with the same columns as :func:`span_items`
-    (``segment_index`` for ``span_index``, ``segments`` = 1)."""
-    _check_columns(segments)
+    (``segment_index`` for ``span_index``, ``segments`` = 1). An absent segment (present
+    fraction 0) is ``absent``, never admitted."""
     features = feature_columns(segments)
-    segments, order, _ = _canonical(segments, [*REQUIRED_SEGMENT_COLUMNS, *features])
+    segments, order, _ = _canonical(segments, _check_columns(segments))
     segments = _rows(segments, order, 0, segments.num_rows)
-    priority = _column(segments, "priority", np.float64)
-    usable, bad = _segment_status(priority)
-    ones = np.ones(len(priority), np.int64)
-    status = _status(ones, bad.astype(np.int64), usable.astype(np.int64))
     start, stop = _column(segments, "start", np.int64), _column(segments, "stop", np.int64)
-    priority = np.where(status == STATUS_CODE["non_finite"], np.nan, priority)
+    priority, fraction, present, usable, bad = _segment_decisions(segments)
+    ones = np.ones(len(priority), np.int64)
+    status = _status(ones, ones if present is None else present.astype(np.int64), bad.astype(np.int64),
+                     usable.astype(np.int64))
+    seconds = _column(segments, "seconds", np.float64)
+    unranked = np.isin(status, [STATUS_CODE["non_finite"], STATUS_CODE["absent"]])
+    priority = canonical_floats(np.where(unranked, np.nan, priority))
     columns = {
         "source_id": segments.column("source_id"),
         "entity_id": segments.column("entity_id"),
@@ -357,14 +451,15 @@ def segment_items(segments: pa.Table) -> pa.Table:
         "stop": pa.array(stop),
         "steps": pa.array(stop - start),
         "seconds": segments.column("seconds"),
+        "present_seconds": pa.array(seconds if fraction is None else seconds * fraction),
         "sample_hz": segments.column("sample_hz"),
         "priority": pa.array(priority),
         "status": _status_array(status),
         "segments": pa.array(ones),
         "tags": segments.column("tags"),
     }
-    columns.update({key: segments.column(key) for key in features})
+    columns.update({key: pa.array(canonical_floats(segments.column(key).to_numpy())) for key in features})
     return pa.table(columns)
 
 
-__all__ = ["REQUIRED_SEGMENT_COLUMNS", "STATUSES", "STATUS_CODE", "feature_columns", "segment_items", "sorted_codes", "span_items"]
+__all__ = ["PRESENT_FRACTION", "REQUIRED_SEGMENT_COLUMNS", "STATUSES", "STATUS_CODE", "feature_columns", "segment_items", "sorted_codes", "span_items"]

@@ -7,9 +7,11 @@ errors (the plan must not be used):
   the admitted total minus the last admitted item (in fill order) is not below the request;
 - a source or a group has admitted items in two splits, or a group's sources sit in two
   split pools;
-- an admitted item is not ``ok`` (its priority is -inf, NaN or +inf, or it is unscored);
+- an admitted item is not ``ok`` (its priority is -inf, NaN or +inf, it is unscored, or
+  its entity is absent from it);
 - a group holds more than the split's group cap;
-- the budget block disagrees with the items (admitted amount, item counts);
+- the budget block disagrees with the items (admitted amount, item counts, and, for plans
+  whose items carry ``present_seconds``, the admitted and the lost present seconds);
 
 warnings (the plan is usable, but someone should look):
 - a split is underfilled by more than ``underfill_warn_fraction`` of its request.
@@ -24,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kuration.budget.accounting import UNRANKABLE
 from kuration.budget.fill import cut_tolerance
 from kuration.budget.options import SPLITS
 
@@ -68,6 +71,9 @@ def validate_budget_plan(items: pa.Table, accounting: dict[str, Any], *, underfi
     split = _codes(items.column("split"))
     groups = _codes(items.column("group"))
     rank = _numpy(items, "fill_rank")
+    # Plans stored before present seconds were recorded have no such column to check.
+    present = _numpy(items, "present_seconds").astype(np.float64) if "present_seconds" in items.column_names else None
+    unrankable = np.isin(items.column("reason").cast(pa.string()).to_numpy(zero_copy_only=False), UNRANKABLE)
 
     not_ok = admitted & pc.not_equal(items.column("status").cast(pa.string()), "ok").to_numpy(zero_copy_only=False)
     priority = _numpy(items, "priority")
@@ -96,6 +102,12 @@ def validate_budget_plan(items: pa.Table, accounting: dict[str, Any], *, underfi
                           f"item ({last:g}) it is still {total - last:g}, more than one item over budget")
         if not np.isclose(total, float(block.get("admitted", -1.0)), rtol=1e-9, atol=1e-6):
             errors.append(f"{name}: the budget block says {block.get('admitted')!r} {unit} admitted, the items sum to {total:g}")
+        if present is not None:
+            in_split = split.codes == split.code(name)
+            for key, mask in (("admitted_present_seconds", mine), ("lost_present_seconds", in_split & unrankable)):
+                counted = float(present[mask].sum())
+                if not np.isclose(counted, float(block.get(key, np.nan)), rtol=1e-9, atol=1e-6):
+                    errors.append(f"{name}: the budget block says {key} {block.get(key)!r}, the items sum to {counted:g}")
         if int(mine.sum()) != int(block.get("items", {}).get("admitted", -1)):
             errors.append(f"{name}: the budget block counts {block.get('items', {}).get('admitted')!r} admitted items, "
                           f"the items have {int(mine.sum())}")

@@ -7,7 +7,10 @@ Routing (:class:`kuration.output.spec.Modality`):
 - ``field:<name>``: the track's values of that schema field or global, cast to the
   declared dtype (same kind only; the spec was validated against the schema);
 - ``segment:<feature>``: ``track.meta[feature]``, the span's aggregated value, repeated on
-  every present row (absent from ``track.meta`` is an error);
+  every present row (absent from ``track.meta`` is an error). It is written as a canonical
+  float (:mod:`kuration.floats`: ``0.0`` for either zero, one NaN): it was computed by a
+  reduction whose zero sign and NaN payload depend on the CPU. Field and media values are
+  not touched: they are the recording's own bits, copied, never computed;
 - ``media:<column>``: the track's references, decoded by the adapter in one bounded batch
   per shard; a present row without a reference is an error, and so is any failure to
   decode (a :class:`kuration.media.MediaError` naming source, entity and row);
@@ -24,6 +27,7 @@ import numpy as np
 
 from kuration.entities import entity_key
 from kuration.errors import KurationError
+from kuration.floats import canonical_floats
 from kuration.media import MediaError
 from kuration.output.containers.protocol import ShardArrays
 from kuration.output.encoders import OutputEncoder, encode_rows
@@ -92,7 +96,7 @@ def assemble_shard(
                     f"entity {entity_key(track.entity_id)}; it has {sorted(track.meta)}. Add the feature to the strategy "
                     "(segment: modalities read the span-aggregated features)"
                 )
-            value = _cast(np.asarray(track.meta[m.key])[None, ...], m, f"segment feature {m.key!r}")
+            value = canonical_floats(_cast(np.asarray(track.meta[m.key])[None, ...], m, f"segment feature {m.key!r}"))
             out[present_rows] = value[0]
         arrays[name] = out
     hooks = spec.of_kind("encoder")

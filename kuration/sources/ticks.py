@@ -176,6 +176,11 @@ def _entities(source_id: str, name: str, values: Any, n: int) -> tuple[np.ndarra
         except ValueError as exc:
             row = int(np.flatnonzero(codes == code)[0])
             raise TickDataError(f"{source_id}: column {name!r}, row {row}: {exc}") from None
+    # Two raw values can be one entity (a dictionary holding both 0.0 and -0.0): one code each.
+    first: dict[str, int] = {}
+    merged = np.array([first.setdefault(entity_key(value), code) for code, value in enumerate(canonical)], np.int64)
+    if len(first) < len(canonical):
+        codes = merged[codes]
     table = np.empty(len(canonical), dtype=object)
     table[:] = canonical if canonical else []
     return table[codes] if n else np.empty(0, dtype=object), codes

@@ -92,6 +92,7 @@ def cases(draw, unit: str | None = None, palette=None, pools: str | None = None,
     p_nan = draw(st.sampled_from([0.0, 0.0, 0.02, 0.2]))
     p_tag = draw(st.sampled_from([0.0, 0.2, 0.6]))
     p_rare = draw(st.sampled_from([0.0, 0.03, 0.3]))
+    p_absent = draw(st.sampled_from([0.0, 0.0, 0.1, 0.6]))  # windows the entity is absent from throughout
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
 
     # Strategy: the plan reads only tags and selection; a filter's predicate makes its -inf.
@@ -136,7 +137,8 @@ def cases(draw, unit: str | None = None, palette=None, pools: str | None = None,
                 tags = [tag for tag, q in (("b", p_tag), ("a", p_tag), ("rare", p_rare)) if rng.random() < q]
                 rows.append({
                     "source_id": source, "entity_id": f"ent{e}", "segment_index": int(i), "start": a, "stop": b,
-                    "present_fraction": float(rng.random()), "track_steps": t, "sample_hz": hz,
+                    "present_fraction": 0.0 if rng.random() < p_absent else float(1.0 - rng.random()),
+                    "track_steps": t, "sample_hz": hz,
                     "f.mean": float(x), "g.max": float(rng.normal()), "tags": tags, "priority": float(p),
                     "passed": bool(np.isfinite(p)),
                 })
@@ -405,8 +407,10 @@ def test_row_order_and_chunking_do_not_matter(case, perm_seed, pieces):
 @given(cases())
 def test_statuses_and_span_priorities_follow_the_segments(case):
     """Admitted items are ``ok`` with a finite priority. Every item's status, priority and
-    tags are recomputed from its overlapping segments: -inf everywhere is ``filtered``, any
-    NaN is ``non_finite``, none is ``unscored``; an ok span aggregates the finite ones."""
+    tags are recomputed from its overlapping present segments (present fraction above 0):
+    -inf everywhere is ``filtered``, any NaN is ``non_finite``, no overlapping segment is
+    ``unscored``, overlapping segments none of them present is ``absent``; an ok span
+    aggregates the finite ones."""
     plan = case.plan()
     v = view(plan)
     assert (v["status"][v["admitted"]] == "ok").all()
@@ -425,6 +429,7 @@ def test_statuses_and_span_priorities_follow_the_segments(case):
         rows = np.array(rows)
         ss, se = np.array(seg["start"])[rows], np.array(seg["stop"])[rows]
         pr = np.array(seg["priority"], np.float64)[rows]
+        seen = np.array(seg["present_fraction"])[rows] > 0
         tags = [set(seg["tags"][i]) for i in rows]
         mine = np.flatnonzero((v["source"] == key[0]) & (v["entity"] == key[1]))
         if counting:
@@ -438,8 +443,9 @@ def test_statuses_and_span_priorities_follow_the_segments(case):
             assert (v["stop"][mine] == np.minimum(v["start"][mine] + span, steps)).all()
             ov = (ss[None, :] < v["stop"][mine][:, None]) & (se[None, :] > v["start"][mine][:, None])
         for k, i in enumerate(mine):
-            p = pr[ov[k]]
-            want = ("unscored" if not len(p) else "non_finite" if (np.isnan(p) | np.isposinf(p)).any()
+            p = pr[ov[k] & seen]
+            want = ("unscored" if not ov[k].any() else "absent" if not len(p)
+                    else "non_finite" if (np.isnan(p) | np.isposinf(p)).any()
                     else "filtered" if np.isneginf(p).all() else "ok")
             assert v["status"][i] == want, (key, i, p)
             if v["split"][i] is None:
@@ -452,7 +458,12 @@ def test_statuses_and_span_priorities_follow_the_segments(case):
                 assert math.isclose(v["priority"][i], want_p, rel_tol=1e-9, abs_tol=1e-9), (key, i, p)
             if want == "filtered":
                 assert v["priority"][i] == -np.inf
-            assert set(v["tags"][i]) == set().union(*[tags[j] for j in np.flatnonzero(ov[k])])
+            if want in ("absent", "unscored", "non_finite"):
+                assert math.isnan(v["priority"][i])
+            if not counting:
+                assert set(v["tags"][i]) == set().union(*[tags[j] for j in np.flatnonzero(ov[k] & seen)])
+            else:
+                assert set(v["tags"][i]) == set().union(*[tags[j] for j in np.flatnonzero(ov[k])])
 
 
 # -- 6. count floors -----------------------------------------------------------------------

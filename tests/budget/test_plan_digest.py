@@ -1,12 +1,22 @@
-"""Pinned plan digests: a plan over seeded random pools must stay bit for bit what it was.
+"""Pinned plan digests: a plan over seeded random pools must stay bit for bit what it was,
+on every machine.
 
-The digests were recorded with the implementation before the scaling work on the fill
-(commit 5909ef6), so a faster ordering, a different way of building the spans or of
+The digests were first recorded with the implementation before the scaling work on the
+fill (commit 5909ef6), so a faster ordering, a different way of building the spans or of
 gathering columns cannot change a single item, rank, reason or accounting figure without
-this failing. The pools cover what the fast paths must get right: rows out of canonical
-order and in many chunks, priorities with many exact ties (and -0.0 next to 0.0), NaN,
--inf and unscored tails, windows that straddle span edges, two sample rates, rare tags,
-the group cap, resolved splits and the count path.
+this failing. They were re-pinned once, on purpose, when the plan's floats became
+canonical (``-0.0`` as ``0.0``, one NaN; :mod:`kuration.floats`): before that, a span's
+``max`` over ``0.0`` and ``-0.0`` depended on the CPU's SIMD kernel, so the old digests held
+only on CPUs with AVX-512. The values are the same, only the sign of those zeros changed.
+They were re-pinned a second time when items gained ``present_seconds`` and the budget
+block its present-data keys and the ``absent`` exclusion: every decision stayed the same
+(these pools have no absent windows). ``tests/test_cpu_dispatch.py`` reruns these cases
+under narrowed numpy dispatch.
+
+The pools cover what the fast paths must get right: rows out of canonical order and in
+many chunks, priorities with many exact ties (and -0.0 next to 0.0), NaN, -inf and
+unscored tails, windows that straddle span edges, two sample rates, rare tags, the group
+cap, resolved splits and the count path.
 """
 
 from __future__ import annotations
@@ -161,12 +171,12 @@ CASES = {
 }
 
 EXPECTED = {
-    "blocks": "2d49ce25dda14718b290dd91c2af3e54d8d0c33009300297ade3ad52c3b76c11",
-    "count": "c72fdb272f6cddfb2f867ac4a23f4ee790eb5c2db3ea7db347b2020fdbe8c575",
-    "hours_span_steps_group_cap": "9e12f5b2b222fbf17142fae531c144ae7d129198e79044d66cb27306f9dcb0ba",
-    "hours_straddling_windows_two_rates_filter": "1c68ace01c514a4a5079925d1df81bb61eb64acc7b78b36b12a63c799484e4b5",
-    "resolved_splits": "ab46ae9e3a303067593afc9192a78169479c2d45bfb1fe56e26584452a317ce7",
-    "whole_tracks_no_cap": "f580849d0864f7a94871a053f342355359479af3a2bc8e1347fa9779b2b8d84c",
+    "blocks": "f303fecd0e00fc13bdd013fba61de2a6068fec133b6b510eb80e7d36b89b5c72",
+    "count": "9cbb941a91af62ca77cdb16e51af6210f7f652b3ecc3a721349ae87d4dc1bf7e",
+    "hours_span_steps_group_cap": "dbe5fd4b5648354886e1d9fb0eb376d1ad2e003d4c134b7fbe64b1c836f87750",
+    "hours_straddling_windows_two_rates_filter": "d993879491ff42494e7b3b0c2a32af53493d15b4c121beb9f2ba8780da028145",
+    "resolved_splits": "2113b6b8564afe423f115d51e5c1fd38bfc3a120c8982d8a57a42db2df689ac6",
+    "whole_tracks_no_cap": "c7fc243de9a9e6bb14530e3460803b8e2c26240bacbe699c10e5aaee5540d56b",
 }
 
 

@@ -166,3 +166,16 @@ def test_a_shard_without_present_rows_never_calls_the_encoder():
     spec = _spec(act={"dtype": "int64", "shape": [2], "source": "encoder:act"})
     shard = assemble_shard(_track(n=4, absent=(0, 1, 2, 3)), 0, 4, spec, schema=SCHEMA, encoder=Exploding())
     assert not shard.present.any() and not shard.arrays["act"].any()
+
+
+def test_segment_features_are_written_canonical_but_fields_keep_their_bits():
+    signed_nan = np.array([0xFFF8000000000001], np.uint64).view(np.float64)[0]
+    track = _track(meta={"zero": -0.0, "missing": signed_nan})
+    track.values["battery"][0] = -0.0
+    spec = _spec(zero={"dtype": "float32", "shape": [], "source": "segment:zero"},
+                 missing={"dtype": "float64", "shape": [], "source": "segment:missing"},
+                 battery={"dtype": "float64", "shape": [], "source": "field:battery"})
+    shard = assemble_shard(track, 0, 4, spec, schema=SCHEMA)
+    assert (shard.arrays["zero"].view(np.uint32) == 0).all()
+    assert (shard.arrays["missing"][[0, 1, 3]].view(np.uint64) == np.array([np.nan]).view(np.uint64)[0]).all()
+    assert np.signbit(shard.arrays["battery"][0]), "a recorded -0.0 is the recording's value, written as it is"

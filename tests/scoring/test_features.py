@@ -294,3 +294,19 @@ def test_a_field_named_like_a_reserved_prefix_is_reported_ambiguous():
     with pytest.raises(FeatureError, match=r"feature key 'tag\.mean': ambiguous: 'tag' is both a schema field and the reserved 'tag\.' prefix"):
         parse_feature_key("tag.mean", schema)
     parse_feature_key("tag.brake", schema)  # a tag that is not a reducer name is unambiguous
+
+
+def test_features_are_canonical_floats_whatever_zeros_and_nans_the_data_holds():
+    """-0.0 comes out 0.0 and a signed NaN with a payload comes out as np.nan: a feature is
+    hashed and written, and max over 0.0 and -0.0 returns either zero depending on the CPU."""
+    signed_nan = np.array([0xFFF8000000000001], np.uint64).view(np.float64)[0]
+    speed = np.array([-0.0, -0.0, -0.0, -0.0, 0.0, -0.0, signed_nan, 1.0])
+    track = make_track([True] * 8, values={"speed": speed})
+    segs = Segmenter(2, 2, unit="steps").segments(track)
+    f = compute_features(track, segs, [f"speed.{r}" for r in REDUCERS])
+    quiet_nan = np.array([np.nan]).view(np.uint64)[0]
+    for key, values in f.items():
+        bits = values.view(np.uint64)
+        assert (bits[values == 0] == 0).all(), key
+        assert (bits[np.isnan(values)] == quiet_nan).all(), key
+    assert f["speed.max"][:2].tolist() == [0.0, 0.0] and np.isnan(f["speed.max"][3])

@@ -13,13 +13,28 @@ def bounds(seg: list[Segment]) -> list[tuple[int, int]]:
     return [(s.start, s.stop) for s in seg]
 
 
-def test_sliding_windows_in_steps_drop_an_uncovered_tail():
+def test_sliding_windows_in_steps_end_with_an_end_aligned_tail_window():
     track = make_track([True] * 10)
     segs = Segmenter(4, 3, unit="steps").segments(track)
-    assert bounds(segs) == [(0, 4), (3, 7), (6, 10)]
-    assert bounds(Segmenter(4, 4, unit="steps").segments(track)) == [(0, 4), (4, 8)]  # [8, 10) is a tail
-    assert [s.index for s in segs] == [0, 1, 2]
+    assert bounds(segs) == [(0, 4), (3, 7), (6, 10)]  # the stride reaches the end: no extra window
+    tailed = Segmenter(4, 4, unit="steps").segments(track)
+    assert bounds(tailed) == [(0, 4), (4, 8), (6, 10)]  # [8, 10) is covered by a window ending at the last step
+    assert [s.index for s in tailed] == [0, 1, 2] and [s.index for s in segs] == [0, 1, 2]
     assert all(s.source_id == "src" and s.entity_id == "a" for s in segs)
+
+
+@pytest.mark.parametrize(("n", "window", "stride"), [(10, 4, 4), (23, 5, 3), (101, 10, 7), (12, 2, 5), (7, 7, 3)])
+def test_every_track_ends_with_a_window_that_ends_at_its_last_step(n, window, stride):
+    starts, stops = Segmenter(window, stride, unit="steps").bounds(n)
+    assert stops[-1] == n and (stops - starts == window).all()
+    assert (np.diff(starts) > 0).all()
+    if stride <= window:  # every row is in some window
+        covered = np.zeros(n, bool)
+        for a, b in zip(starts, stops):
+            covered[a:b] = True
+        assert covered.all()
+    regular = np.arange(0, n - window + 1, stride)
+    assert starts[: len(regular)].tolist() == regular.tolist() and len(starts) - len(regular) == int(regular[-1] + window < n)
 
 
 def test_window_equal_to_track_gives_one_segment():
@@ -110,7 +125,7 @@ def test_to_dict_from_dict_and_fingerprint():
 
 def test_bounds_is_a_pure_plan():
     starts, stops = Segmenter(3, 2, unit="steps").bounds(8)
-    assert starts.tolist() == [0, 2, 4] and stops.tolist() == [3, 5, 7]
+    assert starts.tolist() == [0, 2, 4, 5] and stops.tolist() == [3, 5, 7, 8]
     assert starts.dtype == np.int64
     assert Segmenter(3, 2, unit="steps").bounds(0)[0].size == 0
 

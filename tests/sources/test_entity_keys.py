@@ -20,11 +20,12 @@ NUMPY = (st.integers(-2**63, 2**63 - 1).map(np.int64) | st.integers(0, 255).map(
 
 
 def same(a, b) -> bool:
-    """Equal and of the same type all the way down (1, True and 1.0 differ; so do 0.0 and -0.0)."""
+    """Equal and of the same type all the way down (1, True and 1.0 differ). A float zero is
+    one entity whatever its sign (see kuration.entities), so it comes back as 0.0."""
     if type(a) is not type(b):
         return False
     if isinstance(a, float):
-        return math.copysign(1.0, a) == math.copysign(1.0, b) and a == b
+        return a == b and math.copysign(1.0, a) == (1.0 if b == 0.0 else math.copysign(1.0, b))
     if isinstance(a, tuple):
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
     if isinstance(a, frozenset):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from kuration.schema import Schema
+from kuration.entities import entity_key
 from kuration.sources import TickDataError, Ticks
 
 MULTI = Schema.from_dict({
@@ -91,3 +92,14 @@ def test_sample_grid_is_a_fraction_of_a_sample_at_any_rate():
     np.testing.assert_array_equal(ok.tick, np.arange(120_000, 130_000))
     with pytest.raises(TickDataError, match=where("ts", 1) + r"0\.0014 s is not on the 1000 Hz sample grid"):
         Ticks.from_columns(fast, "src", {"ts": [0.0, 0.0014], "x": [0.0, 0.0]})
+
+
+@pytest.mark.parametrize("dictionary", [False, True])
+def test_a_float_zero_is_one_entity_whatever_its_sign(dictionary):
+    import pyarrow as pa
+
+    entities = [-0.0, 0.0, -0.0, 0.0]
+    column = pa.array(entities).dictionary_encode() if dictionary else np.array(entities)
+    ticks = build(e=column, t=[0, 1, 2, 3], v=[[0, 1, 2]] * 4, n=[1] * 4, cam=["c.npy#0"] * 4)
+    assert len(set(ticks.entity_codes.tolist())) == 1
+    assert [entity_key(e) for e in ticks.entity] == ["float:0.0"] * 4
