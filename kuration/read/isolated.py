@@ -21,9 +21,10 @@ such shards are decoded by a worker process:
 - a worker that dies (a crash in native code) fails that read, and the next read starts a
   new one.
 
-The worker is started on first use (about 0.7 s, importing Kuration), then reused by every
-thread of this process, one decode at a time; a forked child starts its own. It exits when
-this process does. What it does not do: sandbox the decoder (it runs as the same user, with
+The worker is started on first use (about a second, importing Kuration; a worker that
+cannot start raises :class:`IsolatedDecoderError`, a problem of the machine, not of the
+shard), then reused by every thread of this process, one decode at a time; a forked child
+starts its own. It exits when this process does. What it does not do: sandbox the decoder (it runs as the same user, with
 the same files), or check what npz and json shards do (they are decoded here, and bounded by
 the shard's size and the declared shapes).
 """
@@ -42,6 +43,7 @@ import threading
 import time
 from pathlib import Path
 
+from kuration.errors import KurationError
 from kuration.output.containers import NpzContainer
 from kuration.output.containers.protocol import ShardArrays, ShardFormatError
 from kuration.output.spec import OutputSpec
@@ -69,6 +71,10 @@ def memory_allowance(spec: OutputSpec, size: int) -> int:
     declared = spec.shard_length * (sum(m.numpy_dtype.itemsize * math.prod(m.shape) for m in spec.modalities.values())
                                     + 1)
     return 4 * size + 4 * declared + 512 * 2**20
+
+
+class IsolatedDecoderError(KurationError, RuntimeError):
+    """The worker process could not be started (a problem of this machine, not of a shard)."""
 
 
 class _Timeout(Exception):
@@ -115,7 +121,6 @@ class IsolatedDecoder:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
-        self._owner: int | None = None
 
     def decode(self, spec: OutputSpec, container: str, data: bytes, *, timeout: float | None = None) -> ShardArrays:
         """The shard ``data`` of ``container``, decoded in the worker within ``timeout``
@@ -147,8 +152,6 @@ class IsolatedDecoder:
         return NpzContainer().read(payload, spec.modalities, presence=spec.presence_mask, max_rows=spec.shard_length)
 
     def _worker(self) -> subprocess.Popen:
-        if self._owner != os.getpid():
-            self._proc = None  # a forked child: the parent's worker is not ours to use
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
         self._stop(kill=True)
@@ -162,20 +165,20 @@ class IsolatedDecoder:
                                 stdout=subprocess.PIPE, env=env, close_fds=True)
         os.set_blocking(proc.stdin.fileno(), False)
         os.set_blocking(proc.stdout.fileno(), False)
-        self._proc, self._owner = proc, os.getpid()
+        self._proc = proc
         try:
             ready = _receive(proc.stdout.fileno(), 1, time.monotonic() + START_TIMEOUT)
         except (_Timeout, _WorkerGone):
             ready = b""
         if ready != b"R":
             code = self._stop(kill=True)
-            raise ShardFormatError(f"the isolated shard decoder did not start ({_describe(code)}); run "
-                                   f"{sys.executable} -m kuration.read._decode_worker to see why")
+            raise IsolatedDecoderError(f"the isolated shard decoder did not start ({_describe(code)}); run "
+                                       f"{sys.executable} -m kuration.read._decode_worker to see why")
         return proc
 
     def _stop(self, *, kill: bool) -> int | None:
         proc, self._proc = self._proc, None
-        if proc is None or self._owner != os.getpid():
+        if proc is None:
             return None
         if kill:
             proc.kill()
@@ -195,6 +198,16 @@ class IsolatedDecoder:
         with self._lock:
             self._stop(kill=False)
 
+    def _after_fork_in_child(self) -> None:
+        # The parent's worker and lock are the parent's: drop our copies of its pipes (so the
+        # worker sees the end of its input when the parent goes) and start afresh.
+        self._lock = threading.Lock()
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            for stream in (proc.stdin, proc.stdout):
+                if stream is not None and not stream.closed:
+                    stream.close()
+
 
 def _describe(code: int | None) -> str:
     if code is None:
@@ -204,6 +217,8 @@ def _describe(code: int | None) -> str:
 
 _DECODER = IsolatedDecoder()
 atexit.register(_DECODER.close)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_DECODER._after_fork_in_child)
 
 
 def decode_isolated(spec: OutputSpec, container: str, data: bytes, *, timeout: float | None = None) -> ShardArrays:
@@ -211,5 +226,5 @@ def decode_isolated(spec: OutputSpec, container: str, data: bytes, *, timeout: f
     return _DECODER.decode(spec, container, data, timeout=timeout)
 
 
-__all__ = ["IsolatedDecoder", "START_TIMEOUT", "TIMEOUT_BASE", "TIMEOUT_BYTES_PER_SECOND", "decode_isolated",
+__all__ = ["IsolatedDecoder", "IsolatedDecoderError", "START_TIMEOUT", "TIMEOUT_BASE", "TIMEOUT_BYTES_PER_SECOND", "decode_isolated",
            "decode_timeout", "memory_allowance"]
