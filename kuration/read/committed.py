@@ -232,7 +232,9 @@ def verify_dataset(out: str | os.PathLike[str]) -> DatasetVerification:
 def read_shard(dataset: CommittedDataset, entry: Mapping[str, Any], *, verify: bool = True) -> ShardArrays:
     """One shard's arrays, restored to the declared dtypes and shapes (size and SHA-256
     checked first unless ``verify=False``); :class:`DatasetIntegrityError` naming the shard
-    when it is missing, changed, or does not decode to what the manifest declares."""
+    when it is missing, changed, or does not decode to what the manifest declares (for an
+    untrusted dataset, also when its isolated decode overruns; ``IsolatedDecoderError`` when
+    the worker cannot be started at all)."""
     spec = dataset.spec
     _check_entry(entry, spec, f"{dataset.destination.where(MANIFEST_FILE)}: entry")
     where = dataset.shard_path(entry)
