@@ -112,13 +112,16 @@ def open_inside(root: str | os.PathLike[str], relative: str, *, error: type[Exce
     ``relative`` below the folder ``root`` (``root`` itself may be a link; nothing below it
     may), or None when it does not exist. A symlink at any component, a component that is not
     a folder, or a final file that is not regular (a fifo, a device, a socket, a folder)
-    raises ``error`` naming the path."""
+    raises ``error`` naming the path, as does a folder or file that cannot be opened (no
+    permission)."""
     parts = relative_parts(relative, where=str(root), error=error)
     cloexec = getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | cloexec)
     except (FileNotFoundError, NotADirectoryError):
         return None
+    except OSError as exc:
+        raise error(f"{root}: cannot be opened ({exc.strerror})") from None
     try:
         for depth, part in enumerate(parts):
             where = os.path.join(os.fspath(root), *parts[: depth + 1])
@@ -127,6 +130,8 @@ def open_inside(root: str | os.PathLike[str], relative: str, *, error: type[Exce
                 mode = os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode
             except FileNotFoundError:
                 return None
+            except OSError as exc:
+                raise error(f"{where}: cannot be examined ({exc.strerror})") from None
             if stat.S_ISLNK(mode):
                 raise error(f"{where}: is a symlink; every folder and file of a dataset must be a real one inside it "
                             "(a link can lead outside)")
@@ -177,7 +182,10 @@ def read_inside(root: str | os.PathLike[str], relative: str, *, error: type[Exce
     if fd is None:
         return None
     with open(fd, "rb", closefd=True) as handle:
-        return handle.read()
+        try:
+            return handle.read()
+        except OSError as exc:
+            raise error(f"{os.path.join(os.fspath(root), relative)}: cannot be read ({exc.strerror})") from None
 
 
 def sha256_inside(root: str | os.PathLike[str], relative: str, *,
@@ -188,7 +196,10 @@ def sha256_inside(root: str | os.PathLike[str], relative: str, *,
     if fd is None:
         return None
     with open(fd, "rb", buffering=0, closefd=True) as handle:
-        return sha256_of_stream(handle)
+        try:
+            return sha256_of_stream(handle)
+        except OSError as exc:
+            raise error(f"{os.path.join(os.fspath(root), relative)}: cannot be read ({exc.strerror})") from None
 
 
 def is_remote(url: str | os.PathLike[str]) -> bool:

@@ -181,6 +181,19 @@ def test_a_special_file_in_place_of_a_shard_is_refused_without_blocking(dataset,
     assert time.monotonic() - started < 5
 
 
+def test_an_unreadable_split_folder_is_refused_naming_it(dataset, monkeypatch):
+    real_stat = os.stat
+
+    def denied(path, *args, **kwargs):  # what a folder without read permission gives a non-root reader
+        if path == "train" and kwargs.get("dir_fd") is not None:
+            raise PermissionError(13, "Permission denied")
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", denied)
+    with pytest.raises(CommitError, match=r"out/train: cannot be examined \(Permission denied\)"):
+        load_committed(dataset)
+
+
 def test_metadata_that_is_a_fifo_is_refused(dataset):
     (dataset / COMMIT_FILE).unlink()
     os.mkfifo(dataset / COMMIT_FILE)
