@@ -21,6 +21,7 @@ import numpy as np
 
 from kuration.errors import KurationError
 from kuration.hashing import canonical_digest
+from kuration.numbers import finite_float, shown
 
 
 class SchemaError(KurationError, ValueError):
@@ -32,6 +33,13 @@ NUMERIC_DTYPES = frozenset({
 })
 TIME_UNITS = ("ticks", "seconds")
 _SCHEMA_KEYS = ("sample_hz", "time", "time_unit", "entity", "fields", "globals", "media", "tags")
+#: Sample rates a recording may declare, in Hz: one tick per 11.6 days up to a million a
+#: second. Outside, durations and window conversions stop being meaningful numbers.
+SAMPLE_HZ_RANGE = (1e-6, 1e6)
+#: The most dimensions and values one row of a field, media column or modality may hold: a
+#: declaration past these is a typo, and would fail later, inside numpy, far from the file.
+MAX_NDIM = 32
+MAX_ROW_ELEMENTS = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -83,16 +91,20 @@ class Schema:
         """Validate and build. Raises :class:`SchemaError` naming the offending key."""
         if not isinstance(data, Mapping):
             raise SchemaError(f"schema: expected a mapping, got {type(data).__name__}")
-        unknown = sorted(set(data) - set(_SCHEMA_KEYS))
+        unknown = sorted(set(data) - set(_SCHEMA_KEYS), key=shown)
         if unknown:
-            raise SchemaError(f"schema: unknown key(s) {unknown}; valid keys: {list(_SCHEMA_KEYS)}")
+            raise SchemaError(f"schema: unknown key(s) {shown(unknown, 200)}; valid keys: {list(_SCHEMA_KEYS)}")
         hz = data.get("sample_hz")
-        if isinstance(hz, bool) or not isinstance(hz, (int, float)) or not math.isfinite(hz) or hz <= 0:
-            raise SchemaError(f"schema.sample_hz: must be a positive number (ticks per second), got {hz!r}")
+        rate = finite_float(hz)
+        if rate is None or rate <= 0:
+            raise SchemaError(f"schema.sample_hz: must be a positive number (ticks per second), got {shown(hz)}")
+        if not SAMPLE_HZ_RANGE[0] <= rate <= SAMPLE_HZ_RANGE[1]:
+            raise SchemaError(f"schema.sample_hz: {rate:g} Hz is outside the supported range {SAMPLE_HZ_RANGE[0]:g} to "
+                              f"{SAMPLE_HZ_RANGE[1]:g} Hz; check the unit (ticks per second)")
         time = _name(data.get("time"), "schema.time", "the time column")
         unit = data.get("time_unit", "ticks")
         if unit not in TIME_UNITS:
-            raise SchemaError(f"schema.time_unit: must be one of {list(TIME_UNITS)}, got {unit!r}")
+            raise SchemaError(f"schema.time_unit: must be one of {list(TIME_UNITS)}, got {shown(unit)}")
         entity = data.get("entity")
         if entity is not None:
             entity = _name(entity, "schema.entity", "the entity column")
@@ -102,7 +114,7 @@ class Schema:
         tags = data.get("tags")
         if tags is not None:
             tags = _name(tags, "schema.tags", "the tag column")
-        schema = cls(float(hz), time, unit, entity, fields, globals_, media, tags)
+        schema = cls(rate, time, unit, entity, fields, globals_, media, tags)
         declared: dict[str, list[str]] = {}
         for key, name in (
             [("schema.time", time)] + ([("schema.entity", entity)] if entity else [])
@@ -139,7 +151,7 @@ class Schema:
 
 def _name(value: Any, key: str, what: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise SchemaError(f"{key}: must name {what} (a non-empty string), got {value!r}")
+        raise SchemaError(f"{key}: must name {what} (a non-empty string), got {shown(value)}")
     return value
 
 
@@ -149,13 +161,27 @@ def _shape(value: Any, key: str) -> tuple[int, ...]:
     if isinstance(value, int) and not isinstance(value, bool):
         value = [value]
     if not isinstance(value, (list, tuple)) or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in value):
-        raise SchemaError(f"{key}: must be a list of positive ints ([] for a scalar), got {value!r}")
+        raise SchemaError(f"{key}: must be a list of positive ints ([] for a scalar), got {shown(value)}")
+    problem = shape_limit_problem(value)
+    if problem:
+        raise SchemaError(f"{key}: {problem}")
     return tuple(value)
+
+
+def shape_limit_problem(dims: list[int] | tuple[int, ...]) -> str | None:
+    """Why a shape of positive ints is too large to declare (:data:`MAX_NDIM`,
+    :data:`MAX_ROW_ELEMENTS`), or None."""
+    if len(dims) > MAX_NDIM:
+        return f"{len(dims)} dimensions; at most {MAX_NDIM} are allowed"
+    if math.prod(dims) > MAX_ROW_ELEMENTS:
+        return (f"{shown(list(dims))} holds more than {MAX_ROW_ELEMENTS} values per row, the most allowed (check the "
+                "shape for a typo)")
+    return None
 
 
 def _dtype(value: Any, key: str) -> str:
     if not isinstance(value, str) or value not in NUMERIC_DTYPES:  # (a list would not even hash)
-        raise SchemaError(f"{key}: must be one of {sorted(NUMERIC_DTYPES)}, got {value!r}")
+        raise SchemaError(f"{key}: must be one of {sorted(NUMERIC_DTYPES)}, got {shown(value)}")
     return value
 
 
@@ -165,16 +191,16 @@ def _specs(raw: Any, section: str, *, required: bool) -> dict[str, FieldSpec]:
             raise SchemaError(f"schema.{section}: at least one field is required, e.g. {{'speed': {{'dtype': 'float32'}}}}")
         return {}
     if not isinstance(raw, Mapping) or (required and not raw):
-        raise SchemaError(f"schema.{section}: must be a non-empty mapping of name -> {{dtype, shape}}, got {raw!r}")
+        raise SchemaError(f"schema.{section}: must be a non-empty mapping of name -> {{dtype, shape}}, got {shown(raw)}")
     out = {}
     for name, spec in raw.items():
+        _name(name, f"schema.{section}: key {shown(name)}", "a column")
         key = f"schema.{section}.{name}"
-        _name(name, f"schema.{section}: key {name!r}", "a column")
         if not isinstance(spec, Mapping):
-            raise SchemaError(f"{key}: must be a mapping with 'dtype' and optional 'shape', got {spec!r}")
-        extra = sorted(set(spec) - {"dtype", "shape"})
+            raise SchemaError(f"{key}: must be a mapping with 'dtype' and optional 'shape', got {shown(spec)}")
+        extra = sorted(set(spec) - {"dtype", "shape"}, key=shown)
         if extra:
-            raise SchemaError(f"{key}: unknown key(s) {extra}; valid: ['dtype', 'shape']")
+            raise SchemaError(f"{key}: unknown key(s) {shown(extra, 200)}; valid: ['dtype', 'shape']")
         out[name] = FieldSpec(name, _dtype(spec.get("dtype"), f"{key}.dtype"), _shape(spec.get("shape"), f"{key}.shape"))
     return out
 
@@ -183,16 +209,16 @@ def _media(raw: Any) -> dict[str, MediaSpec]:
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
-        raise SchemaError(f"schema.media: must be a mapping of name -> {{dtype, shape, provider}}, got {raw!r}")
+        raise SchemaError(f"schema.media: must be a mapping of name -> {{dtype, shape, provider}}, got {shown(raw)}")
     out = {}
     for name, spec in raw.items():
+        _name(name, f"schema.media: key {shown(name)}", "a column")
         key = f"schema.media.{name}"
-        _name(name, f"schema.media: key {name!r}", "a column")
         if not isinstance(spec, Mapping):
-            raise SchemaError(f"{key}: must be a mapping with 'dtype', 'shape' and 'provider', got {spec!r}")
-        extra = sorted(set(spec) - {"dtype", "shape", "provider"})
+            raise SchemaError(f"{key}: must be a mapping with 'dtype', 'shape' and 'provider', got {shown(spec)}")
+        extra = sorted(set(spec) - {"dtype", "shape", "provider"}, key=shown)
         if extra:
-            raise SchemaError(f"{key}: unknown key(s) {extra}; valid: ['dtype', 'shape', 'provider']")
+            raise SchemaError(f"{key}: unknown key(s) {shown(extra, 200)}; valid: ['dtype', 'shape', 'provider']")
         provider = _name(spec.get("provider"), f"{key}.provider", "a registered media provider")
         from kuration.media import media_provider_names  # here: kuration.media imports this module
 

@@ -38,9 +38,14 @@ import numpy as np
 
 from kuration.errors import KurationError
 from kuration.hashing import canonical_digest
+from kuration.numbers import finite_float, shown
+from kuration.schema import SAMPLE_HZ_RANGE
 
 UNITS = ("seconds", "steps")
 _SEGMENTER_KEYS = ("window", "stride", "unit", "sample_hz")
+#: The longest window or stride, in steps (2**31 - 1: 24 days at 1 kHz). Past it a window is a
+#: typo, and numpy's int64 window arithmetic would overflow.
+MAX_WINDOW_STEPS = 2**31 - 1
 
 
 class SegmenterError(KurationError, ValueError):
@@ -80,23 +85,30 @@ class Segmenter:
     sample_hz: float | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
-        if self.unit not in UNITS:
-            raise SegmenterError(f"Segmenter.unit: must be one of {list(UNITS)}, got {self.unit!r}")
+        if not isinstance(self.unit, str) or self.unit not in UNITS:
+            raise SegmenterError(f"Segmenter.unit: must be one of {list(UNITS)}, got {shown(self.unit)}")
         for name in ("window", "stride"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not math.isfinite(value) or value <= 0:
-                raise SegmenterError(f"Segmenter.{name}: must be a positive number of {self.unit}, got {value!r}")
+            raw = getattr(self, name)
+            value = finite_float(raw)
+            if value is None or value <= 0:
+                raise SegmenterError(f"Segmenter.{name}: must be a positive number of {self.unit}, got {shown(raw)}")
             if self.unit == "steps":
-                if float(value) != int(value):
-                    raise SegmenterError(f"Segmenter.{name}: {value!r} is not a whole number of steps; use unit='seconds' for fractions")
+                if not value.is_integer():
+                    raise SegmenterError(f"Segmenter.{name}: {shown(raw)} is not a whole number of steps; use unit='seconds' for fractions")
+                if value > MAX_WINDOW_STEPS:
+                    raise SegmenterError(f"Segmenter.{name}: {shown(raw)} steps; at most {MAX_WINDOW_STEPS} are allowed")
                 object.__setattr__(self, name, int(value))
             else:
-                object.__setattr__(self, name, float(value))
-        hz = self.sample_hz
-        if hz is not None:
-            if isinstance(hz, bool) or not isinstance(hz, (int, float, np.integer, np.floating)) or not math.isfinite(hz) or hz <= 0:
-                raise SegmenterError(f"Segmenter.sample_hz: must be a positive number (timesteps per second) or None, got {hz!r}")
-            object.__setattr__(self, "sample_hz", float(hz))
+                object.__setattr__(self, name, value)
+        if self.sample_hz is not None:
+            hz = finite_float(self.sample_hz)
+            if hz is None or hz <= 0:
+                raise SegmenterError(
+                    f"Segmenter.sample_hz: must be a positive number (timesteps per second) or None, got {shown(self.sample_hz)}")
+            if not SAMPLE_HZ_RANGE[0] <= hz <= SAMPLE_HZ_RANGE[1]:
+                raise SegmenterError(f"Segmenter.sample_hz: {hz:g} Hz is outside the supported range {SAMPLE_HZ_RANGE[0]:g} "
+                                     f"to {SAMPLE_HZ_RANGE[1]:g} Hz")
+            object.__setattr__(self, "sample_hz", hz)
             self.steps()  # fail at construction when the conversion is already known to be bad
 
     # -- plan -------------------------------------------------------------------------------
@@ -115,6 +127,11 @@ class Segmenter:
         out = []
         for name in ("window", "stride"):
             seconds = float(getattr(self, name))
+            if seconds * hz > MAX_WINDOW_STEPS:  # also catches inf, which round() cannot take
+                raise SegmenterError(
+                    f"Segmenter.{name}: {seconds:g} s at {hz:g} Hz is more than {MAX_WINDOW_STEPS} steps; use a shorter "
+                    f"{name}"
+                )
             n = round(seconds * hz)
             if n < 1:
                 raise SegmenterError(
@@ -170,9 +187,9 @@ class Segmenter:
     def from_dict(cls, data: Mapping[str, Any]) -> Segmenter:
         if not isinstance(data, Mapping):
             raise SegmenterError(f"segmenter: expected a mapping, got {type(data).__name__}")
-        unknown = sorted(set(data) - set(_SEGMENTER_KEYS))
+        unknown = sorted(set(data) - set(_SEGMENTER_KEYS), key=shown)
         if unknown:
-            raise SegmenterError(f"segmenter: unknown key(s) {unknown}; valid keys: {list(_SEGMENTER_KEYS)}")
+            raise SegmenterError(f"segmenter: unknown key(s) {shown(unknown, 200)}; valid keys: {list(_SEGMENTER_KEYS)}")
         missing = [k for k in ("window", "stride") if k not in data]
         if missing:
             raise SegmenterError(f"segmenter: missing key(s) {missing}")

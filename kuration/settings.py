@@ -3,19 +3,28 @@
 Teams keep ``schema.json`` and ``strategy.json`` next to their data (or anywhere fsspec
 reaches); the segmenter is a window and a stride. ``load_curation_settings`` reads and
 validates all three together, so a typo fails before any source is read.
+
+The files are read strictly (:mod:`kuration.strict_json`): duplicate keys, NaN/Infinity,
+numbers beyond the float or int64 range and nesting deeper than 64 levels are refused. Every
+error names the file and is the file's own class (:class:`SchemaError` for ``schema.json``,
+:class:`StrategyError`, :class:`OutputSpecError`), with the key it is about.
 """
 
 from __future__ import annotations
 
-import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kuration import storage
 from kuration.errors import KurationError
-from kuration.schema import Schema
+from kuration.schema import Schema, SchemaError
 from kuration.segments import Segmenter
-from kuration.strategy import Strategy
+from kuration.strategy import Strategy, StrategyError
+from kuration.strict_json import parse_strict_json
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -25,27 +34,35 @@ class CurationSettings:
     segmenter: Segmenter
 
 
-def read_json(url: str | os.PathLike[str], *, what: str) -> dict:
+def read_json(url: str | os.PathLike[str], *, what: str, error: type[KurationError] = KurationError) -> dict:
+    """The JSON object in ``url``, read strictly; anything else raises ``error`` naming the file."""
     where = os.fspath(url)
     if not storage.exists(where):
-        raise KurationError(f"{what} not found: {where}")
+        raise error(f"{what} not found: {where}")
     try:
-        data = json.loads(storage.read_bytes(where))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise KurationError(f"{where}: {what} is not valid JSON: {exc}") from None
+        raw = storage.read_bytes(where)
+    except OSError as exc:  # a folder, no permission, a store that failed the read
+        raise error(f"{where}: cannot read the {what}: {exc}") from None
+    data = parse_strict_json(raw, where=where, what=f"{what}: not valid JSON", error=error)
     if not isinstance(data, dict):
-        raise KurationError(f"{where}: {what} must be a JSON object")
+        raise error(f"{where}: {what} must be a JSON object, found {type(data).__name__}")
     return data
+
+
+def _load(url: str | os.PathLike[str], what: str, error: type[KurationError], build: Callable[[dict], T]) -> T:
+    """``build`` of the object in ``url``; its errors (which name the key) get the file's name."""
+    data = read_json(url, what=what, error=error)
+    try:
+        return build(data)
+    except error as exc:
+        raise error(f"{os.fspath(url)}: {exc}") from None
 
 
 def load_output_spec(url: str | os.PathLike[str], schema: Schema):
     """``output_spec.json``: what each timestep of a training shard holds, checked against ``schema``."""
     from kuration.output.spec import OutputSpec, OutputSpecError
 
-    try:
-        return OutputSpec.from_dict(read_json(url, what="output spec")).validate_against(schema)
-    except OutputSpecError as exc:
-        raise OutputSpecError(f"{os.fspath(url)}: {exc}") from None
+    return _load(url, "output spec", OutputSpecError, lambda data: OutputSpec.from_dict(data).validate_against(schema))
 
 
 def load_curation_settings(
@@ -56,8 +73,8 @@ def load_curation_settings(
     stride: float,
     unit: str = "seconds",
 ) -> CurationSettings:
-    schema = Schema.from_dict(read_json(schema_url, what="schema"))
-    strategy = Strategy.from_dict(read_json(strategy_url, what="strategy"))
-    strategy.validate_against(schema)
+    schema = _load(schema_url, "schema", SchemaError, Schema.from_dict)
+    strategy = _load(strategy_url, "strategy", StrategyError,
+                     lambda data: Strategy.from_dict(data).validate_against(schema))
     segmenter = Segmenter(window, stride, unit=unit, sample_hz=schema.sample_hz)
     return CurationSettings(schema, strategy, segmenter)

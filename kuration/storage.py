@@ -11,6 +11,11 @@ cached listings: s3fs answers ``info``/``exists``/``open`` from the listings an 
 a Dagster run scoring many sources) an object another writer added, rewrote or deleted
 since would look missing, unchanged or present (or fail to read: the cached ETag no
 longer matches).
+
+Files inside a local artifact (a dataset's metadata and shards) are opened with
+:func:`open_inside`: component by component from the artifact's root, following no symlink
+at any level and opening nothing but regular files, so a folder replaced by a link to
+elsewhere, a fifo or a device is refused, never read.
 """
 
 from __future__ import annotations
@@ -20,10 +25,12 @@ import hashlib
 import os
 import posixpath
 import shutil
+import stat
 import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
@@ -84,6 +91,115 @@ def sha256_of_stream(handle, *, chunk: int = 1 << 20) -> tuple[int, str]:
         digest.update(buffer[:n])
         size += n
     return size, digest.hexdigest()
+
+
+def relative_parts(relative: Any, *, where: str, error: type[Exception] = ValueError) -> list[str]:
+    """``relative``, a ``/``-separated path that stays inside its root, as its components;
+    ``error`` naming ``where`` for anything else (absolute, ``..``, ``.``, empty components,
+    backslashes, NUL, not a string)."""
+    if not isinstance(relative, str):
+        raise error(f"{where}: a path must be a string, got {type(relative).__name__}")
+    parts = relative.split("/")
+    if relative.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\\" in relative or "\0" in relative:
+        raise error(f"{where}: path {relative[:200]!r} must be relative, with no empty, '.' or '..' component, no "
+                    "backslash and no NUL, so that it stays inside the dataset")
+    return parts
+
+
+def open_inside(root: str | os.PathLike[str], relative: str, *, error: type[Exception] = ValueError,
+                folder: bool = False) -> int | None:
+    """A read-only descriptor of the regular file (with ``folder=True``, the folder)
+    ``relative`` below the folder ``root`` (``root`` itself may be a link; nothing below it
+    may), or None when it does not exist. A symlink at any component, a component that is not
+    a folder, or a final file that is not regular (a fifo, a device, a socket, a folder)
+    raises ``error`` naming the path, as does a folder or file that cannot be opened (no
+    permission)."""
+    parts = relative_parts(relative, where=str(root), error=error)
+    cloexec = getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | cloexec)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise error(f"{root}: cannot be opened ({exc.strerror})") from None
+    try:
+        for depth, part in enumerate(parts):
+            where = os.path.join(os.fspath(root), *parts[: depth + 1])
+            last = depth == len(parts) - 1 and not folder
+            try:
+                mode = os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode
+            except FileNotFoundError:
+                return None
+            except OSError as exc:
+                raise error(f"{where}: cannot be examined ({exc.strerror})") from None
+            if stat.S_ISLNK(mode):
+                raise error(f"{where}: is a symlink; every folder and file of a dataset must be a real one inside it "
+                            "(a link can lead outside)")
+            wanted = stat.S_ISREG if last else stat.S_ISDIR
+            if not wanted(mode):
+                raise error(f"{where}: is {_kind(mode)}, expected {'a regular file' if last else 'a folder'}")
+            # O_NOFOLLOW and the second check on the open file: a swap after the stat is refused too
+            flags = os.O_RDONLY | os.O_NOFOLLOW | cloexec | (os.O_NONBLOCK if last else os.O_DIRECTORY)
+            try:
+                child = os.open(part, flags, dir_fd=fd)
+            except FileNotFoundError:
+                return None
+            except OSError as exc:
+                raise error(f"{where}: cannot be opened safely ({exc.strerror})") from None
+            os.close(fd)
+            fd = child
+            if not wanted(os.fstat(fd).st_mode):
+                raise error(f"{where}: changed while being opened; expected {'a regular file' if last else 'a folder'}")
+        opened, fd = fd, -1
+        return opened
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISREG, "a regular file"), (stat.S_ISFIFO, "a fifo"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "a special file"
+
+
+def folder_inside(root: str | os.PathLike[str], relative: str, *, error: type[Exception] = ValueError) -> bool:
+    """Whether the folder ``relative`` exists below ``root``, reached through no symlink
+    (:func:`open_inside`); ``error`` when a component is a link or not a folder."""
+    fd = open_inside(root, relative, error=error, folder=True)
+    if fd is None:
+        return False
+    os.close(fd)
+    return True
+
+
+def read_inside(root: str | os.PathLike[str], relative: str, *, error: type[Exception] = ValueError) -> bytes | None:
+    """The bytes of ``relative`` below ``root``, opened by :func:`open_inside`; None when missing."""
+    fd = open_inside(root, relative, error=error)
+    if fd is None:
+        return None
+    with open(fd, "rb", closefd=True) as handle:
+        try:
+            return handle.read()
+        except OSError as exc:
+            raise error(f"{os.path.join(os.fspath(root), relative)}: cannot be read ({exc.strerror})") from None
+
+
+def sha256_inside(root: str | os.PathLike[str], relative: str, *,
+                  error: type[Exception] = ValueError) -> tuple[int, str] | None:
+    """``(bytes, SHA-256)`` of ``relative`` below ``root``, opened by :func:`open_inside`;
+    None when missing."""
+    fd = open_inside(root, relative, error=error)
+    if fd is None:
+        return None
+    with open(fd, "rb", buffering=0, closefd=True) as handle:
+        try:
+            return sha256_of_stream(handle)
+        except OSError as exc:
+            raise error(f"{os.path.join(os.fspath(root), relative)}: cannot be read ({exc.strerror})") from None
 
 
 def is_remote(url: str | os.PathLike[str]) -> bool:

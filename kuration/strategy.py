@@ -28,7 +28,6 @@ and what is valid. This module does not read tracks or fill budgets.
 
 from __future__ import annotations
 
-import math
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from kuration.errors import KurationError
 from kuration.hashing import canonical_digest
 from kuration.features import _KeyProblem, _parse, _resolve
 from kuration.floats import canonical_floats
+from kuration.numbers import finite_float, shown
 from kuration.schema import Schema
 
 METHODS = ("inclusion", "avoidance", "filter")
@@ -55,24 +55,20 @@ class StrategyError(KurationError, ValueError):
     """A strategy is invalid, does not resolve against a schema, or lacks a feature to score."""
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
-
-
 def _check_key(key: Any, path: str, schema: Schema | None = None) -> str:
     try:
         fk = _parse(key)
         if schema is not None:
             _resolve(fk, schema)
-    except _KeyProblem as exc:
-        raise StrategyError(f"{path}: feature key {key!r}: {exc}") from None
+    except (_KeyProblem, ValueError) as exc:  # ValueError: int() of a component index past 4300 digits
+        raise StrategyError(f"{path}: feature key {shown(key)}: {exc}") from None
     return fk.key
 
 
 def _unknown(data: Mapping[str, Any], valid: tuple[str, ...], path: str) -> None:
-    unknown = sorted(str(k) for k in set(data) - set(valid))
+    unknown = sorted(set(data) - set(valid), key=shown)
     if unknown:
-        raise StrategyError(f"{path}: unknown key(s) {unknown}; valid keys: {list(valid)}")
+        raise StrategyError(f"{path}: unknown key(s) {shown(unknown, 200)}; valid keys: {list(valid)}")
 
 
 @dataclass(frozen=True)
@@ -144,13 +140,13 @@ class Strategy:
 
         name = data.get("name")
         if name is not None and (not isinstance(name, str) or not name.strip()):
-            raise StrategyError(f"strategy.name: must be a non-empty string or absent, got {name!r}")
+            raise StrategyError(f"strategy.name: must be a non-empty string or absent, got {shown(name)}")
 
         if "method" not in data:
             raise StrategyError(f"strategy.method: required; one of {list(METHODS)}")
         method = data["method"]
         if method not in METHODS:
-            raise StrategyError(f"strategy.method: must be one of {list(METHODS)}, got {method!r}")
+            raise StrategyError(f"strategy.method: must be one of {list(METHODS)}, got {shown(method)}")
 
         raw_priority = data.get("priority")
         if "priority" not in data:
@@ -159,26 +155,27 @@ class Strategy:
             )
         if not isinstance(raw_priority, Mapping) or not raw_priority:
             raise StrategyError(
-                f"strategy.priority: must be a non-empty mapping of feature key -> weight, got {raw_priority!r}"
+                f"strategy.priority: must be a non-empty mapping of feature key -> weight, got {shown(raw_priority)}"
             )
         priority: dict[str, float] = {}
         for key, weight in raw_priority.items():
-            path = f"strategy.priority[{key!r}]"
+            path = f"strategy.priority[{shown(key)}]"
             _check_key(key, path)
-            if not _is_number(weight) or not math.isfinite(weight):
-                raise StrategyError(f"{path}: weight must be a finite number, got {weight!r}")
-            priority[key] = float(weight)
+            number = finite_float(weight)
+            if number is None:
+                raise StrategyError(f"{path}: weight must be a finite number, got {shown(weight)}")
+            priority[key] = number
 
         raw_predicates = data.get("predicates", [])
         if raw_predicates is None:
             raw_predicates = []
         if not isinstance(raw_predicates, (list, tuple)):
-            raise StrategyError(f"strategy.predicates: must be a list of {{feature, op, value}}, got {raw_predicates!r}")
+            raise StrategyError(f"strategy.predicates: must be a list of {{feature, op, value}}, got {shown(raw_predicates)}")
         predicates = []
         for i, raw in enumerate(raw_predicates):
             path = f"strategy.predicates[{i}]"
             if not isinstance(raw, Mapping):
-                raise StrategyError(f"{path}: must be a mapping with 'feature', 'op' and 'value', got {raw!r}")
+                raise StrategyError(f"{path}: must be a mapping with 'feature', 'op' and 'value', got {shown(raw)}")
             _unknown(raw, _PREDICATE_KEYS, path)
             for k in _PREDICATE_KEYS:
                 if k not in raw:
@@ -186,11 +183,11 @@ class Strategy:
             feature = _check_key(raw["feature"], f"{path}.feature")
             op = raw["op"]
             if op not in OPS:
-                raise StrategyError(f"{path}.op: must be one of {list(OPS)}, got {op!r}")
-            value = raw["value"]
-            if not _is_number(value) or not math.isfinite(value):
-                raise StrategyError(f"{path}.value: must be a finite number, got {value!r}")
-            predicates.append(Predicate(feature, op, float(value)))
+                raise StrategyError(f"{path}.op: must be one of {list(OPS)}, got {shown(op)}")
+            value = finite_float(raw["value"])
+            if value is None:
+                raise StrategyError(f"{path}.value: must be a finite number, got {shown(raw['value'])}")
+            predicates.append(Predicate(feature, op, value))
         if method == "filter" and not predicates:
             raise StrategyError(
                 "strategy.predicates: method 'filter' needs at least one predicate (a failing segment gets priority -inf)"
@@ -200,11 +197,11 @@ class Strategy:
         if raw_tags is None:
             raw_tags = []
         if not isinstance(raw_tags, (list, tuple)):
-            raise StrategyError(f"strategy.tags: must be a list of event tag names, got {raw_tags!r}")
+            raise StrategyError(f"strategy.tags: must be a list of event tag names, got {shown(raw_tags)}")
         tags: list[str] = []
         for i, tag in enumerate(raw_tags):
             if not isinstance(tag, str) or not tag:
-                raise StrategyError(f"strategy.tags[{i}]: must be a non-empty string, got {tag!r}")
+                raise StrategyError(f"strategy.tags[{i}]: must be a non-empty string, got {shown(tag)}")
             if tag in tags:
                 raise StrategyError(f"strategy.tags[{i}]: {tag!r} is listed twice (first at strategy.tags[{tags.index(tag)}])")
             tags.append(tag)
@@ -306,20 +303,23 @@ def _selection(raw: Any, tags: list[str]) -> Selection:
     if raw is None:
         return Selection()
     if not isinstance(raw, Mapping):
-        raise StrategyError(f"strategy.selection: must be a mapping with keys {list(_SELECTION_KEYS)}, got {raw!r}")
+        raise StrategyError(f"strategy.selection: must be a mapping with keys {list(_SELECTION_KEYS)}, got {shown(raw)}")
     _unknown(raw, _SELECTION_KEYS, "strategy.selection")
     coverage = raw.get("tag_coverage", False)
     if not isinstance(coverage, (bool, np.bool_)):
-        raise StrategyError(f"strategy.selection.tag_coverage: must be true or false, got {coverage!r}")
+        raise StrategyError(f"strategy.selection.tag_coverage: must be true or false, got {shown(coverage)}")
     if coverage and not tags:
         raise StrategyError("strategy.selection.tag_coverage: needs strategy.tags to name the event tags to cover")
-    frac = raw.get("min_tag_frac", 0.0)
-    if not _is_number(frac) or not 0.0 <= frac <= 1.0:
-        raise StrategyError(f"strategy.selection.min_tag_frac: must be a number in [0, 1], got {frac!r}")
-    overshoot = raw.get("max_group_overshoot")
-    if overshoot is not None and (not _is_number(overshoot) or not math.isfinite(overshoot) or overshoot < 1):
-        raise StrategyError(f"strategy.selection.max_group_overshoot: must be a number >= 1 or null (no cap), got {overshoot!r}")
-    return Selection(bool(coverage), float(frac), None if overshoot is None else float(overshoot))
+    raw_frac = raw.get("min_tag_frac", 0.0)
+    frac = finite_float(raw_frac)
+    if frac is None or not 0.0 <= frac <= 1.0:
+        raise StrategyError(f"strategy.selection.min_tag_frac: must be a number in [0, 1], got {shown(raw_frac)}")
+    raw_overshoot = raw.get("max_group_overshoot")
+    overshoot = None if raw_overshoot is None else finite_float(raw_overshoot)
+    if raw_overshoot is not None and (overshoot is None or overshoot < 1):
+        raise StrategyError(
+            f"strategy.selection.max_group_overshoot: must be a number >= 1 or null (no cap), got {shown(raw_overshoot)}")
+    return Selection(bool(coverage), frac, overshoot)
 
 
 __all__ = ["CLIP_AGGREGATE", "METHODS", "OPS", "Predicate", "ScoreResult", "Selection", "Strategy", "StrategyError"]

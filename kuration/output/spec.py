@@ -33,7 +33,8 @@ import numpy as np
 from kuration.budget.options import SHORT_POLICIES, ShardChunking
 from kuration.hashing import canonical_json, sha256_hex
 from kuration.errors import KurationError
-from kuration.schema import Schema
+from kuration.numbers import shown, whole_number
+from kuration.schema import Schema, shape_limit_problem
 
 CONTAINERS = ("npz", "json", "hdf5", "parquet")
 SOURCE_KINDS = ("field", "segment", "media", "encoder")
@@ -46,6 +47,10 @@ _MODALITY_KEYS = ("dtype", "shape", "source")
 #: Modality names: portable as npz members, HDF5 datasets and Parquet columns ("/" would
 #: make HDF5 groups); names starting with "_" are the shard's own arrays.
 MODALITY_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+#: The most timesteps a shard may declare. A shard is one training item (the seed's example
+#: is 64 steps); a length past this is a typo that would only fail inside the writer's
+#: allocation.
+MAX_SHARD_LENGTH = 1 << 24
 
 
 class OutputSpecError(KurationError, ValueError):
@@ -75,40 +80,43 @@ class Modality:
 
 
 def _unknown(raw: Mapping[str, Any], known: tuple[str, ...], where: str) -> None:
-    extra = sorted(set(raw) - set(known))
+    extra = sorted(set(raw) - set(known), key=shown)
     if extra:
-        raise OutputSpecError(f"{where}: unknown key(s) {extra}; valid keys are {list(known)}")
+        raise OutputSpecError(f"{where}: unknown key(s) {shown(extra, 200)}; valid keys are {list(known)}")
 
 
 def _modality(name: Any, raw: Any) -> Modality:
-    where = f"output.modalities.{name}"
     if not isinstance(name, str) or not MODALITY_NAME.match(name):
         raise OutputSpecError(
-            f"output.modalities: name {name!r} must start with a letter and hold only letters, digits and _ "
+            f"output.modalities: name {shown(name)} must start with a letter and hold only letters, digits and _ "
             f"(names starting with _ are reserved for {PRESENT} and {N_STEPS})"
         )
+    where = f"output.modalities.{name}"
     if not isinstance(raw, Mapping):
-        raise OutputSpecError(f"{where}: must be a mapping with keys {list(_MODALITY_KEYS)}, got {raw!r}")
+        raise OutputSpecError(f"{where}: must be a mapping with keys {list(_MODALITY_KEYS)}, got {shown(raw)}")
     _unknown(raw, _MODALITY_KEYS, where)
     for key in _MODALITY_KEYS:
         if key not in raw:
             raise OutputSpecError(f"{where}.{key}: required")
     dtype = raw["dtype"]
-    if dtype not in DTYPES:
-        raise OutputSpecError(f"{where}.dtype: must be one of {list(DTYPES)}, got {dtype!r}")
+    if not isinstance(dtype, str) or dtype not in DTYPES:  # np.dtype("f4") == "float32": a name, not a dtype object
+        raise OutputSpecError(f"{where}.dtype: must be one of {list(DTYPES)}, got {shown(dtype)}")
     shape = raw["shape"]
     if not isinstance(shape, (list, tuple)) or any(
         isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in shape
     ):
-        raise OutputSpecError(f"{where}.shape: must be a list of positive integers ([] for a scalar), got {shape!r}")
+        raise OutputSpecError(f"{where}.shape: must be a list of positive integers ([] for a scalar), got {shown(shape)}")
+    problem = shape_limit_problem(shape)
+    if problem:
+        raise OutputSpecError(f"{where}.shape: {problem}")
     source = raw["source"]
     if not isinstance(source, str) or ":" not in source:
-        raise OutputSpecError(f"{where}.source: must be '<kind>:<name>' with kind one of {list(SOURCE_KINDS)}, got {source!r}")
+        raise OutputSpecError(f"{where}.source: must be '<kind>:<name>' with kind one of {list(SOURCE_KINDS)}, got {shown(source)}")
     kind, key = source.split(":", 1)
     if kind not in SOURCE_KINDS:
-        raise OutputSpecError(f"{where}.source: kind {kind!r} is not one of {list(SOURCE_KINDS)}")
+        raise OutputSpecError(f"{where}.source: kind {shown(kind)} is not one of {list(SOURCE_KINDS)}")
     if not key:
-        raise OutputSpecError(f"{where}.source: {source!r} names nothing after '{kind}:'")
+        raise OutputSpecError(f"{where}.source: {shown(source)} names nothing after '{kind}:'")
     return Modality(name, dtype, tuple(int(d) for d in shape), kind, key)
 
 
@@ -127,18 +135,21 @@ class OutputSpec:
         if not isinstance(data, Mapping):
             raise OutputSpecError(f"output: must be a mapping with keys {list(_SPEC_KEYS)}, got {type(data).__name__}")
         _unknown(data, _SPEC_KEYS, "output")
-        length = data.get("shard_length")
-        if isinstance(length, bool) or not isinstance(length, int) or length < 1:
-            raise OutputSpecError(f"output.shard_length: required, a positive whole number of timesteps, got {length!r}")
+        length = whole_number(data.get("shard_length"))
+        if length is None or length < 1:
+            raise OutputSpecError(
+                f"output.shard_length: required, a positive whole number of timesteps, got {shown(data.get('shard_length'))}")
+        if length > MAX_SHARD_LENGTH:
+            raise OutputSpecError(f"output.shard_length: {shown(length)} timesteps; a shard holds at most {MAX_SHARD_LENGTH}")
         policy = data.get("short_policy", "keep")
-        if policy not in SHORT_POLICIES:
-            raise OutputSpecError(f"output.short_policy: must be one of {list(SHORT_POLICIES)}, got {policy!r}")
+        if not isinstance(policy, str) or policy not in SHORT_POLICIES:
+            raise OutputSpecError(f"output.short_policy: must be one of {list(SHORT_POLICIES)}, got {shown(policy)}")
         container = data.get("container", "npz")
-        if container not in CONTAINERS:
-            raise OutputSpecError(f"output.container: must be one of {list(CONTAINERS)}, got {container!r}")
+        if not isinstance(container, str) or container not in CONTAINERS:
+            raise OutputSpecError(f"output.container: must be one of {list(CONTAINERS)}, got {shown(container)}")
         presence = data.get("presence_mask", True)
         if not isinstance(presence, bool):
-            raise OutputSpecError(f"output.presence_mask: must be true or false, got {presence!r}")
+            raise OutputSpecError(f"output.presence_mask: must be true or false, got {shown(presence)}")
         raw = data.get("modalities")
         if not isinstance(raw, Mapping) or not raw:
             raise OutputSpecError("output.modalities: required, a non-empty mapping of name -> {dtype, shape, source}")
@@ -209,4 +220,5 @@ class OutputSpec:
         return self.shard_length if self.short_policy == "pad" else n_steps
 
 
-__all__ = ["CONTAINERS", "DTYPES", "MODALITY_NAME", "Modality", "N_STEPS", "OutputSpec", "OutputSpecError", "PRESENT", "SOURCE_KINDS"]
+__all__ = ["CONTAINERS", "DTYPES", "MAX_SHARD_LENGTH", "MODALITY_NAME", "Modality", "N_STEPS", "OutputSpec", "OutputSpecError",
+           "PRESENT", "SOURCE_KINDS"]

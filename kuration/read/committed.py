@@ -3,31 +3,71 @@ is accepted, and every shard is checked against its recorded size and SHA-256.
 
 :func:`load_committed` refuses a directory (local or an object-store URL) whose commit
 record is missing, not ``committed``, torn or edited, or whose manifest or config does not
-hash to what the record pins; it also refuses duplicate JSON keys, NaN/Infinity,
-symlinked metadata and shard paths that leave the directory. :func:`verify_dataset` checks
-every shard and returns a structured result (what the ``dataset_integrity`` check
-reports). It never repairs.
+hash to what the record pins; it also refuses duplicate JSON keys, NaN/Infinity, numbers
+beyond range, nesting deeper than 64 levels, and a manifest whose structure is not what the
+writer writes (every entry an object with a ``path`` inside its split's folder, ``bytes``,
+``sha256``, ``split`` and ``n_steps`` of the right types; an ``output`` spec). Locally, every
+component of a metadata or shard path is opened without following symlinks and only
+regular files are read: a split folder replaced by a link to elsewhere, a fifo or a device
+is refused. :func:`verify_dataset` checks every shard and returns a structured result (what
+the ``dataset_integrity`` check reports). :func:`read_shard` decodes one shard, and refuses
+one that is malformed inside, or whose real step count is not the manifest's, with
+:class:`DatasetIntegrityError` naming it. Nothing here repairs.
+
+Untrusted artifacts. The commit chain is integrity, not authentication: whoever can rewrite
+a shard can rewrite its size and SHA-256 and the records above them. ``npz`` and ``json``
+shards are safe to decode from anyone (their readers are bounded by the shard's size and the
+declared shapes). ``hdf5`` and ``parquet`` shards are decoded by native libraries that parse
+the file's own metadata; a crafted HDF5 shard kept ``read_shard`` busy indefinitely. For an
+artifact you did not write, load it with ``untrusted=True``: those two containers are then
+decoded in a worker process with a time limit and a memory cap
+(:mod:`kuration.read.isolated`), and a shard that overruns fails with the shard named.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kuration import storage
 from kuration.hashing import sha256_hex
+from kuration.numbers import finite_float, shown, whole_number
 from kuration.output.commit_protocol import (
     COMMIT_FILE, CONFIG_FILE, MANIFEST_FILE, CommitError, CommitRecord, read_commit, strict_json,
 )
 from kuration.output.containers import get_container
-from kuration.output.containers.protocol import ShardArrays
-from kuration.output.destinations import Destination, open_destination
-from kuration.output.spec import OutputSpec
+from kuration.output.containers.protocol import ShardArrays, ShardFormatError
+from kuration.output.destinations import Destination, LocalDestination, open_destination
+from kuration.output.spec import CONTAINERS, OutputSpec, OutputSpecError
+from kuration.output.write_track import SPLIT_NAMES
+from kuration.read.isolated import decode_isolated
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class DatasetIntegrityError(CommitError):
-    """A shard is missing, or its bytes do not match what the manifest records."""
+    """A shard is missing, its bytes do not match what the manifest records, or they do not
+    decode to what the manifest and the output spec declare."""
+
+
+class _NoFollowLocal(LocalDestination):
+    """A local dataset as readers see it: every file opened component by component from the
+    root, through no symlink, and only if it is a regular file (:func:`storage.open_inside`)."""
+
+    def read(self, relative: str) -> bytes | None:
+        return storage.read_inside(self.root, relative, error=CommitError)
+
+    def shard_matches(self, relative: str, entry: Mapping[str, Any]) -> bool:
+        found = storage.sha256_inside(self.root, relative, error=DatasetIntegrityError)
+        return found is not None and found == (entry.get("bytes"), entry.get("sha256"))
+
+    def check_folders(self, folders: set[str]) -> None:
+        """Every folder that holds shards is a real folder inside the dataset."""
+        for folder in sorted(folders):
+            storage.folder_inside(self.root, folder, error=CommitError)
 
 
 @dataclass(frozen=True)
@@ -37,6 +77,10 @@ class CommittedDataset:
     manifest: Mapping[str, Any]
     config: Mapping[str, Any]
     spec: OutputSpec
+    #: Decode ``hdf5`` and ``parquet`` shards in a worker with a time limit (see the module doc).
+    untrusted: bool = False
+    #: Seconds an isolated decode may take; None: :func:`kuration.read.isolated.decode_timeout`.
+    decode_timeout: float | None = None
 
     @property
     def root(self) -> str:
@@ -57,12 +101,20 @@ def _required(destination: Destination, name: str) -> bytes:
     return data
 
 
-def load_committed(out: str | os.PathLike[str]) -> CommittedDataset:
-    """The committed dataset at ``out`` (a directory or URL, or the path of its manifest)."""
+def _open_for_reading(text: str) -> Destination:
+    return open_destination(text) if storage.is_remote(text) else _NoFollowLocal(text)
+
+
+def load_committed(out: str | os.PathLike[str], *, untrusted: bool = False,
+                   decode_timeout: float | None = None) -> CommittedDataset:
+    """The committed dataset at ``out`` (a directory or URL, or the path of its manifest).
+    ``untrusted=True`` for an artifact someone else wrote: see the module doc."""
+    if decode_timeout is not None and not (finite_float(decode_timeout) or 0) > 0:
+        raise ValueError(f"load_committed: decode_timeout must be a positive number of seconds, got {shown(decode_timeout)}")
     text = os.fspath(out).rstrip("/")
     if text.endswith("/" + MANIFEST_FILE) or text == MANIFEST_FILE:
         text = text[: -len(MANIFEST_FILE)].rstrip("/") or "."
-    destination = open_destination(text)
+    destination = _open_for_reading(text)
     record = read_commit(destination)
     if record is None:
         raise CommitError(f"{destination.url}: no {COMMIT_FILE}, so this is not a committed dataset (a writer may have "
@@ -80,10 +132,65 @@ def load_committed(out: str | os.PathLike[str]) -> CommittedDataset:
         raise CommitError(f"{destination.where(CONFIG_FILE)}: does not match the SHA-256 pinned by {COMMIT_FILE}")
     manifest = strict_json(manifest_bytes, where=destination.where(MANIFEST_FILE))
     config = strict_json(config_bytes, where=destination.where(CONFIG_FILE))
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("entries"), list):
-        raise CommitError(f"{destination.where(MANIFEST_FILE)}: has no entries list")
-    spec = OutputSpec.from_dict(manifest["output"])
-    return CommittedDataset(destination, record, manifest, config, spec)
+    if not isinstance(config, dict):
+        raise CommitError(f"{destination.where(CONFIG_FILE)}: must be a JSON object, found {type(config).__name__}")
+    spec = _checked_manifest(manifest, destination.where(MANIFEST_FILE))
+    if isinstance(destination, _NoFollowLocal):  # object stores have no links to follow
+        destination.check_folders({entry["path"].rsplit("/", 1)[0] for entry in manifest["entries"]})
+    return CommittedDataset(destination, record, manifest, config, spec, untrusted, decode_timeout)
+
+
+def _checked_manifest(manifest: Any, where: str) -> OutputSpec:
+    """The manifest's output spec, after checking the structure every reader relies on."""
+    if not isinstance(manifest, dict):
+        raise CommitError(f"{where}: must be a JSON object, found {type(manifest).__name__}")
+    if not isinstance(manifest.get("entries"), list):
+        raise CommitError(f"{where}: has no entries list (found {shown(manifest.get('entries'))})")
+    if "output" not in manifest:
+        raise CommitError(f"{where}: has no output spec ('output'), so its shards cannot be decoded")
+    try:
+        spec = OutputSpec.from_dict(manifest["output"])
+    except OutputSpecError as exc:
+        raise CommitError(f"{where}: {exc}") from None
+    paths: dict[str, int] = {}
+    for i, entry in enumerate(manifest["entries"]):
+        _check_entry(entry, spec, f"{where}: entries[{i}]")
+        first = paths.setdefault(entry["path"], i)
+        if first != i:
+            raise CommitError(f"{where}: entries[{i}].path {entry['path']!r} is also entries[{first}]'s; each shard is "
+                              "listed once")
+    return spec
+
+
+def _check_entry(entry: Any, spec: OutputSpec, where: str) -> None:
+    """One manifest entry has what readers use, of the right types, consistent with ``spec``."""
+    if not isinstance(entry, dict):
+        raise CommitError(f"{where}: must be an object, found {type(entry).__name__}")
+    missing = [k for k in ("path", "bytes", "sha256", "split", "n_steps") if k not in entry]
+    if missing:
+        raise CommitError(f"{where}: lacks {missing}; an entry records path, bytes, sha256, split and n_steps")
+    split = entry["split"]
+    if split not in SPLIT_NAMES:
+        raise CommitError(f"{where}.split: must be one of {list(SPLIT_NAMES)}, got {shown(split)}")
+    parts = storage.relative_parts(entry["path"], where=f"{where}.path", error=CommitError)
+    if len(parts) < 2 or parts[0] != split:
+        raise CommitError(f"{where}.path: {shown(entry['path'])} is not inside its split's folder {split + '/'!r}")
+    size = whole_number(entry["bytes"])
+    if size is None or size < 0:
+        raise CommitError(f"{where}.bytes: must be a whole number of bytes, got {shown(entry['bytes'])}")
+    if not isinstance(entry["sha256"], str) or not _SHA256.fullmatch(entry["sha256"]):
+        raise CommitError(f"{where}.sha256: must be 64 lowercase hex digits, got {shown(entry['sha256'])}")
+    rows = entry.get("rows", spec.shard_length)
+    n_steps = whole_number(entry["n_steps"])
+    if whole_number(rows) is None or not 0 <= rows <= spec.shard_length:
+        raise CommitError(f"{where}.rows: must be a whole number from 0 to the shard length {spec.shard_length}, got "
+                          f"{shown(rows)}")
+    if n_steps is None or not 0 <= n_steps <= rows:
+        raise CommitError(f"{where}.n_steps: must be a whole number from 0 to the shard's rows ({rows}), got "
+                          f"{shown(entry['n_steps'])}")
+    container = entry.get("container", spec.container)
+    if not isinstance(container, str) or container not in CONTAINERS:
+        raise CommitError(f"{where}.container: must be one of {list(CONTAINERS)}, got {shown(container)}")
 
 
 @dataclass(frozen=True)
@@ -108,31 +215,56 @@ def verify_dataset(out: str | os.PathLike[str]) -> DatasetVerification:
         try:
             matches = dataset.destination.shard_matches(entry["path"], entry)
         except CommitError as exc:
+            bad.append(entry["path"])
             errors.append(str(exc))
             continue
         if not matches:
             bad.append(entry["path"])
-            errors.append(f"{entry['path']}: missing, or its size or SHA-256 differs (manifest: {entry.get('bytes')} "
-                          f"bytes, sha256 {str(entry.get('sha256'))[:12]}...)")
-        total += int(entry.get("bytes", 0))
+            errors.append(f"{entry['path']}: missing, or its size or SHA-256 differs (manifest: {entry['bytes']} "
+                          f"bytes, sha256 {entry['sha256'][:12]}...)")
+        total += entry["bytes"]
         s = splits.setdefault(entry["split"], {"shards": 0, "steps": 0})
         s["shards"] += 1
-        s["steps"] += int(entry["n_steps"])
+        s["steps"] += entry["n_steps"]
     return DatasetVerification(not errors, tuple(errors), len(dataset.entries), total, tuple(bad), {"splits": splits})
 
 
 def read_shard(dataset: CommittedDataset, entry: Mapping[str, Any], *, verify: bool = True) -> ShardArrays:
     """One shard's arrays, restored to the declared dtypes and shapes (size and SHA-256
-    checked first unless ``verify=False``)."""
-    data = dataset.destination.read(entry["path"])
+    checked first unless ``verify=False``); :class:`DatasetIntegrityError` naming the shard
+    when it is missing, changed, or does not decode to what the manifest declares (for an
+    untrusted dataset, also when its isolated decode overruns; ``IsolatedDecoderError`` when
+    the worker cannot be started at all)."""
+    spec = dataset.spec
+    _check_entry(entry, spec, f"{dataset.destination.where(MANIFEST_FILE)}: entry")
     where = dataset.shard_path(entry)
+    try:
+        data = dataset.destination.read(entry["path"])
+    except CommitError as exc:  # reached through a link, or not a regular file: a shard problem
+        raise DatasetIntegrityError(str(exc)) from None
     if data is None:
         raise DatasetIntegrityError(f"{where}: missing; re-run the write with resume=True to rebuild it")
     if verify and (len(data) != entry["bytes"] or sha256_hex(data) != entry["sha256"]):
         raise DatasetIntegrityError(f"{where}: size or SHA-256 differs from the manifest; the shard was changed or is "
                                     "corrupt. Re-run the write with resume=True to rebuild it")
-    container = get_container(entry.get("container", dataset.spec.container))
-    return container.read(data, dataset.spec.modalities, presence=dataset.spec.presence_mask)
+    name = entry.get("container", spec.container)
+    container = get_container(name)
+    try:
+        if dataset.untrusted and not container.safe_for_untrusted:
+            shard = decode_isolated(spec, name, data, timeout=dataset.decode_timeout)
+        else:
+            shard = container.read(data, spec.modalities, presence=spec.presence_mask, max_rows=spec.shard_length)
+    except ShardFormatError as exc:
+        raise DatasetIntegrityError(f"{where}: {exc}. Its size and SHA-256 match the manifest, so it was written "
+                                    "damaged or the dataset was crafted (the checksums prove integrity, not who wrote "
+                                    "them): do not train on it; rebuild the dataset with force=True") from None
+    recorded = (entry["n_steps"], entry.get("rows", shard.rows))
+    if (shard.n_steps, shard.rows) != recorded:
+        raise DatasetIntegrityError(
+            f"{where}: holds {shard.n_steps} real steps in {shard.rows} rows, but the manifest records {recorded[0]} "
+            f"in {recorded[1]}; the manifest and the shard disagree, so neither can be trusted"
+        )
+    return shard
 
 
 __all__ = ["CommittedDataset", "DatasetIntegrityError", "DatasetVerification", "load_committed", "read_shard",

@@ -14,9 +14,13 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
+import struct
 import sys
 import tempfile
+import time
 import zipfile
+from datetime import timedelta
 from pathlib import Path
 
 import h5py
@@ -33,14 +37,22 @@ from kuration.output.containers import (
     CONTAINER_TYPES, Hdf5Container, JsonContainer, MissingDependencyError, NpzContainer, ParquetContainer, ShardArrays,
     ShardFormatError, get_container,
 )
+from kuration.output.containers.json_container import text_limit
 from kuration.output.shard_files import HashingWriter
-from kuration.output.spec import CONTAINERS, DTYPES, Modality, OutputSpecError
+from kuration.output.spec import CONTAINERS, DTYPES, Modality, OutputSpec, OutputSpecError
+from kuration.read.isolated import decode_isolated
+from tests.hostile import damaged
 
 # the contract's property test runs once per subclass (differing executors) with a stateless
 # container fixture; the examples it replays from the database are valid for every container
 SETTINGS = settings(max_examples=100, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                            HealthCheck.differing_executors])
+#: Damaged bytes: bounded in examples and per example; a decode the worker stops takes HOSTILE_TIMEOUT.
+HOSTILE_SETTINGS = settings(max_examples=120, deadline=timedelta(seconds=30),
+                            suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                                   HealthCheck.differing_executors])
+HOSTILE_TIMEOUT = 3.0
 SHAPES = [(), (3,), (2, 2), (4, 5, 3)]
 NAMES = ["a", "b", "frame", "label", "pos"]
 
@@ -110,6 +122,18 @@ def shards(draw) -> tuple[dict[str, Modality], ShardArrays]:
         arrays[name] = draw(values(np.dtype(dtype), (rows, *shape)))
     present = draw(hnp.arrays(np.bool_, rows)) if draw(st.booleans()) else None
     return mods, ShardArrays(arrays, present, draw(st.integers(0, rows)))
+
+
+def decode_hostile(container, data: bytes, mods: dict[str, Modality], *, presence: bool = True,
+                   max_rows: int = 8) -> ShardArrays:
+    """Read bytes that may be crafted the way :func:`kuration.read.read_shard` does for an
+    untrusted dataset: in this process when the container is safe for untrusted bytes, else
+    in the isolated worker with a time limit."""
+    if container.safe_for_untrusted:
+        return container.read(data, mods, presence=presence, max_rows=max_rows)
+    spec = OutputSpec.from_dict({"shard_length": max_rows, "container": container.name, "presence_mask": presence,
+                                 "modalities": {n: m.to_dict() for n, m in mods.items()}})
+    return decode_isolated(spec, container.name, data, timeout=HOSTILE_TIMEOUT)
 
 
 def permissive_write(monkeypatch, container):
@@ -298,6 +322,25 @@ class ShardContainerContract:
         with pytest.raises(ShardFormatError, match=r"modality 'label' has 5 rows, expected 4 \(the rows of '_present'\)"):
             container.read(data, mods, presence=True)
 
+    # hostile bytes
+
+    @HOSTILE_SETTINGS
+    @given(data=st.data())
+    def test_damaged_bytes_raise_only_shard_format_errors(self, container, data):
+        mods, shard = small_case()
+        raw = data.draw(damaged(write(container, shard)))
+        try:
+            decode_hostile(container, raw, mods)
+        except ShardFormatError as exc:
+            # named, and mapped by the container itself: the worker's catch-all never had to
+            assert f"{container.name} shard" in str(exc) and "the decoder failed" not in str(exc), str(exc)
+
+    def test_more_rows_than_the_spec_allows_are_refused_before_decoding(self, container):
+        mods, shard = small_case()
+        with pytest.raises(ShardFormatError, match=rf"{container.name} shard: .*more than the 3 "):
+            container.read(write(container, shard), mods, presence=True, max_rows=3)
+        self.assert_same(container.read(write(container, shard), mods, presence=True, max_rows=4), shard)
+
     # the writer refuses what it could not read back
 
     @pytest.mark.parametrize("bad, message", [
@@ -365,6 +408,38 @@ class TestNpzContainer(ShardContainerContract):
                  pos=shard.arrays["pos"])
         with pytest.raises(ShardFormatError, match="member 'label.npy' cannot be read as a .npy array"):
             container.read(plain.getvalue(), mods, presence=True)
+
+    @pytest.mark.parametrize("method", [zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, 9])  # 9: deflate64, zipfile lacks it
+    def test_a_compressed_member_is_refused(self, container, method):
+        mods, shard = small_case()
+        plain = write(container, shard)
+        if method == 9:  # zipfile cannot write it: patch the method into the local and central headers
+            data = bytearray(plain)
+            for signature, offset in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):
+                for match in re.finditer(re.escape(signature), bytes(data)):
+                    struct.pack_into("<H", data, match.start() + offset, 9)
+            data = bytes(data)
+        else:
+            buffer = io.BytesIO()
+            with zipfile.ZipFile(io.BytesIO(plain)) as source, zipfile.ZipFile(buffer, "w", method) as target:
+                for info in source.infolist():
+                    target.writestr(info.filename, source.read(info), compress_type=method)
+            data = buffer.getvalue()
+        with pytest.raises(ShardFormatError, match=rf"npz shard: member '\w+\.npy' is compressed or encrypted \(zip "
+                                                   rf"method {method}"):
+            container.read(data, mods, presence=True)
+
+    def test_a_header_that_claims_more_than_the_spec_allows_is_refused_unread(self, container):
+        mods, shard = small_case()
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(io.BytesIO(write(container, shard))) as source, zipfile.ZipFile(buffer, "w") as target:
+            for info in source.infolist():  # a valid zip (CRCs right) of a crafted header
+                target.writestr(info.filename, source.read(info).replace(b"(4, 3), }" + b" " * 10, b"(1000000000000, 3)}"))
+        data = buffer.getvalue()
+        # 12 TB of float32 if believed: refused from the header, before any allocation
+        with pytest.raises(ShardFormatError, match=r"npz shard: modality 'pos' declares shape \(1000000000000, 3\), "
+                                                   r"more than the 24 values a shard of this spec can hold"):
+            container.read(data, mods, presence=True, max_rows=8)
 
     def test_duplicate_member(self, container):
         mods, shard = small_case()
@@ -463,6 +538,36 @@ class TestJsonContainer(ShardContainerContract):
         with pytest.raises(ShardFormatError, match="expected an object"):
             container.read(b"[1, 2]", small_case()[0], presence=True)
 
+    @pytest.mark.parametrize("label, as_int, as_float", [
+        ("9" * 400, r"value 9{77}\.\.\. at row 0 is out of range for int64",
+         r"value 9{77}\.\.\. at row 0 is not exactly representable as float64"),
+        ("-" + "9" * 5000, "Exceeds the limit \\(4300 digits\\)", "Exceeds the limit \\(4300 digits\\)"),
+        ("18446744073709551616", "value 18446744073709551616 at row 0 is out of range for int64", None),
+        ("1e999", r"number 1e999 is beyond the float range", r"number 1e999 is beyond the float range"),
+        ("-1e400", r"number -1e400 is beyond the float range", r"number -1e400 is beyond the float range"),
+    ])
+    def test_numbers_no_dtype_can_hold_are_refused(self, container, label, as_int, as_float):
+        mods, shard = small_case()
+        data = write(container, shard).replace(b'"label":[0,', b'"label":[' + label.encode() + b",")
+        with pytest.raises(ShardFormatError, match=f"json shard: .*{as_int}"):
+            container.read(data, mods, presence=True)
+        if as_float is not None:
+            with pytest.raises(ShardFormatError, match=f"json shard: .*{as_float}"):
+                container.read(data, {**mods, "label": modality("label", "float64")}, presence=True)
+
+    @SETTINGS
+    @given(case=shards())
+    def test_every_shard_the_writer_makes_fits_the_text_limit(self, container, case):
+        mods, shard = case
+        assert len(write(container, shard)) <= text_limit(mods, shard.rows)
+
+    def test_a_shard_longer_than_its_spec_allows_is_refused_unparsed(self, container):
+        mods, shard = small_case()
+        data = write(container, shard).replace(b'"format"', b" " * text_limit(mods, 4) + b'"format"')
+        with pytest.raises(ShardFormatError, match=rf"json shard: {len(data)} bytes, more than the {text_limit(mods, 4)} "
+                                                   "a shard of 4 rows of the declared modalities takes"):
+            container.read(data, mods, presence=True, max_rows=4)
+
 
 class TestHdf5Container(ShardContainerContract):
     @pytest.fixture
@@ -496,6 +601,35 @@ class TestHdf5Container(ShardContainerContract):
                 del f.attrs[attr]
             with pytest.raises(ShardFormatError, match=message):
                 container.read(buffer.getvalue(), mods, presence=True)
+
+    def test_a_dataspace_claiming_a_terabyte_is_refused(self, container):
+        mods, shard = small_case()
+        data = write(container, shard)
+        dims = struct.pack("<QQ", 4, 3)
+        assert data.count(dims) == 2  # pos's dataspace: its dims and its max dims
+        with pytest.raises(ShardFormatError, match=r"hdf5 shard: damaged HDF5 structure \(KeyError: .*invalid dataset "
+                                                   r"size"):
+            container.read(data.replace(dims, struct.pack("<QQ", 2**40, 3)), mods, presence=True, max_rows=8)
+
+    def test_a_dataset_holding_more_than_the_spec_allows_is_refused_unread(self, container):
+        mods = {"pos": modality("pos", "float32", (3,))}
+        shard = ShardArrays({"pos": np.zeros((6, 3), np.float32)}, None, 6)
+        with pytest.raises(ShardFormatError, match=r"hdf5 shard: modality 'pos' declares shape \(6, 3\), more than "
+                                                   r"the 12 values"):
+            container.read(write(container, shard), mods, presence=False, max_rows=4)
+
+    def test_a_global_heap_flip_that_hangs_libhdf5_is_stopped_by_the_isolated_decoder(self, container):
+        mods, shard = small_case()
+        data = bytearray(write(container, shard))
+        size = data.find(b"GCOL") + 24  # the first heap object's size: the 21 bytes of the format attribute
+        assert struct.unpack_from("<Q", data, size)[0] == len("kuration-shard-hdf5/1")
+        data[size] ^= 0x40  # in process, libhdf5 never returns from reading the attribute
+        started = time.monotonic()
+        with pytest.raises(ShardFormatError, match=rf"hdf5 shard: decoding did not finish within {HOSTILE_TIMEOUT:g} s, "
+                                                   "so the isolated decoder was stopped"):
+            decode_hostile(container, bytes(data), mods)
+        assert time.monotonic() - started < HOSTILE_TIMEOUT + 2
+        self.assert_same(decode_hostile(container, write(container, shard), mods), shard)  # a new worker
 
     def test_missing_h5py_names_the_extra(self, container, monkeypatch):
         monkeypatch.setitem(sys.modules, "h5py", None)
@@ -562,6 +696,21 @@ class TestParquetContainer(ShardContainerContract):
         table = self.table(container).replace_schema_metadata(metadata)
         with pytest.raises(ShardFormatError, match=message):
             container.read(self.rewrite(table), small_case()[0], presence=True)
+
+    def test_a_footer_name_that_is_not_utf8_is_refused(self, container):
+        mods, shard = small_case()
+        data = write(container, shard)
+        assert data.count(b"label") == 2
+        with pytest.raises(ShardFormatError, match="parquet shard: not a readable Parquet file .*can't decode byte 0xe9"):
+            container.read(data.replace(b"label", b"\xe9abel"), mods, presence=True)
+
+    def test_a_footer_claiming_more_rows_than_the_spec_allows_is_refused_undecoded(self, container, monkeypatch):
+        mods, shard = small_case()
+        decoded = []
+        monkeypatch.setattr(pq.ParquetFile, "read", lambda *a, **k: decoded.append(1))
+        with pytest.raises(ShardFormatError, match=r"parquet shard: 4 rows, more than the 2 a shard of this spec holds"):
+            container.read(write(container, shard), mods, presence=True, max_rows=2)
+        assert not decoded
 
     def test_missing_pyarrow_names_the_extra(self, container, monkeypatch):
         monkeypatch.setitem(sys.modules, "pyarrow", None)

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from kuration.errors import KurationError
+from kuration.numbers import shown
 from kuration.output.containers.protocol import ShardArrays, ShardFormatError
 from kuration.output.spec import DTYPES, MODALITY_NAME, N_STEPS, PRESENT, Modality
 
@@ -140,6 +141,33 @@ def check_names(
         )
 
 
+def value_limit(name: str, modalities: Mapping[str, Modality], max_rows: int | None) -> int | None:
+    """The most values array ``name`` may hold in a shard of at most ``max_rows`` rows of the
+    declared shapes (None when no bound is given): what a reader may allocate for it."""
+    if max_rows is None:
+        return None
+    if name == N_STEPS:
+        return 1
+    if name == PRESENT:
+        return max_rows
+    return max_rows * math.prod(modalities[name].shape)
+
+
+def check_size(container: str, name: str, shape: tuple[int, ...], limit: int | None) -> None:
+    """Refuse, before it is decoded, an array whose declared ``shape`` holds more than ``limit`` values."""
+    if limit is not None and math.prod(shape) > limit:
+        what = f"the {PRESENT} mask" if name == PRESENT else N_STEPS if name == N_STEPS else f"modality {name!r}"
+        raise ShardFormatError(
+            f"{container} shard: {what} declares shape {tuple(shape)}, more than the {limit} values a shard of this "
+            "spec can hold; the shard is corrupt or was not written with this spec"
+        )
+
+
+def check_rows(container: str, rows: int, max_rows: int | None) -> None:
+    if max_rows is not None and rows > max_rows:
+        raise ShardFormatError(f"{container} shard: {rows} rows, more than the {max_rows} a shard of this spec holds")
+
+
 def check_n_steps(container: str, value: Any) -> int:
     """``value`` is a whole number (a Python or numpy integer, or a 0-d integer array)."""
     if isinstance(value, np.ndarray):
@@ -157,9 +185,11 @@ def assemble(
     present: np.ndarray | None,
     n_steps: int,
     modalities: Mapping[str, Modality],
+    max_rows: int | None = None,
 ) -> ShardArrays:
-    """Check shapes and row counts, restore each declared dtype, check ``n_steps``.
-    ``found`` holds exactly the declared modalities (``check_names`` ran first)."""
+    """Check shapes and row counts (at most ``max_rows``), restore each declared dtype,
+    check ``n_steps``. ``found`` holds exactly the declared modalities (``check_names`` ran
+    first)."""
     where = f"{container} shard"
     if present is not None:
         if present.ndim != 1:
@@ -172,6 +202,7 @@ def assemble(
         rows = len(found[rows_of]) if found[rows_of].ndim else -1
     else:
         rows, rows_of = n_steps, N_STEPS
+    check_rows(container, rows, max_rows)
     arrays: dict[str, np.ndarray] = {}
     for name in sorted(modalities):
         m = modalities[name]
@@ -251,7 +282,7 @@ def _restore_objects(what: str, a: np.ndarray, target: np.dtype) -> np.ndarray:
     for i, v in enumerate(a.flat):
         reason = _object_problem(v, target)
         if reason:
-            raise ShardFormatError(f"{what}: value {v!r} at {_at(np.unravel_index(i, a.shape))} {reason}")
+            raise ShardFormatError(f"{what}: value {shown(v)} at {_at(np.unravel_index(i, a.shape))} {reason}")
         flat[i] = v
     return out
 
@@ -276,7 +307,7 @@ def _object_problem(v: Any, target: np.dtype) -> str | None:
     except OverflowError:  # a Python int beyond float64
         cast = math.nan
     # Python compares an int with a float exactly; NaN only matches NaN
-    if (math.isnan(cast) and math.isnan(v)) or cast == v:
+    if (math.isnan(cast) and isinstance(v, (float, np.floating)) and math.isnan(v)) or cast == v:
         return None
     return f"is not exactly representable as {target}"
 
@@ -298,5 +329,5 @@ def _at(index: tuple[int, ...]) -> str:
     return f"row {row}" + (f", element {list(rest)}" if rest else "")
 
 
-__all__ = ["MissingDependencyError", "assemble", "check_n_steps", "check_names", "check_shard", "raw_bytes", "require",
-           "restore"]
+__all__ = ["MissingDependencyError", "assemble", "check_n_steps", "check_names", "check_rows", "check_shard", "check_size",
+           "raw_bytes", "require", "restore", "value_limit"]

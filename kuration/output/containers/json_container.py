@@ -15,23 +15,44 @@ does this reader). A NaN's sign and payload bits are not kept: every NaN reads b
 default quiet NaN. Duplicate object keys are rejected on read, as is any value the declared
 dtype cannot hold exactly (``300`` for ``uint8``, ``1.5`` for an integer modality). The
 reader accepts integral floats for integer modalities and integers for float ones when the
-value is exact; booleans are only ``true``/``false``, and only for ``bool``.
+value is exact; booleans are only ``true``/``false``, and only for ``bool``. A float literal
+beyond the float range (``1e999``) is refused as it is parsed instead of becoming an
+infinity the writer would have spelled ``Infinity`` (floats go through a parse hook, which
+makes float-heavy shards about a third slower to parse; integers do not). An integer no
+dtype can hold is refused with its row (one past Python's 4300-digit conversion limit as the
+parser meets it).
+
+Reading is safe for untrusted bytes: a shard longer than the text ``max_rows`` rows of the
+declared shapes can take (:func:`text_limit`) is refused before it is parsed, so what the
+parser builds is bounded by the declared shapes; Python's JSON parser is linear in the text,
+and nesting beyond the interpreter's recursion limit is refused.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any, BinaryIO
 
 import numpy as np
 
-from kuration.output.containers._common import assemble, check_n_steps, check_names, check_shard
+from kuration.output.containers._common import assemble, check_n_steps, check_names, check_shard, value_limit
 from kuration.output.containers.protocol import ShardArrays, ShardFormatError
 from kuration.output.spec import PRESENT, Modality
 
 FORMAT = "kuration-shard-json/1"
 _KEYS = ("format", "n_steps", "present", "modalities")
+#: The longest text one value takes as the writer spells it ("-2.2250738585072014e-308,"),
+#: plus the brackets of each nesting level, and the keys and format around the arrays.
+_VALUE_TEXT, _FRAME_TEXT = 26, 4096
+
+
+def text_limit(modalities: Mapping[str, Modality], max_rows: int) -> int:
+    """The most bytes a shard of at most ``max_rows`` rows of ``modalities`` takes as JSON."""
+    values = sum(value_limit(n, modalities, max_rows) * (_VALUE_TEXT + 2 * (len(m.shape) + 1))
+                 for n, m in modalities.items())
+    return _FRAME_TEXT + values + max_rows * len("false,") + sum(len(n) + 4 for n in modalities)
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -46,6 +67,14 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):  # the writer spells an infinite value Infinity; 1e999 is not what it wrote
+        raise ShardFormatError(f"json shard: number {text[:24]}{'...' if len(text) > 24 else ''} is beyond the float "
+                               "range")
+    return value
+
+
 def _dumps(value: Any) -> bytes:
     return json.dumps(value, allow_nan=True, separators=(",", ":")).encode("ascii")
 
@@ -55,6 +84,8 @@ class JsonContainer:
 
     name = "json"
     extension = ".json"
+    #: the text is bounded by the declared shapes before it is parsed, and parsing is linear in it
+    safe_for_untrusted = True
 
     def write(self, stream: BinaryIO, shard: ShardArrays) -> None:
         arrays, present, n_steps = check_shard(shard, self.name)
@@ -68,19 +99,29 @@ class JsonContainer:
             stream.write((b"," if i else b"") + _dumps(name) + b":" + _dumps(a.tolist()))
         stream.write(b"}}\n")
 
-    def read(self, data: bytes, modalities: Mapping[str, Modality], *, presence: bool) -> ShardArrays:
+    def read(self, data: bytes, modalities: Mapping[str, Modality], *, presence: bool,
+             max_rows: int | None = None) -> ShardArrays:
+        if max_rows is not None and len(data) > (limit := text_limit(modalities, max_rows)):
+            raise ShardFormatError(
+                f"json shard: {len(data)} bytes, more than the {limit} a shard of {max_rows} rows of the declared "
+                "modalities takes; it is corrupt or was not written with this spec"
+            )
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ShardFormatError(f"json shard: not UTF-8 text ({exc})") from None
         try:
-            doc = json.loads(text, object_pairs_hook=_no_duplicates)
+            doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_float=_parse_float)
+        except ShardFormatError:
+            raise
         except json.JSONDecodeError as exc:
             raise ShardFormatError(
                 f"json shard: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}; is the file truncated?"
             ) from None
         except RecursionError:
             raise ShardFormatError("json shard: nested too deeply to be a shard") from None
+        except ValueError as exc:  # an integer literal past Python's 4300-digit conversion limit
+            raise ShardFormatError(f"json shard: {exc}") from None
         if not isinstance(doc, dict):
             raise ShardFormatError(f"json shard: expected an object with keys {list(_KEYS)}, found {type(doc).__name__}")
         unknown = sorted(set(doc) - set(_KEYS))
@@ -99,7 +140,7 @@ class JsonContainer:
         check_names("json", [*names, *([PRESENT] if "present" in doc else [])], modalities, presence=presence)
         present = _array(doc["present"], PRESENT, ()) if presence else None
         found = {name: _array(body[name], name, m.shape, m.numpy_dtype) for name, m in modalities.items()}
-        return assemble("json", found, present, n_steps, modalities)
+        return assemble("json", found, present, n_steps, modalities, max_rows)
 
     def __repr__(self) -> str:
         return "JsonContainer()"
@@ -126,4 +167,4 @@ def _array(value: Any, name: str, shape: tuple[int, ...], dtype: np.dtype = np.d
         ) from None
 
 
-__all__ = ["FORMAT", "JsonContainer"]
+__all__ = ["FORMAT", "JsonContainer", "text_limit"]

@@ -6,13 +6,20 @@ One ``<name>.npy`` member per modality (``(rows, *shape)`` of its dtype), ``_pre
 stream: members carry data descriptors instead of sizes patched in afterwards, so nothing
 seeks, and every array goes out as one flat view of its own memory (no copy, no
 compression). Members get a fixed timestamp and are always written the sequential way, so
-the same shard gives the same bytes whatever stream it is written to. It does not read
-pickled (object) arrays.
+the same shard gives the same bytes whatever stream it is written to.
+
+Reading is safe for untrusted bytes: only stored (uncompressed, unencrypted) members are
+read, each ``.npy`` header is checked (a declared dtype, no pickled objects, no more values
+than ``max_rows`` rows of the declared shape, exactly as many data bytes as its shape needs)
+before its data is touched, so a decode never allocates more than the declared shapes and
+the shard's own size allow, and its work is linear in them.
 """
 
 from __future__ import annotations
 
 import io
+import math
+import struct
 import zipfile
 from collections.abc import Mapping
 from typing import BinaryIO
@@ -20,12 +27,20 @@ from typing import BinaryIO
 import numpy as np
 from numpy.lib import format as npy_format
 
-from kuration.output.containers._common import assemble, check_n_steps, check_names, check_shard, raw_bytes
+from kuration.output.containers._common import (
+    assemble, check_n_steps, check_names, check_shard, check_size, raw_bytes, value_limit,
+)
 from kuration.output.containers.protocol import ShardArrays, ShardFormatError
-from kuration.output.spec import N_STEPS, PRESENT, Modality
+from kuration.output.spec import DTYPES, N_STEPS, PRESENT, Modality
 
 #: The earliest time a zip header can hold: members carry no wall-clock time.
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+#: What zipfile raises for a damaged archive: besides BadZipFile, a bad header field can
+#: surface as any of these (struct.error for a short record, NotImplementedError for an
+#: unknown method or strong encryption, RuntimeError for a password-protected member).
+_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError, KeyError, NotImplementedError,
+               RuntimeError, struct.error, OverflowError)
+_HEADER_READERS = {(1, 0): npy_format.read_array_header_1_0, (2, 0): npy_format.read_array_header_2_0}
 
 
 class _Sequential:
@@ -65,6 +80,8 @@ class NpzContainer:
 
     name = "npz"
     extension = ".npz"
+    #: stored members only, each header checked against the declared shapes before its data is read
+    safe_for_untrusted = True
 
     def write(self, stream: BinaryIO, shard: ShardArrays) -> None:
         arrays, present, n_steps = check_shard(shard, self.name)
@@ -75,36 +92,74 @@ class NpzContainer:
                 _write_npy(zf, PRESENT, present)
             _write_npy(zf, N_STEPS, np.array(n_steps, dtype=np.int64))
 
-    def read(self, data: bytes, modalities: Mapping[str, Modality], *, presence: bool) -> ShardArrays:
+    def read(self, data: bytes, modalities: Mapping[str, Modality], *, presence: bool,
+             max_rows: int | None = None) -> ShardArrays:
         try:
             zf = zipfile.ZipFile(io.BytesIO(data))
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
+        except _ZIP_ERRORS as exc:
             raise ShardFormatError(f"npz shard: not a readable zip archive ({exc}); is the file truncated?") from None
         with zf:
-            members = zf.namelist()
-            names = [m[: -len(".npy")] if m.endswith(".npy") else m for m in members]
+            members = zf.infolist()
+            names = [m.filename[: -len(".npy")] if m.filename.endswith(".npy") else m.filename for m in members]
             if names.count(N_STEPS) != 1:
                 raise ShardFormatError(
                     f"npz shard: expected one {N_STEPS}.npy member (the real step count), found "
-                    f"{names.count(N_STEPS)}; it holds {members}"
+                    f"{names.count(N_STEPS)}; it holds {[m.filename for m in members]}"
                 )
             check_names("npz", [n for n in names if n != N_STEPS], modalities, presence=presence)
-            found = {name: self._load(zf, name) for name in names}
+            found = {name: _load(zf, member, name, value_limit(name, modalities, max_rows))
+                     for name, member in zip(names, members)}
         n_steps = check_n_steps("npz", found.pop(N_STEPS))
         present = found.pop(PRESENT, None)
-        return assemble("npz", found, present, n_steps, modalities)
-
-    @staticmethod
-    def _load(zf: zipfile.ZipFile, name: str) -> np.ndarray:
-        try:
-            with zf.open(name + ".npy") as fid:
-                a = npy_format.read_array(fid, allow_pickle=False)
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError) as exc:
-            raise ShardFormatError(f"npz shard: member {name + '.npy'!r} cannot be read as a .npy array: {exc}") from None
-        return a
+        return assemble("npz", found, present, n_steps, modalities, max_rows)
 
     def __repr__(self) -> str:
         return "NpzContainer()"
+
+
+def _load(zf: zipfile.ZipFile, member: zipfile.ZipInfo, name: str, limit: int | None) -> np.ndarray:
+    """One member as an array, its header checked before any of its data is read."""
+    what = f"npz shard: member {member.filename!r}"
+    if member.compress_type != zipfile.ZIP_STORED or member.flag_bits & 0x1:
+        raise ShardFormatError(
+            f"{what} is compressed or encrypted (zip method {member.compress_type}, flags {member.flag_bits:#x}); npz "
+            "shards are written stored, so this one was not written by Kuration or was altered"
+        )
+    what += " cannot be read as a .npy array"
+    try:
+        with zf.open(member) as fid:
+            version = npy_format.read_magic(fid)
+            if version not in _HEADER_READERS:
+                raise ShardFormatError(f"{what}: format version {version} is not one a shard is written in")
+            shape, fortran, dtype = _HEADER_READERS[version](fid)
+            size = _checked_header(what, name, shape, dtype, limit) * dtype.itemsize
+            if size > member.file_size:
+                raise ShardFormatError(f"{what}: its header declares {size} bytes of data, more than the member holds")
+            raw = fid.read(size + 1)  # one byte more: trailing bytes are damage too; reaching the end checks the CRC
+    except ShardFormatError:
+        raise
+    except _ZIP_ERRORS as exc:
+        raise ShardFormatError(f"{what}: {exc}") from None
+    if len(raw) != size:
+        raise ShardFormatError(f"{what}: it holds {len(raw)} bytes of data, its header declares {size}")
+    flat = np.frombuffer(raw, dtype=dtype)
+    return flat.reshape(shape[::-1]).transpose() if fortran else flat.reshape(shape)
+
+
+def _checked_header(what: str, name: str, shape: tuple[int, ...], dtype: np.dtype, limit: int | None) -> int:
+    """The element count of a header that a shard member may have; else raise."""
+    if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None or dtype.name not in DTYPES:
+        raise ShardFormatError(f"{what}: dtype {dtype} is not one of {list(DTYPES)}")
+    if name == N_STEPS:
+        if shape != ():
+            raise ShardFormatError(f"{what}: {N_STEPS} must be a single integer, found shape {shape}")
+        return 1
+    if not shape:
+        raise ShardFormatError(f"{what}: is 0-d; expected (rows, *shape) with a leading row axis")
+    if any(d < 0 for d in shape):
+        raise ShardFormatError(f"{what}: shape {shape} has a negative dimension")
+    check_size("npz", name, shape, limit)
+    return math.prod(shape)
 
 
 __all__ = ["NpzContainer"]

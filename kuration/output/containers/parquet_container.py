@@ -14,18 +14,27 @@ value), float columns are plain-encoded so they keep every bit, ``-0.0`` and NaN
 included. No column may hold nulls. The reader also accepts
 variable-size ``list``/``large_list`` tensor columns whose rows all hold ``prod(shape)``
 values. pyarrow is imported only when a shard is written or read.
+
+Reading checks the footer before any column is decoded (the format key, the column names,
+at most ``max_rows`` rows), and every failure of pyarrow on damaged bytes, whichever
+exception it surfaces as, becomes a :class:`ShardFormatError`. Decoding itself is pyarrow's
+native code, whose run-length and dictionary encodings can expand a few bytes into many
+values: the container is not counted safe for untrusted bytes (``safe_for_untrusted =
+False``), and readers decode such shards in a child process when asked to
+(:mod:`kuration.read.isolated`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from typing import BinaryIO
 
 import numpy as np
 
-from kuration.output.containers._common import assemble, check_names, check_shard, require
+from kuration.output.containers._common import assemble, check_names, check_rows, check_shard, require
 from kuration.output.containers.protocol import ShardArrays, ShardFormatError
 from kuration.output.spec import PRESENT, Modality
 
@@ -44,6 +53,8 @@ class ParquetContainer:
 
     name = "parquet"
     extension = ".parquet"
+    #: pyarrow's native decoders expand encoded pages: decode untrusted shards isolated
+    safe_for_untrusted = False
 
     def write(self, stream: BinaryIO, shard: ShardArrays) -> None:
         _, pq = _pyarrow()
@@ -75,34 +86,46 @@ class ParquetContainer:
         schema = pa.schema(fields, metadata={FORMAT_KEY: FORMAT.encode(), N_STEPS_KEY: str(n_steps).encode()})
         return pa.Table.from_arrays(columns, schema=schema), dictionary
 
-    def read(self, data: bytes, modalities: Mapping[str, Modality], *, presence: bool) -> ShardArrays:
+    def read(self, data: bytes, modalities: Mapping[str, Modality], *, presence: bool,
+             max_rows: int | None = None) -> ShardArrays:
         pa, pq = _pyarrow()
+        # pyarrow surfaces damage as ArrowException, OSError, or a plain ValueError, TypeError,
+        # KeyError, IndexError (a bad footer field) or UnicodeDecodeError (a name in the footer)
+        errors = (pa.ArrowException, OSError, ValueError, TypeError, KeyError, IndexError, OverflowError, MemoryError)
         try:
-            table = pq.read_table(pa.BufferReader(data))
-        except (pa.ArrowException, OSError, ValueError) as exc:
+            file = pq.ParquetFile(pa.BufferReader(data))
+            n_steps = _footer(file.schema_arrow, file.metadata.num_rows, modalities, presence, max_rows)
+            table = file.read()  # only now are pages decoded
+            present = _column(pa, table, PRESENT, ()) if presence else None
+            found = {name: _column(pa, table, name, m.shape) for name, m in modalities.items()}
+        except ShardFormatError:
+            raise
+        except errors as exc:
             raise ShardFormatError(f"parquet shard: not a readable Parquet file ({exc}); is the file truncated?") from None
-        meta = table.schema.metadata or {}
-        if meta.get(FORMAT_KEY) != FORMAT.encode():
-            raise ShardFormatError(
-                f"parquet shard: schema metadata {FORMAT_KEY.decode()} is {meta.get(FORMAT_KEY)!r}, expected {FORMAT!r}"
-            )
-        raw = meta.get(N_STEPS_KEY)
-        try:
-            n_steps = int(raw.decode("ascii"), 10) if raw is not None else None
-        except (UnicodeDecodeError, ValueError):
-            n_steps = None
-        if n_steps is None:
-            raise ShardFormatError(
-                f"parquet shard: schema metadata {N_STEPS_KEY.decode()} must be a decimal integer (the real step "
-                f"count), found {raw!r}"
-            )
-        check_names("parquet", table.column_names, modalities, presence=presence, what="column")
-        present = _column(pa, table, PRESENT, ()) if presence else None
-        found = {name: _column(pa, table, name, m.shape) for name, m in modalities.items()}
-        return assemble("parquet", found, present, n_steps, modalities)
+        return assemble("parquet", found, present, n_steps, modalities, max_rows)
 
     def __repr__(self) -> str:
         return "ParquetContainer()"
+
+
+def _footer(schema, rows: int, modalities: Mapping[str, Modality], presence: bool, max_rows: int | None) -> int:
+    """The real step count, after checking what the footer declares: the format, the row
+    count and the column names."""
+    meta = schema.metadata or {}
+    if meta.get(FORMAT_KEY) != FORMAT.encode():
+        raise ShardFormatError(
+            f"parquet shard: schema metadata {FORMAT_KEY.decode()} is {meta.get(FORMAT_KEY)!r:.80}, expected {FORMAT!r}"
+        )
+    raw = meta.get(N_STEPS_KEY)
+    n_steps = int(raw) if raw is not None and re.fullmatch(rb"-?[0-9]{1,19}", raw) else None
+    if n_steps is None:
+        raise ShardFormatError(
+            f"parquet shard: schema metadata {N_STEPS_KEY.decode()} must be a decimal integer (the real step "
+            f"count), found {raw!r:.80}"
+        )
+    check_rows("parquet", rows, max_rows)
+    check_names("parquet", schema.names, modalities, presence=presence, what="column")
+    return n_steps
 
 
 def _column(pa, table, name: str, shape: tuple[int, ...]) -> np.ndarray:

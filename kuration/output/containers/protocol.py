@@ -14,7 +14,18 @@ builds the shard in memory and writes it once. Its bytes depend on the shard alo
 on the stream. A container may also have ``write_path(path, shard)``, which writes the
 same bytes as the new file ``path``; local shards use it when it exists (HDF5 writes its
 own file directly instead of building an image in memory). ``read`` gets the shard's
-complete bytes, after the caller has checked their size and hash.
+complete bytes, after the caller has checked their size and hash, and ``max_rows``, the most
+rows the spec allows: a shard that claims more is refused before its arrays are decoded.
+Whatever the bytes, ``read`` raises only :class:`ShardFormatError` (or
+``MissingDependencyError``).
+
+``safe_for_untrusted`` says whether ``read`` is bounded in time and memory by the shard's
+size and the declared shapes for any bytes at all, as for an artifact from someone else
+whose checksums were rewritten to match (the commit chain is integrity, not
+authentication). ``npz`` and ``json`` are (pure Python and numpy, every size checked before
+it is allocated); ``hdf5`` and ``parquet`` are not (their native decoders parse the file's
+own metadata), and :mod:`kuration.read` decodes them in a child process with a time limit
+when a dataset is loaded with ``untrusted=True``.
 """
 
 from __future__ import annotations
@@ -55,10 +66,12 @@ class ShardContainer(Protocol):
 
     name: str
     extension: str
+    safe_for_untrusted: bool
 
     def write(self, stream: BinaryIO, shard: ShardArrays) -> None: ...
 
-    def read(self, data: bytes, modalities: Mapping[str, Modality], *, presence: bool) -> ShardArrays: ...
+    def read(self, data: bytes, modalities: Mapping[str, Modality], *, presence: bool,
+             max_rows: int | None = None) -> ShardArrays: ...
 
 
 __all__ = ["ShardArrays", "ShardContainer", "ShardFormatError"]
