@@ -23,7 +23,7 @@ import numpy as np
 
 from kuration.errors import SelectorError
 from kuration.splits.sample_ref import SampleRef
-from kuration.splits.selectors import Selector, SelectorKind, expand_ids, required_attrs_of
+from kuration.splits.selectors import Selector, SelectorKind, expand_ids_array, required_attrs_of
 from kuration.splits.universe import SampleRefs, Universe
 
 logger = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ class _Resolver:
             _warn_partial(sel, [p for p, codes in found.items() if not codes], len(found), "source")
             return u.rows_of_sources(sorted({c for codes in found.values() for c in codes}))
         if kind is SelectorKind.FILE_INDICES:
-            wanted = np.unique(np.asarray(expand_ids(sel.ids, what=f"selector {sel.describe()}"), np.int64))
+            wanted = np.unique(expand_ids_array(sel.ids, what=f"selector {sel.describe()}"))
             rows = u.rows_of_sources(self.source_codes_for(sel.source or ""))
             hit = rows[np.isin(u.indices[rows], wanted)]
             if len(hit):
@@ -107,7 +107,7 @@ class _Resolver:
                 _warn_partial(sel, missing.tolist(), len(wanted), "index")
             return hit
         if kind is SelectorKind.DIR_INDICES:
-            positions = np.asarray(expand_ids(sel.ids, what=f"selector {sel.describe()}"), np.int64)
+            positions = expand_ids_array(sel.ids, what=f"selector {sel.describe()}")
             out_of_range = positions[positions >= self.n]
             if len(out_of_range):
                 shown = out_of_range[:10].tolist()

@@ -38,6 +38,7 @@ import pandera.pandas as pdv
 
 from kuration import storage
 from kuration.errors import UniverseError
+from kuration.splits._bounds import MAX_INDEX, bounded_index, shown
 from kuration.splits.universe import AttributeLoader, Universe, enumerate_folder
 
 REQUIRED_COLUMNS = ("source", "index")
@@ -49,8 +50,6 @@ _INDEX_PATTERN = r"^[0-9]+(-[0-9]+(:[0-9]+)?)?$"
 #: for every cell keeps the two parsers used here (pyarrow, and the csv module for line
 #: numbers) from disagreeing about what a file holds.
 MAX_CELL_CHARS = 131_072
-#: Largest index, range bound or step: the universe stores indices as int64.
-MAX_INDEX = 2**63 - 1
 #: Default for ``max_samples``: the most samples one file may describe, ranges fanned out.
 #: Its columns then take a few GB; pass a larger ``max_samples`` for a larger universe.
 MAX_SAMPLES = 50_000_000
@@ -79,12 +78,6 @@ def _cell_schema(columns: list[str]) -> pdv.DataFrameSchema:
     if "split" in columns:
         checks["split"] = pdv.Column(str, pdv.Check.isin(["", *SPLIT_VALUES], error=f"must be empty or one of {list(SPLIT_VALUES)}"))
     return pdv.DataFrameSchema(checks, strict=False, coerce=False)
-
-
-def _shown(value: object, limit: int = 60) -> str:
-    """``repr`` of a cell for a message, cut short: a hostile cell may be megabytes long."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(str(value))} characters)"
 
 
 def _csv_records(text: str, where: str):
@@ -176,7 +169,7 @@ def _raise_schema_errors(where: str, errors: pdv.errors.SchemaErrors, line_numbe
     lines = []
     for case in cases.head(limit).itertuples():
         check = str(case.check)
-        lines.append(f"line {line_numbers[int(case.index)]}, column {case.column!r}: value {_shown(case.failure_case)} {check}")
+        lines.append(f"line {line_numbers[int(case.index)]}, column {case.column!r}: value {shown(case.failure_case)} {check}")
     more = len(cases) - limit
     raise UniverseError(
         f"{where}: {len(cases)} invalid cell(s):\n  " + "\n  ".join(lines) + (f"\n  ... and {more} more" if more > 0 else "")
@@ -284,16 +277,6 @@ def read_universe_csv(
     )
 
 
-def _bounded_int(text: str) -> int | None:
-    """``int(text)`` for ASCII digits, or None above :data:`MAX_INDEX`; decided on the digits
-    first, so a thousand-digit cell never reaches ``int`` (which refuses past 4300)."""
-    digits = text.lstrip("0") or "0"
-    if len(digits) > len(str(MAX_INDEX)):
-        return None
-    value = int(digits)
-    return value if value <= MAX_INDEX else None
-
-
 def _expand_indices(
     df: pd.DataFrame, where: str, line_numbers: np.ndarray, *, max_samples: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -310,14 +293,14 @@ def _expand_indices(
         return UniverseError(f"{where}: line {line_numbers[row]}, column 'index': {problem}")
 
     def too_large(row: int, text: str) -> UniverseError:
-        return refuse(row, f"{_shown(text)} is above the largest index {MAX_INDEX} (2**63 - 1)")
+        return refuse(row, f"{shown(text)} is above the largest index {MAX_INDEX} (2**63 - 1)")
 
     plain = ~is_range
     try:
         plain_values = cells[plain].astype(np.int64).to_numpy()
     except (OverflowError, ValueError):  # only past int64 (the schema admitted digits only)
         for row in rows[plain]:
-            if _bounded_int(cells.iat[row]) is None:
+            if bounded_index(cells.iat[row]) is None:
                 raise too_large(int(row), cells.iat[row]) from None
         raise
     ranges: list[tuple[int, int, int, int]] = []
@@ -326,7 +309,7 @@ def _expand_indices(
         text = cells.iat[row]
         span, _, step_text = text.partition(":")
         start_text, stop_text = span.split("-")
-        parts = [_bounded_int(t) for t in (start_text, stop_text, step_text or "1")]
+        parts = [bounded_index(t) for t in (start_text, stop_text, step_text or "1")]
         if None in parts:
             raise too_large(int(row), text)
         start, stop, step = parts

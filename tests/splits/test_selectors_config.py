@@ -356,6 +356,101 @@ def test_expand_ids_follows_python_ranges_in_order(spans):
     assert expand_ids(ids) == expected
 
 
+# -- limits: ids, ranges and nesting (issue 10) ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (2**63, r"index 9223372036854775808 is above the largest index 9223372036854775807"),
+        (10**5000, r"index <a int too large to print> is above the largest index"),
+        ("0-9223372036854775808", r"range '0-9223372036854775808' has a number above the largest index"),
+        ("1-2:" + "9" * 30, r"range '1-2:9{30}' has a number above the largest index"),
+        ("9" * 5000 + "-1", r"range '9+\.\.\. \(5002 characters\) has a number above the largest index"),
+    ],
+    ids=["2**63", "10**5000", "range-stop", "range-step", "range-5000-digits"],
+)
+@pytest.mark.parametrize("kind", ["file_indices", "dir_indices"])
+def test_ids_beyond_int64_are_refused_in_python_and_from_json(kind, bad, message):
+    fields = {"ids": [0, bad]} if kind == "dir_indices" else {"source": "a.cu3s", "ids": [0, bad]}
+    with pytest.raises(SelectorError, match=rf"^selector kind '{kind}': {message}"):
+        Selector(kind=kind, **fields)
+    if not isinstance(bad, int) or bad < 10**100:
+        with pytest.raises(SplitConfigError, match=rf"^s\.json: train\[0\]: selector kind '{kind}': {message}"):
+            loads_splits(json.dumps({"train": [fields | {"kind": kind}]}), where="s.json")
+
+
+@pytest.mark.parametrize("ids", [["0-99999999999"], ["0-9999999", "0-9999999"], ["0-10000000"]])
+def test_a_huge_id_range_is_refused_before_expanding(ids):
+    from kuration.splits.selectors import MAX_IDS
+
+    with pytest.raises(
+        SelectorError,
+        match=rf"^selector kind 'file_indices': ids expand to more than {MAX_IDS} indices \(at '0-[0-9]+'\); "
+        r"select whole sources with a 'files' selector instead$",
+    ):
+        Selector(kind="file_indices", source="a.cu3s", ids=ids)
+    with pytest.raises(SelectorError, match=rf"ids expand to more than {MAX_IDS} indices"):
+        expand_ids(ids)
+
+
+def test_the_largest_ids_are_accepted_and_resolve():
+    from kuration.splits import Universe, resolve_positions
+
+    top = 2**63 - 1
+    universe = Universe.from_columns(["a", "a", "a"], [0, top - 1, top])
+    sel = Selector(kind="file_indices", source="a", ids=[f"{top - 2}-{top}", top])
+    assert universe.uids(resolve_positions([sel], universe)) == [f"a#{top - 1}", f"a#{top}"]
+    assert expand_ids([f"{top - 1}-{top}"]) == [top - 1, top]
+
+
+def nested(depth: int) -> dict:
+    doc: dict = {"kind": "all"}
+    for _ in range(depth - 1):
+        doc = {"kind": "union", "of": [doc]}
+    return doc
+
+
+def test_deep_nesting_is_refused_when_built_in_python():
+    from kuration.splits.selectors import MAX_SELECTOR_DEPTH
+
+    sel = Selector(kind="all")
+    for _ in range(MAX_SELECTOR_DEPTH - 1):
+        sel = Selector(kind="except", of=[sel, Selector(kind="all")])
+    assert sel.depth == MAX_SELECTOR_DEPTH
+    assert len(list(sel.walk())) == 2 * MAX_SELECTOR_DEPTH - 1 and sel.to_dict()["kind"] == "except"
+    with pytest.raises(
+        SelectorError,
+        match=rf"^selector kind 'union': union/except/intersect selectors nest deeper than {MAX_SELECTOR_DEPTH} levels; "
+        "flatten the expression",
+    ):
+        Selector(kind="union", of=[sel])
+
+
+@pytest.mark.parametrize("depth", [33, 5_000])
+def test_deep_nesting_from_a_dict_is_refused_without_recursing_to_the_limit(depth):
+    from kuration.splits.selectors import MAX_SELECTOR_DEPTH
+
+    location = "train[0]" + ".of[0]" * MAX_SELECTOR_DEPTH
+    with pytest.raises(SplitConfigError, match=rf"^s\.json: {re.escape(location)}: union/except/intersect selectors nest deeper"):
+        DataSplitConfig.from_dict({"train": [nested(depth)]}, where="s.json")
+
+
+def test_nesting_at_the_limit_is_accepted():
+    from kuration.splits.selectors import MAX_SELECTOR_DEPTH
+
+    cfg = DataSplitConfig.from_dict({"train": [nested(MAX_SELECTOR_DEPTH)]})
+    assert cfg.train[0].depth == MAX_SELECTOR_DEPTH
+
+
+@pytest.mark.parametrize(("field", "value"), [("source", 3), ("pattern", ["a*"]), ("source", b"a")])
+def test_scalar_fields_must_be_strings_when_built_in_python(field, value):
+    kind = "glob" if field == "pattern" else "file_indices"
+    extra = {} if kind == "glob" else {"ids": [0]}
+    with pytest.raises(SelectorError, match=rf"^selector kind '{kind}': field '{field}' must be a string, got "):
+        Selector(kind=kind, **{field: value}, **extra)
+
+
 # -- constraints and the leakage policy --------------------------------------------------
 
 
