@@ -38,6 +38,7 @@ from kuration.splits.drift import DriftReport, evaluate_drift
 from kuration.splits.leakage import LeakageReport
 from kuration.splits.resolution import SplitResolution, plan_splits
 from kuration.splits.universe import Universe
+from kuration.strict_json import parse_strict_json
 
 UNIVERSE_FILE = ("universe", "universe.parquet")
 SPLITS_FILE = ("splits", "splits.json")
@@ -243,7 +244,10 @@ def read_split_report(root: str | os.PathLike[str]) -> dict[str, Any]:
     url = _url(os.fspath(root), REPORT_FILE)
     if not storage.exists(url):
         raise SplitConfigError(f"no split report at {url}; materialize the 'resolved_splits' asset first")
-    return json.loads(storage.read_bytes(url))
+    report = parse_strict_json(storage.read_bytes(url), where=url, what="split report", error=SplitConfigError)
+    if not isinstance(report, dict):
+        raise SplitConfigError(f"{url}: a split report is a JSON object, got {type(report).__name__}; re-materialize 'resolved_splits'")
+    return report
 
 
 def read_split_assignments(root: str | os.PathLike[str]) -> tuple[pa.Table, str]:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-import json
 import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -33,7 +32,9 @@ import pyarrow.compute as pc
 
 from kuration import storage
 from kuration.errors import UniverseError
+from kuration.splits._bounds import shown
 from kuration.splits.sample_ref import SampleRef, source_stem
+from kuration.strict_json import parse_strict_json
 
 logger = logging.getLogger(__name__)
 
@@ -207,25 +208,48 @@ class CocoAnnotationAttributes:
 
 
 def _read_coco(url: str) -> tuple[dict[int, set[int]], dict[int, list[str]], dict[str, int]]:
+    """(categories per image id, tags per image id, category id per name) of one COCO file.
+
+    Read strictly (duplicate keys, non-finite numbers and deep nesting refused); ids must be
+    integers and names and tags strings, so a ``1.5`` or ``true`` id is refused rather than
+    truncated to another category."""
     try:
-        doc = json.loads(storage.read_bytes(url))
+        data = storage.read_bytes(url)
     except FileNotFoundError:
         raise UniverseError(f"annotation file not found: {url}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UniverseError(f"annotation file {url} is not valid JSON: {exc}") from None
+    doc = parse_strict_json(data, where=f"annotation file {url}", what="COCO JSON file", error=UniverseError)
     if not isinstance(doc, dict):
-        raise UniverseError(f"annotation file {url}: expected a COCO JSON object")
+        raise UniverseError(f"annotation file {url}: expected a COCO JSON object, got {type(doc).__name__}")
+
+    def entries(key: str) -> list[dict]:
+        value = doc.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+            raise UniverseError(f"annotation file {url}: '{key}' must be a list of objects")
+        return value
+
+    def checked(value: object, kind: type, where: str):
+        if isinstance(value, bool) or not isinstance(value, kind):
+            noun = "an integer" if kind is int else "a string"
+            raise UniverseError(f"annotation file {url}: {where} must be {noun}, got {shown(value)}")
+        return value
+
     image_cats: dict[int, set[int]] = {}
     image_tags: dict[int, list[str]] = {}
-    try:
-        for i, ann in enumerate(doc.get("annotations", [])):
-            image_cats.setdefault(int(ann["image_id"]), set()).add(int(ann["category_id"]))
-        for img in doc.get("images", []):
-            if img.get("tags"):
-                image_tags[int(img["id"])] = [str(t) for t in img["tags"]]
-        names = {str(c["name"]): int(c["id"]) for c in doc.get("categories", [])}
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UniverseError(f"annotation file {url}: malformed COCO entry ({exc!r})") from None
+    for i, ann in enumerate(entries("annotations")):
+        image_id = checked(ann.get("image_id"), int, f"annotations[{i}].image_id")
+        image_cats.setdefault(image_id, set()).add(checked(ann.get("category_id"), int, f"annotations[{i}].category_id"))
+    for i, img in enumerate(entries("images")):
+        tags = img.get("tags") or []
+        if not isinstance(tags, list):
+            raise UniverseError(f"annotation file {url}: images[{i}].tags must be a list of strings, got {shown(tags)}")
+        if tags:
+            image_tags[checked(img.get("id"), int, f"images[{i}].id")] = [
+                checked(t, str, f"images[{i}].tags[{j}]") for j, t in enumerate(tags)
+            ]
+    names = {
+        checked(c.get("name"), str, f"categories[{i}].name"): checked(c.get("id"), int, f"categories[{i}].id")
+        for i, c in enumerate(entries("categories"))
+    }
     return image_cats, image_tags, names
 
 

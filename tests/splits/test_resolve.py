@@ -712,3 +712,41 @@ class TestCocoAnnotations:
         assert uids(resolve_selectors([S(kind="all")], u)) == ["a#0"]
         with pytest.raises(UniverseError, match="annotation file not found"):
             resolve_selectors([S(kind="tag", any_of=["normal"])], u)
+
+
+# -- annotation files are read strictly (issue 10) ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"categories": [{"id": 1, "name": "dent", "id": 2}]}', r"not a valid COCO JSON file \(duplicate key 'id'"),
+        ('{"annotations": [{"image_id": 0, "category_id": NaN}]}', r"not a valid COCO JSON file \(non-finite number NaN"),
+        ('{"annotations": [{"image_id": 0, "category_id": 1.5}]}', r"annotations\[0\]\.category_id must be an integer, got 1\.5"),
+        ('{"annotations": [{"image_id": 0, "category_id": 1e300}]}', r"annotations\[0\]\.category_id must be an integer, got 1e\+300"),
+        ('{"annotations": [{"image_id": true, "category_id": 1}]}', r"annotations\[0\]\.image_id must be an integer, got True"),
+        ('{"images": [{"id": 0, "tags": "night"}]}', r"images\[0\]\.tags must be a list of strings, got 'night'"),
+        ('{"categories": [{"id": 1, "name": 7}]}', r"categories\[0\]\.name must be a string, got 7"),
+        ('{"annotations": {"image_id": 0}}', r"'annotations' must be a list of objects"),
+        ("[1, 2]", r"expected a COCO JSON object, got list"),
+    ],
+)
+def test_a_malformed_annotation_file_is_refused_naming_it(tmp_path, text, message) -> None:
+    path = tmp_path / "day1.json"
+    path.write_text(text)
+    u = Universe.from_columns(["a"], [0], annotation=[str(path)])
+    with pytest.raises(UniverseError, match=rf"^annotation file {path}: {message}"):
+        resolve_selectors([S(kind="categories", any_of=["dent"])], u)
+
+
+def test_a_split_report_that_is_not_strict_json_is_refused(tmp_path) -> None:
+    from kuration.errors import SplitConfigError
+    from kuration.splits.artifacts import read_split_report
+
+    (tmp_path / "splits").mkdir()
+    (tmp_path / "splits" / "split_report.json").write_text('{"status": "refused", "status": "resolved"}')
+    with pytest.raises(SplitConfigError, match=r"split_report\.json: not a valid split report \(duplicate key 'status'"):
+        read_split_report(tmp_path)
+    (tmp_path / "splits" / "split_report.json").write_text('["resolved"]')
+    with pytest.raises(SplitConfigError, match=r"split_report\.json: a split report is a JSON object, got list"):
+        read_split_report(tmp_path)

@@ -279,7 +279,7 @@ def test_malformed_config_json_is_rejected(doc, message):
 
 
 def test_invalid_json_text_is_rejected():
-    with pytest.raises(SplitConfigError, match=r"^s\.json: not valid JSON: "):
+    with pytest.raises(SplitConfigError, match=r"^s\.json: not a valid splits\.json \(Expecting value: line 1 column 12"):
         loads_splits('{"train": [', where="s.json")
 
 
@@ -291,6 +291,109 @@ def test_a_config_only_holds_selectors():
 def test_config_errors_are_value_errors():
     with pytest.raises(ValueError, match=r"train\[0\]"):
         loads_splits('{"train": [{"kind": "glob"}]}')
+
+
+# -- splits.json: careless and hostile files (issue 10) ----------------------------------
+
+
+@pytest.mark.parametrize(("value", "shown"), [(False, "false"), (0, "0"), ("", "''"), ({}, "{}"), (None, "null")])
+@pytest.mark.parametrize("stage", STAGES)
+def test_a_stage_that_is_not_a_list_is_refused_not_read_as_empty(stage, value, shown):
+    with pytest.raises(
+        SplitConfigError,
+        match=rf"^s\.json: '{stage}' must be a list of selectors \(use \[\] for an empty stage\), got {re.escape(shown)}$",
+    ):
+        loads_splits(json.dumps({stage: value}), where="s.json")
+
+
+@pytest.mark.parametrize("value", [False, 0, "", {}, "all", 5])
+def test_a_stage_that_is_not_a_list_is_refused_in_python_too(value):
+    with pytest.raises(SplitConfigError, match=r"^'val' must be a list of selectors, got "):
+        DataSplitConfig(val=value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"train": [], "train": [{"kind": "all"}]}', r"duplicate key 'train' in one object"),
+        ('{"train": [{"kind": "files", "paths": ["a"], "paths": ["b"]}]}', r"duplicate key 'paths' in one object"),
+        ('{"constraints": [{"kind": "no_split_overlap", "kind": "no_source_overlap"}]}', r"duplicate key 'kind'"),
+        ('{"leakage_check": "off", "leakage_check": "error"}', r"duplicate key 'leakage_check'"),
+        ('{"train": [{"kind": "dir_indices", "ids": [NaN]}]}', r"non-finite number NaN is not allowed"),
+        ('{"train": [{"kind": "dir_indices", "ids": [1e999]}]}', r"number 1e999 is beyond the float range"),
+        ('{"train": ' + "[" * 70 + "]" * 70 + "}", r"nested deeper than 64 levels"),
+    ],
+)
+def test_strict_json_refusals_name_the_file(text, message):
+    with pytest.raises(SplitConfigError, match=rf"^my/s\.json: not a valid splits\.json \({message}"):
+        loads_splits(text, where="my/s.json")
+
+
+def test_load_splits_refuses_duplicate_keys_naming_the_path(tmp_path):
+    path = tmp_path / "splits.json"
+    path.write_text('{"universe_hash": "aa", "universe_hash": "bb"}')
+    with pytest.raises(SplitConfigError, match=rf"^{re.escape(str(path))}: not a valid splits\.json \(duplicate key 'universe_hash'"):
+        load_splits(path)
+
+
+def test_deep_json_nesting_is_refused_before_any_recursion():
+    text = '{"train": [' + '{"kind": "union", "of": [' * 3000 + '{"kind": "all"}' + "]}" * 3000 + "]}"
+    with pytest.raises(SplitConfigError, match=r"^s\.json: not a valid splits\.json \(nested deeper than 64 levels\)$"):
+        loads_splits(text, where="s.json")
+
+
+# -- the leakage policy: one behaviour for the constructor and from_dict ------------------
+
+
+POLICY_CASES = [
+    ({}, "error"),
+    ({"leakage_check": "warn"}, "warn"),
+    ({"leakage_check": "off"}, "off"),
+    ({"constraints": []}, "off"),
+    ({"constraints": [{"kind": "no_split_overlap", "severity": "warn"}], "leakage_check": "warn"}, "warn"),
+    ({"constraints": [{"kind": "no_source_overlap"}], "leakage_check": "off"}, "off"),
+]
+
+
+@pytest.mark.parametrize(("doc", "mode"), POLICY_CASES)
+def test_the_constructor_takes_leakage_check_exactly_as_from_dict_does(doc, mode):
+    kwargs = {}
+    if "leakage_check" in doc:
+        kwargs["leakage_check"] = doc["leakage_check"]
+    if "constraints" in doc:
+        kwargs["constraints"] = tuple(Constraint(c["kind"], c.get("severity", "error")) for c in doc["constraints"])
+    built = DataSplitConfig(train=(Selector(kind="all"),), **kwargs)
+    read = DataSplitConfig.from_dict({"train": [ALL], **doc})
+    assert built == read
+    assert built.leakage_check == read.leakage_check == mode
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"leakage_check": "strict"}, r"^leakage_check must be one of \['error', 'warn', 'off'\], got 'strict'$"),
+        ({"leakage_check": 1}, r"^leakage_check must be one of \['error', 'warn', 'off'\], got 1$"),
+        (
+            {"leakage_check": "warn", "constraints": (Constraint("no_split_overlap"),)},
+            r"^'leakage_check': 'warn' contradicts 'constraints', whose no_split_overlap implies 'error'; keep one spelling$",
+        ),
+        ({"constraints": ("no_split_overlap",)}, r"^constraints\[0\]: expected a Constraint, got 'no_split_overlap'$"),
+        ({"constraints": 5}, r"^'constraints' must be a list of constraints, got 5$"),
+        ({"universe_hash": 12}, r"^'universe_hash' must be a string or null, got 12$"),
+    ],
+)
+def test_the_constructor_refuses_what_from_dict_refuses(kwargs, message):
+    with pytest.raises(SplitConfigError, match=message):
+        DataSplitConfig(**kwargs)
+
+
+def test_replace_and_with_leakage_check_still_work_on_the_custom_constructor():
+    from dataclasses import replace
+
+    cfg = DataSplitConfig(leakage_check="warn", universe_hash="ab")
+    assert replace(cfg, universe_hash="cd").constraints == cfg.constraints
+    assert cfg.with_leakage_check("off").constraints == ()
+    assert DataSplitConfig.from_dict(cfg.to_dict()) == cfg
 
 
 # -- ids: expand and compress ----------------------------------------------------------
@@ -375,9 +478,14 @@ def test_ids_beyond_int64_are_refused_in_python_and_from_json(kind, bad, message
     fields = {"ids": [0, bad]} if kind == "dir_indices" else {"source": "a.cu3s", "ids": [0, bad]}
     with pytest.raises(SelectorError, match=rf"^selector kind '{kind}': {message}"):
         Selector(kind=kind, **fields)
-    if not isinstance(bad, int) or bad < 10**100:
-        with pytest.raises(SplitConfigError, match=rf"^s\.json: train\[0\]: selector kind '{kind}': {message}"):
-            loads_splits(json.dumps({"train": [fields | {"kind": kind}]}), where="s.json")
+    if isinstance(bad, int):  # the strict JSON reader refuses a number past int64 first
+        message = r"not a valid splits\.json \(integer [0-9]+(\.\.\.)? is outside the signed 64-bit range\)"
+    else:
+        message = rf"train\[0\]: selector kind '{kind}': {message}"
+    huge = isinstance(bad, int) and bad > 10**100
+    text = '{"train": [{"ids": [' + "9" * 5000 + "]}]}" if huge else json.dumps({"train": [fields | {"kind": kind}]})
+    with pytest.raises(SplitConfigError, match=rf"^s\.json: {message}"):
+        loads_splits(text, where="s.json")
 
 
 @pytest.mark.parametrize("ids", [["0-99999999999"], ["0-9999999", "0-9999999"], ["0-10000000"]])
