@@ -140,7 +140,7 @@ class TestUniverseSequence:
             Universe.from_columns(["d/a.npz", "d\\a.npz"], [4, 4])
 
     def test_from_columns_rejects_negative_index(self) -> None:
-        with pytest.raises(UniverseError, match=r"'index': -1 must be >= 0"):
+        with pytest.raises(UniverseError, match=r"'index': -1 must be an int in \[0, 2\*\*63 - 1\], or None for a whole-file sample"):
             Universe.from_columns(["a", "b"], [0, -1])
 
     def test_empty_universe(self) -> None:

@@ -290,7 +290,7 @@ def test_duplicate_source_index_names_the_file_and_both_lines(tmp_path):
     with pytest.raises(
         UniverseError,
         match=rf"^{re.escape(str(path))}: duplicate identity \(source, index\)=\('rec/a\.cu3s', 1\) "
-        r"at line 2 and line 4; each \(source, index\) must be unique$",
+        r"at line 2 and line 4; each \(source, index\) must be unique \(drop the repeated sample\)$",
     ):
         read_universe_csv(path)
 
