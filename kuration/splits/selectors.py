@@ -118,10 +118,10 @@ class Selector:
             raise SelectorError(_too_deep(where))
         if not isinstance(data, Mapping):
             raise SelectorError(f"{where}: a selector must be a JSON object, got {data!r}")
-        unknown = sorted(set(data) - set(_FIELD_ORDER))
+        unknown = sorted(set(data) - set(_FIELD_ORDER), key=repr)  # keys of a Python dict need not be strings
         if unknown:
             raise SelectorError(
-                f"{where}: unknown selector field(s) {unknown}; valid fields: {list(_FIELD_ORDER)}"
+                f"{where}: unknown selector field(s) {shown(unknown)}; valid fields: {list(_FIELD_ORDER)}"
             )
         if "kind" not in data:
             raise SelectorError(f"{where}: selector has no 'kind'")

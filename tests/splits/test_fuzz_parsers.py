@@ -158,11 +158,13 @@ def scalars() -> st.SearchStrategy:
 
 
 def json_values(max_leaves: int = 25) -> st.SearchStrategy:
+    # keys of a Python dict need not be strings (json.dumps turns 1 and None into "1", "null")
+    keys = st.one_of(st.sampled_from(KEYS), st.integers(-1, 1), st.none())
     return st.recursive(
         scalars(),
         lambda children: st.one_of(
             st.lists(children, max_size=4),
-            st.dictionaries(st.sampled_from(KEYS), children, max_size=5),
+            st.dictionaries(keys, children, max_size=5),
         ),
         max_leaves=max_leaves,
     )
@@ -184,7 +186,7 @@ def selector_docs(draw, depth: int = 0) -> dict:
     elif kind == "glob":
         doc["pattern"] = draw(scalars())
     if draw(st.integers(0, 9)) == 0:
-        doc[draw(st.sampled_from(KEYS))] = draw(json_values(5))
+        doc[draw(st.one_of(st.sampled_from(KEYS), st.integers(0, 2), st.none()))] = draw(json_values(5))
     return doc
 
 

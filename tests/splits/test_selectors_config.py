@@ -204,6 +204,7 @@ def test_bad_ids_are_rejected(kind, bad, message):
         ({"kind": "files", "paths": ["ok", 3]}, r"selector kind 'files': 'paths' entries must be strings, got \[3\]"),
         ({"kind": "tag", "any_of": ["ok", 5]}, r"selector kind 'tag': 'any_of' entries must be strings, got \[5\]"),
         (["kind", "all"], r"a selector must be a JSON object"),
+        ({"kind": "all", 1: 2, None: 3}, r"unknown selector field\(s\) \[1, None\]"),
     ],
 )
 def test_malformed_selector_json_is_rejected(data, message):
