@@ -240,6 +240,8 @@ def _validate_structure(sel: Selector) -> None:
 def _id_runs(ids: Sequence[int | str], *, what: str, limit: int = MAX_IDS) -> list[tuple[int, int, int]]:
     """``(start, step, count)`` of each id in order (a plain id is a run of one), validated
     and counted without expanding anything."""
+    if isinstance(ids, (str, bytes, Mapping)) or not isinstance(ids, Iterable):
+        raise SelectorError(f"{what}: ids must be a list of ints or 'a-b' ranges, got {shown(ids)}")
     runs: list[tuple[int, int, int]] = []
     total = 0
     for item in ids:

@@ -409,6 +409,12 @@ def test_expand_ids_examples():
     assert expand_ids([]) == []
 
 
+@pytest.mark.parametrize("ids", [5, None, "0-3", {"0-3": 1}])
+def test_expand_ids_needs_a_list(ids):
+    with pytest.raises(SelectorError, match=r"^ids: ids must be a list of ints or 'a-b' ranges, got "):
+        expand_ids(ids)
+
+
 def test_compress_ids_examples():
     assert compress_ids([8, 0, 1, 2, 5, 7, 2]) == ["0-2", 5, "7-8"]
     assert compress_ids([4]) == [4]
