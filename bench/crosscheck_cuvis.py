@@ -16,7 +16,9 @@ Runs in the project venv; the reference runs as a subprocess in ``bench/.venv-cu
    ``json.dumps(DataSplitConfig.model_validate(d).to_dict(), indent=2)`` byte for byte,
    the file kuration ``save_splits`` writes must equal the one Cuvis ``save_splits``
    writes, and must load under Cuvis ``load_splits`` (the cuvis_ai_schemas model).
-4. ``universe_hash`` of each universe: kuration vs Cuvis.
+4. ``universe_hash`` of each universe: kuration vs Cuvis, including one of whole-file
+   samples (``SampleRef`` without an index, as Cuvis.AI's disk-enumerated modules make
+   them), over which a few probes are resolved as well.
 
 Prints one JSON summary. Run from the repo root:  .venv/bin/python bench/crosscheck_cuvis.py
 Options: --seed N, --cases N, --splits N.
@@ -260,6 +262,23 @@ def edge_probes() -> list[tuple[str, list[dict]]]:
     ]
 
 
+#: Whole-file samples (index None) beside one indexed recording.
+WHOLE_SOURCES = [("cubes/a.tif", None), ("cubes/b.tif", None), ("cubes/sub/c.tif", None), ("rec/x.cu3s", 0), ("rec/x.cu3s", 1)]
+
+
+def whole_file_probes() -> list[tuple[str, list[dict]]]:
+    return [
+        ("whole-file: all", [{"kind": "all"}]),
+        ("whole-file: files ['cubes/b.tif']", [{"kind": "files", "paths": ["cubes/b.tif"]}]),
+        ("whole-file: glob '*.tif'", [{"kind": "glob", "pattern": "*.tif"}]),
+        ("whole-file: stems ['c', 'x']", [{"kind": "stems", "stems": ["c", "x"]}]),
+        ("whole-file: dir_indices [4, 0, 2]", [{"kind": "dir_indices", "ids": [4, 0, 2]}]),
+        ("whole-file: file_indices a.tif [0] (matches nothing)", [{"kind": "file_indices", "source": "cubes/a.tif", "ids": [0]}]),
+        ("whole-file: except [all, files [a.tif]]",
+         [{"kind": "except", "of": [{"kind": "all"}, {"kind": "files", "paths": ["cubes/a.tif"]}]}]),
+    ]
+
+
 # --------------------------------------------------------------------------- kuration side
 
 
@@ -332,8 +351,9 @@ def main() -> None:
     edge_u = Universe.from_columns(
         [s for s in EDGE_SOURCES for _ in range(2)], np.asarray([i for _ in EDGE_SOURCES for i in (0, 1)])
     )
-    universes = {"random": main_u, "edge": edge_u}
-    name_to_ids = {"random": CATEGORIES, "edge": None}
+    whole_u = Universe.from_columns([s for s, _ in WHOLE_SOURCES], [i for _, i in WHOLE_SOURCES])
+    universes = {"random": main_u, "edge": edge_u, "whole": whole_u}
+    name_to_ids = {"random": CATEGORIES, "edge": None, "whole": None}
     every_attr = frozenset({"tags", "category_ids"})
     ref_lists = {name: u.refs(np.arange(len(u)), attrs=every_attr) for name, u in universes.items()}
 
@@ -341,6 +361,10 @@ def main() -> None:
     cases = [{"id": f"r{i:03d}", "universe": "random", "selectors": gen.stage()} for i in range(args.cases)]
     probes = edge_probes()
     cases += [{"id": f"e{i:02d}", "universe": "edge", "selectors": sels, "label": label} for i, (label, sels) in enumerate(probes)]
+    cases += [
+        {"id": f"w{i:02d}", "universe": "whole", "selectors": sels, "label": label}
+        for i, (label, sels) in enumerate(whole_file_probes())
+    ]
 
     clean = Gen(rng, src, len(main_u), clean=True)
     splits_dicts = [random_splits_dict(rng, clean) for _ in range(args.splits)]
@@ -443,7 +467,7 @@ def main() -> None:
         # ---- 2. edge probes
         edge = []
         for c in cases:
-            if c["universe"] != "edge":
+            if c["universe"] not in ("edge", "whole"):
                 continue
             mine, theirs = kur_cases[c["id"]], ref["cases"][c["id"]]
             verdict = compare(mine, theirs)
@@ -457,7 +481,7 @@ def main() -> None:
             "agree": sum(r["verdict"] in ("identical", "both_raised") for r in edge),
             "disagree": sum(r["verdict"] not in ("identical", "both_raised") for r in edge),
             "probes": edge,
-            "non_kuration_exception_types": [e for e in non_kuration_errors if e["case"].startswith("e")],
+            "non_kuration_exception_types": [e for e in non_kuration_errors if e["case"].startswith(("e", "w"))],
         }
         summary["resolution"]["non_kuration_exception_types"] = [
             e for e in non_kuration_errors if e["case"].startswith("r")

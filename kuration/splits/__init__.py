@@ -38,6 +38,7 @@ from kuration.splits.resolve import required_attrs, resolve_positions, resolve_s
 from kuration.splits.sample_ref import SampleRef
 from kuration.splits.selectors import Selector, SelectorKind, compress_ids, expand_ids
 from kuration.splits.universe import (
+    WHOLE_FILE,
     AttributeLoader,
     CocoAnnotationAttributes,
     PreloadedAttributes,
@@ -51,6 +52,7 @@ from kuration.splits.universe_csv import read_landing_universe, read_universe_cs
 
 __all__ = [
     "STAGES",
+    "WHOLE_FILE",
     "AttributeLoader",
     "CocoAnnotationAttributes",
     "Constraint",

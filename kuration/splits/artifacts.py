@@ -37,7 +37,8 @@ from kuration.splits.config import LEAKAGE_MODES, DataSplitConfig, dumps_splits,
 from kuration.splits.drift import DriftReport, evaluate_drift
 from kuration.splits.leakage import LeakageReport
 from kuration.splits.resolution import SplitResolution, plan_splits
-from kuration.splits.universe import Universe
+from kuration.splits.universe import WHOLE_FILE, Universe
+from kuration.strict_json import parse_strict_json
 
 UNIVERSE_FILE = ("universe", "universe.parquet")
 SPLITS_FILE = ("splits", "splits.json")
@@ -85,7 +86,7 @@ UNIVERSE_TABLE_SCHEMA = pdv.DataFrameSchema(
     {
         "uid": pdv.Column(str, unique=True),
         "source": pdv.Column(str, pdv.Check.str_length(min_value=1)),
-        "index": pdv.Column("int64", pdv.Check.ge(0)),
+        "index": pdv.Column("Int64", pdv.Check.ge(0), nullable=True),  # null: a whole-file sample
         "stem": pdv.Column(str),
         "group": pdv.Column(str, pdv.Check.str_length(min_value=1)),
         "annotation": pdv.Column(str, nullable=True),
@@ -99,8 +100,9 @@ UNIVERSE_TABLE_SCHEMA = pdv.DataFrameSchema(
 
 
 def validate_universe_table(table: pa.Table) -> TableValidation:
-    """Check ``universe.parquet``: pandera schema, uid = ``source#index``, canonical order, pinned hash."""
-    df = table.to_pandas()
+    """Check ``universe.parquet``: pandera schema, uid = ``source#index`` (``source`` for a
+    whole-file sample), canonical order, pinned hash."""
+    df = table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
     errors: list[str] = []
     try:
         UNIVERSE_TABLE_SCHEMA.validate(df, lazy=True)
@@ -108,11 +110,13 @@ def validate_universe_table(table: pa.Table) -> TableValidation:
         for case in exc.failure_cases.head(10).itertuples():
             errors.append(f"column {case.column!r}: {case.check} failed for {case.failure_case!r} (row {case.index})")
     if not errors:
-        expected_uid = df["source"] + "#" + df["index"].astype(str)
+        whole = df["index"].isna().to_numpy()
+        index = df["index"].fillna(WHOLE_FILE).to_numpy(dtype=np.int64)
+        expected_uid = df["source"].where(whole, df["source"] + "#" + pd.Series(index, index=df.index).astype(str))
         bad = np.flatnonzero((expected_uid != df["uid"]).to_numpy())
         if len(bad):
             errors.append(f"row {int(bad[0])}: uid {df['uid'].iat[bad[0]]!r} is not source#index ({expected_uid.iat[bad[0]]!r})")
-        order = np.lexsort((df["index"].to_numpy(), df["source"].to_numpy().astype(str)))
+        order = np.lexsort((index, df["source"].to_numpy().astype(str)))
         if not np.array_equal(order, np.arange(len(df))):
             errors.append("rows are not in canonical (source, index) order")
     pinned = (table.schema.metadata or {}).get(b"kuration.universe_hash", b"").decode()
@@ -243,7 +247,10 @@ def read_split_report(root: str | os.PathLike[str]) -> dict[str, Any]:
     url = _url(os.fspath(root), REPORT_FILE)
     if not storage.exists(url):
         raise SplitConfigError(f"no split report at {url}; materialize the 'resolved_splits' asset first")
-    return json.loads(storage.read_bytes(url))
+    report = parse_strict_json(storage.read_bytes(url), where=url, what="split report", error=SplitConfigError)
+    if not isinstance(report, dict):
+        raise SplitConfigError(f"{url}: a split report is a JSON object, got {type(report).__name__}; re-materialize 'resolved_splits'")
+    return report
 
 
 def read_split_assignments(root: str | os.PathLike[str]) -> tuple[pa.Table, str]:

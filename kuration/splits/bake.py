@@ -1,6 +1,6 @@
 """Baking by generation: produce a concrete ``splits.json`` from a universe.
 
-A baked split holds only ``file_indices`` selectors plus the ``universe_hash`` it was
+A baked split holds only ``file_indices`` selectors (``files`` for whole-file samples) plus the ``universe_hash`` it was
 generated against, so it is position-independent and drift-guarded. There is no
 "lower a rule in place" step; a baked file is always generated, by one of:
 
@@ -38,7 +38,7 @@ from kuration.splits.config import (
 from kuration.splits.leakage import enforce
 from kuration.splits.resolution import plan_splits
 from kuration.splits.selectors import Selector, SelectorKind, compress_ids
-from kuration.splits.universe import Universe
+from kuration.splits.universe import WHOLE_FILE, Universe
 
 GROUP_BY = ("group", "source")
 
@@ -50,7 +50,9 @@ def baked_config(
     constraints: Sequence[Constraint],
 ) -> DataSplitConfig:
     """A concrete config selecting exactly ``stage_positions``: one ``file_indices``
-    selector per source, sources in canonical order, ids as compact ranges."""
+    selector per source, sources in canonical order, ids as compact ranges; a whole-file
+    sample is named by a ``files`` selector (``file_indices`` cannot match it), as
+    Cuvis.AI bakes it."""
     stages: dict[str, tuple[Selector, ...]] = {}
     for stage in STAGES:
         rows = np.asarray(stage_positions.get(stage, []), np.int64)
@@ -61,10 +63,13 @@ def baked_config(
             codes = universe.source_codes[rows]
             starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
             for begin, end in zip(starts, np.r_[starts[1:], len(rows)]):
+                source = universe.source_names[int(codes[begin])]
+                indices = universe.indices[rows[begin:end]]
+                if indices[0] == WHOLE_FILE:  # then it is the source's only sample
+                    selectors.append(Selector(kind=SelectorKind.FILES, paths=(source,)))
+                    continue
                 selectors.append(Selector(
-                    kind=SelectorKind.FILE_INDICES,
-                    source=universe.source_names[int(codes[begin])],
-                    ids=tuple(compress_ids(universe.indices[rows[begin:end]].tolist())),
+                    kind=SelectorKind.FILE_INDICES, source=source, ids=tuple(compress_ids(indices.tolist())),
                 ))
         stages[stage] = tuple(selectors)
     return DataSplitConfig(universe_hash=universe.hash, constraints=tuple(constraints), **stages)

@@ -11,23 +11,30 @@ write. Two spellings of the leakage policy exist and both are read:
 ``save_splits`` always writes the ``constraints`` form, because the current
 ``cuvis-ai-schemas`` release rejects unknown keys. A file carrying neither spelling gets
 the seed's default, ``leakage_check: error``; a file with an explicit empty
-``constraints`` list declares no checks.
+``constraints`` list declares no checks. The constructor takes the same two spellings
+(``DataSplitConfig(leakage_check="warn")``) with the same rules as a file.
 
-Loading validates shape only; nothing here touches the universe.
+Loading validates shape only; nothing here touches the universe. The text is read by
+:func:`kuration.strict_json.parse_strict_json`: duplicate keys, ``NaN`` / ``Infinity``,
+numbers out of range and nesting deeper than 64 levels are refused, naming the file. A
+stage must be a list (``false``, ``0``, ``""``, ``{}`` and ``null`` are refused, not read as
+empty). Selector limits (nesting, ids) are those of :mod:`kuration.splits.selectors`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
 from kuration import storage
 from kuration.errors import SelectorError, SplitConfigError
+from kuration.splits._bounds import shown
 from kuration.splits.selectors import CONCRETE_KINDS, Selector, required_attrs_of
+from kuration.strict_json import parse_strict_json
 
 STAGES = ("train", "val", "test", "predict")
 #: The stages leakage is checked across; ``predict`` may legitimately overlap them.
@@ -72,44 +79,88 @@ class Constraint:
 
 def constraints_for_leakage_check(mode: str) -> tuple[Constraint, ...]:
     """The ``constraints`` equivalent of a seed-style ``leakage_check`` value."""
-    if mode not in LEAKAGE_MODES:
-        raise SplitConfigError(f"leakage_check must be one of {list(LEAKAGE_MODES)}, got {mode!r}")
+    if not isinstance(mode, str) or mode not in LEAKAGE_MODES:
+        raise SplitConfigError(f"leakage_check must be one of {list(LEAKAGE_MODES)}, got {shown(mode)}")
     if mode == "off":
         return ()
     return (Constraint(ConstraintKind.NO_SPLIT_OVERLAP, ConstraintSeverity(mode)),)
 
 
-@dataclass(frozen=True, slots=True)
+def _leakage_check_of(constraints: Iterable[Constraint]) -> str:
+    return next((c.severity.value for c in constraints if c.kind == ConstraintKind.NO_SPLIT_OVERLAP), "off")
+
+
+def _typed_list(value: object, kind: type, name: str, noun: str) -> tuple:
+    """``value`` as a tuple, refused unless it is a list-like of ``kind`` (a string or a
+    mapping is iterable, but never meant as a list)."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise SplitConfigError(f"'{name}' must be a list of {noun}, got {shown(value)}")
+    items = tuple(value)
+    for i, item in enumerate(items):
+        if not isinstance(item, kind):
+            raise SplitConfigError(f"{name}[{i}]: expected a {kind.__name__}, got {shown(item)}")
+    return items
+
+
+def _policy(constraints: Iterable[Constraint] | None, leakage_check: str | None) -> tuple[Constraint, ...]:
+    """The constraints a config holds, from either spelling or both (which must agree).
+
+    Neither given is the seed's default, ``error``; an explicit empty ``constraints``
+    declares no checks."""
+    implied_by_mode = constraints_for_leakage_check(leakage_check) if leakage_check is not None else None
+    if constraints is None:
+        return implied_by_mode if implied_by_mode is not None else constraints_for_leakage_check("error")
+    given = _typed_list(constraints, Constraint, "constraints", "constraints")
+    if leakage_check is not None and _leakage_check_of(given) != leakage_check:
+        raise SplitConfigError(
+            f"'leakage_check': {leakage_check!r} contradicts 'constraints', whose no_split_overlap implies "
+            f"{_leakage_check_of(given)!r}; keep one spelling"
+        )
+    return given
+
+
+@dataclass(frozen=True, slots=True, init=False)
 class DataSplitConfig:
     """Per-stage selector lists (each unioned in order) plus the pinned universe and policy.
 
     An empty ``predict`` means the whole universe. ``splits_path`` is carried only so a
-    Cuvis.AI file round-trips unchanged.
+    Cuvis.AI file round-trips unchanged. The leakage policy is given as ``constraints``,
+    as the seed's ``leakage_check``, or both when they agree; neither means ``error``.
     """
 
-    universe_hash: str | None = None
-    train: tuple[Selector, ...] = ()
-    val: tuple[Selector, ...] = ()
-    test: tuple[Selector, ...] = ()
-    predict: tuple[Selector, ...] = ()
-    constraints: tuple[Constraint, ...] = field(
-        default_factory=lambda: constraints_for_leakage_check("error")
-    )
-    splits_path: str | None = None
+    universe_hash: str | None
+    train: tuple[Selector, ...]
+    val: tuple[Selector, ...]
+    test: tuple[Selector, ...]
+    predict: tuple[Selector, ...]
+    constraints: tuple[Constraint, ...]
+    splits_path: str | None
 
-    def __post_init__(self) -> None:
-        for stage in STAGES:
-            value = tuple(getattr(self, stage))
-            for i, sel in enumerate(value):
-                if not isinstance(sel, Selector):
-                    raise SplitConfigError(f"{stage}[{i}]: expected a Selector, got {sel!r}")
-            object.__setattr__(self, stage, value)
-        constraints = tuple(self.constraints)
-        kinds = [c.kind for c in constraints]
+    def __init__(
+        self,
+        universe_hash: str | None = None,
+        train: Iterable[Selector] = (),
+        val: Iterable[Selector] = (),
+        test: Iterable[Selector] = (),
+        predict: Iterable[Selector] = (),
+        constraints: Iterable[Constraint] | None = None,
+        splits_path: str | None = None,
+        *,
+        leakage_check: str | None = None,
+    ) -> None:
+        for name, value in (("universe_hash", universe_hash), ("splits_path", splits_path)):
+            if value is not None and not isinstance(value, str):
+                raise SplitConfigError(f"'{name}' must be a string or null, got {shown(value)}")
+        object.__setattr__(self, "universe_hash", universe_hash)
+        object.__setattr__(self, "splits_path", splits_path)
+        for stage, given in (("train", train), ("val", val), ("test", test), ("predict", predict)):
+            object.__setattr__(self, stage, _typed_list(given, Selector, stage, "selectors"))
+        policy = _policy(constraints, leakage_check)
+        kinds = [c.kind for c in policy]
         dupes = sorted({k.value for k in kinds if kinds.count(k) > 1})
         if dupes:
             raise SplitConfigError(f"duplicate constraint kind(s): {', '.join(dupes)}")
-        object.__setattr__(self, "constraints", constraints)
+        object.__setattr__(self, "constraints", policy)
 
     def stage(self, name: str) -> tuple[Selector, ...]:
         if name not in STAGES:
@@ -122,8 +173,7 @@ class DataSplitConfig:
     @property
     def leakage_check(self) -> str:
         """The seed-style policy this config implies: the ``no_split_overlap`` severity, or ``off``."""
-        c = self.constraint(ConstraintKind.NO_SPLIT_OVERLAP)
-        return "off" if c is None else c.severity.value
+        return _leakage_check_of(self.constraints)
 
     def with_leakage_check(self, mode: str) -> DataSplitConfig:
         """A copy whose ``no_split_overlap`` constraint follows ``mode``; other constraints stay."""
@@ -157,70 +207,71 @@ class DataSplitConfig:
         if not isinstance(data, Mapping):
             raise SplitConfigError(f"{where}: expected a JSON object, got {type(data).__name__}")
         known = {"splits_path", "universe_hash", "constraints", "leakage_check", *STAGES}
-        unknown = sorted(set(data) - known)
+        unknown = sorted(map(str, set(data) - known))
         if unknown:
-            raise SplitConfigError(f"{where}: unknown key(s) {unknown}; valid keys: {sorted(known)}")
+            raise SplitConfigError(f"{where}: unknown key(s) {shown(unknown)}; valid keys: {sorted(known)}")
         stages: dict[str, tuple[Selector, ...]] = {}
         for stage in STAGES:
-            raw = data.get(stage) or []
+            raw = data.get(stage, [])
             if not isinstance(raw, list):
-                raise SplitConfigError(f"{where}: '{stage}' must be a list of selectors, got {raw!r}")
+                # false / 0 / "" / {} / null are not an empty stage: a typo must not shrink a split
+                raise SplitConfigError(
+                    f"{where}: '{stage}' must be a list of selectors (use [] for an empty stage), got {_json_shown(raw)}"
+                )
             try:
                 stages[stage] = tuple(
                     Selector.from_dict(item, where=f"{where}: {stage}[{i}]") for i, item in enumerate(raw)
                 )
             except SelectorError as exc:
                 raise SplitConfigError(str(exc)) from None
-        for key in ("universe_hash", "splits_path"):
-            if data.get(key) is not None and not isinstance(data[key], str):
-                raise SplitConfigError(f"{where}: '{key}' must be a string or null, got {data[key]!r}")
-        constraints = _read_policy(data, where)
+        constraints = _read_constraints(data, where)
+        leakage_check = _read_leakage_check(data, where)
         try:
             return cls(
                 universe_hash=data.get("universe_hash"),
-                constraints=constraints,
                 splits_path=data.get("splits_path"),
+                constraints=constraints,
+                leakage_check=leakage_check,
                 **stages,
             )
         except SplitConfigError as exc:
             raise SplitConfigError(f"{where}: {exc}") from None
 
 
-def _read_policy(data: Mapping[str, Any], where: str) -> tuple[Constraint, ...]:
-    has_constraints = "constraints" in data
-    if has_constraints and data["constraints"] is None:
-        raise SplitConfigError(f"{where}: 'constraints' must be a list (use [] to declare no checks), got null")
-    legacy = data.get("leakage_check")
-    if legacy is not None and not isinstance(legacy, str):
-        raise SplitConfigError(f"{where}: 'leakage_check' must be one of {list(LEAKAGE_MODES)}, got {legacy!r}")
-    if not has_constraints:
-        try:
-            return constraints_for_leakage_check(legacy if legacy is not None else "error")
-        except SplitConfigError as exc:
-            raise SplitConfigError(f"{where}: {exc}") from None
+def _json_shown(value: Any) -> str:
+    """A value as the JSON it came from (``false``, ``null``), for messages about files."""
+    try:
+        return shown(json.dumps(value))[1:-1] if not isinstance(value, str) else shown(value)
+    except (TypeError, ValueError):
+        return shown(value)
+
+
+def _read_leakage_check(data: Mapping[str, Any], where: str) -> str | None:
+    if "leakage_check" not in data:
+        return None
+    value = data["leakage_check"]
+    if not isinstance(value, str):
+        raise SplitConfigError(f"{where}: 'leakage_check' must be one of {list(LEAKAGE_MODES)}, got {_json_shown(value)}")
+    return value
+
+
+def _read_constraints(data: Mapping[str, Any], where: str) -> tuple[Constraint, ...] | None:
+    if "constraints" not in data:
+        return None
     raw = data["constraints"]
     if not isinstance(raw, list):
-        raise SplitConfigError(f"{where}: 'constraints' must be a list, got {raw!r}")
+        hint = " (use [] to declare no checks)" if raw is None else ""
+        raise SplitConfigError(f"{where}: 'constraints' must be a list{hint}, got {_json_shown(raw)}")
     constraints: list[Constraint] = []
     for i, item in enumerate(raw):
         if not isinstance(item, Mapping) or "kind" not in item or set(item) - {"kind", "severity"}:
             raise SplitConfigError(
-                f"{where}: constraints[{i}] must be an object with 'kind' and optional 'severity', got {item!r}"
+                f"{where}: constraints[{i}] must be an object with 'kind' and optional 'severity', got {shown(item)}"
             )
         try:
             constraints.append(Constraint(item["kind"], item.get("severity", "error")))
         except SplitConfigError as exc:
             raise SplitConfigError(f"{where}: constraints[{i}]: {exc}") from None
-    if legacy is not None:
-        implied = "off"
-        for c in constraints:
-            if c.kind == ConstraintKind.NO_SPLIT_OVERLAP:
-                implied = c.severity.value
-        if implied != legacy:
-            raise SplitConfigError(
-                f"{where}: 'leakage_check': {legacy!r} contradicts 'constraints', whose "
-                f"no_split_overlap implies {implied!r}; keep one spelling"
-            )
     return tuple(constraints)
 
 
@@ -230,10 +281,8 @@ def dumps_splits(cfg: DataSplitConfig) -> str:
 
 
 def loads_splits(text: str | bytes, *, where: str = "splits.json") -> DataSplitConfig:
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SplitConfigError(f"{where}: not valid JSON: {exc}") from None
+    """Parse ``splits.json`` text strictly (see the module docstring) and shape-validate it."""
+    data = parse_strict_json(text, where=where, what="splits.json", error=SplitConfigError)
     return DataSplitConfig.from_dict(data, where=where)
 
 

@@ -8,10 +8,16 @@ Beyond Cuvis.AI, ``no_split_overlap`` is group-aware: two samples sharing a ``gr
 (which defaults to the sample's source) in two different stages are leakage, because
 frames of one recording, one site or one operator in both train and test inflate every
 metric. ``predict`` is excluded throughout; it may overlap the other stages.
+
+Offender lists are sorted as text, as Cuvis.AI sorts them. For ``no_split_overlap`` the
+offenders are the samples that leak: those in more than one of train / val / test, and
+those whose group is. So a violation always counts at least one sample, also when the
+stages share groups but no sample.
 """
 
 from __future__ import annotations
 
+import heapq
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,9 +42,9 @@ class ConstraintResult:
     """The outcome of one constraint.
 
     ``status`` is ``satisfied``, ``violated``, or ``unavailable`` (the labels the
-    constraint needs cannot be had; never silently ``satisfied``). ``offending`` lists up
-    to :data:`MAX_LISTED` uids or sources, ``count`` is exact; ``shared_groups`` names the
-    groups found in more than one stage.
+    constraint needs cannot be had; never silently ``satisfied``). ``offending`` lists the
+    first :data:`MAX_LISTED` offending uids or sources in text order, ``count`` is how many
+    there are; ``shared_groups`` names the groups found in more than one stage.
     """
 
     kind: str
@@ -107,17 +113,20 @@ def _union_sorted(pairs: list[tuple[str, str, np.ndarray]]) -> np.ndarray:
 
 def _split_overlap(
     severity: str,
-    uid_keys: Mapping[str, np.ndarray],
-    group_keys: Mapping[str, np.ndarray],
+    stages: Mapping[str, tuple[np.ndarray, np.ndarray]],
     uid_names: Callable[[np.ndarray], list[str]],
     group_names: Callable[[np.ndarray], list[str]],
 ) -> ConstraintResult:
-    uid_pairs = _overlap_pairs(uid_keys)
-    group_pairs = _overlap_pairs(group_keys)
+    """``stages``: per exclusive stage, (sample keys, each sample's group key), aligned."""
+    uid_pairs = _overlap_pairs({s: np.unique(keys) for s, (keys, _) in stages.items()})
+    group_pairs = _overlap_pairs({s: np.unique(groups) for s, (_, groups) in stages.items()})
     if not uid_pairs and not group_pairs:
         return ConstraintResult(ConstraintKind.NO_SPLIT_OVERLAP.value, severity, "satisfied")
-    uids = _union_sorted(uid_pairs)
+    shared_uids = _union_sorted(uid_pairs)
     groups = _union_sorted(group_pairs)
+    leaking = np.unique(np.concatenate([
+        keys[np.isin(keys, shared_uids) | np.isin(of_group, groups)] for keys, of_group in stages.values()
+    ]))
     reasons = [f"{len(shared)} sample(s) shared between {a} and {b}" for a, b, shared in uid_pairs]
     for a, b, shared in group_pairs:
         names = group_names(shared[:5])
@@ -125,7 +134,7 @@ def _split_overlap(
         reasons.append(f"{len(shared)} group(s) in both {a} and {b}: {', '.join(map(repr, names))}{more}")
     return ConstraintResult(
         ConstraintKind.NO_SPLIT_OVERLAP.value, severity, "violated",
-        count=len(uids), offending=tuple(uid_names(uids[:MAX_LISTED])),
+        count=len(leaking), offending=tuple(heapq.nsmallest(MAX_LISTED, uid_names(leaking))),
         shared_groups=tuple(group_names(groups[:MAX_LISTED])), group_count=len(groups),
         reason="; ".join(reasons),
     )
@@ -151,7 +160,7 @@ def evaluate_constraints(
     def stage_codes(codes: np.ndarray) -> dict[str, np.ndarray]:
         return {s: np.unique(codes[np.asarray(stages.get(s, []), np.int64)]) for s in EXCLUSIVE_STAGES}
 
-    uid_keys = {s: np.unique(np.asarray(stages.get(s, []), np.int64)) for s in EXCLUSIVE_STAGES}
+    rows_of = {s: np.unique(np.asarray(stages.get(s, []), np.int64)) for s in EXCLUSIVE_STAGES}
     group_names = np.asarray(universe.group_names, dtype=object)
     source_names = np.asarray(universe.source_names, dtype=object)
     results: list[ConstraintResult] = []
@@ -159,7 +168,7 @@ def evaluate_constraints(
         severity = c.severity.value
         if c.kind == ConstraintKind.NO_SPLIT_OVERLAP:
             results.append(_split_overlap(
-                severity, uid_keys, stage_codes(universe.group_codes),
+                severity, {st: (rows, universe.group_codes[rows]) for st, rows in rows_of.items()},
                 universe.uids, lambda codes: group_names[codes].tolist(),
             ))
         elif c.kind == ConstraintKind.NO_SOURCE_OVERLAP:
@@ -212,12 +221,16 @@ def evaluate_leakage(
         raise ValueError(f"leakage mode must be one of {list(LEAKAGE_MODES)}, got {mode!r}")
     if mode == "off":
         return LeakageReport(())
-    stages = {"train": train, "val": val, "test": test}
-    uid_keys = {s: np.unique(np.asarray([r.uid for r in refs], dtype=object).astype(str)) for s, refs in stages.items()}
-    group_keys = {s: np.unique(np.asarray([r.group for r in refs], dtype=object).astype(str)) for s, refs in stages.items()}
+    def keys(values: list[str]) -> np.ndarray:
+        return np.asarray(values, dtype=object).astype(str)
+
+    stages = {
+        name: (keys([r.uid for r in refs]), keys([r.group for r in refs]))
+        for name, refs in (("train", train), ("val", val), ("test", test))
+    }
     (constraint,) = constraints_for_leakage_check(mode)
     return LeakageReport((_split_overlap(
-        constraint.severity.value, uid_keys, group_keys, lambda a: [str(x) for x in a], lambda a: [str(x) for x in a],
+        constraint.severity.value, stages, lambda a: [str(x) for x in a], lambda a: [str(x) for x in a],
     ),))
 
 

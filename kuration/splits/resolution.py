@@ -20,7 +20,7 @@ from kuration.splits.drift import DriftReport, verify_universe
 from kuration.splits.leakage import LeakageReport, enforce, evaluate_constraints
 from kuration.splits.resolve import resolve_positions
 from kuration.splits.sample_ref import SampleRef
-from kuration.splits.universe import SampleRefs, Universe
+from kuration.splits.universe import WHOLE_FILE, SampleRefs, Universe
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class SplitResolution:
                 "stage": pa.array([stage] * len(rows), pa.string()),
                 "uid": pa.array(u.uids(rows), pa.string()),
                 "source": pa.array(sources[u.source_codes[rows]].tolist(), pa.string()),
-                "index": pa.array(u.indices[rows], pa.int64()),
+                "index": pa.array(u.indices[rows], pa.int64(), mask=u.indices[rows] == WHOLE_FILE),
                 "group": pa.array(groups[u.group_codes[rows]].tolist(), pa.string()),
                 "position": pa.array(rows, pa.int64()),
             }))

@@ -23,7 +23,7 @@ import numpy as np
 
 from kuration.errors import SelectorError
 from kuration.splits.sample_ref import SampleRef
-from kuration.splits.selectors import Selector, SelectorKind, expand_ids, required_attrs_of
+from kuration.splits.selectors import Selector, SelectorKind, expand_ids_array, required_attrs_of
 from kuration.splits.universe import SampleRefs, Universe
 
 logger = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ class _Resolver:
             _warn_partial(sel, [p for p, codes in found.items() if not codes], len(found), "source")
             return u.rows_of_sources(sorted({c for codes in found.values() for c in codes}))
         if kind is SelectorKind.FILE_INDICES:
-            wanted = np.unique(np.asarray(expand_ids(sel.ids, what=f"selector {sel.describe()}"), np.int64))
+            wanted = np.unique(expand_ids_array(sel.ids, what=f"selector {sel.describe()}"))
             rows = u.rows_of_sources(self.source_codes_for(sel.source or ""))
             hit = rows[np.isin(u.indices[rows], wanted)]
             if len(hit):
@@ -107,7 +107,7 @@ class _Resolver:
                 _warn_partial(sel, missing.tolist(), len(wanted), "index")
             return hit
         if kind is SelectorKind.DIR_INDICES:
-            positions = np.asarray(expand_ids(sel.ids, what=f"selector {sel.describe()}"), np.int64)
+            positions = expand_ids_array(sel.ids, what=f"selector {sel.describe()}")
             out_of_range = positions[positions >= self.n]
             if len(out_of_range):
                 shown = out_of_range[:10].tolist()
@@ -131,16 +131,18 @@ class _Resolver:
             if self._name_to_id is None and scope is not None and any(n not in (name_to_id or {}) for n in sel.any_of):
                 # a name may live in an annotation file outside the scope: ask the whole universe
                 name_to_id = u.attributes(frozenset({"category_ids"})).name_to_id
-            if not name_to_id:
+            # Both messages open with Cuvis.AI's wording, so code matching on it works here too.
+            if name_to_id is None:
                 raise SelectorError(
-                    f"a 'categories' selector ({sel.describe()}) needs category names, but this universe has "
-                    "no annotation files with COCO categories; give rows an 'annotation' or pass name_to_id"
+                    "a 'categories' selector needs a category name->id map, but this dataset has none "
+                    f"(selector {sel.describe()}); give rows an 'annotation' (a COCO file) or pass name_to_id"
                 )
             unknown = [name for name in sel.any_of if name not in name_to_id]
             if unknown:
+                also = f"; also unknown: {unknown[1:]}" if len(unknown) > 1 else ""
                 raise SelectorError(
-                    f"unknown category name(s) {unknown} in selector ({sel.describe()}); "
-                    f"categories in this universe: {sorted(name_to_id)}"
+                    f"category '{unknown[0]}' not in dataset categories {sorted(name_to_id)}{also} "
+                    f"(selector {sel.describe()})"
                 )
             ids = [name_to_id[n] for n in sel.any_of]
             return np.flatnonzero(self._within(attrs.rows_with_categories(ids, self.n), scope))

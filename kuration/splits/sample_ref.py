@@ -1,15 +1,41 @@
 """``SampleRef``: one addressable sample of the universe, and its identity.
 
 A sample is one read position (``index``) within one logical ``source`` (a recording,
-an episode file). Its identity is ``uid = "source#index"``; tags and category ids are
-metadata and never part of identity, so populating them lazily cannot change which
-sample a ref is. ``group`` is the leakage-grouping key and defaults to the source.
+an episode file), or a whole file (``index=None``, as Cuvis.AI's disk-enumerated
+modules make them). Its identity is ``uid = "source#index"``, or just ``source`` for a
+whole-file sample, exactly as Cuvis.AI derives it; tags and category ids are metadata and
+never part of identity, so populating them lazily cannot change which sample a ref is.
+``group`` is the leakage-grouping key and defaults to the source.
+
+Identity is derived, never given: ``uid=`` is accepted only when it equals the derived
+uid (what a Cuvis.AI ``model_dump`` carries), and refused otherwise, because a universe
+keyed on a free-form uid could not be written to ``universe.csv`` or reproduced.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+
+import numpy as np
+
+from kuration.errors import UniverseError
+from kuration.splits._bounds import MAX_INDEX, shown
+
+
+def sample_uid(source: str, index: int | None) -> str:
+    """A sample's identity: ``source#index``, or ``source`` for a whole-file sample."""
+    return source if index is None else f"{source}#{index}"
+
+
+def _items(values: object, kinds: tuple[type, ...], name: str, source: str) -> tuple:
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise UniverseError(f"SampleRef.{name} must be a list, got {shown(values)} for source {source!r}")
+    items = tuple(values)
+    wrong = [v for v in items if isinstance(v, bool) or not isinstance(v, kinds)]
+    if wrong:
+        raise UniverseError(f"SampleRef.{name} entries must be {kinds[0].__name__}s, got {shown(wrong)} for source {source!r}")
+    return items
 
 
 def posix_source(source: str) -> str:
@@ -29,12 +55,13 @@ def source_stem(source: str) -> str:
 class SampleRef:
     """One sample of the universe.
 
-    ``materialized_path`` and ``format`` are where the sample physically lives and a
-    provenance hint; like tags they are not identity.
+    ``index=None`` makes a whole-file sample. ``materialized_path`` and ``format`` are
+    where the sample physically lives and a provenance hint; like tags they are not
+    identity. Raises :class:`~kuration.errors.UniverseError` on a bad field.
     """
 
     source: str
-    index: int
+    index: int | None = None
     stem: str = ""
     annotation: str | None = None
     group: str | None = None
@@ -45,27 +72,41 @@ class SampleRef:
     uid: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.source, str) or not self.source:
+            raise UniverseError(f"SampleRef.source must be a non-empty string, got {shown(self.source)}")
         source = posix_source(self.source)
-        if not source:
-            raise ValueError("SampleRef.source must be a non-empty string")
-        if isinstance(self.index, bool) or not isinstance(self.index, int) or self.index < 0:
-            raise ValueError(
-                f"SampleRef.index must be a non-negative int, got {self.index!r} for source {source!r}"
+        index = self.index
+        if index is not None and (isinstance(index, bool) or not isinstance(index, int) or not 0 <= index <= MAX_INDEX):
+            raise UniverseError(
+                f"SampleRef.index must be None (a whole-file sample) or an int in [0, 2**63 - 1], "
+                f"got {shown(index)} for source {source!r}"
+            )
+        for name in ("stem", "annotation", "group", "materialized_path", "format"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise UniverseError(f"SampleRef.{name} must be a string, got {shown(value)} for source {source!r}")
+        tags = _items(self.tags, (str,), "tags", source)
+        category_ids = _items(self.category_ids, (int, np.integer), "category_ids", source)
+        uid = sample_uid(source, index)
+        if self.uid and self.uid not in (uid, sample_uid(self.source, index)):
+            raise UniverseError(
+                f"SampleRef.uid {shown(self.uid)} differs from the uid {uid!r} of source {source!r}, index {index!r}; "
+                "identity is derived from (source, index) only. Drop uid=, or put the identity into source and index."
             )
         object.__setattr__(self, "source", source)
         if not self.stem:
             object.__setattr__(self, "stem", source_stem(source))
         if self.group is None or self.group == "":
             object.__setattr__(self, "group", source)
-        object.__setattr__(self, "tags", tuple(self.tags))
-        object.__setattr__(self, "category_ids", tuple(int(c) for c in self.category_ids))
-        object.__setattr__(self, "uid", f"{source}#{self.index}")
+        object.__setattr__(self, "tags", tags)
+        object.__setattr__(self, "category_ids", tuple(int(c) for c in category_ids))
+        object.__setattr__(self, "uid", uid)
 
     @classmethod
     def _from_trusted_columns(
         cls,
         source: list[str],
-        index: list[int],
+        index: list[int | None],
         stem: list[str],
         annotation: list[str | None],
         group: list[str],

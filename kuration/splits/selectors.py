@@ -6,6 +6,16 @@ kind may be set (the Cuvis.AI rule), so a typo such as a ``glob`` selector carry
 Validation here is structural only; whether names and indices exist is checked against
 the live universe by :mod:`kuration.splits.resolve`.
 
+Limits, checked when a selector is built (from a file or in Python) and refused with a
+:class:`~kuration.errors.SelectorError` that names the selector:
+
+* ``union`` / ``except`` / ``intersect`` nest at most :data:`MAX_SELECTOR_DEPTH` levels (a
+  ``splits.json`` is bounded sooner, by the 64-level limit of
+  :mod:`kuration.strict_json`, to 31 levels);
+* every id, range bound and step is at most :data:`MAX_ID` (the int64 universe indices);
+* one selector's ids expand to at most :data:`MAX_IDS` values, counted from the range
+  arithmetic before anything is expanded.
+
 The serialized shape (``to_dict``) is the Cuvis.AI ``Selector`` model dumped with every
 field, in its field order, so our files and theirs are interchangeable.
 """
@@ -14,11 +24,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+import numpy as np
+
 from kuration.errors import SelectorError
+from kuration.splits._bounds import MAX_INDEX, bounded_index, shown
 
 
 class SelectorKind(StrEnum):
@@ -56,6 +69,14 @@ _AT_LEAST_TWO_OPERANDS = frozenset({SelectorKind.EXCEPT, SelectorKind.INTERSECT}
 _SCALAR_FIELDS = frozenset({"source", "pattern"})
 _FIELD_ORDER = ("kind", "paths", "source", "ids", "stems", "pattern", "any_of", "of")
 _RANGE = re.compile(r"^\s*(\d+)-(\d+)(?::(\d+))?\s*$")
+#: Deepest nesting of set operations (a leaf selector is depth 1).
+MAX_SELECTOR_DEPTH = 32
+#: Largest id, range bound or step: universe indices are int64.
+MAX_ID = MAX_INDEX
+#: Most ids one selector may expand to. A baked split names whole sources' frames as
+#: ``a-b`` ranges, so this bounds one source's share of one stage; name a larger set with a
+#: ``files`` selector.
+MAX_IDS = 10_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +91,8 @@ class Selector:
     pattern: str | None = None
     any_of: tuple[str, ...] = ()
     of: tuple[Selector, ...] = ()
+    #: Nesting depth (1 for a leaf); kept so that building a parent checks one level only.
+    depth: int = field(default=1, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         try:
@@ -89,14 +112,16 @@ class Selector:
         _validate_structure(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, where: str = "selector") -> Selector:
+    def from_dict(cls, data: Mapping[str, Any], *, where: str = "selector", _level: int = 1) -> Selector:
         """Parse the JSON form. ``where`` (``train[2].of[0]``) prefixes every error."""
+        if _level > MAX_SELECTOR_DEPTH:
+            raise SelectorError(_too_deep(where))
         if not isinstance(data, Mapping):
             raise SelectorError(f"{where}: a selector must be a JSON object, got {data!r}")
-        unknown = sorted(set(data) - set(_FIELD_ORDER))
+        unknown = sorted(set(data) - set(_FIELD_ORDER), key=repr)  # keys of a Python dict need not be strings
         if unknown:
             raise SelectorError(
-                f"{where}: unknown selector field(s) {unknown}; valid fields: {list(_FIELD_ORDER)}"
+                f"{where}: unknown selector field(s) {shown(unknown)}; valid fields: {list(_FIELD_ORDER)}"
             )
         if "kind" not in data:
             raise SelectorError(f"{where}: selector has no 'kind'")
@@ -118,7 +143,7 @@ class Selector:
             if not isinstance(raw_of, list):
                 raise SelectorError(f"{where}: field 'of' must be a list, got {raw_of!r}")
             values["of"] = tuple(
-                cls.from_dict(child, where=f"{where}.of[{i}]") for i, child in enumerate(raw_of)
+                cls.from_dict(child, where=f"{where}.of[{i}]", _level=_level + 1) for i, child in enumerate(raw_of)
             )
         try:
             return cls(**values)
@@ -158,6 +183,13 @@ class Selector:
             yield from child.walk()
 
 
+def _too_deep(where: str) -> str:
+    return (
+        f"{where}: union/except/intersect selectors nest deeper than {MAX_SELECTOR_DEPTH} levels; "
+        "flatten the expression (a union's operands can be listed side by side)"
+    )
+
+
 def _validate_structure(sel: Selector) -> None:
     kind = sel.kind.value
     present = {
@@ -184,52 +216,88 @@ def _validate_structure(sel: Selector) -> None:
         raise SelectorError(
             f"selector kind '{kind}' requires at least 2 operands in 'of', got {len(sel.of)}"
         )
+    for name in ("source", "pattern"):
+        value = getattr(sel, name)
+        if value is not None and not isinstance(value, str):
+            raise SelectorError(f"selector kind '{kind}': field '{name}' must be a string, got {shown(value)}")
     for name in ("paths", "stems", "any_of"):
         # Empty strings are allowed (they match nothing), as Cuvis.AI allows them.
         bad = [v for v in getattr(sel, name) if not isinstance(v, str)]
         if bad:
-            raise SelectorError(f"selector kind '{kind}': '{name}' entries must be strings, got {bad!r}")
+            raise SelectorError(f"selector kind '{kind}': '{name}' entries must be strings, got {shown(bad)}")
     for child in sel.of:
         if not isinstance(child, Selector):
-            raise SelectorError(f"selector kind '{kind}': 'of' entries must be selectors, got {child!r}")
+            raise SelectorError(f"selector kind '{kind}': 'of' entries must be selectors, got {shown(child)}")
+    if sel.of:
+        depth = 1 + max(child.depth for child in sel.of)
+        if depth > MAX_SELECTOR_DEPTH:
+            raise SelectorError(_too_deep(f"selector kind '{kind}'"))
+        object.__setattr__(sel, "depth", depth)
     if sel.ids:
-        expand_ids(sel.ids, what=f"selector kind '{kind}'")
+        _id_runs(sel.ids, what=f"selector kind '{kind}'")
 
 
-def expand_ids(ids: Sequence[int | str], *, what: str = "ids") -> list[int]:
-    """Expand ints and inclusive ``"a-b"`` / ``"a-b:step"`` ranges into ints, in order.
-
-    Raises :class:`SelectorError` on a negative id, a non-range string, a bool, a
-    reversed range or a non-positive step.
-    """
-    out: list[int] = []
+def _id_runs(ids: Sequence[int | str], *, what: str, limit: int = MAX_IDS) -> list[tuple[int, int, int]]:
+    """``(start, step, count)`` of each id in order (a plain id is a run of one), validated
+    and counted without expanding anything."""
+    if isinstance(ids, (str, bytes, Mapping)) or not isinstance(ids, Iterable):
+        raise SelectorError(f"{what}: ids must be a list of ints or 'a-b' ranges, got {shown(ids)}")
+    runs: list[tuple[int, int, int]] = []
+    total = 0
     for item in ids:
-        if isinstance(item, bool):
-            raise SelectorError(f"{what}: ids must be ints or 'a-b' ranges, got {item!r}")
+        if isinstance(item, bool) or not isinstance(item, (int, str)):
+            raise SelectorError(f"{what}: ids must be ints or 'a-b' ranges, got {shown(item)}")
         if isinstance(item, int):
             if item < 0:
-                raise SelectorError(f"{what}: index {item} must be >= 0")
-            out.append(item)
-            continue
-        if isinstance(item, str):
+                raise SelectorError(f"{what}: index {shown(item)} must be >= 0")
+            if item > MAX_ID:
+                raise SelectorError(f"{what}: index {shown(item)} is above the largest index {MAX_ID} (2**63 - 1)")
+            runs.append((item, 1, 1))
+            total += 1
+        else:
             match = _RANGE.match(item)
             if match is None:
                 # A bare "7" is refused, as the Cuvis.AI resolver refuses it, so that a file
                 # one tool accepts never fails in the other.
                 hint = f"; write the number {item.strip()} without quotes" if item.strip().isdecimal() else ""
                 raise SelectorError(
-                    f"{what}: ids must be ints or 'a-b' ranges (optionally 'a-b:step'), got {item!r}{hint}"
+                    f"{what}: ids must be ints or 'a-b' ranges (optionally 'a-b:step'), got {shown(item)}{hint}"
                 )
-            start, stop = int(match.group(1)), int(match.group(2))
-            step = int(match.group(3)) if match.group(3) is not None else 1
+            start, stop, step = (bounded_index(g) for g in (match.group(1), match.group(2), match.group(3) or "1"))
+            if start is None or stop is None or step is None:
+                raise SelectorError(f"{what}: range {shown(item)} has a number above the largest index {MAX_ID} (2**63 - 1)")
             if step <= 0:
                 raise SelectorError(f"{what}: range {item!r}: step must be > 0")
             if start > stop:
                 raise SelectorError(f"{what}: range {item!r}: start {start} must be <= stop {stop}")
-            out.extend(range(start, stop + 1, step))
-            continue
-        raise SelectorError(f"{what}: ids must be ints or 'a-b' ranges, got {item!r}")
-    return out
+            count = (stop - start) // step + 1
+            runs.append((start, step, count))
+            total += count
+        if total > limit:
+            raise SelectorError(
+                f"{what}: ids expand to more than {limit} indices (at {shown(item)}); "
+                "select whole sources with a 'files' selector instead"
+            )
+    return runs
+
+
+def expand_ids_array(ids: Sequence[int | str], *, what: str = "ids", limit: int = MAX_IDS) -> np.ndarray:
+    """:func:`expand_ids` as an int64 array, built without Python ints per value."""
+    runs = _id_runs(ids, what=what, limit=limit)
+    if not runs:
+        return np.empty(0, np.int64)
+    # start + k*step never passes stop <= MAX_ID, so int64 holds every value
+    return np.concatenate([np.int64(a) + np.arange(n, dtype=np.int64) * np.int64(b) for a, b, n in runs])
+
+
+def expand_ids(ids: Sequence[int | str], *, what: str = "ids", limit: int = MAX_IDS) -> list[int]:
+    """Expand ints and inclusive ``"a-b"`` / ``"a-b:step"`` ranges into ints, in order.
+
+    Raises :class:`SelectorError` on a negative id, a non-range string, a bool, a
+    reversed range, a non-positive step, a number above :data:`MAX_ID`, or more than
+    ``limit`` values in all (counted before expanding).
+    """
+    return [i for start, step, count in _id_runs(ids, what=what, limit=limit) for i in range(start, start + count * step, step)]
 
 
 def compress_ids(indices: Iterable[int]) -> list[int | str]:

@@ -11,6 +11,13 @@ Canonical order is ``(source, index)`` with sources compared as posix strings, s
 resolution and :func:`universe_hash` agree across machines. A universe built from a list
 of refs keeps the list's order (that order is the caller's canonical order).
 
+Whole-file samples (``index=None``; uid = the source) are rows whose index column holds
+:data:`WHOLE_FILE`. A source is either one whole-file sample or indexed samples, never
+both: a file and a frame of it as two samples would be leakage waiting to happen, and a
+baked split could not name the whole-file one alone. Every identity occurs once; a list
+of refs repeating one is refused (Cuvis.AI keeps the repeat, counts it twice in
+``universe_hash`` and deduplicates it when resolving).
+
 Tags and category ids are loaded lazily, and only when a selector or constraint needs
 them: see :class:`SampleAttributes` and the two loaders below.
 """
@@ -19,7 +26,6 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-import json
 import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -33,11 +39,15 @@ import pyarrow.compute as pc
 
 from kuration import storage
 from kuration.errors import UniverseError
+from kuration.splits._bounds import MAX_INDEX, shown
 from kuration.splits.sample_ref import SampleRef, source_stem
+from kuration.strict_json import parse_strict_json
 
 logger = logging.getLogger(__name__)
 
 ATTRIBUTE_NAMES = frozenset({"tags", "category_ids"})
+#: What the index column holds for a whole-file sample (a ``SampleRef`` with ``index=None``).
+WHOLE_FILE = -1
 NORMAL_TAG = "normal"
 ANOMALOUS_TAG = "anomalous"
 
@@ -189,13 +199,14 @@ class CocoAnnotationAttributes:
                     )
                 name_to_id.setdefault(name, cid)
             for row in file_rows:
-                image_id = int(universe.indices[row])
-                found = image_cats.get(image_id, ())
+                image_id = int(universe.indices[row])  # a whole-file row (-1) matches no COCO image
+                found = image_cats.get(image_id, ()) if image_id != WHOLE_FILE else ()
                 if "category_ids" in required:
                     cat_pairs.append((row, sorted(found)))
                 if "tags" in required:
                     derived = ANOMALOUS_TAG if any(c != 0 for c in found) else NORMAL_TAG
-                    tag_pairs.append((row, [derived, *image_tags.get(image_id, ())]))
+                    extra = image_tags.get(image_id, ()) if image_id != WHOLE_FILE else ()
+                    tag_pairs.append((row, [derived, *extra]))
         # Without any annotation file nothing is known about categories: report them as not
         # loaded, so a constraint needing them says "unavailable" instead of "satisfied".
         return _pairs_to_attributes(
@@ -207,25 +218,48 @@ class CocoAnnotationAttributes:
 
 
 def _read_coco(url: str) -> tuple[dict[int, set[int]], dict[int, list[str]], dict[str, int]]:
+    """(categories per image id, tags per image id, category id per name) of one COCO file.
+
+    Read strictly (duplicate keys, non-finite numbers and deep nesting refused); ids must be
+    integers and names and tags strings, so a ``1.5`` or ``true`` id is refused rather than
+    truncated to another category."""
     try:
-        doc = json.loads(storage.read_bytes(url))
+        data = storage.read_bytes(url)
     except FileNotFoundError:
         raise UniverseError(f"annotation file not found: {url}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UniverseError(f"annotation file {url} is not valid JSON: {exc}") from None
+    doc = parse_strict_json(data, where=f"annotation file {url}", what="COCO JSON file", error=UniverseError)
     if not isinstance(doc, dict):
-        raise UniverseError(f"annotation file {url}: expected a COCO JSON object")
+        raise UniverseError(f"annotation file {url}: expected a COCO JSON object, got {type(doc).__name__}")
+
+    def entries(key: str) -> list[dict]:
+        value = doc.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+            raise UniverseError(f"annotation file {url}: '{key}' must be a list of objects")
+        return value
+
+    def checked(value: object, kind: type, where: str):
+        if isinstance(value, bool) or not isinstance(value, kind):
+            noun = "an integer" if kind is int else "a string"
+            raise UniverseError(f"annotation file {url}: {where} must be {noun}, got {shown(value)}")
+        return value
+
     image_cats: dict[int, set[int]] = {}
     image_tags: dict[int, list[str]] = {}
-    try:
-        for i, ann in enumerate(doc.get("annotations", [])):
-            image_cats.setdefault(int(ann["image_id"]), set()).add(int(ann["category_id"]))
-        for img in doc.get("images", []):
-            if img.get("tags"):
-                image_tags[int(img["id"])] = [str(t) for t in img["tags"]]
-        names = {str(c["name"]): int(c["id"]) for c in doc.get("categories", [])}
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UniverseError(f"annotation file {url}: malformed COCO entry ({exc!r})") from None
+    for i, ann in enumerate(entries("annotations")):
+        image_id = checked(ann.get("image_id"), int, f"annotations[{i}].image_id")
+        image_cats.setdefault(image_id, set()).add(checked(ann.get("category_id"), int, f"annotations[{i}].category_id"))
+    for i, img in enumerate(entries("images")):
+        tags = img.get("tags") or []
+        if not isinstance(tags, list):
+            raise UniverseError(f"annotation file {url}: images[{i}].tags must be a list of strings, got {shown(tags)}")
+        if tags:
+            image_tags[checked(img.get("id"), int, f"images[{i}].id")] = [
+                checked(t, str, f"images[{i}].tags[{j}]") for j, t in enumerate(tags)
+            ]
+    names = {
+        checked(c.get("name"), str, f"categories[{i}].name"): checked(c.get("id"), int, f"categories[{i}].id")
+        for i, c in enumerate(entries("categories"))
+    }
     return image_cats, image_tags, names
 
 
@@ -330,16 +364,15 @@ class Universe(Sequence[SampleRef]):
     ) -> Universe:
         """Build from parallel columns; sorts canonically unless ``sort=False``.
 
-        Raises :class:`UniverseError` on a duplicate ``(source, index)`` or a negative index.
+        ``index`` entries are ints in ``[0, 2**63 - 1]``, or None for a whole-file sample.
+        Raises :class:`UniverseError` on a duplicate identity, a bad index, or a source
+        holding both a whole-file sample and indexed ones.
         """
         where = origin or "universe"
-        src = pd.Series(np.asarray(source, dtype=object), dtype=object).astype(str).str.replace("\\", "/", regex=False).to_numpy(dtype=object)
-        idx = np.asarray(index, dtype=np.int64)
+        src = _source_column(source, where, row_numbers)
+        idx = _index_column(index, where, row_numbers)
         if len(src) != len(idx):
             raise UniverseError(f"{where}: {len(src)} sources but {len(idx)} indices")
-        if (idx < 0).any():
-            bad = int(np.flatnonzero(idx < 0)[0])
-            raise UniverseError(f"{where}: {_row_label(row_numbers, bad)}: column 'index': {idx[bad]} must be >= 0")
         source_names, source_codes = _sorted_codes(src)
         order = np.lexsort((idx, source_codes)) if sort else np.arange(len(idx))
         source_codes = source_codes[order]
@@ -354,10 +387,13 @@ class Universe(Sequence[SampleRef]):
             if same.any():
                 first = int(np.flatnonzero(same)[0])
                 a, b = sorted((int(key_order[first]), int(key_order[first + 1])))
+                name = source_names[source_codes[a]]
+                what = f"whole-file sample {name!r}" if idx[a] == WHOLE_FILE else f"(source, index)=({name!r}, {idx[a]})"
                 raise UniverseError(
-                    f"{where}: duplicate identity (source, index)=({source_names[source_codes[a]]!r}, {idx[a]}) "
-                    f"at {_two_rows(rows, a, b)}; each (source, index) must be unique"
+                    f"{where}: duplicate identity {what} at {_two_rows(rows, a, b)}; each (source, index) must be "
+                    "unique (drop the repeated sample)"
                 )
+            _refuse_mixed_sources(where, source_names, keyed_codes, keyed_idx, key_order, rows)
 
         def column(values: Sequence[str | None] | None) -> np.ndarray | None:
             if values is None:
@@ -466,9 +502,13 @@ class Universe(Sequence[SampleRef]):
                 return [()] * n
             return for_rows(rows)
 
+        indices = self.indices[rows]
+        index = indices.tolist()
+        if (indices == WHOLE_FILE).any():
+            index = [None if i == WHOLE_FILE else i for i in index]
         return SampleRef._from_trusted_columns(
             source=gather(self.source_names, codes),
-            index=self.indices[rows].tolist(),
+            index=index,
             stem=gather(self.stem_names, codes),
             annotation=optional(self.annotation_column),
             group=gather(self.group_names, self.group_codes[rows]),
@@ -542,7 +582,7 @@ class Universe(Sequence[SampleRef]):
         columns = {
             "uid": _uid_array(self, np.arange(len(self))),
             "source": pa.array(names[self.source_codes] if len(self) else [], pa.string()),
-            "index": pa.array(self.indices, pa.int64()),
+            "index": pa.array(self.indices, pa.int64(), mask=self.indices == WHOLE_FILE),
             "stem": pa.array(np.asarray(self.stems(), dtype=object)[self.source_codes] if len(self) else [], pa.string()),
             "group": pa.array(np.asarray(self.group_names, dtype=object)[self.group_codes] if len(self) else [], pa.string()),
         }
@@ -565,7 +605,7 @@ class Universe(Sequence[SampleRef]):
         of every column (so an edited ``group`` or path is caught, not only identity)."""
         data = table.to_pydict()
         universe = cls.from_columns(
-            data["source"], data["index"],
+            data["source"], table.column("index"),
             group=data.get("group"), annotation=data.get("annotation"),
             materialized_path=data.get("materialized_path"), format=data.get("format"),
             split=data.get("split"), stem=data.get("stem"), attributes=attributes, origin=origin, sort=False,
@@ -675,10 +715,92 @@ def _two_rows(row_numbers: np.ndarray | None, a: int, b: int) -> str:
 
 
 def _uid_array(universe: Universe, rows: np.ndarray) -> pa.Array:
+    """``source#index`` per row, or ``source`` for a whole-file row (Cuvis.AI's uid)."""
     names = pa.array(universe.source_names, pa.string())
     sources = names.take(pa.array(universe.source_codes[rows]))
-    indices = pc.cast(pa.array(universe.indices[rows]), pa.string())
-    return pc.binary_join_element_wise(sources, indices, "#")
+    values = universe.indices[rows]
+    indices = pc.cast(pa.array(values), pa.string())
+    joined = pc.binary_join_element_wise(sources, indices, "#")
+    whole = values == WHOLE_FILE
+    return pc.if_else(pa.array(whole), sources, joined) if whole.any() else joined
+
+
+def _source_column(source: Sequence[str], where: str, row_numbers: np.ndarray | None) -> np.ndarray:
+    values = pd.Series(np.asarray(source, dtype=object), dtype=object)
+    if pd.api.types.infer_dtype(values, skipna=False) not in ("string", "empty") or (values == "").any():
+        row = next(i for i, v in enumerate(values.tolist()) if not isinstance(v, str) or not v)
+        raise UniverseError(
+            f"{where}: {_row_label(row_numbers, row)}: column 'source': {shown(values[row])} must be a non-empty string"
+        )
+    return values.str.replace("\\", "/", regex=False).to_numpy(dtype=object)
+
+
+def _index_column(index: Sequence[int | None] | np.ndarray, where: str, row_numbers: np.ndarray | None) -> np.ndarray:
+    """The int64 index column: ints in [0, 2**63 - 1] as given, None as :data:`WHOLE_FILE`.
+
+    A numpy or Arrow integer column is checked as a whole (an Arrow null is a whole-file
+    sample); anything else value by value, so a float, a bool, a string or an int past
+    int64 is refused rather than converted."""
+    if isinstance(index, (pa.Array, pa.ChunkedArray)) and pa.types.is_integer(index.type):
+        whole = index.is_null().to_numpy(zero_copy_only=False)
+        idx = _index_column(pc.fill_null(index, 0).to_numpy(), where, row_numbers)
+        idx[whole] = WHOLE_FILE
+        return idx
+    if isinstance(index, np.ndarray) and index.dtype.kind in "iu":
+        idx = index.astype(np.int64)
+        if index.dtype.kind == "u" and (index > MAX_INDEX).any():
+            bad = int(np.flatnonzero(index > MAX_INDEX)[0])
+        elif (idx < 0).any():
+            bad = int(np.flatnonzero(idx < 0)[0])
+        else:
+            return idx
+        raise UniverseError(
+            f"{where}: {_row_label(row_numbers, bad)}: column 'index': {index[bad]} must be in [0, 2**63 - 1]"
+        )
+    values = list(index)
+    for row, value in enumerate(values):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value <= MAX_INDEX:
+            raise UniverseError(
+                f"{where}: {_row_label(row_numbers, row)}: column 'index': {shown(value)} must be an int in "
+                "[0, 2**63 - 1], or None for a whole-file sample"
+            )
+    return np.fromiter((WHOLE_FILE if v is None else v for v in values), dtype=np.int64, count=len(values))
+
+
+def _refuse_mixed_sources(
+    where: str, source_names: np.ndarray, codes: np.ndarray, indices: np.ndarray, key_order: np.ndarray,
+    rows: np.ndarray | None,
+) -> None:
+    """A source must not be both a whole-file sample and indexed samples; in (source, index)
+    order the whole-file row (-1) comes first, directly before any indexed row of its source.
+
+    Also refuses a whole-file uid equal to an indexed uid (source ``a#0`` next to source
+    ``a``, index 0): one identity for two samples."""
+    whole = indices == WHOLE_FILE
+    if not whole.any():
+        return
+    mixed = np.flatnonzero(whole[:-1] & (codes[1:] == codes[:-1]))
+    if len(mixed):
+        k = int(mixed[0])
+        a, b = int(key_order[k]), int(key_order[k + 1])
+        raise UniverseError(
+            f"{where}: source {source_names[codes[k]]!r} is a whole-file sample (no index) at {_row_label(rows, a)} "
+            f"and has indexed samples too (index {indices[k + 1]} at {_row_label(rows, b)}); a source is either one "
+            "whole-file sample or indexed samples"
+        )
+    indexed = {(str(source_names[c]), int(i)) for c, i in zip(codes[~whole].tolist(), indices[~whole].tolist())} if any(
+        "#" in str(source_names[c]) for c in codes[whole].tolist()
+    ) else set()
+    for k in np.flatnonzero(whole).tolist():
+        name = str(source_names[codes[k]])
+        head, _, tail = name.rpartition("#")
+        if head and tail.isdecimal() and tail.isascii() and (head, int(tail)) in indexed:
+            raise UniverseError(
+                f"{where}: whole-file sample {name!r} at {_row_label(rows, int(key_order[k]))} has the uid of "
+                f"sample ({head!r}, {int(tail)}); rename the source, every uid must be unique"
+            )
 
 
 def _hash_uid_array(uids: pa.Array) -> str:

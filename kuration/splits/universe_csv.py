@@ -8,7 +8,21 @@ it with ``..``. Sources are normalized to posix.
 
 Every cell is validated with a pandera schema before anything is built; each rejection
 names the file, the line (the header is line 1) and the column. Nothing is parsed out of
-filenames.
+filenames. Line endings may be ``\n``, ``\r\n`` or a lone ``\r``.
+
+Limits, each refused with a :class:`~kuration.errors.UniverseError` naming the line (and
+the column where there is one) before anything large is allocated:
+
+* a cell longer than :data:`MAX_CELL_CHARS` characters (the csv module's field limit);
+* an index, range bound or step above :data:`MAX_INDEX` (the signed 64-bit range the
+  universe stores indices in), however many digits it is written with;
+* more than ``max_samples`` samples in all, ranges fanned out (default
+  :data:`MAX_SAMPLES`): ``0-99999999999`` is refused from its arithmetic, never allocated;
+* a column name that appears twice in the header.
+
+Every row yields at least one sample; none is dropped silently. A whole-file sample (a
+``SampleRef`` without an index) cannot be written here: Cuvis.AI's reader requires an
+integer ``index`` on every row, and so does this one.
 """
 
 from __future__ import annotations
@@ -24,17 +38,28 @@ import pandera.pandas as pdv
 
 from kuration import storage
 from kuration.errors import UniverseError
+from kuration.splits._bounds import MAX_INDEX, bounded_index, shown
 from kuration.splits.universe import AttributeLoader, Universe, enumerate_folder
 
 REQUIRED_COLUMNS = ("source", "index")
 OPTIONAL_COLUMNS = ("materialized_path", "split", "annotation", "format", "group")
 SPLIT_VALUES = ("train", "val", "test")
-_INDEX_PATTERN = r"^\d+(-\d+(:\d+)?)?$"
+#: ASCII digits only: ``\d`` would also take other scripts' digits, which ``int`` reads.
+_INDEX_PATTERN = r"^[0-9]+(-[0-9]+(:[0-9]+)?)?$"
+#: Longest cell, in characters. The csv module refuses longer fields by default; one limit
+#: for every cell keeps the two parsers used here (pyarrow, and the csv module for line
+#: numbers) from disagreeing about what a file holds.
+MAX_CELL_CHARS = 131_072
+#: Default for ``max_samples``: the most samples one file may describe, ranges fanned out.
+#: Its columns then take a few GB; pass a larger ``max_samples`` for a larger universe.
+MAX_SAMPLES = 50_000_000
 _ESCAPE = re.compile(r"(?:^|[/\\])\.\.(?:[/\\]|$)")  # non-capturing: pandas warns on groups
 _PATH_COLUMNS = ("source", "materialized_path", "annotation")
 #: The header is line 1, so data row ``i`` (0-based) is on line ``i + 2`` unless blank lines or
 #: multi-line cells intervene (see ``_data_line_numbers``).
 _FIRST_DATA_LINE = 2
+#: One line with its ending; ``\r\n``, ``\n`` and a lone ``\r`` each end a line.
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 
 
 def _no_escape(series: pd.Series) -> pd.Series:
@@ -55,25 +80,88 @@ def _cell_schema(columns: list[str]) -> pdv.DataFrameSchema:
     return pdv.DataFrameSchema(checks, strict=False, coerce=False)
 
 
-def _data_line_numbers(raw: bytes, n_rows: int) -> np.ndarray:
+def _csv_records(text: str, where: str):
+    """``(first line, record)`` of every non-blank record, by the csv module.
+
+    Lines keep their endings, as a file opened with ``newline=""`` gives them, so the csv
+    module sees a lone ``\r`` and reads lone-CR files as lines rather than refusing them.
+    Its own errors (a field over the limit, a stray quote) become ours, with the line."""
+    lines = (match.group() for match in _LINE.finditer(text))  # lazy: the header costs one line
+    reader = csv.reader(lines)
+    previous = 0
+    while True:
+        try:
+            record = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            if "field limit" in str(exc):
+                raise UniverseError(
+                    f"{where}: line {reader.line_num}: a cell is longer than {MAX_CELL_CHARS} characters, "
+                    "the limit for every cell"
+                ) from None
+            raise UniverseError(f"{where}: line {reader.line_num}: not valid CSV ({exc})") from None
+        if record:
+            yield previous + 1, record
+        previous = reader.line_num
+
+
+def _header(text: str, where: str) -> list[str]:
+    """The header's column names, stripped; a name given twice is refused.
+
+    Read by the csv module because pandas renames a repeated name (``source.1``) and then
+    silently uses only the first column of that name."""
+    header = next((record for _, record in _csv_records(text, where)), [])
+    names = [name.strip() for name in header]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise UniverseError(
+            f"{where}: line 1 (the header): column name(s) {repeated} appear more than once; "
+            "name each column once (rename or remove the extra one)"
+        )
+    return names
+
+
+def _data_line_numbers(raw: bytes, text: str, n_rows: int, where: str) -> np.ndarray:
     """The 1-based line of the file each parsed data row starts on.
 
-    Usually row ``i`` is on line ``i + 2``; but the parser skips blank lines and a quoted
-    cell may span lines, and then only a (slower) pass of the csv module knows the lines.
+    Usually row ``i`` is on line ``i + 2``; but the parser skips blank lines, a quoted
+    cell may span lines, and a lone ``\r`` ends a line too; then only a (slower) pass of
+    the csv module knows the lines.
     """
     n_lines = raw.count(b"\n") + (0 if raw.endswith(b"\n") else 1)
-    if n_lines == n_rows + 1:
+    if n_lines == n_rows + 1 and (b"\r" not in raw or raw.count(b"\r") == raw.count(b"\r\n")):
         return np.arange(n_rows) + _FIRST_DATA_LINE
-    reader = csv.reader(io.StringIO(raw.decode("utf-8-sig", errors="replace")))
-    starts: list[int] = []
-    previous = 0
-    for record in reader:
-        if record:
-            starts.append(previous + 1)
-        previous = reader.line_num
+    starts = [line for line, _ in _csv_records(text, where)]
     if len(starts) != n_rows + 1:  # the two parsers disagree; fall back to the plain count
         return np.arange(n_rows) + _FIRST_DATA_LINE
     return np.asarray(starts[1:], dtype=np.int64)
+
+
+def _longest_line(raw: bytes) -> int:
+    """Bytes in the longest line (``\n`` or ``\r`` ends one): no cell can be longer."""
+    data = np.frombuffer(raw, dtype=np.uint8)
+    ends = np.flatnonzero((data == 10) | (data == 13) if b"\r" in raw else data == 10)
+    bounds = np.concatenate(([-1], ends, [len(raw)]))
+    return int(np.diff(bounds).max()) - 1
+
+
+def _refuse_long_cells(raw: bytes, text: str, header: list[str], where: str) -> None:
+    """Refuse a cell over :data:`MAX_CELL_CHARS`, naming its line and column.
+
+    Answered from the longest line when no line is that long (the common case); only
+    then is every cell looked at. Done before pyarrow parses, whose block-based reader
+    fails on such cells with a message that names neither line nor column."""
+    if _longest_line(raw) <= MAX_CELL_CHARS:
+        return
+    for line, record in _csv_records(text, where):
+        for i, cell in enumerate(record):
+            if len(cell) > MAX_CELL_CHARS:
+                column = header[i] if i < len(header) else f"#{i + 1} (beyond the header)"
+                raise UniverseError(
+                    f"{where}: line {line}, column {column!r}: the cell is {len(cell)} characters long; "
+                    f"cells are limited to {MAX_CELL_CHARS} characters"
+                )
 
 
 def _raise_schema_errors(where: str, errors: pdv.errors.SchemaErrors, line_numbers: np.ndarray, *, limit: int = 5) -> None:
@@ -81,7 +169,7 @@ def _raise_schema_errors(where: str, errors: pdv.errors.SchemaErrors, line_numbe
     lines = []
     for case in cases.head(limit).itertuples():
         check = str(case.check)
-        lines.append(f"line {line_numbers[int(case.index)]}, column {case.column!r}: value {case.failure_case!r} {check}")
+        lines.append(f"line {line_numbers[int(case.index)]}, column {case.column!r}: value {shown(case.failure_case)} {check}")
     more = len(cases) - limit
     raise UniverseError(
         f"{where}: {len(cases)} invalid cell(s):\n  " + "\n  ".join(lines) + (f"\n  ... and {more} more" if more > 0 else "")
@@ -100,6 +188,7 @@ def read_universe_csv(
     *,
     one_file_per_row: bool = False,
     attributes: AttributeLoader | None = None,
+    max_samples: int = MAX_SAMPLES,
 ) -> Universe:
     """Read, validate and canonically sort a ``universe.csv`` (local path or fsspec URL).
 
@@ -108,8 +197,9 @@ def read_universe_csv(
     Otherwise it defaults to ``source`` and rows may share a file (many frames of one
     recording). Raises :class:`UniverseError` (a ``ValueError``) naming file, line and
     column on: an empty file, a missing required column, a non-integer index, a ``..``
-    escape, a bad ``split`` value, a duplicate ``(source, index)``, or a duplicate
-    ``materialized_path`` when one file per row is required.
+    escape, a bad ``split`` value, a duplicate ``(source, index)``, a duplicate
+    ``materialized_path`` when one file per row is required, a repeated header name, and
+    anything over the module's limits (cell length, int64 indices, ``max_samples``).
     """
     where = os.fspath(path)
     try:
@@ -118,6 +208,12 @@ def read_universe_csv(
         raise UniverseError(f"universe file not found: {where}") from None
     if not raw.strip():
         raise UniverseError(f"{where}: the file is empty; expected a header with columns {list(REQUIRED_COLUMNS)} and rows")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UniverseError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start}); save the file as UTF-8") from None
+    header = _header(text, where)
+    _refuse_long_cells(raw, text, header, where)
     try:
         df = pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False, engine="pyarrow", encoding="utf-8")
     except Exception as exc:  # the CSV parser's own errors carry the detail
@@ -131,7 +227,7 @@ def read_universe_csv(
         )
     if df.empty:
         raise UniverseError(f"{where}: the file has a header but no rows")
-    line_numbers = _data_line_numbers(raw, len(df))
+    line_numbers = _data_line_numbers(raw, text, len(df), where)
     present = [c for c in (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS) if c in df.columns]
     df = df[present].apply(lambda col: col.str.strip())
     df["source"] = df["source"].str.replace("\\", "/", regex=False)
@@ -147,7 +243,7 @@ def read_universe_csv(
                 f"{where}: line {line_numbers[int(empty[0])]}, column 'materialized_path': required when each "
                 f"sample is its own file, but the cell is empty ({len(empty)} such row(s))"
             )
-    sources, indices, row_of = _expand_indices(df, where, line_numbers)
+    sources, indices, row_of = _expand_indices(df, where, line_numbers, max_samples=max_samples)
     csv_dir = storage.parent_url(where)
     mat = df["materialized_path"] if "materialized_path" in df.columns else pd.Series("", index=df.index)
     mat = _resolve_relative(mat.where(mat != "", df["source"]).str.replace("\\", "/", regex=False), csv_dir)
@@ -181,30 +277,65 @@ def read_universe_csv(
     )
 
 
-def _expand_indices(df: pd.DataFrame, where: str, line_numbers: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(source per sample, index per sample, originating row per sample), ranges fanned out."""
+def _expand_indices(
+    df: pd.DataFrame, where: str, line_numbers: np.ndarray, *, max_samples: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(source per sample, index per sample, originating row per sample), ranges fanned out.
+
+    Every bound is checked and every range counted before anything is allocated, so a
+    range of a hundred billion samples is refused from its arithmetic. Each row yields at
+    least one sample (``start <= stop`` is required), so no row can vanish."""
     cells = df["index"]
     is_range = cells.str.contains("-", regex=False).to_numpy()
     rows = np.arange(len(df))
-    if not is_range.any():
-        return df["source"].to_numpy(dtype=object), cells.astype(np.int64).to_numpy(), rows
-    index_parts: list[np.ndarray] = []
-    row_parts: list[np.ndarray] = []
+
+    def refuse(row: int, problem: str) -> UniverseError:
+        return UniverseError(f"{where}: line {line_numbers[row]}, column 'index': {problem}")
+
+    def too_large(row: int, text: str) -> UniverseError:
+        return refuse(row, f"{shown(text)} is above the largest index {MAX_INDEX} (2**63 - 1)")
+
     plain = ~is_range
-    index_parts.append(cells[plain].astype(np.int64).to_numpy())
-    row_parts.append(rows[plain])
+    try:
+        plain_values = cells[plain].astype(np.int64).to_numpy()
+    except (OverflowError, ValueError):  # only past int64 (the schema admitted digits only)
+        for row in rows[plain]:
+            if bounded_index(cells.iat[row]) is None:
+                raise too_large(int(row), cells.iat[row]) from None
+        raise
+    ranges: list[tuple[int, int, int, int]] = []
+    total = len(plain_values)
     for row in rows[is_range]:
         text = cells.iat[row]
-        span, _, step = text.partition(":")
-        start, stop = (int(x) for x in span.split("-"))
-        step_n = int(step) if step else 1
-        if start > stop or step_n <= 0:
-            raise UniverseError(
-                f"{where}: line {line_numbers[row]}, column 'index': range {text!r} must have start <= stop and step > 0"
+        span, _, step_text = text.partition(":")
+        start_text, stop_text = span.split("-")
+        parts = [bounded_index(t) for t in (start_text, stop_text, step_text or "1")]
+        if None in parts:
+            raise too_large(int(row), text)
+        start, stop, step = parts
+        if start > stop or step <= 0:
+            raise refuse(int(row), f"range {text!r} must have start <= stop and step > 0")
+        count = (stop - start) // step + 1
+        if count > max_samples:
+            raise refuse(
+                int(row), f"range {text!r} holds {count} samples, more than max_samples={max_samples}; "
+                "split the file, or pass a larger max_samples if the universe really is this large"
             )
-        values = np.arange(start, stop + 1, step_n, dtype=np.int64)
-        index_parts.append(values)
-        row_parts.append(np.full(len(values), row))
+        total += count
+        if total > max_samples:
+            raise UniverseError(
+                f"{where}: up to line {line_numbers[row]} the rows already hold {total} samples, more than "
+                f"max_samples={max_samples}; pass a larger max_samples if the universe really is this large"
+            )
+        ranges.append((int(row), start, step, count))
+    if not ranges:
+        return df["source"].to_numpy(dtype=object), plain_values, rows
+    index_parts = [plain_values]
+    row_parts = [rows[plain]]
+    for row, start, step, count in ranges:
+        # start + k*step <= stop for every k, so nothing here can pass int64
+        index_parts.append(np.int64(start) + np.arange(count, dtype=np.int64) * np.int64(step))
+        row_parts.append(np.full(count, row))
     row_of = np.concatenate(row_parts)
     return df["source"].to_numpy(dtype=object)[row_of], np.concatenate(index_parts), row_of
 

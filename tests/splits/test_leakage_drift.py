@@ -85,7 +85,8 @@ class TestValidateLeakage:
             validate_leakage(train, val, test)
         (result,) = evaluate_leakage(train, val, test).results
         assert result.status == "violated"
-        assert result.count == 0 and result.offending == ()
+        # no sample is shared, but the two samples of site1 leak: they are the offenders
+        assert result.count == 2 and result.offending == ("rec1#0", "rec3#0")
         assert result.shared_groups == ("site1",) and result.group_count == 1
         assert "sample(s) shared" not in result.reason
 
@@ -178,8 +179,8 @@ class TestEvaluateConstraints:
         (result,) = evaluate_constraints(
             positions(train=[2], test=[3]), universe, [Constraint("no_split_overlap")]
         ).results
-        assert result.status == "violated" and result.count == 0
-        assert result.shared_groups == ("rec2",)
+        assert result.status == "violated" and result.count == 2
+        assert result.offending == ("rec2#0", "rec2#1") and result.shared_groups == ("rec2",)
         assert "1 group(s) in both train and test: 'rec2'" in result.reason
 
     def test_explicit_groups_can_split_one_source(self, universe: Universe) -> None:
@@ -269,7 +270,7 @@ class TestEvaluateConstraints:
         d = report.to_dict()
         assert d["ok"] is True
         assert d["results"][0] | {"reason": ""} == {
-            "kind": "no_split_overlap", "severity": "warn", "status": "violated", "count": 0, "offending": [],
+            "kind": "no_split_overlap", "severity": "warn", "status": "violated", "count": 2, "offending": ["rec2#0", "rec2#1"],
             "shared_groups": ["rec2"], "group_count": 1, "reason": "",
         }
 

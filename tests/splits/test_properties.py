@@ -295,8 +295,10 @@ def test_leakage_detector_matches_brute_force(case) -> None:
     report = evaluate_constraints(positions, universe, [Constraint("no_split_overlap"), Constraint("no_source_overlap")])
     split, source = report.results
     assert split.status == ("violated" if leaked else "satisfied")
-    assert split.count == len(shared_uids) and split.group_count == len(shared_groups)
-    assert set(split.offending) == set(sorted(shared_uids, key=lambda u: universe.uids().index(u))[:MAX_LISTED])
+    # the offenders are the samples that leak (shared, or of a shared group), sorted as text
+    leaking = {refs[p].uid for s in exclusive for p in stages[s] if refs[p].uid in shared_uids or refs[p].group in shared_groups}
+    assert split.count == len(leaking) and split.group_count == len(shared_groups)
+    assert list(split.offending) == sorted(leaking)[:MAX_LISTED]
     assert list(split.shared_groups) == sorted(shared_groups)[:MAX_LISTED]
     assert source.status == ("violated" if spanning else "satisfied")
     assert source.count == len(spanning) and set(source.offending) == spanning
@@ -306,7 +308,7 @@ def test_leakage_detector_matches_brute_force(case) -> None:
     (by_refs,) = evaluate_leakage(lists["train"], lists["val"], lists["test"]).results
     assert by_refs.status == split.status
     assert (by_refs.count, by_refs.group_count) == (split.count, split.group_count)
-    assert list(by_refs.offending) == sorted(shared_uids)[:MAX_LISTED]
+    assert list(by_refs.offending) == sorted(leaking)[:MAX_LISTED]
     assert by_refs.shared_groups == split.shared_groups
     if leaked:
         with pytest.raises(SplitLeakageError):

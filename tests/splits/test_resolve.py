@@ -140,7 +140,7 @@ class TestUniverseSequence:
             Universe.from_columns(["d/a.npz", "d\\a.npz"], [4, 4])
 
     def test_from_columns_rejects_negative_index(self) -> None:
-        with pytest.raises(UniverseError, match=r"'index': -1 must be >= 0"):
+        with pytest.raises(UniverseError, match=r"'index': -1 must be an int in \[0, 2\*\*63 - 1\], or None for a whole-file sample"):
             Universe.from_columns(["a", "b"], [0, -1])
 
     def test_empty_universe(self) -> None:
@@ -418,22 +418,22 @@ class TestKinds:
         assert [r.category_ids for r in refs] == [(2,), (1, 2)]
 
     def test_categories_unknown_name_lists_valid_names(self, universe: Universe) -> None:
-        with pytest.raises(SelectorError, match=r"unknown category name\(s\) \['rust'\].*\['background', 'dent', 'scratch'\]"):
+        with pytest.raises(SelectorError, match=r"^category 'rust' not in dataset categories \['background', 'dent', 'scratch'\] \(selector"):
             resolve_selectors([S(kind="categories", any_of=["scratch", "rust"])], universe)
 
     def test_categories_unknown_name_raises_even_nested(self, universe: Universe) -> None:
         nested = S(kind="except", of=[S(kind="all"), S(kind="categories", any_of=["rust"])])
-        with pytest.raises(SelectorError, match="unknown category name"):
+        with pytest.raises(SelectorError, match=r"^category 'rust' not in dataset categories \['background'"):
             resolve_selectors([nested], universe)
 
     def test_categories_explicit_name_map_wins(self, universe: Universe) -> None:
         assert picked([S(kind="categories", any_of=["defect"])], universe, name_to_id={"defect": 2}) == at(3, 5)
-        with pytest.raises(SelectorError, match=r"categories in this universe: \['defect'\]"):
+        with pytest.raises(SelectorError, match=r"^category 'scratch' not in dataset categories \['defect'\]"):
             resolve_selectors([S(kind="categories", any_of=["scratch"])], universe, name_to_id={"defect": 2})
 
     def test_categories_without_any_name_map_raises(self) -> None:
         u = Universe.from_columns(["a.npz"], [0], attributes=CountingLoader({"a.npz#0": ((), (1,))}, name_to_id=None))
-        with pytest.raises(SelectorError, match="needs category names"):
+        with pytest.raises(SelectorError, match=r"^a 'categories' selector needs a category name->id map, but this dataset has none"):
             resolve_selectors([S(kind="categories", any_of=["scratch"])], u)
 
 
@@ -550,7 +550,7 @@ class TestPlainListInput:
         assert got == refs[1:] and got[0] is refs[1]
         got = resolve_selectors([S(kind="categories", any_of=["dent"])], refs, name_to_id=NAME_TO_ID)
         assert len(got) == 1 and got[0] is refs[1]
-        with pytest.raises(SelectorError, match="needs category names"):
+        with pytest.raises(SelectorError, match=r"^a 'categories' selector needs a category name->id map, but this dataset has none"):
             resolve_selectors([S(kind="categories", any_of=["dent"])], refs)
 
     def test_duplicate_uid_in_list_raises(self) -> None:
@@ -712,3 +712,41 @@ class TestCocoAnnotations:
         assert uids(resolve_selectors([S(kind="all")], u)) == ["a#0"]
         with pytest.raises(UniverseError, match="annotation file not found"):
             resolve_selectors([S(kind="tag", any_of=["normal"])], u)
+
+
+# -- annotation files are read strictly (issue 10) ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"categories": [{"id": 1, "name": "dent", "id": 2}]}', r"not a valid COCO JSON file \(duplicate key 'id'"),
+        ('{"annotations": [{"image_id": 0, "category_id": NaN}]}', r"not a valid COCO JSON file \(non-finite number NaN"),
+        ('{"annotations": [{"image_id": 0, "category_id": 1.5}]}', r"annotations\[0\]\.category_id must be an integer, got 1\.5"),
+        ('{"annotations": [{"image_id": 0, "category_id": 1e300}]}', r"annotations\[0\]\.category_id must be an integer, got 1e\+300"),
+        ('{"annotations": [{"image_id": true, "category_id": 1}]}', r"annotations\[0\]\.image_id must be an integer, got True"),
+        ('{"images": [{"id": 0, "tags": "night"}]}', r"images\[0\]\.tags must be a list of strings, got 'night'"),
+        ('{"categories": [{"id": 1, "name": 7}]}', r"categories\[0\]\.name must be a string, got 7"),
+        ('{"annotations": {"image_id": 0}}', r"'annotations' must be a list of objects"),
+        ("[1, 2]", r"expected a COCO JSON object, got list"),
+    ],
+)
+def test_a_malformed_annotation_file_is_refused_naming_it(tmp_path, text, message) -> None:
+    path = tmp_path / "day1.json"
+    path.write_text(text)
+    u = Universe.from_columns(["a"], [0], annotation=[str(path)])
+    with pytest.raises(UniverseError, match=rf"^annotation file {path}: {message}"):
+        resolve_selectors([S(kind="categories", any_of=["dent"])], u)
+
+
+def test_a_split_report_that_is_not_strict_json_is_refused(tmp_path) -> None:
+    from kuration.errors import SplitConfigError
+    from kuration.splits.artifacts import read_split_report
+
+    (tmp_path / "splits").mkdir()
+    (tmp_path / "splits" / "split_report.json").write_text('{"status": "refused", "status": "resolved"}')
+    with pytest.raises(SplitConfigError, match=r"split_report\.json: not a valid split report \(duplicate key 'status'"):
+        read_split_report(tmp_path)
+    (tmp_path / "splits" / "split_report.json").write_text('["resolved"]')
+    with pytest.raises(SplitConfigError, match=r"split_report\.json: a split report is a JSON object, got list"):
+        read_split_report(tmp_path)

@@ -290,7 +290,7 @@ def test_duplicate_source_index_names_the_file_and_both_lines(tmp_path):
     with pytest.raises(
         UniverseError,
         match=rf"^{re.escape(str(path))}: duplicate identity \(source, index\)=\('rec/a\.cu3s', 1\) "
-        r"at line 2 and line 4; each \(source, index\) must be unique$",
+        r"at line 2 and line 4; each \(source, index\) must be unique \(drop the repeated sample\)$",
     ):
         read_universe_csv(path)
 
@@ -480,3 +480,152 @@ def test_a_duplicate_made_by_an_earlier_range_names_the_lines_in_file_order(tmp_
     path = write_csv(tmp_path, "source,index\nrec/a.cu3s,3-5\nrec/a.cu3s,4\n")
     with pytest.raises(UniverseError, match=r"\('rec/a\.cu3s', 4\) at line 2 and line 3; each"):
         read_universe_csv(path)
+
+
+# -- hostile and careless input (issue 10) ----------------------------------------------
+
+
+def write_bytes(folder: Path, data: bytes, name: str = "universe.csv") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_bytes(data)
+    return path
+
+
+def test_lone_cr_line_endings_read_like_lf_ones(tmp_path):
+    lf = read_universe_csv(write_bytes(tmp_path / "lf", b"source,index,group\nrec/b.cu3s,1,g\nrec/a.cu3s,0-1,g\n"))
+    cr = read_universe_csv(write_bytes(tmp_path / "cr", b"source,index,group\rrec/b.cu3s,1,g\rrec/a.cu3s,0-1,g\r"))
+    assert uids(cr) == uids(lf) == ["rec/a.cu3s#0", "rec/a.cu3s#1", "rec/b.cu3s#1"]
+    assert cr.hash == lf.hash
+    assert cr.row_numbers.tolist() == [3, 3, 2]
+
+
+def test_lone_cr_line_numbers_name_the_right_line(tmp_path):
+    path = write_bytes(tmp_path, b'source,index\r"rec\ra.cu3s",1\r\rrec/c.cu3s,x\r')
+    with pytest.raises(UniverseError, match=r"line 5, column 'index': value 'x'"):
+        read_universe_csv(path)
+
+
+@pytest.mark.parametrize("quoted", [False, True])
+def test_a_cell_over_the_field_limit_is_refused_naming_the_line(tmp_path, quoted):
+    from kuration.splits.universe_csv import MAX_CELL_CHARS
+
+    long = "a" * (MAX_CELL_CHARS + 1)
+    cell = f'"{long}"' if quoted else long
+    path = write_csv(tmp_path, f"source,index,note\nrec/a.cu3s,0,short\nrec/b.cu3s,1,{cell}\n")
+    with pytest.raises(
+        UniverseError,
+        match=rf"^{re.escape(str(path))}: line 3: a cell is longer than {MAX_CELL_CHARS} characters, the limit for every cell$",
+    ):
+        read_universe_csv(path)
+
+
+def test_a_cell_at_the_field_limit_is_read(tmp_path):
+    from kuration.splits.universe_csv import MAX_CELL_CHARS
+
+    path = write_csv(tmp_path, f"source,index,note\nrec/a.cu3s,0,{'n' * MAX_CELL_CHARS}\n")
+    assert uids(read_universe_csv(path)) == ["rec/a.cu3s#0"]
+
+
+def test_a_long_cell_after_a_blank_line_is_refused_the_same_way(tmp_path):
+    # the blank line sends line numbering through the csv module, whose field limit used to
+    # escape as a raw csv.Error while the same cell without a blank line was accepted
+    from kuration.splits.universe_csv import MAX_CELL_CHARS
+
+    path = write_csv(tmp_path, f"source,index\n\nrec/{'b' * MAX_CELL_CHARS}.cu3s,1\n")
+    with pytest.raises(UniverseError, match=r"line 3"):
+        read_universe_csv(path)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["9223372036854775808", "9" * 40, "9" * 5000, "0-9223372036854775808", "1-2:99999999999999999999", f"{'9' * 4400}-1"],
+)
+def test_indices_beyond_int64_are_refused_naming_line_and_column(tmp_path, value):
+    path = write_csv(tmp_path, f"source,index\nrec/a.cu3s,0\nrec/b.cu3s,{value}\n")
+    with pytest.raises(
+        UniverseError,
+        match=rf"^{re.escape(str(path))}: line 3, column 'index': .* is above the largest index 9223372036854775807",
+    ) as info:
+        read_universe_csv(path)
+    assert len(str(info.value)) < 400  # a 5000-digit cell is shown cut short
+
+
+def test_int64_max_and_leading_zeros_are_read(tmp_path):
+    path = write_csv(tmp_path, "source,index\nrec/a.cu3s,9223372036854775807\nrec/b.cu3s,0000000000000000000000007\n")
+    assert uids(read_universe_csv(path)) == ["rec/a.cu3s#9223372036854775807", "rec/b.cu3s#7"]
+
+
+def test_a_range_ending_at_int64_max_keeps_every_sample(tmp_path):
+    # `stop + 1` overflowed int64, np.arange came back empty and the row vanished
+    path = write_csv(tmp_path, "source,index\na,9223372036854775805-9223372036854775807\nb,0\n")
+    assert uids(read_universe_csv(path)) == [
+        "a#9223372036854775805", "a#9223372036854775806", "a#9223372036854775807", "b#0",
+    ]
+
+
+def test_no_row_disappears_from_a_full_int64_range(tmp_path):
+    path = write_csv(tmp_path, "source,index\na,0-9223372036854775807\nb,0\n")
+    with pytest.raises(UniverseError, match=r"line 2, column 'index': range '0-9223372036854775807' holds 9223372036854775808 samples"):
+        read_universe_csv(path)
+
+
+def test_a_huge_range_is_refused_before_allocating(tmp_path):
+    path = write_csv(tmp_path, "source,index\nrec/a.cu3s,0-99999999999\n")
+    with pytest.raises(
+        UniverseError,
+        match=rf"^{re.escape(str(path))}: line 2, column 'index': range '0-99999999999' holds 100000000000 samples, "
+        r"more than max_samples=50000000; split the file, or pass a larger max_samples",
+    ):
+        read_universe_csv(path)
+
+
+def test_many_ranges_together_over_the_limit_are_refused(tmp_path):
+    path = write_csv(tmp_path, "source,index\na,0-5\nb,0-5\nc,0-5\n")
+    assert len(read_universe_csv(path, max_samples=18)) == 18
+    with pytest.raises(UniverseError, match=r"up to line 4 the rows already hold 18 samples, more than max_samples=17"):
+        read_universe_csv(path, max_samples=17)
+
+
+@pytest.mark.parametrize(
+    ("header", "repeated"),
+    [("source,index,source", "source"), ("source,index,group,group", "group"), ("source, index ,index", "index")],
+)
+def test_a_repeated_header_name_is_refused(tmp_path, header, repeated):
+    extra = ",x" * (header.count(",") - 1)
+    path = write_csv(tmp_path, f"{header}\nrec/a.cu3s,0{extra}\n")
+    with pytest.raises(
+        UniverseError,
+        match=rf"^{re.escape(str(path))}: line 1 \(the header\): column name\(s\) \['{repeated}'\] appear more than once",
+    ):
+        read_universe_csv(path)
+
+
+def test_non_ascii_digits_are_not_indices(tmp_path):
+    path = write_csv(tmp_path, "source,index\nrec/a.cu3s,\u0663\n")
+    with pytest.raises(UniverseError, match=r"line 2, column 'index': value '\u0663' must be a non-negative integer"):
+        read_universe_csv(path)
+
+
+def test_text_that_is_not_utf8_is_refused(tmp_path):
+    path = write_bytes(tmp_path, b"source,index\nrec/\xff.cu3s,0\n")
+    with pytest.raises(UniverseError, match=rf"^{re.escape(str(path))}: not UTF-8 text \(invalid start byte at byte 17\)"):
+        read_universe_csv(path)
+
+
+def test_a_long_cell_is_refused_naming_its_column_even_if_the_csv_limit_was_raised(tmp_path):
+    # csv.field_size_limit is process-wide; another library may have raised it
+    import csv
+
+    from kuration.splits.universe_csv import MAX_CELL_CHARS
+
+    path = write_csv(tmp_path, f"source,index,note\nrec/a.cu3s,0,{'n' * (MAX_CELL_CHARS + 5)}\n")
+    previous = csv.field_size_limit(10 * MAX_CELL_CHARS)
+    try:
+        with pytest.raises(
+            UniverseError,
+            match=rf"line 2, column 'note': the cell is {MAX_CELL_CHARS + 5} characters long; cells are limited to {MAX_CELL_CHARS}",
+        ):
+            read_universe_csv(path)
+    finally:
+        csv.field_size_limit(previous)
