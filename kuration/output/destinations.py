@@ -47,10 +47,7 @@ class DestinationError(KurationError, ValueError):
 
 
 def _checked(relative: str) -> PurePosixPath:
-    parts = PurePosixPath(relative)
-    if parts.is_absolute() or ".." in parts.parts or not parts.parts:
-        raise CommitError(f"path {relative!r} must be relative and stay inside the dataset")
-    return parts
+    return PurePosixPath(*storage.relative_parts(relative, where="dataset", error=CommitError))
 
 
 class Destination(Protocol):
@@ -63,6 +60,7 @@ class Destination(Protocol):
     def stage_shard(self, relative: str, container: ShardContainer, shard: ShardArrays) -> Staged: ...
     def shard_matches(self, relative: str, entry: Mapping[str, Any]) -> bool: ...
     def files_under(self, folder: str) -> list[str]: ...
+    def check_folders(self, folders: set[str]) -> None: ...
     def remove(self, relative: str) -> None: ...
     def lease(self): ...
 
@@ -110,15 +108,11 @@ class LocalDestination:
             raise DestinationError(f"{self.root}: exists and is not a directory")
         return sorted(p.name for p in self.root.iterdir() if p.name != LEASE_FILE)
 
+    # Reads open every component from the root through no symlink, and only regular files
+    # (storage.open_inside): a split folder swapped for a link to elsewhere must fail a reader
+    # and must not let a resume reuse, or write into, what lies behind the link.
     def read(self, relative: str) -> bytes | None:
-        path = self._path(relative)
-        if path.is_symlink():
-            raise CommitError(f"{path}: is a symlink; dataset metadata and shards must be regular files")
-        if not path.exists():
-            return None
-        if not path.is_file():
-            raise CommitError(f"{path}: is not a regular file")
-        return path.read_bytes()
+        return storage.read_inside(self.root, relative, error=CommitError)
 
     def write_metadata(self, relative: str, data: bytes, *, durable: bool = True) -> None:
         path = self._path(relative)
@@ -130,11 +124,13 @@ class LocalDestination:
         return stage_shard_local(self._path(relative), container, shard)
 
     def shard_matches(self, relative: str, entry: Mapping[str, Any]) -> bool:
-        path = self._path(relative)
-        if path.is_symlink() or not path.is_file() or path.stat().st_size != entry.get("bytes"):
-            return False
-        with open(path, "rb") as f:
-            return _same(*storage.sha256_of_stream(f), entry)
+        found = storage.sha256_inside(self.root, relative, error=CommitError)
+        return found is not None and _same(*found, entry)
+
+    def check_folders(self, folders: set[str]) -> None:
+        """Every folder that holds shards is a real folder inside the dataset."""
+        for folder in sorted(folders):
+            storage.folder_inside(self.root, folder, error=CommitError)
 
     def files_under(self, folder: str) -> list[str]:
         base = self._path(folder)
@@ -211,6 +207,9 @@ class FsspecDestination:
             raise
         storage.fresh_path(self.fs, final)
         return _Published(WrittenShard(Path(relative), writer.bytes_written, writer.sha256))
+
+    def check_folders(self, folders: set[str]) -> None:
+        """Nothing to check: object stores have no links to follow."""
 
     def shard_matches(self, relative: str, entry: Mapping[str, Any]) -> bool:
         key = storage.fresh_path(self.fs, self._key(relative))

@@ -40,7 +40,7 @@ from kuration.output.commit_protocol import (
 )
 from kuration.output.containers import get_container
 from kuration.output.containers.protocol import ShardArrays, ShardFormatError
-from kuration.output.destinations import Destination, LocalDestination, open_destination
+from kuration.output.destinations import Destination, open_destination
 from kuration.output.spec import CONTAINERS, OutputSpec, OutputSpecError
 from kuration.output.write_track import SPLIT_NAMES
 from kuration.read.isolated import decode_isolated
@@ -51,23 +51,6 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 class DatasetIntegrityError(CommitError):
     """A shard is missing, its bytes do not match what the manifest records, or they do not
     decode to what the manifest and the output spec declare."""
-
-
-class _NoFollowLocal(LocalDestination):
-    """A local dataset as readers see it: every file opened component by component from the
-    root, through no symlink, and only if it is a regular file (:func:`storage.open_inside`)."""
-
-    def read(self, relative: str) -> bytes | None:
-        return storage.read_inside(self.root, relative, error=CommitError)
-
-    def shard_matches(self, relative: str, entry: Mapping[str, Any]) -> bool:
-        found = storage.sha256_inside(self.root, relative, error=DatasetIntegrityError)
-        return found is not None and found == (entry.get("bytes"), entry.get("sha256"))
-
-    def check_folders(self, folders: set[str]) -> None:
-        """Every folder that holds shards is a real folder inside the dataset."""
-        for folder in sorted(folders):
-            storage.folder_inside(self.root, folder, error=CommitError)
 
 
 @dataclass(frozen=True)
@@ -101,8 +84,6 @@ def _required(destination: Destination, name: str) -> bytes:
     return data
 
 
-def _open_for_reading(text: str) -> Destination:
-    return open_destination(text) if storage.is_remote(text) else _NoFollowLocal(text)
 
 
 def load_committed(out: str | os.PathLike[str], *, untrusted: bool = False,
@@ -114,7 +95,7 @@ def load_committed(out: str | os.PathLike[str], *, untrusted: bool = False,
     text = os.fspath(out).rstrip("/")
     if text.endswith("/" + MANIFEST_FILE) or text == MANIFEST_FILE:
         text = text[: -len(MANIFEST_FILE)].rstrip("/") or "."
-    destination = _open_for_reading(text)
+    destination = open_destination(text)
     record = read_commit(destination)
     if record is None:
         raise CommitError(f"{destination.url}: no {COMMIT_FILE}, so this is not a committed dataset (a writer may have "
@@ -135,8 +116,7 @@ def load_committed(out: str | os.PathLike[str], *, untrusted: bool = False,
     if not isinstance(config, dict):
         raise CommitError(f"{destination.where(CONFIG_FILE)}: must be a JSON object, found {type(config).__name__}")
     spec = _checked_manifest(manifest, destination.where(MANIFEST_FILE))
-    if isinstance(destination, _NoFollowLocal):  # object stores have no links to follow
-        destination.check_folders({entry["path"].rsplit("/", 1)[0] for entry in manifest["entries"]})
+    destination.check_folders({entry["path"].rsplit("/", 1)[0] for entry in manifest["entries"]})
     return CommittedDataset(destination, record, manifest, config, spec, untrusted, decode_timeout)
 
 

@@ -219,6 +219,20 @@ def test_symlinked_metadata_is_refused(corpus, tmp_path):
         load_committed(out)
 
 
+@pytest.mark.parametrize("intent", [{"resume": True}, {"force": True}])
+def test_a_split_folder_linked_elsewhere_is_neither_reused_nor_written_through(corpus, tmp_path, intent):
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    corpus.write(out)
+    shutil.move(out / "train", elsewhere)
+    os.symlink(elsewhere, out / "train")
+    before = {p.name: p.read_bytes() for p in elsewhere.iterdir()}
+    commit = (out / COMMIT_FILE).read_bytes()
+    with pytest.raises(CommitError, match=r"train: is a symlink"):
+        corpus.write(out, **intent)
+    assert {p.name: p.read_bytes() for p in elsewhere.iterdir()} == before  # nothing written behind the link
+    assert (out / COMMIT_FILE).read_bytes() == commit  # refused before publication
+
+
 def test_a_second_writer_gets_a_lease_error(corpus, tmp_path):
     out = tmp_path / "out"
     with DestinationLease(out):
