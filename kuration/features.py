@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from kuration.errors import KurationError
+from kuration.numbers import shown
 from kuration.floats import canonical_floats
 from kuration.schema import Schema
 
@@ -96,6 +97,8 @@ def _parse(key: Any) -> FeatureKey:
     component = None
     match = _COMPONENT.fullmatch(target)
     if match:
+        if len(match["index"]) > 9:  # no field has a billion components; int() of 4300+ digits would raise
+            raise _KeyProblem(f"component index in {target[:40]!r}... is too large (at most 9 digits)")
         target, component = match["name"], int(match["index"])
     elif "[" in target or "]" in target:
         raise _KeyProblem(f"malformed component index in {target!r}; write '<field>[i]' with a non-negative integer i")
@@ -143,7 +146,7 @@ def parse_feature_key(key: str, schema: Schema | None = None) -> FeatureKey:
         if schema is not None:
             _resolve(fk, schema)
     except _KeyProblem as exc:
-        raise FeatureError(f"feature key {key!r}: {exc}") from None
+        raise FeatureError(f"feature key {shown(key)}: {exc}") from None
     return fk
 
 

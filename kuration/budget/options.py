@@ -13,12 +13,13 @@ An unset split requests nothing: its pool is reported, and nothing is admitted f
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from kuration.errors import KurationError
+from kuration.numbers import finite_float, shown, whole_number
+from kuration.segments import MAX_WINDOW_STEPS as MAX_SPAN_STEPS
 from kuration.splits.config import EXCLUSIVE_STAGES
 
 SPLITS = EXCLUSIVE_STAGES  # the stages a budget fills; predict may overlap them and is never budgeted
@@ -56,12 +57,13 @@ class ShardChunking:
 def _budget(value: Any, name: str, *, whole: bool) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    number = finite_float(value)
+    if number is None or number < 0:
         kind = "a whole number >= 0" if whole else "a finite number of hours >= 0"
-        raise BudgetError(f"{name}: must be {kind} or unset, got {value!r}")
-    if whole and float(value) != int(value):
-        raise BudgetError(f"{name}: counts whole segments, got {value!r}")
-    return float(value)
+        raise BudgetError(f"{name}: must be {kind} or unset, got {shown(value)}")
+    if whole and not number.is_integer():
+        raise BudgetError(f"{name}: counts whole segments, got {shown(value)}")
+    return number
 
 
 @dataclass(frozen=True)
@@ -104,15 +106,11 @@ class BudgetOptions:
             raise BudgetError("span_steps/span_seconds: spans subdivide tracks for an hours budget; a count selects segments")
         if self.span_steps is not None and self.span_seconds is not None:
             raise BudgetError(f"span_steps={self.span_steps!r} and span_seconds={self.span_seconds!r}: set one, not both")
-        if self.span_steps is not None and (
-            isinstance(self.span_steps, bool) or not isinstance(self.span_steps, int) or self.span_steps < 1
-        ):
-            raise BudgetError(f"span_steps: must be a positive whole number of steps, got {self.span_steps!r}")
-        if self.span_seconds is not None and (
-            isinstance(self.span_seconds, bool) or not isinstance(self.span_seconds, (int, float))
-            or not math.isfinite(self.span_seconds) or self.span_seconds <= 0
-        ):
-            raise BudgetError(f"span_seconds: must be a positive finite number of seconds, got {self.span_seconds!r}")
+        if self.span_steps is not None and not 1 <= (whole_number(self.span_steps) or 0) <= MAX_SPAN_STEPS:
+            raise BudgetError(f"span_steps: must be a positive whole number of steps, at most {MAX_SPAN_STEPS}, got "
+                              f"{shown(self.span_steps)}")
+        if self.span_seconds is not None and not 0 < (finite_float(self.span_seconds) or 0):
+            raise BudgetError(f"span_seconds: must be a positive finite number of seconds, got {shown(self.span_seconds)}")
         if self.clip_aggregate is not None and self.clip_aggregate not in CLIP_AGGREGATES:
             raise BudgetError(f"clip_aggregate: must be one of {list(CLIP_AGGREGATES)} or unset, got {self.clip_aggregate!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):

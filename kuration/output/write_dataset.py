@@ -29,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import hashlib
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,7 +48,7 @@ from kuration.hashing import canonical_json, code_fingerprint, readable_json, sh
 from kuration.media import media_cache
 from kuration.output.commit_protocol import (
     CHECKPOINT_DIR, COMMIT_FILE, MANIFEST_FILE, RESUME_DIR, SPEC_MARKER_FILE, CommitError, CommitRecord,
-    is_writer_leftover, publish_committed, publish_writing, read_commit,
+    is_writer_leftover, publish_committed, publish_writing, read_commit, strict_json,
 )
 from kuration.output.destinations import Destination, open_destination
 from kuration.output.encoders import OutputEncoder, PassthroughEncoder
@@ -113,8 +112,8 @@ def _journal_entries(destination: Destination, run_fingerprint: str) -> list[dic
     entries = []
     for name in destination.files_under(_resume_folder(run_fingerprint)):
         try:
-            item = json.loads(destination.read(name) or b"")
-        except (ValueError, CommitError):
+            item = strict_json(destination.read(name) or b"", where=destination.where(name), what="resume record")
+        except CommitError:
             continue  # a torn or odd record only costs a rebuild
         if isinstance(item, dict) and item.get("run") == run_fingerprint and isinstance(item.get("entry"), dict):
             entries.append(item["entry"])
@@ -131,9 +130,11 @@ def _committed_entries(destination: Destination, record: CommitRecord) -> list[d
     if data is None or sha256_hex(data) != record.manifest_sha256:
         return []
     try:
-        return list(json.loads(data).get("entries", []))
-    except (ValueError, AttributeError):
+        manifest = strict_json(data, where=destination.where(MANIFEST_FILE), what="manifest")
+    except CommitError:
         return []
+    entries = manifest.get("entries") if isinstance(manifest, dict) else None
+    return list(entries) if isinstance(entries, list) else []  # each is checked in _reusable, then against its bytes
 
 
 def _reusable(destination: Destination, resume: bool, record: CommitRecord | None, marker: bytes,
@@ -151,7 +152,7 @@ def _reusable(destination: Destination, resume: bool, record: CommitRecord | Non
         return {}, (f"the destination's {SPEC_MARKER_FILE} (pinned by {COMMIT_FILE}) is missing or belongs to another "
                     "run: the spec, plan, sources or code changed")
     candidates = {e["path"]: e for e in _committed_entries(destination, record) + _journal_entries(destination, run_fingerprint)
-                  if isinstance(e, dict) and "path" in e}
+                  if isinstance(e, dict) and isinstance(e.get("path"), str)}
     kept = {path: e for path, e in candidates.items() if strong.get(e.get("source_id"), False)}
     return kept, "" if kept else "no finished shard of a source with a strong identity was recorded"
 
@@ -270,6 +271,8 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
     for target, row in targets:
         by_source.setdefault(target.source_id, []).append((target, row))
     read_ahead = _check_media(adapter, schema, spec, sources, by_source, features)
+    # a split folder that is a link would have shards reused from, or written to, wherever it leads
+    destination.check_folders(set(SPLIT_NAMES))
 
     # -- publication starts: readers reject the directory until the final commit ------
     publish_writing(destination, run_fingerprint=run_fingerprint, marker=marker)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kuration.errors import SplitGenerationError
+from kuration.numbers import finite_float, shown
 from kuration.splits.config import (
     EXCLUSIVE_STAGES,
     STAGES,
@@ -113,8 +114,9 @@ def _groups(universe: Universe, group_by: str) -> _Groups:
 
 def _check_ratios(val_ratio: float, test_ratio: float) -> dict[str, float]:
     for name, value in (("val_ratio", val_ratio), ("test_ratio", test_ratio)):
-        if not (isinstance(value, (int, float)) and math.isfinite(value) and 0 <= value < 1):
-            raise SplitGenerationError(f"{name} must be a number in [0, 1), got {value!r}")
+        number = finite_float(value)
+        if number is None or not 0 <= number < 1:
+            raise SplitGenerationError(f"{name} must be a number in [0, 1), got {shown(value)}")
     if val_ratio + test_ratio >= 1:
         raise SplitGenerationError(
             f"val_ratio + test_ratio must leave something for train, got {val_ratio} + {test_ratio} >= 1"

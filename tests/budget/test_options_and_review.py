@@ -27,6 +27,10 @@ H = 1 / 3600
     ({"train_hours": math.inf}, "train_hours: must be a finite number"),
     ({"train_count": 2.5}, "train_count: counts whole segments"),
     ({"train_hours": True}, "train_hours: must be"),
+    ({"train_hours": 10**400}, "train_hours: must be a finite number of hours >= 0 or unset, got 1000"),  # not OverflowError
+    ({"val_count": 10**5000}, r"val_count: must be a whole number >= 0 or unset, got <int too large to show>"),
+    ({"train_hours": 1, "span_steps": 2**31}, "span_steps: must be a positive whole number of steps, at most 2147483647"),
+    ({"train_hours": 1, "span_seconds": 10**400}, "span_seconds: must be a positive finite number"),
     ({"train_hours": 1, "span_steps": 10, "span_seconds": 1.0}, "set one, not both"),
     ({"train_hours": 1, "span_steps": 0}, "span_steps: must be a positive whole number"),
     ({"train_hours": 1, "span_seconds": -2}, "span_seconds: must be a positive finite number"),

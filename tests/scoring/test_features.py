@@ -64,6 +64,7 @@ def test_parse_feature_key_grammar():
         ("fn.", r"'fn\.' needs a name"),
         ("pos[x].mean", r"malformed component index in 'pos\[x\]'"),
         ("pos[01].mean", r"malformed component index"),
+        ("pos[" + "9" * 5000 + "].mean", r"feature key 'pos\[9{72}\.\.\.: component index in 'pos\[9+'\.\.\. is too large \(at most 9 digits\)"),
         ("", r"must be a non-empty string"),
         (3, r"feature key 3: must be a non-empty string"),
     ],

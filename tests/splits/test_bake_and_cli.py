@@ -301,6 +301,7 @@ def test_different_seeds_typically_differ(bake, tmp_path):
         ({"test_ratio": 1.0}, r"^test_ratio must be a number in \[0, 1\), got 1\.0$"),
         ({"test_ratio": float("nan")}, r"^test_ratio must be a number in \[0, 1\), got nan$"),
         ({"val_ratio": "0.2"}, r"^val_ratio must be a number in \[0, 1\), got '0\.2'$"),
+        ({"val_ratio": 10**400}, r"^val_ratio must be a number in \[0, 1\), got 1000"),  # not an OverflowError
         (
             {"val_ratio": 0.5, "test_ratio": 0.5},
             r"^val_ratio \+ test_ratio must leave something for train, got 0\.5 \+ 0\.5 >= 1$",
