@@ -19,12 +19,12 @@ no entity column. The rules here are the same for both, so they live once:
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from kuration.hashing import canonical_json, canonical_state
 from kuration.schema import Schema, SchemaError
 from kuration.sources.ticks import TickDataError
 
@@ -88,7 +88,7 @@ class Fingerprint:
         self._digest = hashlib.sha256(tag.encode() + b"\0")
 
     def add_meta(self, **meta: Any) -> None:
-        self._digest.update(json.dumps(meta, sort_keys=True, default=str).encode() + b"\0")
+        self._digest.update(canonical_json(canonical_state(meta)) + b"\0")
 
     def add_array(self, name: str, path: str, array: Any, start: int, stop: int) -> None:
         dtype = np.dtype(array.dtype)
@@ -99,7 +99,7 @@ class Fingerprint:
         for lo in range(start, stop, step):
             block = np.asarray(array[lo: min(stop, lo + step)])
             if block.dtype.kind in "OT":  # variable-length strings: no stable buffer, hash the text
-                self._digest.update(json.dumps(as_strings(block)).encode())
+                self._digest.update(canonical_json(as_strings(block)))
             else:
                 self._digest.update(np.ascontiguousarray(block).tobytes())
 
