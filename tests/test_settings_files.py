@@ -133,7 +133,7 @@ DICT_CASES = [
     (Strategy.from_dict, {**STRATEGY, "selection": {"max_group_overshoot": 10**400}}, StrategyError,
      r"^strategy\.selection\.max_group_overshoot: must be a number >= 1 or null"),
     (Strategy.from_dict, {**STRATEGY, "priority": {"speed[" + "1" * 5000 + "].mean": 1}}, StrategyError,
-     r"^strategy\.priority\['speed\[1111.*feature key .*Exceeds the limit"),
+     r"^strategy\.priority\['speed\[1111.*feature key .*component index in .* is too large \(at most 9 digits\)"),
     (OutputSpec.from_dict, {**SPEC, "shard_length": 10**30}, OutputSpecError,
      r"^output\.shard_length: 1000.*timesteps; a shard holds at most 16777216"),
     (OutputSpec.from_dict, {**SPEC, 1: 2, "x": 3}, OutputSpecError, r"^output: unknown key\(s\) \['x', 1\]"),
