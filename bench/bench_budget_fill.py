@@ -72,7 +72,7 @@ from _reference_env import kuration_tree_state  # noqa: E402
 
 import kuration.budget.plan as plan_module  # noqa: E402
 from kuration.budget import BudgetOptions, plan_budget  # noqa: E402
-from kuration.strategy import Strategy  # noqa: E402
+from kuration.scoring.strategy import Strategy  # noqa: E402
 
 SAMPLE_HZ = 10.0
 WINDOW, STRIDE = 100, 50

@@ -59,13 +59,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _measure import timed, vmhwm_kb  # noqa: E402
 from _reference_env import kuration_tree_state  # noqa: E402
 
-from kuration.schema import Schema  # noqa: E402
+from kuration.sources.schema import Schema  # noqa: E402
 from kuration.scoring import score_sources  # noqa: E402
-from kuration.segments import Segmenter  # noqa: E402
+from kuration.scoring.segments import Segmenter  # noqa: E402
 from kuration.sources.parquet import ParquetTickAdapter  # noqa: E402
-from kuration.strategy import Strategy  # noqa: E402
-from kuration.track_scoring import score_track, segment_table_schema  # noqa: E402
-from kuration.tracks import tracks_from_ticks  # noqa: E402
+from kuration.scoring.strategy import Strategy  # noqa: E402
+from kuration.scoring.track import score_track, segment_table_schema  # noqa: E402
+from kuration.sources.tracks import tracks_from_ticks  # noqa: E402
 
 SAMPLE_HZ = 10
 WINDOW_S, STRIDE_S = 10.0, 5.0

@@ -35,14 +35,14 @@ from _measure import timed  # noqa: E402
 
 from kuration import storage  # noqa: E402
 from kuration.budget import BudgetOptions, plan_budget  # noqa: E402
-from kuration.media import media_cache  # noqa: E402
+from kuration.sources.media import media_cache  # noqa: E402
 from kuration.output import OutputSpec  # noqa: E402
 from kuration.output.write_dataset import write_planned_dataset  # noqa: E402
-from kuration.schema import Schema  # noqa: E402
+from kuration.sources.schema import Schema  # noqa: E402
 from kuration.scoring import score_sources  # noqa: E402
-from kuration.segments import Segmenter  # noqa: E402
+from kuration.scoring.segments import Segmenter  # noqa: E402
 from kuration.sources import ParquetTickAdapter  # noqa: E402
-from kuration.strategy import Strategy  # noqa: E402
+from kuration.scoring.strategy import Strategy  # noqa: E402
 
 FRAME = (48, 64, 3)
 VEHICLES = ("bus_1", "car_7", "truck_2")

@@ -59,13 +59,13 @@ from _reference_env import kuration_tree_state  # noqa: E402
 from bench_budget_fill import STRATEGY_DICT, budget_options, build_segments  # noqa: E402
 
 from kuration.budget import plan_budget  # noqa: E402
-from kuration.schema import Schema  # noqa: E402
-from kuration.score_cache import FsspecScoreCache  # noqa: E402
+from kuration.sources.schema import Schema  # noqa: E402
+from kuration.scoring.cache import FsspecScoreCache  # noqa: E402
 from kuration.scoring import run_fingerprint, score_sources  # noqa: E402
-from kuration.segments import Segmenter  # noqa: E402
+from kuration.scoring.segments import Segmenter  # noqa: E402
 from kuration.sources.protocol import SourceIdentity  # noqa: E402
-from kuration.strategy import Strategy  # noqa: E402
-from kuration.track_scoring import segment_table_schema  # noqa: E402
+from kuration.scoring.strategy import Strategy  # noqa: E402
+from kuration.scoring.track import segment_table_schema  # noqa: E402
 
 SIZES = {"50k": 50_000, "250k": 250_000, "1M": 1_000_000}  # target segments
 SEGMENTS_PER_SPAN = 2  # build_segments: windows of 100 steps every 50, spans of 100 steps

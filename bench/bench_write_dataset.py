@@ -106,13 +106,13 @@ from kuration.budget import BudgetOptions, plan_budget  # noqa: E402
 from kuration.output import OutputSpec  # noqa: E402
 from kuration.output.containers import get_container  # noqa: E402
 from kuration.output.write_dataset import write_planned_dataset  # noqa: E402
-from kuration.media import register_media_provider  # noqa: E402
-from kuration.schema import Schema  # noqa: E402
+from kuration.sources.media import register_media_provider  # noqa: E402
+from kuration.sources.schema import Schema  # noqa: E402
 from kuration.scoring import score_sources  # noqa: E402
-from kuration.segments import Segmenter  # noqa: E402
+from kuration.scoring.segments import Segmenter  # noqa: E402
 from kuration.sources.protocol import SourceIdentity  # noqa: E402
 from kuration.sources.ticks import Ticks  # noqa: E402
-from kuration.strategy import Strategy  # noqa: E402
+from kuration.scoring.strategy import Strategy  # noqa: E402
 
 SAMPLE_HZ = 10
 FRAME_SHAPE = (150, 280, 3)

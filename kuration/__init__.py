@@ -13,7 +13,7 @@ from kuration.errors import (
     UniverseDriftError,
     UniverseError,
 )
-from kuration.features import (
+from kuration.scoring.features import (
     FeatureError,
     FeatureKey,
     compute_features,
@@ -24,11 +24,11 @@ from kuration.features import (
     segment_tags,
     unregister_feature,
 )
-from kuration.entities import EntityIdError, entity_key, parse_entity_key
+from kuration.sources.entities import EntityIdError, entity_key, parse_entity_key
 from kuration.lazy_exports import lazy_getattr
-from kuration.track_scoring import score_track, segment_table_schema
-from kuration.segments import Segment, Segmenter, SegmenterError
-from kuration.strategy import Predicate, ScoreResult, Selection, Strategy, StrategyError
+from kuration.scoring.track import score_track, segment_table_schema
+from kuration.scoring.segments import Segment, Segmenter, SegmenterError
+from kuration.scoring.strategy import Predicate, ScoreResult, Selection, Strategy, StrategyError
 
 __version__ = "0.1.0"
 

@@ -71,7 +71,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kuration import storage
-from kuration.schema import Schema
+from kuration.sources.schema import Schema
 
 SAMPLE_HZ = 10
 CLIP_SECONDS = 10
@@ -169,7 +169,7 @@ class DemoLandingZone:
 
 
 def demo_schema() -> Schema:
-    """The demo recordings' :class:`~kuration.schema.Schema` (built from ``DEMO_SCHEMA``)."""
+    """The demo recordings' :class:`~kuration.sources.schema.Schema` (built from ``DEMO_SCHEMA``)."""
     return Schema.from_dict(copy.deepcopy(DEMO_SCHEMA))
 
 

@@ -19,9 +19,9 @@ from typing import TypeVar
 
 from kuration import storage
 from kuration.errors import KurationError
-from kuration.schema import Schema, SchemaError
-from kuration.segments import Segmenter
-from kuration.strategy import Strategy, StrategyError
+from kuration.sources.schema import Schema, SchemaError
+from kuration.scoring.segments import Segmenter
+from kuration.scoring.strategy import Strategy, StrategyError
 from kuration.strict_json import parse_strict_json
 
 T = TypeVar("T")

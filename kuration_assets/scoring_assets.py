@@ -14,7 +14,7 @@ from dagster import (
     asset,
 )
 
-from kuration.segment_store import pool_summary, score_and_store
+from kuration.scoring.segment_store import pool_summary, score_and_store
 from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
 from splits_assets import universe
 

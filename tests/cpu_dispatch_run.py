@@ -25,10 +25,10 @@ import pytest
 
 from kuration.output import OutputSpec
 from kuration.output.write_dataset import write_dataset
-from kuration.schema import Schema
-from kuration.segments import Segmenter
+from kuration.sources.schema import Schema
+from kuration.scoring.segments import Segmenter
 from kuration.sources import ParquetTickAdapter
-from kuration.strategy import Strategy
+from kuration.scoring.strategy import Strategy
 from tests.budget.test_plan_digest import CASES, plan_digest, run_case
 
 SCHEMA = {"sample_hz": 10, "time": "tick", "entity": "drone",

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from kuration.errors import KurationError
 from kuration.output.spec import OutputSpec, OutputSpecError
-from kuration.schema import Schema, SchemaError
-from kuration.segments import Segmenter, SegmenterError
+from kuration.sources.schema import Schema, SchemaError
+from kuration.scoring.segments import Segmenter, SegmenterError
 from kuration.settings import load_curation_settings, load_output_spec
-from kuration.strategy import Strategy, StrategyError
+from kuration.scoring.strategy import Strategy, StrategyError
 from tests.hostile import FUZZ, json_texts, mutated
 
 SCHEMA = {

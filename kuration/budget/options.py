@@ -19,7 +19,7 @@ from typing import Any
 
 from kuration.errors import KurationError
 from kuration.numbers import finite_float, shown, whole_number
-from kuration.segments import MAX_WINDOW_STEPS as MAX_SPAN_STEPS
+from kuration.scoring.segments import MAX_WINDOW_STEPS as MAX_SPAN_STEPS
 from kuration.splits.config import EXCLUSIVE_STAGES
 
 SPLITS = EXCLUSIVE_STAGES  # the stages a budget fills; predict may overlap them and is never budgeted

@@ -25,7 +25,7 @@ from kuration.budget.fill import ADMITTED_REASONS, CODE, REASONS, FillSelection,
 from kuration.budget.options import SPLITS, BudgetError, BudgetOptions
 from kuration.budget.spans import STATUS_CODE, segment_items, sorted_codes, span_items
 from kuration.budget.split_pools import GroupOf, SplitPools, seeded_hash, pools_from_assignments, seeded_pools
-from kuration.strategy import Strategy
+from kuration.scoring.strategy import Strategy
 
 _STATUS_REASON = {"filtered": "filtered", "non_finite": "non_finite", "unscored": "unscored", "absent": "absent"}
 

@@ -32,9 +32,9 @@ from kuration.budget.plan import BudgetPlan
 from kuration.errors import KurationError
 from kuration.settings import read_json
 from kuration.byte_sizes import format_bytes
-from kuration.score_cache import FsspecScoreCache
+from kuration.scoring.cache import FsspecScoreCache
 from kuration.scoring import MemoryBudgetError, provide_fingerprint
-from kuration.segment_store import (
+from kuration.scoring.segment_store import (
     IDENTITY_KEY, RUN_KEY, SKIPPED_KEY, read_source_segments, score_cache_url, segments_url,
 )
 from kuration.sources.protocol import SourceIdentity

@@ -13,7 +13,7 @@ Routing (:class:`kuration.output.spec.Modality`):
   not touched: they are the recording's own bits, copied, never computed;
 - ``media:<column>``: the track's references, decoded by the adapter in one bounded batch
   per shard; a present row without a reference is an error, and so is any failure to
-  decode (a :class:`kuration.media.MediaError` naming source, entity and row);
+  decode (a :class:`kuration.sources.media.MediaError` naming source, entity and row);
 - ``encoder:<hook>``: the encoder's value for every present row (see :mod:`.encoders`).
 
 This module builds arrays in memory; it does not choose file names or write anything.
@@ -25,14 +25,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from kuration.entities import entity_key
+from kuration.sources.entities import entity_key
 from kuration.errors import KurationError
 from kuration.floats import canonical_floats
-from kuration.media import MediaError
+from kuration.sources.media import MediaError
 from kuration.output.containers.protocol import ShardArrays
 from kuration.output.encoders import OutputEncoder, encode_rows
 from kuration.output.spec import Modality, OutputSpec
-from kuration.schema import Schema
+from kuration.sources.schema import Schema
 
 
 class MissingValueError(KurationError, ValueError):

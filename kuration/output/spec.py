@@ -34,7 +34,7 @@ from kuration.budget.options import SHORT_POLICIES, ShardChunking
 from kuration.hashing import canonical_json, sha256_hex
 from kuration.errors import KurationError
 from kuration.numbers import shown, whole_number
-from kuration.schema import Schema, shape_limit_problem
+from kuration.sources.schema import Schema, shape_limit_problem
 
 CONTAINERS = ("npz", "json", "hdf5", "parquet")
 SOURCE_KINDS = ("field", "segment", "media", "encoder")

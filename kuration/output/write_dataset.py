@@ -42,10 +42,10 @@ from kuration import storage
 from kuration.budget import BudgetOptions, BudgetPlan, plan_budget
 from kuration.budget.spans import feature_columns
 from kuration.byte_sizes import ByteSizeError, parse_bytes
-from kuration.entities import entity_key
+from kuration.sources.entities import entity_key
 from kuration.errors import KurationError
 from kuration.hashing import canonical_json, code_fingerprint, readable_json, sha256_hex, stable_repr
-from kuration.media import media_cache
+from kuration.sources.media import media_cache
 from kuration.output.commit_protocol import (
     CHECKPOINT_DIR, COMMIT_FILE, MANIFEST_FILE, RESUME_DIR, SPEC_MARKER_FILE, CommitError, CommitRecord,
     is_writer_leftover, publish_committed, publish_writing, read_commit, strict_json,
@@ -55,9 +55,9 @@ from kuration.output.encoders import OutputEncoder, PassthroughEncoder
 from kuration.output.shard_assembly import decode_media_rows
 from kuration.output.spec import OutputSpec
 from kuration.output.write_track import SPLIT_NAMES, ShardTarget, ShardWriter, shard_targets
-from kuration.schema import Schema
-from kuration.score_cache import FsspecScoreCache
-from kuration.tracks import tracks_from_ticks
+from kuration.sources.schema import Schema
+from kuration.scoring.cache import FsspecScoreCache
+from kuration.sources.tracks import tracks_from_ticks
 
 MANIFEST_FORMAT = 1
 
@@ -494,7 +494,7 @@ def write_dataset(
     ``memory_budget`` (bytes, or a string such as ``"512MiB"``) is a hard bound on the
     scored results held in memory between scoring and the fill: they are checkpointed
     and held memory-mapped (see :func:`kuration.scoring.score_sources`). Checkpoints go to
-    ``cache`` if given (a local :class:`~kuration.score_cache.FsspecScoreCache`), else to
+    ``cache`` if given (a local :class:`~kuration.scoring.cache.FsspecScoreCache`), else to
     ``<out>/.kuration_checkpoints/<scoring run>/`` (a local ``out`` only). Sources without
     a strong identity cannot be checkpointed; if their results pass the budget the write
     fails before publication, saying how to provide a fingerprint. After a successful

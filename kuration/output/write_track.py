@@ -18,15 +18,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from kuration.budget.options import SPLITS
-from kuration.entities import entity_key
-from kuration.media import media_cache
+from kuration.sources.entities import entity_key
+from kuration.sources.media import media_cache
 from kuration.output.containers import get_container
 from kuration.output.encoders import OutputEncoder, PassthroughEncoder
 from kuration.output.destinations import Destination, open_destination
 from kuration.output.shard_assembly import MediaDecoder, assemble_shard
 from kuration.output.shard_files import WrittenShard, shard_name, shard_stem
 from kuration.output.spec import OutputSpec, OutputSpecError
-from kuration.schema import Schema
+from kuration.sources.schema import Schema
 
 SPLIT_NAMES = SPLITS
 

@@ -7,7 +7,7 @@
 
 The episode-store adapters import h5py and zarr only when first used (every scoring
 worker process pays for what it imports); their media providers (``hdf5_rows``,
-``zarr_rows``) register when their module is imported, and :mod:`kuration.media` imports
+``zarr_rows``) register when their module is imported, and :mod:`kuration.sources.media` imports
 it on first use of the name.
 """
 

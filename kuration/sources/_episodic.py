@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from kuration.hashing import canonical_json, canonical_state
-from kuration.schema import Schema, SchemaError
+from kuration.sources.schema import Schema, SchemaError
 from kuration.sources.ticks import TickDataError
 
 #: Bytes per read while hashing, so identity never holds a whole image stream in memory.

@@ -26,8 +26,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from kuration import storage
-from kuration.media import get_media_provider
-from kuration.schema import Schema
+from kuration.sources.media import get_media_provider
+from kuration.sources.schema import Schema
 from kuration.sources.protocol import SourceIdentity
 from kuration.sources.ticks import SourceError, TickDataError, Ticks
 

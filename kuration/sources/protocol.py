@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from kuration.schema import Schema
+from kuration.sources.schema import Schema
 from kuration.sources.ticks import Ticks
 
 STRONG_KINDS = frozenset({"content_sha256", "etag", "version", "fingerprint"})

@@ -53,8 +53,8 @@ import h5py
 import numpy as np
 
 from kuration import storage
-from kuration.media import MediaError, fill_rows, get_media_provider, group_row_refs, register_media_provider
-from kuration.schema import MediaSpec, Schema
+from kuration.sources.media import MediaError, fill_rows, get_media_provider, group_row_refs, register_media_provider
+from kuration.sources.schema import MediaSpec, Schema
 from kuration.sources import _episodic
 from kuration.sources.protocol import SourceIdentity
 from kuration.sources.ticks import SourceError, TickDataError, Ticks

@@ -20,9 +20,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kuration.entities import canonical_entity, entity_key
+from kuration.sources.entities import canonical_entity, entity_key
 from kuration.errors import KurationError
-from kuration.schema import FieldSpec, Schema
+from kuration.sources.schema import FieldSpec, Schema
 
 #: How far a time in seconds may sit off the sample grid, as a fraction of one sample
 #: period, and still count as on it (absorbs float rounding of ``k / sample_hz``).

@@ -7,7 +7,7 @@ import math
 
 import pyarrow as pa
 
-from kuration.strategy import Strategy
+from kuration.scoring.strategy import Strategy
 
 FEATURE = "speed.mean"
 

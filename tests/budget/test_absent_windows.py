@@ -13,9 +13,9 @@ import pytest
 
 from kuration.budget import BudgetOptions, plan_budget, validate_budget_plan
 from kuration.budget.spans import segment_items, span_items
-from kuration.segments import Segmenter
-from kuration.strategy import Strategy
-from kuration.track_scoring import score_track
+from kuration.scoring.segments import Segmenter
+from kuration.scoring.strategy import Strategy
+from kuration.scoring.track import score_track
 from tests.budget.segment_tables import FEATURE, segments_table, strategy
 from tests.scoring._tracks import make_track
 
@@ -136,7 +136,7 @@ def test_the_review_names_the_present_data_lost_and_explains_an_absent_span():
 
 
 def test_the_segment_summary_counts_absent_windows_apart_from_non_finite_ones():
-    from kuration.segment_store import segment_summary
+    from kuration.scoring.segment_store import segment_summary
 
     summary = segment_summary(_with_presence(ROWS, FRACTIONS))
     assert (summary["segments"], summary["absent"], summary["non_finite"]) == (4, 1, 1)

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from kuration.budget import BudgetOptions, plan_budget, validate_budget_plan
 from kuration.budget.fill import ADMITTED_REASONS, CANDIDATE_REASONS
-from kuration.strategy import Strategy
+from kuration.scoring.strategy import Strategy
 
 SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

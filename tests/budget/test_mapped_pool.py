@@ -11,7 +11,7 @@ from kuration.budget import BudgetOptions, plan_budget
 from kuration.budget.options import BudgetError
 from kuration.budget.plan_store import load_scored_pool
 from kuration.scoring import MemoryBudgetError
-from kuration.segment_store import IDENTITY_KEY, score_and_store, score_cache_url, segments_url
+from kuration.scoring.segment_store import IDENTITY_KEY, score_and_store, score_cache_url, segments_url
 from kuration.sources import ParquetTickAdapter
 from kuration.sources.protocol import SourceIdentity
 from tests.pipeline.conftest import SCHEMA, SEGMENTER, STRATEGY, write_recording

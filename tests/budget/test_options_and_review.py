@@ -14,7 +14,7 @@ from kuration.budget import (
 from kuration.budget.plan_store import (
     load_scored_pool, read_admitted, read_budget_plan, write_budget_plan,
 )
-from kuration.segment_store import RUN_KEY, SKIPPED_KEY, write_source_segments
+from kuration.scoring.segment_store import RUN_KEY, SKIPPED_KEY, write_source_segments
 from tests.budget.segment_tables import assignments, segments_table, strategy
 
 H = 1 / 3600

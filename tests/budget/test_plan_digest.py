@@ -30,7 +30,7 @@ import pytest
 
 import kuration.budget.spans as spans_module
 from kuration.budget import BudgetOptions, ShardChunking, plan_budget
-from kuration.strategy import Strategy
+from kuration.scoring.strategy import Strategy
 
 TAGS = ("gust", "low_battery", "near_miss", "rare_hazard", "bird_strike")
 

@@ -11,7 +11,7 @@ import pytest
 from dagster import AssetKey, DagsterInstance, Definitions, materialize
 
 from kuration.demo_corpus import write_demo_landing_zone
-from kuration.segment_store import read_source_segments
+from kuration.scoring.segment_store import read_source_segments
 from kuration_assets import new_recordings_sensor, scored_segments, source_partitions
 from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
 from tests.dagster.sensors import run_sensor

@@ -15,10 +15,10 @@ from kuration.demo_corpus import (
     CATEGORIES, CLIP_SECONDS, DEMO_SCHEMA, DEMO_STRATEGY, EVENTS, FRAME_SHAPE, LOW_BATTERY, NEAR_MISS_M, SAMPLE_HZ, SITES,
     DemoLandingZone, demo_schema, write_demo_landing_zone,
 )
-from kuration.schema import Schema
+from kuration.sources.schema import Schema
 from kuration.sources.parquet import ParquetTickAdapter
 from kuration.splits import read_universe_csv
-from kuration.tracks import tracks_from_ticks
+from kuration.sources.tracks import tracks_from_ticks
 
 CLIP_TICKS = CLIP_SECONDS * SAMPLE_HZ
 
@@ -92,7 +92,7 @@ def test_schema_constant_function_and_file_agree(corpus):
 
 
 def test_demo_strategy_file_resolves_against_the_schema(corpus):
-    Strategy = pytest.importorskip("kuration.strategy").Strategy
+    Strategy = pytest.importorskip("kuration.scoring.strategy").Strategy
     zone, _, _ = corpus
     assert json.loads((Path(zone.root) / "strategy.json").read_text()) == DEMO_STRATEGY
     Strategy.from_dict(DEMO_STRATEGY).validate_against(demo_schema())

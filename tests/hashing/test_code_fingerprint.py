@@ -22,10 +22,10 @@ REPO = Path(__file__).resolve().parents[2]
 PROGRAM = textwrap.dedent("""
     import json
     from kuration.hashing import code_fingerprint
-    from kuration.features import register_feature
+    from kuration.scoring.features import register_feature
     from kuration.scoring import run_fingerprint
-    from kuration.segments import Segmenter
-    from kuration.strategy import Strategy
+    from kuration.scoring.segments import Segmenter
+    from kuration.scoring.strategy import Strategy
     from types import SimpleNamespace
     from tests.hashing import _user_code as user
     from tests.pipeline.conftest import SCHEMA

@@ -19,12 +19,12 @@ import pyarrow.parquet as pq
 
 from kuration.output import OutputSpec
 from kuration.output.write_dataset import write_dataset
-from kuration.schema import Schema
-from kuration.segments import Segmenter
+from kuration.sources.schema import Schema
+from kuration.scoring.segments import Segmenter
 from kuration.sources import ParquetTickAdapter
 from kuration.splits.artifacts import SplitRequest, materialize_splits, read_split_assignments
 from kuration.splits.universe_csv import read_universe_csv
-from kuration.strategy import Strategy
+from kuration.scoring.strategy import Strategy
 
 SAMPLE_HZ = 10
 TICKS = 240

@@ -5,7 +5,7 @@ import pytest
 
 from kuration.output import EncoderError, MissingValueError, OutputSpec, assemble_shard, get_encoder, register_encoder
 from kuration.output.encoders import PassthroughEncoder
-from kuration.tracks import Track
+from kuration.sources.tracks import Track
 from tests.output.test_spec import SCHEMA
 
 

@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 from kuration.output import OutputSpec
 from kuration.output.write_dataset import write_dataset
 from kuration.read import load_committed, read_shard
-from kuration.schema import Schema
-from kuration.segments import Segmenter
+from kuration.sources.schema import Schema
+from kuration.scoring.segments import Segmenter
 from kuration.sources import ParquetTickAdapter
-from kuration.strategy import Strategy
+from kuration.scoring.strategy import Strategy
 
 SCHEMA = Schema.from_dict({"sample_hz": 10, "time": "tick", "fields": {"speed": {"dtype": "float32"}}})
 SPEC = OutputSpec.from_dict({"shard_length": 16, "short_policy": "keep", "container": "npz", "modalities": {

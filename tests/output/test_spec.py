@@ -4,7 +4,7 @@ import pytest
 
 from kuration.budget import ShardChunking
 from kuration.output import OutputSpec, OutputSpecError
-from kuration.schema import Schema
+from kuration.sources.schema import Schema
 
 SCHEMA = Schema.from_dict({
     "sample_hz": 10, "time": "t", "entity": "agent",

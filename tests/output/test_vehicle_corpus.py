@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from kuration import parse_entity_key
-from kuration.media import MediaError
+from kuration.sources.media import MediaError
 from kuration.output.commit_protocol import COMMIT_FILE
 from kuration.output.write_dataset import DatasetWriteError, DifferentRunError
 from kuration.read import load_committed, read_shard, verify_dataset

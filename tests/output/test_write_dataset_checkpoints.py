@@ -12,7 +12,7 @@ from kuration.output.commit_protocol import CHECKPOINT_DIR, COMMIT_FILE
 from kuration.output.write_dataset import DatasetWriteError, write_dataset
 from kuration.read import load_committed, verify_dataset
 from kuration.scoring import MemoryBudgetError, run_fingerprint
-from kuration.segments import Segmenter
+from kuration.scoring.segments import Segmenter
 from kuration.sources import ParquetTickAdapter
 from kuration.sources.protocol import SourceIdentity
 from tests.output.test_write_dataset import Corpus, data_files, snapshot

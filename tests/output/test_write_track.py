@@ -138,7 +138,7 @@ def test_an_error_in_the_caller_waits_for_the_pending_seal_and_delivers_nothing_
 
 
 def test_a_track_written_as_many_shards_reads_a_media_file_once(tmp_path):
-    from kuration.media import cached
+    from kuration.sources.media import cached
 
     loads = []
 

@@ -6,9 +6,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from kuration.schema import Schema
-from kuration.segments import Segmenter
-from kuration.strategy import Strategy
+from kuration.sources.schema import Schema
+from kuration.scoring.segments import Segmenter
+from kuration.scoring.strategy import Strategy
 
 SCHEMA = Schema.from_dict({
     "sample_hz": 10, "time": "tick", "entity": "drone",

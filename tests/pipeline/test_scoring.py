@@ -10,12 +10,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from kuration.schema import Schema
-from kuration.score_cache import FsspecScoreCache, MemoryScoreCache
+from kuration.sources.schema import Schema
+from kuration.scoring.cache import FsspecScoreCache, MemoryScoreCache
 from kuration.scoring import EmptySegmentPoolError, SourceScoringError, run_fingerprint, score_sources
-from kuration.segments import Segmenter
+from kuration.scoring.segments import Segmenter
 from kuration.sources import ParquetTickAdapter
-from kuration.strategy import Strategy
+from kuration.scoring.strategy import Strategy
 from tests.pipeline.conftest import SCHEMA, SEGMENTER, STRATEGY, write_recording
 
 

@@ -5,7 +5,7 @@ that may not be checkpointed pass the budget."""
 import pyarrow as pa
 import pytest
 
-from kuration.score_cache import FsspecScoreCache, MemoryScoreCache
+from kuration.scoring.cache import FsspecScoreCache, MemoryScoreCache
 from kuration.scoring import MemoryBudgetError, ScoringOptionsError, score_sources
 from kuration.sources import ParquetTickAdapter
 from kuration.sources.protocol import SourceIdentity

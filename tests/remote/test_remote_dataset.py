@@ -146,7 +146,7 @@ def test_two_concurrent_writers_on_s3_one_proceeds_the_other_gets_a_lease_error(
 
 def test_a_memory_budget_on_s3_checkpoints_in_the_given_local_folder(corpus, bucket, s3_client, tmp_path):
     from kuration.output.write_dataset import write_dataset
-    from kuration.score_cache import FsspecScoreCache
+    from kuration.scoring.cache import FsspecScoreCache
 
     def write(**kw):
         return write_dataset(f"{bucket}/budgeted", schema=corpus.schema, adapter=corpus.adapter,

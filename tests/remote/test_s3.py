@@ -20,11 +20,11 @@ import pytest
 
 from kuration import storage
 from kuration.landing import diff_recordings, file_token, list_recordings
-from kuration.media import MediaError
-from kuration.schema import Schema
-from kuration.score_cache import FsspecScoreCache
+from kuration.sources.media import MediaError
+from kuration.sources.schema import Schema
+from kuration.scoring.cache import FsspecScoreCache
 from kuration.scoring import score_sources
-from kuration.segments import Segmenter
+from kuration.scoring.segments import Segmenter
 from kuration.sources import ParquetTickAdapter, TickDataError
 from kuration.splits import (
     DataSplitConfig,
@@ -46,8 +46,8 @@ from kuration.splits.artifacts import (
     validate_universe_table,
     write_universe,
 )
-from kuration.strategy import Strategy
-from kuration.tracks import tracks_from_ticks
+from kuration.scoring.strategy import Strategy
+from kuration.sources.tracks import tracks_from_ticks
 
 S = Selector
 
@@ -398,12 +398,12 @@ _WORKER_RUN = """
 import io, json, sys
 import pyarrow.parquet as pq
 from kuration import storage
-from kuration.schema import Schema
-from kuration.score_cache import FsspecScoreCache
+from kuration.sources.schema import Schema
+from kuration.scoring.cache import FsspecScoreCache
 from kuration.scoring import score_sources
-from kuration.segments import Segmenter
+from kuration.scoring.segments import Segmenter
 from kuration.sources import ParquetTickAdapter
-from kuration.strategy import Strategy
+from kuration.scoring.strategy import Strategy
 
 if __name__ == "__main__":
     root, cache, out, schema, strategy = sys.argv[1:]
@@ -489,7 +489,7 @@ def test_dagster_assets_materialize_with_s3_resources(bucket, s3fs_fs, s3_client
     from tests.dagster.sensors import run_sensor
 
     from kuration.demo_corpus import write_demo_landing_zone
-    from kuration.segment_store import list_scored_sources, read_source_segments
+    from kuration.scoring.segment_store import list_scored_sources, read_source_segments
     from kuration_assets import new_recordings_sensor, scored_segments, source_partitions
     from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
     from splits_assets import resolved_splits, split_leakage, universe, universe_drift, universe_schema

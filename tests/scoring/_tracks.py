@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from kuration.schema import Schema
-from kuration.tracks import Track
+from kuration.sources.schema import Schema
+from kuration.sources.tracks import Track
 
 SCHEMA = Schema.from_dict({
     "sample_hz": 10,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kuration.features import register_feature
+from kuration.scoring.features import register_feature
 
 
 @register_feature("present_steps_x2")
@@ -12,6 +12,6 @@ def present_steps_x2(track, segment) -> float:
 
 def score_in_worker(track, segmenter, strategy):
     """Runs in a spawned process: importing this module registered the feature."""
-    from kuration.track_scoring import score_track
+    from kuration.scoring.track import score_track
 
     return score_track(track, segmenter=segmenter, strategy=strategy).to_pylist()

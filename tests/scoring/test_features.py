@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from kuration.features import (
+from kuration.scoring.features import (
     REDUCERS,
     FeatureError,
     FeatureKey,
@@ -19,7 +19,7 @@ from kuration.features import (
     segment_tags,
     unregister_feature,
 )
-from kuration.segments import Segmenter
+from kuration.scoring.segments import Segmenter
 from tests.scoring._tracks import SCHEMA, make_track
 
 PRESENT = [True, True, False, True, False, False, True, True]
@@ -98,7 +98,7 @@ def test_valid_keys_resolve_against_schema():
 
 
 def test_tag_keys_need_a_tag_column():
-    from kuration.schema import Schema
+    from kuration.sources.schema import Schema
 
     schema = Schema.from_dict({"sample_hz": 1, "time": "t", "fields": {"x": {"dtype": "float32"}}})
     with pytest.raises(FeatureError, match=r"feature key 'tag\.brake': the schema declares no tag column"):
@@ -211,7 +211,7 @@ def test_segments_from_another_track_are_rejected(track):
 
 
 def test_std_is_chunked_without_changing_results(track, monkeypatch):
-    import kuration.features as features
+    import kuration.scoring.features as features
 
     segs = Segmenter(3, 1, unit="steps").segments(track)
     expected = compute_features(track, segs, ["speed.std"])["speed.std"]
@@ -289,7 +289,7 @@ def test_user_feature_may_return_numpy_scalars_and_nan(track, segs, clean_regist
 
 
 def test_a_field_named_like_a_reserved_prefix_is_reported_ambiguous():
-    from kuration.schema import Schema
+    from kuration.sources.schema import Schema
 
     schema = Schema.from_dict({"sample_hz": 1, "time": "t", "fields": {"tag": {"dtype": "float32"}}, "tags": "events"})
     with pytest.raises(FeatureError, match=r"feature key 'tag\.mean': ambiguous: 'tag' is both a schema field and the reserved 'tag\.' prefix"):

@@ -6,9 +6,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kuration.features import REDUCERS, compute_features, segment_tags
-from kuration.segments import Segmenter
-from kuration.strategy import Strategy
+from kuration.scoring.features import REDUCERS, compute_features, segment_tags
+from kuration.scoring.segments import Segmenter
+from kuration.scoring.strategy import Strategy
 from tests.scoring._tracks import make_track
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

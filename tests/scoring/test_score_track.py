@@ -9,11 +9,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from kuration.track_scoring import EntityIdError, entity_key, score_track, segment_table_schema
-from kuration.segments import Segmenter
+from kuration.scoring.track import EntityIdError, entity_key, score_track, segment_table_schema
+from kuration.scoring.segments import Segmenter
 from kuration.sources.ticks import Ticks
-from kuration.strategy import Strategy
-from kuration.tracks import tracks_from_ticks
+from kuration.scoring.strategy import Strategy
+from kuration.sources.tracks import tracks_from_ticks
 from tests.scoring import _user_features
 from tests.scoring._tracks import SCHEMA, make_track
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kuration.segments import Segment, Segmenter, SegmenterError
+from kuration.scoring.segments import Segment, Segmenter, SegmenterError
 from tests.scoring._tracks import make_track
 
 

@@ -8,8 +8,8 @@ import pickle
 import numpy as np
 import pytest
 
-from kuration.features import register_feature, unregister_feature
-from kuration.strategy import ScoreResult, Strategy, StrategyError
+from kuration.scoring.features import register_feature, unregister_feature
+from kuration.scoring.strategy import ScoreResult, Strategy, StrategyError
 from tests.scoring._tracks import SCHEMA
 
 BASE = {"method": "inclusion", "priority": {"speed.mean": 1.0}}
@@ -137,7 +137,7 @@ def test_validate_against_schema():
 
 
 def test_tags_need_a_schema_tag_column():
-    from kuration.schema import Schema
+    from kuration.sources.schema import Schema
 
     schema = Schema.from_dict({"sample_hz": 1, "time": "t", "fields": {"speed": {"dtype": "float32"}}})
     with pytest.raises(StrategyError, match=r"^strategy\.tags\[0\]: feature key 'tag\.brake': the schema declares no tag column"):

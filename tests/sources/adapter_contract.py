@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kuration.schema import Schema
+from kuration.sources.schema import Schema
 from kuration.sources import SourceAdapter, SourceIdentity, TickDataError
-from kuration.tracks import tracks_from_ticks
+from kuration.sources.tracks import tracks_from_ticks
 
 LENGTHS = (5, 3)
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kuration
-from kuration.entities import MAX_KEY_DEPTH, EntityIdError, entity_key, parse_entity_key
+from kuration.sources.entities import MAX_KEY_DEPTH, EntityIdError, entity_key, parse_entity_key
 
 SCALARS = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
            | st.text() | st.binary())
@@ -21,7 +21,7 @@ NUMPY = (st.integers(-2**63, 2**63 - 1).map(np.int64) | st.integers(0, 255).map(
 
 def same(a, b) -> bool:
     """Equal and of the same type all the way down (1, True and 1.0 differ). A float zero is
-    one entity whatever its sign (see kuration.entities), so it comes back as 0.0."""
+    one entity whatever its sign (see kuration.sources.entities), so it comes back as 0.0."""
     if type(a) is not type(b):
         return False
     if isinstance(a, float):

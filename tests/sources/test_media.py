@@ -10,8 +10,8 @@ import fsspec
 import numpy as np
 import pytest
 
-from kuration.media import MediaError, NpyIndexProvider, decode_in_batches, get_media_provider, register_media_provider
-from kuration.schema import MediaSpec, Schema
+from kuration.sources.media import MediaError, NpyIndexProvider, decode_in_batches, get_media_provider, register_media_provider
+from kuration.sources.schema import MediaSpec, Schema
 from kuration.sources import ParquetTickAdapter
 
 from tests.sources._parquet_files import write_table
@@ -141,14 +141,14 @@ def test_adapter_decodes_with_a_registered_custom_provider(tmp_path):
 
 
 def test_a_schema_naming_an_unregistered_provider_is_refused_when_declared():
-    from kuration.schema import SchemaError
+    from kuration.sources.schema import SchemaError
 
     name = f"test_png_{uuid.uuid4().hex[:8]}"
     declared = {"sample_hz": 1, "time": "t", "fields": {"x": {"dtype": "float32"}},
                 "media": {"cam": {"dtype": "uint8", "shape": [2], "provider": name}}}
     with pytest.raises(SchemaError, match=rf"^schema\.media\.cam\.provider: no media provider named '{name}'; "
                                           r"registered: \[.*'npy_index'.*\]\. Register it with "
-                                          r"kuration\.media\.register_media_provider\(name, factory\) before"):
+                                          r"kuration\.sources\.media\.register_media_provider\(name, factory\) before"):
         Schema.from_dict(declared)
     register_media_provider(name, NpyIndexProvider)
     assert Schema.from_dict(declared).media["cam"].provider == name
@@ -238,7 +238,7 @@ def count_reads(monkeypatch, suffix: str = "") -> dict[str, int]:
 
 
 def test_inside_a_media_cache_each_file_and_member_is_read_once(npz_root, local_root, monkeypatch):
-    from kuration.media import media_cache
+    from kuration.sources.media import media_cache
 
     reads = count_reads(monkeypatch)
     batches = [["frames/cars.npz#car_7/0", "frames/cars.npz#car_7/1"], ["frames/cars.npz#car_7/4"],
@@ -260,7 +260,7 @@ def test_inside_a_media_cache_each_file_and_member_is_read_once(npz_root, local_
 
 
 def test_the_media_cache_is_bounded_in_bytes_least_recently_used_out_first():
-    from kuration.media import MediaCache
+    from kuration.sources.media import MediaCache
 
     loads = []
 

@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from kuration.schema import Schema
+from kuration.sources.schema import Schema
 from kuration.sources import ParquetTickAdapter, SourceError, TickDataError
-from kuration.tracks import tracks_from_ticks
+from kuration.sources.tracks import tracks_from_ticks
 
 from tests.sources._parquet_files import vectors, write_episode, write_table
 from tests.sources.adapter_contract import AdapterContract, make_episode

@@ -11,10 +11,10 @@ import h5py
 import numpy as np
 import pytest
 
-from kuration.media import MediaError
-from kuration.schema import Schema, SchemaError
+from kuration.sources.media import MediaError
+from kuration.sources.schema import Schema, SchemaError
 from kuration.sources import HDF5_ROWS_PROVIDER, RobomimicHDF5Adapter, SourceError, TickDataError
-from kuration.tracks import tracks_from_ticks
+from kuration.sources.tracks import tracks_from_ticks
 
 from tests.sources.adapter_contract import AdapterContract, make_episode
 

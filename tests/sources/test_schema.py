@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from kuration.schema import Schema, SchemaError
+from kuration.sources.schema import Schema, SchemaError
 
 VALID = {
     "sample_hz": 10,

@@ -7,8 +7,8 @@ import re
 import numpy as np
 import pytest
 
-from kuration.schema import Schema
-from kuration.entities import entity_key
+from kuration.sources.schema import Schema
+from kuration.sources.entities import entity_key
 from kuration.sources import TickDataError, Ticks
 
 MULTI = Schema.from_dict({

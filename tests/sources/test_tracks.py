@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kuration.schema import Schema
+from kuration.sources.schema import Schema
 from kuration.sources import Ticks
-from kuration.tracks import tracks_from_ticks
+from kuration.sources.tracks import tracks_from_ticks
 
 MULTI = Schema.from_dict({
     "sample_hz": 10,

@@ -13,10 +13,10 @@ import pytest
 import zarr
 from zarr.storage import ZipStore
 
-from kuration.media import MediaError
-from kuration.schema import Schema, SchemaError
+from kuration.sources.media import MediaError
+from kuration.sources.schema import Schema, SchemaError
 from kuration.sources import ZARR_ROWS_PROVIDER, SourceError, TickDataError, ZarrReplayAdapter
-from kuration.tracks import tracks_from_ticks
+from kuration.sources.tracks import tracks_from_ticks
 
 from tests.sources.adapter_contract import AdapterContract, make_episode
 

@@ -29,7 +29,7 @@ and import that module wherever a strategy using ``fn.<name>`` is scored; a func
 registered in a notebook's ``__main__`` is invisible to spawned workers.
 :func:`registered_features` reports each name's ``module:qualname`` for that purpose.
 
-This module computes numbers; it does not weigh them (that is :mod:`kuration.strategy`).
+This module computes numbers; it does not weigh them (that is :mod:`kuration.scoring.strategy`).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ import numpy as np
 from kuration.errors import KurationError
 from kuration.numbers import shown
 from kuration.floats import canonical_floats
-from kuration.schema import Schema
+from kuration.sources.schema import Schema
 
 REDUCERS = ("mean", "min", "max", "std", "delta", "frac")
 KINDS = ("field", "tag", "fn")

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from kuration.schema import Schema
-from kuration.entities import entity_key
+from kuration.sources.schema import Schema
+from kuration.sources.entities import entity_key
 from kuration.sources.ticks import Ticks
 
 SINGLE_ENTITY = None

@@ -2,7 +2,7 @@
 
 ``score_sources`` reads one source at a time (memory stays bounded by one source plus
 the small per-segment results), cuts its tracks into segments, computes the strategy's
-features and priorities (:func:`kuration.track_scoring.score_track`), and concatenates the
+features and priorities (:func:`kuration.scoring.track.score_track`), and concatenates the
 results in canonical order (source, entity, segment), so the outcome is identical
 whatever the worker count or the order workers finish in.
 
@@ -42,14 +42,14 @@ import pyarrow.compute as pc
 import kuration
 from kuration.byte_sizes import format_bytes
 from kuration.errors import KurationError
-from kuration.features import get_feature, parse_feature_key
+from kuration.scoring.features import get_feature, parse_feature_key
 from kuration.hashing import canonical_digest, code_fingerprint
-from kuration.score_cache import ScoreCache
-from kuration.track_scoring import score_track, segment_table_schema
-from kuration.segments import Segmenter
+from kuration.scoring.cache import ScoreCache
+from kuration.scoring.track import score_track, segment_table_schema
+from kuration.scoring.segments import Segmenter
 from kuration.sources.protocol import SourceAdapter, SourceIdentity
-from kuration.strategy import Strategy
-from kuration.tracks import tracks_from_ticks
+from kuration.scoring.strategy import Strategy
+from kuration.sources.tracks import tracks_from_ticks
 
 logger = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ Deliberate edges of the contract:
   each of window and stride must come to at least one step.
 
 This module only plans windows; it reads no data beyond ``track.ticks`` and
-``track.present``. Features live in :mod:`kuration.features`.
+``track.present``. Features live in :mod:`kuration.scoring.features`.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import numpy as np
 from kuration.errors import KurationError
 from kuration.hashing import canonical_digest
 from kuration.numbers import finite_float, shown
-from kuration.schema import SAMPLE_HZ_RANGE
+from kuration.sources.schema import SAMPLE_HZ_RANGE
 
 UNITS = ("seconds", "steps")
 _SEGMENTER_KEYS = ("window", "stride", "unit", "sample_hz")
@@ -155,7 +155,7 @@ class Segmenter:
         return starts, starts + window
 
     def segments(self, track: Any) -> list[Segment]:
-        """The segments of ``track`` (a :class:`kuration.tracks.Track`), in start order."""
+        """The segments of ``track`` (a :class:`kuration.sources.tracks.Track`), in start order."""
         if self.unit == "seconds" and self.sample_hz is not None and not math.isclose(self.sample_hz, track.sample_hz):
             raise SegmenterError(
                 f"Segmenter.sample_hz: {self.sample_hz:g} Hz but track {track.source_id!r}/{track.entity_id!r} is "

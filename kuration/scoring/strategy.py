@@ -37,10 +37,10 @@ import numpy as np
 
 from kuration.errors import KurationError
 from kuration.hashing import canonical_digest
-from kuration.features import _KeyProblem, _parse, _resolve
+from kuration.scoring.features import _KeyProblem, _parse, _resolve
 from kuration.floats import canonical_floats
 from kuration.numbers import finite_float, shown
-from kuration.schema import Schema
+from kuration.sources.schema import Schema
 
 METHODS = ("inclusion", "avoidance", "filter")
 OPS = ("<", "<=", ">", ">=", "==", "!=")

@@ -220,12 +220,12 @@ def _media(raw: Any) -> dict[str, MediaSpec]:
         if extra:
             raise SchemaError(f"{key}: unknown key(s) {shown(extra, 200)}; valid: ['dtype', 'shape', 'provider']")
         provider = _name(spec.get("provider"), f"{key}.provider", "a registered media provider")
-        from kuration.media import media_provider_names  # here: kuration.media imports this module
+        from kuration.sources.media import media_provider_names  # here: kuration.sources.media imports this module
 
         if provider not in media_provider_names():
             raise SchemaError(
                 f"{key}.provider: no media provider named {provider!r}; registered: {media_provider_names()}. Register "
-                "it with kuration.media.register_media_provider(name, factory) before declaring the schema"
+                "it with kuration.sources.media.register_media_provider(name, factory) before declaring the schema"
             )
         shape = _shape(spec.get("shape"), f"{key}.shape")
         if not shape:

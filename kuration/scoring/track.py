@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from kuration.entities import EntityIdError, entity_key
-from kuration.features import compute_features, segment_tags
-from kuration.segments import Segmenter
-from kuration.strategy import Strategy
+from kuration.sources.entities import EntityIdError, entity_key
+from kuration.scoring.features import compute_features, segment_tags
+from kuration.scoring.segments import Segmenter
+from kuration.scoring.strategy import Strategy
 
 _LEADING = [
     ("source_id", pa.string()),

@@ -133,7 +133,7 @@ def score_and_store(
     """Score ``sources`` (reusing the cache under ``root``) and write one segment file
     each. A skipped source gets an empty file recording its error, so stale segments of
     an earlier version never outlive a failure. Returns ``[(outcome, url, summary)]``."""
-    from kuration.score_cache import FsspecScoreCache
+    from kuration.scoring.cache import FsspecScoreCache
     from kuration.scoring import score_sources
 
     result = score_sources(

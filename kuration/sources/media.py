@@ -9,7 +9,7 @@ relative to the adapter's root (local or fsspec URL; grammar in :class:`NpyIndex
 Adapters over episode stores register their own (``hdf5_rows``, ``zarr_rows``).
 
 Contract every provider keeps: a ``None`` reference is an absent entity's slot (see
-:mod:`kuration.tracks`) and decodes to zeros; anything else that cannot be decoded into
+:mod:`kuration.sources.tracks`) and decodes to zeros; anything else that cannot be decoded into
 the declared dtype and shape raises :class:`MediaError` naming the source, the column and
 the reference (its batch position in ``MediaError.reference``, which the shard writer
 turns into the track row). Providers never resize, convert colour spaces or guess.
@@ -37,7 +37,7 @@ import numpy as np
 
 from kuration import storage
 from kuration.errors import KurationError
-from kuration.schema import MediaSpec
+from kuration.sources.schema import MediaSpec
 
 
 class MediaError(KurationError, ValueError):
@@ -80,7 +80,7 @@ def get_media_provider(name: str, **options) -> MediaProvider:
         importlib.import_module(_REGISTERED_ON_IMPORT[name])
     if name not in _PROVIDERS:
         raise MediaError(f"no media provider named {name!r}; registered: {media_provider_names()}. "
-                         "Call kuration.media.register_media_provider first (in every worker process).")
+                         "Call kuration.sources.media.register_media_provider first (in every worker process).")
     return _PROVIDERS[name](**options)
 
 
