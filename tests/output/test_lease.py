@@ -48,7 +48,9 @@ def test_a_holder_that_has_not_recorded_itself_is_named_by_its_lock_file(tmp_pat
         with pytest.raises(LeaseError, match=r"held by a writer that has not recorded itself yet; lock file "
                                              rf".*out/{LEASE_FILE}, created or last written at \d{{4}}-\d\d-\d\dT"):
             DestinationLease(tmp_path / "out").acquire()
-        assert HOLDER_WAIT <= time.monotonic() - started < HOLDER_WAIT + 2
+        # it waits HOLDER_WAIT for the record, then answers; the upper bound only catches a hang
+        # (a tight one flakes on shared cores: speed is for bench/)
+        assert HOLDER_WAIT <= time.monotonic() - started < HOLDER_WAIT + 30
     finally:
         holder.close()
 

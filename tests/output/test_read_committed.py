@@ -178,7 +178,7 @@ def test_a_special_file_in_place_of_a_shard_is_refused_without_blocking(dataset,
     with pytest.raises(DatasetIntegrityError, match=rf"src_0_shard0000\.npz: is {kind}, expected a regular file"):
         read_shard(loaded, loaded.entries[0])
     assert not verify_dataset(dataset).ok
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30  # a fifo opened for reading would block forever; this catches that, not speed
 
 
 def test_an_unreadable_split_folder_is_refused_naming_it(dataset, monkeypatch):
@@ -281,7 +281,9 @@ def test_an_untrusted_hdf5_shard_crafted_to_hang_returns_an_error_in_bounded_tim
     with pytest.raises(DatasetIntegrityError, match=r"src_0_shard0000\.h5: hdf5 shard: decoding did not finish within "
                                                     r"2 s, so the isolated decoder was stopped"):
         read_shard(loaded, loaded.entries[0])
-    assert time.monotonic() - started < 2 + 1.5
+    # the message above says the 2 s limit fired; this bound only catches a hang (the shard hangs
+    # libhdf5 indefinitely), loosely enough that a loaded machine starting a worker does not flake it
+    assert time.monotonic() - started < 30
     assert read_shard(loaded, loaded.entries[1]).n_steps == 5  # a new worker takes over
 
 
