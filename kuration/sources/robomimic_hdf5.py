@@ -240,15 +240,17 @@ class HDF5RowsProvider:
         out, by_path = group_row_refs(refs, spec, source_id=source_id, form="'<dataset path>#<row>'")
         if not by_path:
             return out
+        first = min(i for wanted in by_path.values() for i, _ in wanted)  # the reference that opens the file
         try:
             with open_hdf5(root, self.storage_options) as f:
                 for path, wanted in by_path.items():
                     ds = f.get(path)
                     if not isinstance(ds, h5py.Dataset):
-                        raise MediaError(f"{source_id}: media {spec.name!r}: no dataset {path} in {root}")
+                        raise MediaError(f"{source_id}: media {spec.name!r}: no dataset {path} in {root}",
+                                         reference=wanted[0][0])
                     fill_rows(out, ds, wanted, spec, source_id, f"{root}:{path}")
         except SourceError as exc:
-            raise MediaError(f"{source_id}: media {spec.name!r}: {exc}") from None
+            raise MediaError(f"{source_id}: media {spec.name!r}: {exc}", reference=first) from None
         return out
 
 

@@ -220,15 +220,17 @@ class ZarrRowsProvider:
         out, by_path = group_row_refs(refs, spec, source_id=source_id, form="'<array path>#<row>'")
         if not by_path:
             return out
+        first = min(i for wanted in by_path.values() for i, _ in wanted)  # the reference that opens the store
         try:
             with open_zarr_group(root, self.storage_options) as group:
                 for path, wanted in by_path.items():
                     arr = group.get(path)
                     if not isinstance(arr, zarr.Array):
-                        raise MediaError(f"{source_id}: media {spec.name!r}: no array {path} in {root}")
+                        raise MediaError(f"{source_id}: media {spec.name!r}: no array {path} in {root}",
+                                         reference=wanted[0][0])
                     fill_rows(out, arr, wanted, spec, source_id, f"{root}:{path}")
         except SourceError as exc:
-            raise MediaError(f"{source_id}: media {spec.name!r}: {exc}") from None
+            raise MediaError(f"{source_id}: media {spec.name!r}: {exc}", reference=first) from None
         return out
 
 

@@ -15,6 +15,7 @@ from kuration.sources.schema import MediaSpec, Schema
 from kuration.sources import ParquetTickAdapter
 
 from tests.sources._parquet_files import write_table
+from tests.sources.media_contract import WholeFileProviderContract
 
 SPEC = MediaSpec("cam", "uint8", (2, 3), "npy_index")
 FRAMES = np.arange(5 * 2 * 3, dtype=np.uint8).reshape(5, 2, 3)
@@ -36,6 +37,22 @@ def memory_root():
     fs.pipe_file(f"{root}/frames/x.npy", buffer.getvalue())
     yield f"memory://{root}"
     fs.rm(root, recursive=True)
+
+
+class TestNpyIndexProvider(WholeFileProviderContract):
+    provider_name = "npy_index"
+
+    def write(self, folder, arrays):
+        (folder / "media").mkdir(parents=True)
+        for name, array in arrays.items():
+            np.save(folder / "media" / f"{name}.npy", array)
+        return str(folder)
+
+    def ref(self, name, row):
+        return f"media/{name}.npy#{row}"
+
+    def missing_root(self, folder):
+        return str(folder / "gone")
 
 
 def decode(refs, root, spec=SPEC):
