@@ -1,10 +1,11 @@
 """One run of the CPU-dispatch determinism test (``tests/test_cpu_dispatch.py``), meant to be
 started in a fresh process whose ``NPY_DISABLE_CPU_FEATURES`` picks numpy's SIMD kernels.
 
-``python -m tests.cpu_dispatch_run RECORDINGS OUT`` plans every pinned digest case of
-``tests/budget/test_plan_digest.py``, then scores, plans and writes a small dataset from the
-recordings :func:`write_recordings` made into ``OUT``, and prints one JSON object: the plan
-digests and the numpy CPU features this process saw.
+``python -m tests.cpu_dispatch_run RECORDINGS OUT`` plans every case of
+``tests/budget/pinned_pools.py`` (whose digests ``tests/budget/test_plan_digest.py`` pins),
+then scores, plans and writes a small dataset from the recordings :func:`write_recordings`
+made into ``OUT``, and prints one JSON object: the plan digests and the numpy CPU features
+this process saw.
 
 The recordings are made to hit what differs between kernels: zeros of both signs (a window
 of ``-0.0`` next to one of ``0.0``, so a span's ``max`` of their maxima may be either),
@@ -29,7 +30,7 @@ from kuration.sources.schema import Schema
 from kuration.scoring.segments import Segmenter
 from kuration.sources import ParquetTickAdapter
 from kuration.scoring.strategy import Strategy
-from tests.budget.test_plan_digest import CASES, plan_digest, run_case
+from tests.budget.pinned_pools import CASES, plan_digest, run_case
 
 SCHEMA = {"sample_hz": 10, "time": "tick", "entity": "drone",
           "fields": {"speed": {"dtype": "float32"}, "pos": {"dtype": "float32", "shape": [3]}}}

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.cpu_dispatch_run import write_recordings
-from tests.output.test_write_dataset import comparable_record, data_files
+from tests.output.corpus import comparable_record, data_files
 
 ROOT = Path(__file__).resolve().parents[1]
 

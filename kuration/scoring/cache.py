@@ -30,19 +30,23 @@ class ScoreCache(Protocol):
 
 
 class MemoryScoreCache:
-    """For tests and notebooks: entries live as long as the object."""
+    """For tests and notebooks: entries live as long as the object.
+
+    Keyed by the parts themselves, not by :func:`entry_key`'s digest of their joined text:
+    two keys whose parts join to the same text (a newline in a source id) stay apart, and
+    there is no stored record to tell them apart afterwards, as the file store has."""
 
     def __init__(self) -> None:
-        self.entries: dict[str, pa.Table] = {}
+        self.entries: dict[tuple[str, str, SourceIdentity], pa.Table] = {}
 
     def get(self, run_fingerprint: str, source_id: str, identity: SourceIdentity) -> pa.Table | None:
         if not identity.strong:
             return None
-        return self.entries.get(entry_key(run_fingerprint, source_id, identity))
+        return self.entries.get((run_fingerprint, source_id, identity))
 
     def put(self, run_fingerprint: str, source_id: str, identity: SourceIdentity, table: pa.Table) -> None:
         if identity.strong:
-            self.entries[entry_key(run_fingerprint, source_id, identity)] = table
+            self.entries[(run_fingerprint, source_id, identity)] = table
 
 
 class FsspecScoreCache:

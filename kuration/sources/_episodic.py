@@ -14,19 +14,23 @@ no entity column. The rules here are the same for both, so they live once:
 * Identity is a sha256 over exactly the bytes a source contributes (each mapped array's
   rows for that episode, with names, paths, dtypes and shapes), so appending or editing
   another episode never changes it.
+* The media provider of each store (``hdf5_rows``, ``zarr_rows``) is one
+  :class:`ArrayRowsProvider`: only how to open the store and find an array differs.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
 
 from kuration.hashing import canonical_json, canonical_state
-from kuration.sources.schema import Schema, SchemaError
-from kuration.sources.ticks import TickDataError
+from kuration.sources.media import MediaError, fill_rows, group_row_refs
+from kuration.sources.schema import MediaSpec, Schema, SchemaError
+from kuration.sources.ticks import SourceError, TickDataError
 
 #: Bytes per read while hashing, so identity never holds a whole image stream in memory.
 HASH_BLOCK_BYTES = 16 << 20
@@ -105,3 +109,40 @@ class Fingerprint:
 
     def hexdigest(self) -> str:
         return self._digest.hexdigest()
+
+
+class ArrayRowsProvider:
+    """References ``<array path>#<row>`` into the one store at ``root``; reads only the rows
+    (and so the chunks) a batch names, with one open of the store per batch.
+
+    A subclass says how references and arrays are called in its messages (``form``,
+    ``node``), which class an array in its store is (``array_type``; the store's
+    ``get(path)`` finds it), and opens the store (``open``: a context manager that raises
+    :class:`SourceError` naming the store when there is none)."""
+
+    form: str
+    node: str
+    array_type: type
+
+    def __init__(self, storage_options: Mapping[str, Any] | None = None) -> None:
+        self.storage_options = dict(storage_options or {})
+
+    def open(self, root: str) -> AbstractContextManager[Any]:
+        raise NotImplementedError
+
+    def decode(self, refs: Sequence[str | None], spec: MediaSpec, *, root: str, source_id: str) -> np.ndarray:
+        out, by_path = group_row_refs(refs, spec, source_id=source_id, form=self.form)
+        if not by_path:
+            return out
+        first = min(i for wanted in by_path.values() for i, _ in wanted)  # the reference that opens the store
+        try:
+            with self.open(root) as store:
+                for path, wanted in by_path.items():
+                    array = store.get(path)
+                    if not isinstance(array, self.array_type):
+                        raise MediaError(f"{source_id}: media {spec.name!r}: no {self.node} {path} in {root}",
+                                         reference=wanted[0][0])
+                    fill_rows(out, array, wanted, spec, source_id, f"{root}:{path}")
+        except SourceError as exc:
+            raise MediaError(f"{source_id}: media {spec.name!r}: {exc}", reference=first) from None
+        return out

@@ -170,7 +170,20 @@ NPY_INDEX_FORM = "'<file>.npy#<row>' (or '<file>.npz#<row>', '<file>.npz#<key>/<
 
 
 def _is_row(text: str) -> bool:
+    # ASCII only: "\u0661" (Arabic-Indic one) and "\uff11" (fullwidth one) are decimals to
+    # Python and would read row 1 from a reference no grammar here allows
     return text.isascii() and text.isdecimal()
+
+
+#: More digits than any row number has (int64 holds 19): a longer one is refused before
+#: ``int()`` sees it, which raises a bare ValueError past 4300 digits.
+ROW_DIGITS_MAX = 18
+
+
+def _row_number(text: str, fail: Callable[[str], MediaError]) -> int:
+    if len(text) > ROW_DIGITS_MAX:
+        raise fail(f"row {text[:20]}... ({len(text)} digits) is out of range")
+    return int(text)
 
 
 class NpyIndexProvider:
@@ -218,20 +231,21 @@ class NpyIndexProvider:
 def _parse_npy_ref(ref: object, spec: MediaSpec, source_id: str, index: int) -> tuple[str, str | None, int | None]:
     """``(file, key, row)``: key None for a ``.npy`` file, ``""`` for an archive's only
     array; row None for a whole-array item."""
+    def fail(problem: str) -> MediaError:
+        return MediaError(f"{source_id}: media {spec.name!r}, reference {index}: {problem}", reference=index)
+
     path, sep, fragment = str(ref).rpartition("#")
     if not isinstance(ref, str) or not sep or not path or not fragment:
-        raise MediaError(f"{source_id}: media {spec.name!r}, reference {index}: {ref!r} is not {NPY_INDEX_FORM}",
-                         reference=index)
+        raise fail(f"{ref!r} is not {NPY_INDEX_FORM}")
     if not path.lower().endswith(".npz"):
         if not _is_row(fragment):
-            raise MediaError(f"{source_id}: media {spec.name!r}, reference {index}: {ref!r} is not {NPY_INDEX_FORM}",
-                             reference=index)
-        return path, None, int(fragment)
+            raise fail(f"{ref!r} is not {NPY_INDEX_FORM}")
+        return path, None, _row_number(fragment, fail)
     if _is_row(fragment):
-        return path, "", int(fragment)
+        return path, "", _row_number(fragment, fail)
     key, slash, row = fragment.rpartition("/")
     if slash and key and _is_row(row):
-        return path, key, int(row)
+        return path, key, _row_number(row, fail)
     return path, fragment, None
 
 
@@ -305,10 +319,13 @@ def _load_npz_member(url: str, key: str, fail: Callable[[str], MediaError]) -> n
 
 def parse_row_ref(ref: object, spec: MediaSpec, source_id: str, index: int, form: str) -> tuple[str, int]:
     """Split ``<where>#<row>`` into ``(where, row)``, or raise naming the reference."""
+    def fail(problem: str) -> MediaError:
+        return MediaError(f"{source_id}: media {spec.name!r}, reference {index}: {problem}", reference=index)
+
     path, sep, row = str(ref).rpartition("#")
-    if not isinstance(ref, str) or not sep or not path or not row.isdecimal():
-        raise MediaError(f"{source_id}: media {spec.name!r}, reference {index}: {ref!r} is not {form}")
-    return path, int(row)
+    if not isinstance(ref, str) or not sep or not path or not _is_row(row):
+        raise fail(f"{ref!r} is not {form}")
+    return path, _row_number(row, fail)
 
 
 def fill_rows(

@@ -53,8 +53,8 @@ import h5py
 import numpy as np
 
 from kuration import storage
-from kuration.sources.media import MediaError, fill_rows, get_media_provider, group_row_refs, register_media_provider
-from kuration.sources.schema import MediaSpec, Schema
+from kuration.sources.media import get_media_provider, register_media_provider
+from kuration.sources.schema import Schema
 from kuration.sources import _episodic
 from kuration.sources.protocol import SourceIdentity
 from kuration.sources.ticks import SourceError, TickDataError, Ticks
@@ -229,27 +229,14 @@ class RobomimicHDF5Adapter:
         return SourceIdentity("fingerprint", digest.hexdigest())
 
 
-class HDF5RowsProvider:
+class HDF5RowsProvider(_episodic.ArrayRowsProvider):
     """References ``<dataset path>#<row>`` into the HDF5 file at ``root``; reads only the
     rows a batch names (one open of the file per batch)."""
 
-    def __init__(self, storage_options: Mapping[str, Any] | None = None) -> None:
-        self.storage_options = dict(storage_options or {})
+    form, node, array_type = "'<dataset path>#<row>'", "dataset", h5py.Dataset
 
-    def decode(self, refs: Sequence[str | None], spec: MediaSpec, *, root: str, source_id: str) -> np.ndarray:
-        out, by_path = group_row_refs(refs, spec, source_id=source_id, form="'<dataset path>#<row>'")
-        if not by_path:
-            return out
-        try:
-            with open_hdf5(root, self.storage_options) as f:
-                for path, wanted in by_path.items():
-                    ds = f.get(path)
-                    if not isinstance(ds, h5py.Dataset):
-                        raise MediaError(f"{source_id}: media {spec.name!r}: no dataset {path} in {root}")
-                    fill_rows(out, ds, wanted, spec, source_id, f"{root}:{path}")
-        except SourceError as exc:
-            raise MediaError(f"{source_id}: media {spec.name!r}: {exc}") from None
-        return out
+    def open(self, root: str):
+        return open_hdf5(root, self.storage_options)
 
 
 register_media_provider(HDF5_ROWS_PROVIDER, HDF5RowsProvider)

@@ -42,8 +42,8 @@ import zarr.errors
 from zarr.storage import ZipStore
 
 from kuration import storage
-from kuration.sources.media import MediaError, fill_rows, get_media_provider, group_row_refs, register_media_provider
-from kuration.sources.schema import MediaSpec, Schema
+from kuration.sources.media import get_media_provider, register_media_provider
+from kuration.sources.schema import Schema
 from kuration.sources import _episodic
 from kuration.sources.protocol import SourceIdentity
 from kuration.sources.ticks import SourceError, TickDataError, Ticks
@@ -209,27 +209,14 @@ class ZarrReplayAdapter:
         return SourceIdentity("fingerprint", digest.hexdigest())
 
 
-class ZarrRowsProvider:
+class ZarrRowsProvider(_episodic.ArrayRowsProvider):
     """References ``<array path>#<row>`` into the zarr group at ``root``; reads only the
     rows (and so the chunks) a batch names."""
 
-    def __init__(self, storage_options: Mapping[str, Any] | None = None) -> None:
-        self.storage_options = dict(storage_options or {})
+    form, node, array_type = "'<array path>#<row>'", "array", zarr.Array
 
-    def decode(self, refs: Sequence[str | None], spec: MediaSpec, *, root: str, source_id: str) -> np.ndarray:
-        out, by_path = group_row_refs(refs, spec, source_id=source_id, form="'<array path>#<row>'")
-        if not by_path:
-            return out
-        try:
-            with open_zarr_group(root, self.storage_options) as group:
-                for path, wanted in by_path.items():
-                    arr = group.get(path)
-                    if not isinstance(arr, zarr.Array):
-                        raise MediaError(f"{source_id}: media {spec.name!r}: no array {path} in {root}")
-                    fill_rows(out, arr, wanted, spec, source_id, f"{root}:{path}")
-        except SourceError as exc:
-            raise MediaError(f"{source_id}: media {spec.name!r}: {exc}") from None
-        return out
+    def open(self, root: str):
+        return open_zarr_group(root, self.storage_options)
 
 
 register_media_provider(ZARR_ROWS_PROVIDER, ZarrRowsProvider)

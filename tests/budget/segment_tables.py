@@ -12,36 +12,42 @@ from kuration.scoring.strategy import Strategy
 FEATURE = "speed.mean"
 
 
+def segment_columns(feature: str = FEATURE) -> dict[str, list]:
+    """Empty columns of the stored segment-table layout, with one feature column."""
+    return {k: [] for k in ("source_id", "entity_id", "segment_index", "start", "stop", "start_tick", "stop_tick",
+                            "seconds", "present_fraction", "track_steps", "sample_hz", feature, "tags", "priority",
+                            "passed")}
+
+
+def add_segment(cols: dict[str, list], *, source: str, entity: str, index: int, start: int, stop: int, steps: int,
+                hz: float, feature: str, value: float, tags, priority: float) -> None:
+    """One fully present segment (ticks are steps); passed unless its priority is -inf."""
+    for name, item in (("source_id", source), ("entity_id", entity), ("segment_index", index), ("start", start),
+                       ("stop", stop), ("start_tick", start), ("stop_tick", stop), ("seconds", (stop - start) / hz),
+                       ("present_fraction", 1.0), ("track_steps", steps), ("sample_hz", hz), (feature, value),
+                       ("tags", list(tags)), ("priority", priority), ("passed", priority != -math.inf)):
+        cols[name].append(item)
+
+
+def columns_table(cols: dict[str, list]) -> pa.Table:
+    types = {"segment_index": pa.int64(), "start": pa.int64(), "stop": pa.int64(), "start_tick": pa.int64(),
+             "stop_tick": pa.int64(), "track_steps": pa.int64(), "tags": pa.list_(pa.string())}
+    return pa.table({k: pa.array(v, type=types.get(k)) for k, v in cols.items()})
+
+
 def segments_table(rows: list[tuple], *, hz: float = 10.0) -> pa.Table:
     """``rows``: ``(source, entity, start, stop, track_steps, priority, tags)`` or with a
     trailing feature value (default: the priority, NaN for -inf)."""
-    cols: dict[str, list] = {k: [] for k in (
-        "source_id", "entity_id", "segment_index", "start", "stop", "start_tick", "stop_tick", "seconds",
-        "present_fraction", "track_steps", "sample_hz", FEATURE, "tags", "priority", "passed")}
+    cols = segment_columns()
     index: dict[tuple[str, str], int] = {}
     for row in rows:
         source, entity, start, stop, steps, priority, tags = row[:7]
         feature = row[7] if len(row) > 7 else (priority if math.isfinite(priority) else math.nan)
         key = (source, entity)
-        cols["segment_index"].append(index.setdefault(key, 0))
+        add_segment(cols, source=source, entity=entity, index=index.setdefault(key, 0), start=start, stop=stop,
+                    steps=steps, hz=hz, feature=FEATURE, value=feature, tags=tags, priority=priority)
         index[key] += 1
-        cols["source_id"].append(source)
-        cols["entity_id"].append(entity)
-        cols["start"].append(start)
-        cols["stop"].append(stop)
-        cols["start_tick"].append(start)
-        cols["stop_tick"].append(stop)
-        cols["seconds"].append((stop - start) / hz)
-        cols["present_fraction"].append(1.0)
-        cols["track_steps"].append(steps)
-        cols["sample_hz"].append(hz)
-        cols[FEATURE].append(feature)
-        cols["tags"].append(list(tags))
-        cols["priority"].append(priority)
-        cols["passed"].append(priority != -math.inf)
-    types = {"segment_index": pa.int64(), "start": pa.int64(), "stop": pa.int64(), "start_tick": pa.int64(),
-             "stop_tick": pa.int64(), "track_steps": pa.int64(), "tags": pa.list_(pa.string())}
-    return pa.table({k: pa.array(v, type=types.get(k)) for k, v in cols.items()})
+    return columns_table(cols)
 
 
 def strategy(method: str = "inclusion", *, tags=("a", "b", "rare"), tag_coverage=False, min_tag_frac=0.0,

@@ -14,7 +14,7 @@ from kuration.scoring import MemoryBudgetError
 from kuration.scoring.segment_store import IDENTITY_KEY, score_and_store, score_cache_url, segments_url
 from kuration.sources import ParquetTickAdapter
 from kuration.sources.protocol import SourceIdentity
-from tests.pipeline.conftest import SCHEMA, SEGMENTER, STRATEGY, write_recording
+from tests.pipeline.recordings import SCHEMA, SEGMENTER, STRATEGY, write_recording
 
 SOURCES = [f"site_{i % 2}/rec_{i:02d}.parquet" for i in range(4)]
 

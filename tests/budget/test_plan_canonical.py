@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kuration.budget.spans import feature_columns
-from tests.budget.test_fill_properties import SETTINGS, cases
-from tests.budget.test_plan_digest import plan_digest
+from tests.budget.pinned_pools import plan_digest
+from tests.budget.random_pools import SETTINGS, cases
 
 QUIET_NAN = np.array([np.nan]).view(np.uint64)[0]
 SIGN = np.uint64(1 << 63)

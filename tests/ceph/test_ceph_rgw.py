@@ -10,7 +10,7 @@ import pytest
 
 from kuration.output.lease import LeaseError
 from kuration.read import load_committed, read_shard, verify_dataset
-from tests.output.test_write_dataset import Corpus
+from tests.output.corpus import Corpus
 
 ENDPOINT = os.environ.get("KURATION_CEPH_ENDPOINT")
 pytestmark = pytest.mark.skipif(not ENDPOINT, reason="no Ceph radosgw: run through scripts/test.sh (it starts one)")

@@ -1,11 +1,12 @@
-import json
 from pathlib import Path
 
 import pytest
-from dagster import instance_for_test
+from dagster import instance_for_test, materialize
 
 from kuration.demo_corpus import write_demo_landing_zone
-from kuration_resources import LandingZoneResource, StorageRootResource
+from kuration_assets import scored_segments, source_partitions
+from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
+from splits_assets import resolved_splits, universe
 
 
 @pytest.fixture
@@ -41,6 +42,27 @@ def demo_landing(tmp_path: Path) -> Path:
     return Path(zone.root)
 
 
-def write_rule(path: Path, rule: dict) -> str:
-    path.write_text(json.dumps(rule))
-    return str(path)
+@pytest.fixture
+def scored_landing(tmp_path: Path) -> Path:
+    """The demo landing zone the budget and dataset assets are tested on: 3 sites, 2 recordings each."""
+    zone = write_demo_landing_zone(tmp_path / "landing", seed=5, recordings_per_site=2, sites=3, minutes=(1, 2))
+    return Path(zone.root)
+
+
+@pytest.fixture
+def scored(tmp_path: Path, scored_landing: Path, instance) -> dict:
+    """Universe, a split by group and every source scored: what budget_plan needs upstream."""
+    resources = {
+        "storage_root": StorageRootResource(url=str(tmp_path / "storage")),
+        "landing_zone": LandingZoneResource(url=str(scored_landing)),
+        "curation": CurationResource(),
+    }
+    split = {"ops": {"resolved_splits": {"config": {"strategy": "random", "seed": 2, "val_ratio": 0.34,
+                                                    "test_ratio": 0.34}}}}
+    assert materialize([universe, resolved_splits], resources=resources, instance=instance, run_config=split).success
+    root = scored_landing / "recordings"
+    sources = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.parquet"))
+    instance.add_dynamic_partitions(source_partitions.name, sources)
+    assert materialize([scored_segments], resources=resources, instance=instance, tags={
+        "dagster/asset_partition_range_start": sources[0], "dagster/asset_partition_range_end": sources[-1]}).success
+    return resources

@@ -1,7 +1,6 @@
 """``budget_plan`` over every scored partition and the resolved split, and its blocking ``budget`` check."""
 
 import json
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -9,38 +8,9 @@ import pytest
 from dagster import materialize
 
 from kuration.budget.plan_store import read_budget_plan, read_budget_record, write_budget_plan
-from kuration.demo_corpus import write_demo_landing_zone
-from kuration_assets import budget, budget_plan, scored_segments, source_partitions
-from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
-from splits_assets import resolved_splits, universe
-from tests.dagster.test_splits_assets import _failure_text
-
-H = 1 / 3600
-
-
-@pytest.fixture
-def landing(tmp_path: Path) -> Path:
-    zone = write_demo_landing_zone(tmp_path / "landing", seed=5, recordings_per_site=2, sites=3, minutes=(1, 2))
-    return Path(zone.root)
-
-
-@pytest.fixture
-def scored(tmp_path: Path, landing: Path, instance) -> dict:
-    """Universe, a split by group and every source scored: what budget_plan needs upstream."""
-    resources = {
-        "storage_root": StorageRootResource(url=str(tmp_path / "storage")),
-        "landing_zone": LandingZoneResource(url=str(landing)),
-        "curation": CurationResource(),
-    }
-    split = {"ops": {"resolved_splits": {"config": {"strategy": "random", "seed": 2, "val_ratio": 0.34,
-                                                    "test_ratio": 0.34}}}}
-    assert materialize([universe, resolved_splits], resources=resources, instance=instance, run_config=split).success
-    root = landing / "recordings"
-    sources = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.parquet"))
-    instance.add_dynamic_partitions(source_partitions.name, sources)
-    assert materialize([scored_segments], resources=resources, instance=instance, tags={
-        "dagster/asset_partition_range_start": sources[0], "dagster/asset_partition_range_end": sources[-1]}).success
-    return resources
+from kuration_assets import budget, budget_plan
+from kuration_resources import StorageRootResource
+from tests.dagster.runs import H, failure_text
 
 
 def _budget(resources, instance, **config):
@@ -117,21 +87,21 @@ def test_a_tampered_plan_file_fails_the_check(scored, instance, tmp_path):
     assert not evaluation.passed and "does not match the SHA-256" in evaluation.metadata["error"].value
 
 
-def test_an_invalid_request_fails_before_anything_is_written(scored, instance, tmp_path, landing):
-    spec = json.loads((landing / "output_spec.json").read_text())
-    (landing / "output_spec.json").write_text(json.dumps({**spec, "short_policy": "drop"}))
+def test_an_invalid_request_fails_before_anything_is_written(scored, instance, tmp_path, scored_landing):
+    spec = json.loads((scored_landing / "output_spec.json").read_text())
+    (scored_landing / "output_spec.json").write_text(json.dumps({**spec, "short_policy": "drop"}))
     result = _budget(scored, instance, span_seconds=None, span_steps=32)
     assert not result.success
-    assert "span_steps=32 < shard_length=64 with short_policy 'drop'" in _failure_text(result)
+    assert "span_steps=32 < shard_length=64 with short_policy 'drop'" in failure_text(result)
     assert not (tmp_path / "storage" / "budget").exists()
 
 
-def test_a_strategy_changed_after_scoring_is_refused_until_rescored(scored, instance, landing):
-    strategy = json.loads((landing / "strategy.json").read_text())
+def test_a_strategy_changed_after_scoring_is_refused_until_rescored(scored, instance, scored_landing):
+    strategy = json.loads((scored_landing / "strategy.json").read_text())
     strategy["priority"]["wind.max"] = 0.5
-    (landing / "strategy.json").write_text(json.dumps(strategy))
+    (scored_landing / "strategy.json").write_text(json.dumps(strategy))
     result = _budget(scored, instance)
-    assert not result.success and "Backfill every scored_segments partition" in _failure_text(result)
+    assert not result.success and "Backfill every scored_segments partition" in failure_text(result)
 
 
 def test_a_refused_split_is_not_used(scored, instance, tmp_path):
@@ -139,7 +109,7 @@ def test_a_refused_split_is_not_used(scored, instance, tmp_path):
     data = json.loads(report.read_text())
     report.write_text(json.dumps({**data, "status": "refused_drift", "input_drift": {"message": "rule drifted"}}))
     result = _budget(scored, instance)
-    assert not result.success and "the last split run was 'refused_drift'" in _failure_text(result)
+    assert not result.success and "the last split run was 'refused_drift'" in failure_text(result)
 
 
 def test_a_memory_budget_plans_from_mapped_checkpoints_with_the_same_result(scored, instance, tmp_path):
@@ -152,4 +122,4 @@ def test_a_memory_budget_plans_from_mapped_checkpoints_with_the_same_result(scor
     assert memory["mapped_sources"] == 6 and memory["resident_bytes"] == 0 and memory["budget_bytes"] == 1024
     assert read_budget_plan(tmp_path / "storage").admitted().equals(plain)
     bad = _budget(scored, instance, memory_budget="lots")
-    assert not bad.success and "memory_budget='lots'" in _failure_text(bad)
+    assert not bad.success and "memory_budget='lots'" in failure_text(bad)

@@ -7,8 +7,7 @@ from dagster import materialize
 
 from kuration.read import load_committed, verify_dataset
 from kuration_assets import budget_plan, training_dataset
-from tests.dagster.test_budget_assets import H, landing, scored  # noqa: F401,F811  (fixtures used by name)
-from tests.dagster.test_splits_assets import _failure_text
+from tests.dagster.runs import H, failure_text
 
 
 def _plan(resources, instance, **config):
@@ -63,7 +62,7 @@ def test_a_new_plan_replaces_the_dataset_unless_told_to_keep_it(scored, instance
     before = (tmp_path / "storage" / "dataset" / "dataset_manifest.json").read_bytes()
     _plan(scored, instance, train=30 * H)
     kept = _dataset(scored, instance, replace_other_runs=False)
-    assert not kept.success and "holds a committed dataset of another run" in _failure_text(kept)
+    assert not kept.success and "holds a committed dataset of another run" in failure_text(kept)
     assert (tmp_path / "storage" / "dataset" / "dataset_manifest.json").read_bytes() == before
     replaced = _dataset(scored, instance)
     assert replaced.success and _meta(replaced)["shards"]["reused_shards"] == 0
@@ -72,7 +71,7 @@ def test_a_new_plan_replaces_the_dataset_unless_told_to_keep_it(scored, instance
 
 def test_without_a_budget_plan_the_dataset_step_fails_with_the_fix(scored, instance):
     result = _dataset(scored, instance)
-    assert not result.success and "materialize budget_plan" in _failure_text(result)
+    assert not result.success and "materialize budget_plan" in failure_text(result)
 
 
 def test_a_torn_commit_record_is_replaced_not_resumed(scored, instance, tmp_path):
@@ -81,7 +80,7 @@ def test_a_torn_commit_record_is_replaced_not_resumed(scored, instance, tmp_path
     commit = tmp_path / "storage" / "dataset" / "dataset.commit.json"
     commit.write_bytes(commit.read_bytes()[:40])
     kept = _dataset(scored, instance, replace_other_runs=False)
-    assert not kept.success and "Re-run the write with force=True" in _failure_text(kept)
+    assert not kept.success and "Re-run the write with force=True" in failure_text(kept)
     replaced = _dataset(scored, instance)
     assert replaced.success and _meta(replaced)["shards"]["reused_shards"] == 0
     assert verify_dataset(tmp_path / "storage" / "dataset").ok

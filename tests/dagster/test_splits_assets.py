@@ -10,8 +10,8 @@ from dagster import AssetKey, AssetSelection, materialize
 from kuration.splits import load_splits
 from kuration.splits.artifacts import load_universe
 from splits_assets import resolved_splits, split_leakage, universe, universe_drift, universe_schema
-from tests.dagster.conftest import write_rule
 from tests.dagster.downstream import training_view
+from tests.dagster.runs import failure_text, write_rule
 
 ALL = [universe, resolved_splits, universe_schema, split_leakage, universe_drift]
 
@@ -23,16 +23,6 @@ def _run(assets, resources, instance, split_config=None):
 
 def _checks(result) -> dict[str, bool]:
     return {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-
-
-def _failure_text(result) -> str:
-    """The step failure's message with its cause chain (where the core error's text is)."""
-    error = result.get_step_failure_events()[0].event_specific_data.error
-    parts = []
-    while error is not None:
-        parts.append(error.message)
-        error = error.cause
-    return "\n".join(parts)
 
 
 def _materialized(result) -> set[str]:
@@ -146,7 +136,7 @@ def test_bad_universe_csv_fails_the_universe_asset_with_the_line(resources, inst
     (small_landing / "universe.csv").write_text("source,index\nrec.parquet,0\nrec.parquet,x\n")
     result = materialize([universe], resources=resources, instance=instance, raise_on_error=False)
     assert not result.success
-    failure = _failure_text(result)
+    failure = failure_text(result)
     assert "universe.csv: 1 invalid cell(s)" in failure
     assert "line 3, column 'index': value 'x'" in failure
 
@@ -184,7 +174,7 @@ def test_split_definition_config_rejects_two_sources(resources, instance, tmp_pa
     rule = write_rule(tmp_path / "rule.json", {"train": [{"kind": "all"}]})
     result = _run(ALL, resources, instance, {"splits_json": rule, "strategy": "random"})
     assert not result.success
-    assert "needs exactly one of splits_json, strategy, from_split_column" in _failure_text(result)
+    assert "needs exactly one of splits_json, strategy, from_split_column" in failure_text(result)
 
 
 @pytest.mark.parametrize("strategy", ["random", "stratified"])

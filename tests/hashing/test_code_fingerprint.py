@@ -28,7 +28,7 @@ PROGRAM = textwrap.dedent("""
     from kuration.scoring.strategy import Strategy
     from types import SimpleNamespace
     from tests.hashing import _user_code as user
-    from tests.pipeline.conftest import SCHEMA
+    from tests.pipeline.recordings import SCHEMA
 
     register_feature("busiest_entity")(user.busiest_entity)
     register_feature("weather")(user.is_weather_tag)

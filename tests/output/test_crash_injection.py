@@ -10,11 +10,7 @@ purpose (between its temp file and its rename): the rerun must leave no debris, 
 the commit covers plus the documented folders.
 """
 
-import multiprocessing
-import os
 import random
-import signal
-import time
 
 import pytest
 
@@ -23,51 +19,13 @@ from kuration.output.commit_protocol import (
 )
 from kuration.output.lease import LEASE_FILE
 from kuration.read import load_committed, verify_dataset
-from tests.output.test_write_dataset import Corpus, comparable_record, data_files, snapshot
-
-FORK = multiprocessing.get_context("fork")
+from tests.output.corpus import Corpus, comparable_record, data_files, snapshot
+from tests.output.writer_processes import race_two_writers, run_writer
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     return Corpus(tmp_path_factory.mktemp("crash-corpus"))
-
-
-def _kill_on_rename(name: str, occurrence: int) -> None:
-    """In this (child) process, SIGKILL ourselves at the ``occurrence``-th rename onto a file
-    called ``name``: its temp file is complete, the rename never happens."""
-    real, seen = os.replace, [0]
-
-    def replace(src, dst, *args, **kwargs):
-        if os.path.basename(os.fspath(dst)) == name:
-            seen[0] += 1
-            if seen[0] == occurrence:
-                os.kill(os.getpid(), signal.SIGKILL)
-        return real(src, dst, *args, **kwargs)
-
-    os.replace = replace
-
-
-def _write_in_child(corpus, out, plan, kwargs, kill_on_rename=None):
-    if kill_on_rename is not None:
-        _kill_on_rename(*kill_on_rename)
-    corpus.write(out, plan=plan, **kwargs)
-    os._exit(0)
-
-
-def _run(corpus, out, plan, kill_after=None, kill_on_rename=None, **kwargs) -> tuple[bool, float]:
-    """Run one write in a forked child; SIGKILL it after ``kill_after`` seconds, or at the
-    rename ``kill_on_rename`` = (file name, occurrence). Returns (finished before the kill,
-    seconds it ran)."""
-    child = FORK.Process(target=_write_in_child, args=(corpus, out, plan, kwargs, kill_on_rename))
-    start = time.perf_counter()
-    child.start()
-    if kill_after is not None:
-        child.join(kill_after)
-        if child.is_alive():
-            os.kill(child.pid, signal.SIGKILL)
-    child.join()
-    return child.exitcode == 0, time.perf_counter() - start
 
 
 def debris(out) -> list[str]:
@@ -82,7 +40,7 @@ def debris(out) -> list[str]:
 def _crash_and_resume(corpus, tmp_path, kills, seed, previous_plan=None):
     plan = corpus.plan()
     reference = tmp_path / "reference"
-    finished, duration = _run(corpus, reference, plan)
+    finished, duration = run_writer(corpus, reference, plan)
     assert finished
     expected = data_files(reference)
     expected_record = comparable_record(reference)
@@ -92,10 +50,10 @@ def _crash_and_resume(corpus, tmp_path, kills, seed, previous_plan=None):
         out = tmp_path / f"run{i}"
         previous = None
         if previous_plan is not None:
-            assert _run(corpus, out, previous_plan)[0]
+            assert run_writer(corpus, out, previous_plan)[0]
             previous = snapshot(out)
         kwargs = {"force": True} if previous is not None else {}
-        _run(corpus, out, plan, kill_after=rng.uniform(0.0, duration * 1.1), **kwargs)
+        run_writer(corpus, out, plan, kill_after=rng.uniform(0.0, duration * 1.1), **kwargs)
         try:
             dataset = load_committed(out)
         except CommitError:
@@ -110,7 +68,7 @@ def _crash_and_resume(corpus, tmp_path, kills, seed, previous_plan=None):
                 outcomes["complete"] += 1
         # A kill before publication leaves the old run's dataset, which only force replaces.
         intact = previous is not None and snapshot(out) == previous
-        assert _run(corpus, out, plan, **({"force": True} if intact else {"resume": True}))[0], f"kill {i}: rerun failed"
+        assert run_writer(corpus, out, plan, **({"force": True} if intact else {"resume": True}))[0], f"kill {i}: rerun failed"
         assert data_files(out) == expected, f"kill {i}: resume did not reproduce the uninterrupted run"
         assert comparable_record(out) == expected_record, f"kill {i}: config or commit differ beyond timestamps and counts"
         assert verify_dataset(out).ok
@@ -135,13 +93,13 @@ def test_kills_while_replacing_a_committed_dataset(corpus, tmp_path):
 def test_a_kill_inside_a_metadata_write_leaves_no_debris_after_the_rerun(corpus, tmp_path, name, occurrence, replacing):
     plan = corpus.plan()
     reference = tmp_path / "reference"
-    assert _run(corpus, reference, plan)[0]
+    assert run_writer(corpus, reference, plan)[0]
     out = tmp_path / "out"
     previous = None
     if replacing:
-        assert _run(corpus, out, corpus.plan(train_hours=60 / 3600))[0]
+        assert run_writer(corpus, out, corpus.plan(train_hours=60 / 3600))[0]
         previous = snapshot(out)
-    finished, _ = _run(corpus, out, plan, kill_on_rename=(name, occurrence), **({"force": True} if replacing else {}))
+    finished, _ = run_writer(corpus, out, plan, kill_on_rename=(name, occurrence), **({"force": True} if replacing else {}))
     assert not finished
     left = [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
     assert left, "the kill landed between the temp file and its rename, so a temp file is left"
@@ -152,7 +110,7 @@ def test_a_kill_inside_a_metadata_write_leaves_no_debris_after_the_rerun(corpus,
     if not intact:
         with pytest.raises(CommitError):
             load_committed(out)
-    assert _run(corpus, out, plan, **({"force": True} if intact else {"resume": True}))[0]
+    assert run_writer(corpus, out, plan, **({"force": True} if intact else {"resume": True}))[0]
     assert data_files(out) == data_files(reference) and verify_dataset(out).ok
     assert debris(out) == []
 
@@ -162,29 +120,6 @@ def test_a_kill_inside_a_metadata_write_leaves_no_debris_after_the_rerun(corpus,
 def test_soak(corpus, tmp_path, seed):
     previous = corpus.plan(train_hours=60 / 3600) if seed % 2 else None
     _crash_and_resume(corpus, tmp_path, 50, seed=100 + seed, previous_plan=previous)
-
-
-def _racing_writer(corpus, out, plan, barrier):
-    from kuration.output.lease import LeaseError
-
-    barrier.wait()
-    try:
-        corpus.write(out, plan=plan)
-    except LeaseError:
-        os._exit(3)
-    os._exit(0)
-
-
-def race_two_writers(corpus, out) -> list[int]:
-    """Two writer processes released at the same instant onto one destination: exit codes."""
-    plan = corpus.plan()
-    barrier = FORK.Barrier(2)
-    children = [FORK.Process(target=_racing_writer, args=(corpus, out, plan, barrier)) for _ in range(2)]
-    for child in children:
-        child.start()
-    for child in children:
-        child.join(60)
-    return sorted(child.exitcode for child in children)
 
 
 def test_two_concurrent_writers_one_proceeds_the_other_gets_a_lease_error(corpus, tmp_path):

@@ -10,7 +10,7 @@ import pytest
 
 from kuration.hashing import code_fingerprint, stable_repr
 from kuration.output.write_dataset import DifferentRunError, write_dataset
-from tests.output.test_write_dataset import Corpus
+from tests.output.corpus import Corpus
 
 
 def by_site(source_id):

@@ -5,20 +5,7 @@ import pytest
 
 from kuration.output import EncoderError, MissingValueError, OutputSpec, assemble_shard, get_encoder, register_encoder
 from kuration.output.encoders import PassthroughEncoder
-from kuration.sources.tracks import Track
-from tests.output.test_spec import SCHEMA
-
-
-def _track(n=6, absent=(2,), meta=None):
-    present = np.ones(n, bool)
-    present[list(absent)] = False
-    pos = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
-    pos[~present] = 0
-    refs = np.array([None if not p else f"frames.npy#{i}" for i, p in enumerate(present)], dtype=object)
-    return Track("src/a", "drone_1", np.arange(10, 10 + n), present,
-                 {"pos": pos, "battery": np.linspace(1, 0, n), "gear": np.arange(n, dtype=np.int16),
-                  "wind": np.full(n, 3.5, np.float32)},
-                 {"frame": refs}, [()] * n, 10.0, meta if meta is not None else {"label": 7})
+from tests.output.drone_track import SCHEMA, FakeMedia, make_track
 
 
 def _spec(policy="keep", length=4, presence=True, **modalities):
@@ -27,17 +14,8 @@ def _spec(policy="keep", length=4, presence=True, **modalities):
                                  "modalities": mods})
 
 
-class FakeMedia:
-    def __init__(self):
-        self.calls = []
-
-    def decode_media(self, column, refs, *, source_id):
-        self.calls.append(list(refs))
-        return np.stack([np.full((4, 5, 3), int(r.split("#")[1]) + 1, np.uint8) for r in refs])
-
-
 def test_fields_are_routed_and_absent_rows_are_zero_and_masked():
-    track = _track()
+    track = make_track()
     shard = assemble_shard(track, 0, 4, _spec(), schema=SCHEMA)
     assert shard.n_steps == 4 and shard.rows == 4
     assert shard.present.tolist() == [True, True, False, True]
@@ -46,27 +24,27 @@ def test_fields_are_routed_and_absent_rows_are_zero_and_masked():
 
 
 def test_pad_fills_to_shard_length_with_masked_zero_rows():
-    shard = assemble_shard(_track(), 4, 6, _spec("pad"), schema=SCHEMA)
+    shard = assemble_shard(make_track(), 4, 6, _spec("pad"), schema=SCHEMA)
     assert (shard.n_steps, shard.rows) == (2, 4)
     assert shard.present.tolist() == [True, True, False, False]
     assert not shard.arrays["pos"][2:].any() and shard.arrays["pos"].dtype == np.float32
 
 
 def test_without_a_presence_mask_there_is_none():
-    assert assemble_shard(_track(), 0, 4, _spec(presence=False), schema=SCHEMA).present is None
+    assert assemble_shard(make_track(), 0, 4, _spec(presence=False), schema=SCHEMA).present is None
 
 
 def test_globals_and_same_kind_casts():
     spec = _spec(wind={"dtype": "float64", "shape": [], "source": "field:wind"},
                  battery={"dtype": "float16", "shape": [], "source": "field:battery"})
-    shard = assemble_shard(_track(), 0, 4, spec, schema=SCHEMA)
+    shard = assemble_shard(make_track(), 0, 4, spec, schema=SCHEMA)
     assert shard.arrays["wind"].dtype == np.float64 and shard.arrays["wind"][[0, 1, 3]].tolist() == [3.5] * 3
     assert shard.arrays["battery"].dtype == np.float16
 
 
 def test_segment_features_repeat_on_present_rows():
     spec = _spec(label={"dtype": "int64", "shape": [], "source": "segment:label"})
-    shard = assemble_shard(_track(), 0, 4, spec, schema=SCHEMA)
+    shard = assemble_shard(make_track(), 0, 4, spec, schema=SCHEMA)
     assert shard.arrays["label"].tolist() == [7, 7, 0, 7]
 
 
@@ -74,31 +52,31 @@ def test_a_missing_segment_feature_raises_with_context():
     spec = _spec(label={"dtype": "int64", "shape": [], "source": "segment:label"})
     with pytest.raises(MissingValueError, match=r"no segment feature 'label' in the span's meta for source 'src/a', "
                                                 r"entity str:'drone_1'; it has \['other'\]"):
-        assemble_shard(_track(meta={"other": 1}), 0, 4, spec, schema=SCHEMA)
+        assemble_shard(make_track(meta={"other": 1}), 0, 4, spec, schema=SCHEMA)
 
 
 def test_a_nan_segment_feature_cannot_become_an_integer():
     spec = _spec(label={"dtype": "int64", "shape": [], "source": "segment:label"})
     with pytest.raises(MissingValueError, match="segment feature 'label' is float64, which int64 cannot hold"):
-        assemble_shard(_track(meta={"label": float("nan")}), 0, 4, spec, schema=SCHEMA)
+        assemble_shard(make_track(meta={"label": float("nan")}), 0, 4, spec, schema=SCHEMA)
 
 
 def test_media_is_decoded_once_per_shard_for_present_rows_only():
     media = FakeMedia()
     spec = _spec(frame={"dtype": "uint8", "shape": [4, 5, 3], "source": "media:frame"})
-    shard = assemble_shard(_track(), 0, 4, spec, schema=SCHEMA, media=media)
+    shard = assemble_shard(make_track(), 0, 4, spec, schema=SCHEMA, media=media)
     assert media.calls == [["frames.npy#0", "frames.npy#1", "frames.npy#3"]]
     assert [int(f[0, 0, 0]) for f in shard.arrays["frame"]] == [1, 2, 0, 4]
 
 
 def test_a_present_row_without_a_media_reference_raises():
-    track = _track()
+    track = make_track()
     track.media["frame"][1] = None
     spec = _spec(frame={"dtype": "uint8", "shape": [4, 5, 3], "source": "media:frame"})
     with pytest.raises(MissingValueError, match=r"no 'frame' reference at source 'src/a', entity str:'drone_1', row 1 \(tick 11\)"):
         assemble_shard(track, 0, 4, spec, schema=SCHEMA, media=FakeMedia())
     with pytest.raises(MissingValueError, match="pass adapter="):
-        assemble_shard(_track(), 0, 4, spec, schema=SCHEMA)
+        assemble_shard(make_track(), 0, 4, spec, schema=SCHEMA)
 
 
 class StepEncoder:
@@ -118,14 +96,14 @@ class BatchEncoder(StepEncoder):
 @pytest.mark.parametrize("encoder", [StepEncoder(), BatchEncoder()])
 def test_encoder_hooks_fill_present_rows(encoder):
     spec = _spec(act={"dtype": "int64", "shape": [2], "source": "encoder:act"})
-    shard = assemble_shard(_track(), 0, 4, spec, schema=SCHEMA, encoder=encoder)
+    shard = assemble_shard(make_track(), 0, 4, spec, schema=SCHEMA, encoder=encoder)
     assert shard.arrays["act"].tolist() == [[0, 10], [1, 11], [0, 0], [3, 13]]
 
 
 def test_encode_batch_is_preferred_over_timestep():
     BatchEncoder.calls = 0
     spec = _spec(act={"dtype": "int64", "shape": [2], "source": "encoder:act"})
-    assemble_shard(_track(), 0, 4, spec, schema=SCHEMA, encoder=BatchEncoder())
+    assemble_shard(make_track(), 0, 4, spec, schema=SCHEMA, encoder=BatchEncoder())
     assert BatchEncoder.calls == 1
 
 
@@ -133,7 +111,7 @@ def test_a_hook_the_encoder_does_not_return_raises_naming_the_row():
     spec = _spec(act={"dtype": "int64", "shape": [2], "source": "encoder:act"})
     with pytest.raises(EncoderError, match=r"PassthroughEncoder.timestep returned no 'act' for source 'src/a', "
                                            r"entity str:'drone_1', row 0 \(tick 10\); it returned \[\]"):
-        assemble_shard(_track(), 0, 4, spec, schema=SCHEMA, encoder=PassthroughEncoder())
+        assemble_shard(make_track(), 0, 4, spec, schema=SCHEMA, encoder=PassthroughEncoder())
 
 
 def test_an_encoder_value_of_the_wrong_shape_raises():
@@ -142,7 +120,7 @@ def test_an_encoder_value_of_the_wrong_shape_raises():
             return {"act": np.zeros(3)}
     spec = _spec(act={"dtype": "float64", "shape": [2], "source": "encoder:act"})
     with pytest.raises(MissingValueError, match=r"encoder hook 'act' has shape \[3\] per row, the spec declares \[2\]"):
-        assemble_shard(_track(), 0, 4, spec, schema=SCHEMA, encoder=Wrong())
+        assemble_shard(make_track(), 0, 4, spec, schema=SCHEMA, encoder=Wrong())
 
 
 def test_encoders_are_rebuilt_by_name():
@@ -164,13 +142,13 @@ def test_a_shard_without_present_rows_never_calls_the_encoder():
         def encode_batch(self, records, ctx):
             raise AssertionError("called with no records")
     spec = _spec(act={"dtype": "int64", "shape": [2], "source": "encoder:act"})
-    shard = assemble_shard(_track(n=4, absent=(0, 1, 2, 3)), 0, 4, spec, schema=SCHEMA, encoder=Exploding())
+    shard = assemble_shard(make_track(n=4, absent=(0, 1, 2, 3)), 0, 4, spec, schema=SCHEMA, encoder=Exploding())
     assert not shard.present.any() and not shard.arrays["act"].any()
 
 
 def test_segment_features_are_written_canonical_but_fields_keep_their_bits():
     signed_nan = np.array([0xFFF8000000000001], np.uint64).view(np.float64)[0]
-    track = _track(meta={"zero": -0.0, "missing": signed_nan})
+    track = make_track(meta={"zero": -0.0, "missing": signed_nan})
     track.values["battery"][0] = -0.0
     spec = _spec(zero={"dtype": "float32", "shape": [], "source": "segment:zero"},
                  missing={"dtype": "float64", "shape": [], "source": "segment:missing"},

@@ -11,6 +11,7 @@ import pytest
 from kuration import storage
 from kuration.output.containers import ShardArrays, get_container
 from kuration.output.shard_files import stage_shard_local, write_shard_local
+from tests.output.destination_contract import HalfWritingContainer
 
 
 def _shard(rows=5):
@@ -51,15 +52,8 @@ def test_a_failed_seal_leaves_no_temp_file(tmp_path):
 
 
 def test_a_failed_container_write_leaves_no_temp_file(tmp_path):
-    class Broken:
-        name, extension = "npz", ".npz"
-
-        def write(self, stream, shard):
-            stream.write(b"half a shard")
-            raise RuntimeError("disk gone")
-
     with pytest.raises(RuntimeError, match="disk gone"):
-        stage_shard_local(tmp_path / "s.npz", Broken(), _shard())
+        stage_shard_local(tmp_path / "s.npz", HalfWritingContainer(), _shard())
     assert not os.listdir(tmp_path)
 
 

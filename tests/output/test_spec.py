@@ -4,15 +4,8 @@ import pytest
 
 from kuration.budget import ShardChunking
 from kuration.output import OutputSpec, OutputSpecError
-from kuration.sources.schema import Schema
+from tests.output.drone_track import SCHEMA
 
-SCHEMA = Schema.from_dict({
-    "sample_hz": 10, "time": "t", "entity": "agent",
-    "fields": {"pos": {"dtype": "float32", "shape": [3]}, "battery": {"dtype": "float64"},
-               "gear": {"dtype": "int16"}},
-    "globals": {"wind": {"dtype": "float32"}},
-    "media": {"frame": {"dtype": "uint8", "shape": [4, 5, 3], "provider": "npy_index"}},
-})
 GOOD = {
     "shard_length": 8, "short_policy": "pad", "container": "npz",
     "modalities": {

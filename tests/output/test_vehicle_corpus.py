@@ -17,8 +17,8 @@ from kuration.output.write_dataset import DatasetWriteError, DifferentRunError
 from kuration.read import load_committed, read_shard, verify_dataset
 from kuration.sources import ParquetTickAdapter
 from tests.output._vehicle_corpus import TOWNS, VehicleCorpus
-from tests.output.test_write_dataset import snapshot
-from tests.sources.test_media import count_reads
+from tests.output.corpus import snapshot
+from tests.sources.read_counts import count_reads
 
 BUDGET = {"train_hours": 200 / 3600, "test_hours": 60 / 3600}
 

@@ -15,7 +15,7 @@ from kuration.scoring import MemoryBudgetError, run_fingerprint
 from kuration.scoring.segments import Segmenter
 from kuration.sources import ParquetTickAdapter
 from kuration.sources.protocol import SourceIdentity
-from tests.output.test_write_dataset import Corpus, data_files, snapshot
+from tests.output.corpus import Corpus, data_files, snapshot
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,7 @@ from kuration.output.destinations import open_destination
 from kuration.output.encoders import PassthroughEncoder
 from kuration.output.shard_files import StagedShard, shard_stem
 from kuration.output.write_track import ShardWriter, shard_targets
-from tests.output.test_shard_assembly import FakeMedia, _track
-from tests.output.test_spec import SCHEMA
+from tests.output.drone_track import SCHEMA, FakeMedia, make_track
 
 MODALITIES = {
     "pos": {"dtype": "float32", "shape": [3], "source": "field:pos"},
@@ -29,7 +28,7 @@ def _spec(container="npz", policy="keep", length=4):
 
 @pytest.mark.parametrize("container", ["npz", "json", "hdf5", "parquet"])
 def test_every_container_writes_shards_that_read_back_as_assembled(tmp_path, container):
-    track = _track(n=10, absent=(2, 7))
+    track = make_track(n=10, absent=(2, 7))
     spec = _spec(container, "pad")
     entries = write_track(tmp_path, track, spec, schema=SCHEMA, split="train", adapter=FakeMedia())
     assert [(e["start"], e["stop"], e["n_steps"], e["rows"], e["padded"]) for e in entries] == [
@@ -48,7 +47,7 @@ def test_every_container_writes_shards_that_read_back_as_assembled(tmp_path, con
 
 
 def test_keep_writes_the_short_tail_and_drop_discards_it(tmp_path):
-    track = _track(n=10)
+    track = make_track(n=10)
     keep = write_track(tmp_path / "k", track, _spec(policy="keep"), schema=SCHEMA, split="test", adapter=FakeMedia())
     drop = write_track(tmp_path / "d", track, _spec(policy="drop"), schema=SCHEMA, split="test", adapter=FakeMedia())
     assert [(e["n_steps"], e["rows"]) for e in keep] == [(4, 4), (4, 4), (2, 2)]
@@ -56,7 +55,7 @@ def test_keep_writes_the_short_tail_and_drop_discards_it(tmp_path):
 
 
 def test_a_span_is_written_with_its_index_in_the_name(tmp_path):
-    entries = write_track(tmp_path, _track(n=10), _spec(), schema=SCHEMA, split="val", adapter=FakeMedia(),
+    entries = write_track(tmp_path, make_track(n=10), _spec(), schema=SCHEMA, split="val", adapter=FakeMedia(),
                           span_index=3, start=4, stop=9)
     assert [(e["start"], e["stop"]) for e in entries] == [(4, 8), (8, 9)]
     stem = shard_stem("src/a", "str:'drone_1'", 3)
@@ -74,9 +73,9 @@ def test_names_are_portable_bounded_and_do_not_alias():
 
 def test_bad_arguments_fail_before_writing(tmp_path):
     with pytest.raises(OutputSpecError, match="split must be one of"):
-        write_track(tmp_path, _track(), _spec(), schema=SCHEMA, split="holdout")
+        write_track(tmp_path, make_track(), _spec(), schema=SCHEMA, split="holdout")
     with pytest.raises(OutputSpecError, match=r"rows \[2, 99\) are outside the track's 6 rows"):
-        write_track(tmp_path, _track(), _spec(), schema=SCHEMA, split="train", start=2, stop=99)
+        write_track(tmp_path, make_track(), _spec(), schema=SCHEMA, split="train", start=2, stop=99)
     assert not list(tmp_path.iterdir())
 
 
@@ -86,7 +85,7 @@ def _targets(spec, n=10):
 
 
 def test_the_shard_writer_delivers_entries_in_order_and_runs_callbacks_after_them(tmp_path):
-    spec, track, events = _spec(), _track(n=10), []
+    spec, track, events = _spec(), make_track(n=10), []
     destination = open_destination(tmp_path)
     with ShardWriter(destination, spec, schema=SCHEMA, encoder=PassthroughEncoder(), adapter=FakeMedia(),
                      on_entry=lambda e: events.append(e["shard_index"])) as writer:
@@ -101,7 +100,7 @@ def test_the_shard_writer_delivers_entries_in_order_and_runs_callbacks_after_the
 
 
 def test_a_failed_seal_surfaces_and_no_temp_file_outlives_the_writer(tmp_path, monkeypatch):
-    spec, track, entries = _spec(), _track(n=10), []
+    spec, track, entries = _spec(), make_track(n=10), []
     real_seal = StagedShard.seal
     calls = []
 
@@ -123,7 +122,7 @@ def test_a_failed_seal_surfaces_and_no_temp_file_outlives_the_writer(tmp_path, m
 
 
 def test_an_error_in_the_caller_waits_for_the_pending_seal_and_delivers_nothing_more(tmp_path):
-    spec, track, entries = _spec(), _track(n=10), []
+    spec, track, entries = _spec(), make_track(n=10), []
     with pytest.raises(KeyError, match="stop here"):
         with ShardWriter(open_destination(tmp_path), spec, schema=SCHEMA, encoder=PassthroughEncoder(), adapter=FakeMedia(),
                          on_entry=entries.append) as writer:
@@ -151,5 +150,5 @@ def test_a_track_written_as_many_shards_reads_a_media_file_once(tmp_path):
             frames = cached(("test-whole-file", "frames.npy"), load)
             return frames[: len(refs)].copy()
 
-    entries = write_track(tmp_path, _track(n=10), _spec(), schema=SCHEMA, split="train", adapter=WholeFileMedia())
+    entries = write_track(tmp_path, make_track(n=10), _spec(), schema=SCHEMA, split="train", adapter=WholeFileMedia())
     assert len(entries) == 3 and loads == ["frames.npy"]

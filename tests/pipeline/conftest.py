@@ -1,39 +1,13 @@
-import os
+"""Fixtures of the pipeline tests: six recordings of two drones over three sites, and the
+same with one broken file added."""
+
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from kuration.sources.schema import Schema
-from kuration.scoring.segments import Segmenter
-from kuration.scoring.strategy import Strategy
-
-SCHEMA = Schema.from_dict({
-    "sample_hz": 10, "time": "tick", "entity": "drone",
-    "fields": {"pos": {"dtype": "float32", "shape": [3]}, "battery": {"dtype": "float32"}},
-    "globals": {"wind": {"dtype": "float32"}}, "tags": "events",
-})
-STRATEGY = Strategy.from_dict({
-    "method": "inclusion", "priority": {"battery.min": -1.0, "tag.near_miss": 5.0}, "tags": ["near_miss"],
-})
-SEGMENTER = Segmenter(10, 5, unit="seconds")
-
-
-def write_recording(path: Path, *, seed: int, ticks: int = 300, drones=("a", "b")) -> None:
-    rng = np.random.default_rng(seed)
-    n = ticks * len(drones)
-    table = pa.table({
-        "tick": np.repeat(np.arange(ticks), len(drones)),
-        "drone": np.tile(np.asarray(drones), ticks),
-        "pos": pa.array(rng.normal(size=(n, 3)).astype("float32").tolist(), pa.list_(pa.float32(), 3)),
-        "battery": np.linspace(1.0, 0.1, n).astype("float32"),
-        "wind": np.repeat(rng.normal(size=ticks), len(drones)).astype("float32"),
-        "events": [["near_miss"] if rng.random() < 0.02 else [] for _ in range(n)],
-    })
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, path)
+from tests.pipeline.recordings import write_recording
 
 
 @pytest.fixture
@@ -48,8 +22,3 @@ def recordings(tmp_path: Path) -> Path:
 def broken(recordings: Path) -> Path:
     pq.write_table(pa.table({"tick": [0, 1], "drone": ["a", "a"]}), recordings / "site_0" / "broken.parquet")
     return recordings
-
-
-def touch_later(path: Path) -> None:
-    stat = path.stat()
-    os.utime(path, (stat.st_atime + 10, stat.st_mtime + 10))

@@ -16,7 +16,7 @@ from kuration.scoring import EmptySegmentPoolError, SourceScoringError, run_fing
 from kuration.scoring.segments import Segmenter
 from kuration.sources import ParquetTickAdapter
 from kuration.scoring.strategy import Strategy
-from tests.pipeline.conftest import SCHEMA, SEGMENTER, STRATEGY, write_recording
+from tests.pipeline.recordings import SCHEMA, SEGMENTER, STRATEGY, write_recording
 
 
 def _score(root, **kw):

@@ -9,7 +9,7 @@ from kuration.scoring.cache import FsspecScoreCache, MemoryScoreCache
 from kuration.scoring import MemoryBudgetError, ScoringOptionsError, score_sources
 from kuration.sources import ParquetTickAdapter
 from kuration.sources.protocol import SourceIdentity
-from tests.pipeline.conftest import SCHEMA, SEGMENTER, STRATEGY, write_recording
+from tests.pipeline.recordings import SCHEMA, SEGMENTER, STRATEGY, write_recording
 
 
 class LogicalOnlyAdapter(ParquetTickAdapter):

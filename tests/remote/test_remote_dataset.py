@@ -12,8 +12,8 @@ from kuration.output.commit_protocol import CommitError
 from kuration.output.lease import LeaseError
 from kuration.output.write_dataset import DatasetWriteError
 from kuration.read import load_committed, read_shard, verify_dataset
-from tests.output.test_crash_injection import _run
-from tests.output.test_write_dataset import Corpus
+from tests.output.corpus import Corpus
+from tests.output.writer_processes import FORK, race_two_writers, run_writer
 
 
 @pytest.fixture(scope="module")
@@ -90,14 +90,14 @@ def test_ftp_and_sftp_are_refused():
 
 def test_writers_killed_mid_upload_leave_nothing_readable_and_resume_reproduces_the_run(corpus, bucket, s3_client):
     plan = corpus.plan()
-    finished, duration = _run(corpus, f"{bucket}/reference", plan)
+    finished, duration = run_writer(corpus, f"{bucket}/reference", plan)
     assert finished
     expected = _data({k: v for k, v in _objects(s3_client, bucket).items() if k.startswith("reference/")})
     rng = random.Random(7)
     name = bucket[len("s3://"):]
     for i in range(10):
         url = f"{bucket}/run{i}"
-        _run(corpus, url, plan, kill_after=rng.uniform(0.0, duration))
+        run_writer(corpus, url, plan, kill_after=rng.uniform(0.0, duration))
         try:
             load_committed(url)
             assert verify_dataset(url).ok
@@ -105,7 +105,7 @@ def test_writers_killed_mid_upload_leave_nothing_readable_and_resume_reproduces_
             pass  # partial: rejected
         # A killed writer's lease object stays; the operator removes it once sure no writer runs.
         s3_client.delete_object(Bucket=name, Key=f"run{i}/.kuration-writer.lock")
-        assert _run(corpus, url, plan, resume=True)[0]
+        assert run_writer(corpus, url, plan, resume=True)[0]
         got = _data({k: v for k, v in _objects(s3_client, bucket).items() if k.startswith(f"run{i}/")})
         assert got == expected, f"kill {i}: resume did not reproduce the uninterrupted run"
 
@@ -122,8 +122,6 @@ def _write_killed_at_the_first_move(corpus, url, plan):
 
 
 def test_an_attempt_object_a_killed_writer_left_is_swept_by_the_resume(corpus, bucket, s3_client):
-    from tests.output.test_crash_injection import FORK
-
     url, plan = f"{bucket}/run", corpus.plan()
     child = FORK.Process(target=_write_killed_at_the_first_move, args=(corpus, url, plan))
     child.start()
@@ -132,13 +130,11 @@ def test_an_attempt_object_a_killed_writer_left_is_swept_by_the_resume(corpus, b
     attempts = [k for k in _objects(s3_client, bucket) if "/.kuration-tmp." in k and ".attempt-" in k]
     assert len(attempts) == 1
     s3_client.delete_object(Bucket=bucket[len("s3://"):], Key="run/.kuration-writer.lock")
-    assert _run(corpus, url, plan, resume=True)[0]
+    assert run_writer(corpus, url, plan, resume=True)[0]
     assert [k for k in _objects(s3_client, bucket) if "/.kuration-tmp." in k] == [] and verify_dataset(url).ok
 
 
 def test_two_concurrent_writers_on_s3_one_proceeds_the_other_gets_a_lease_error(corpus, bucket):
-    from tests.output.test_crash_injection import race_two_writers
-
     url = f"{bucket}/race"
     assert race_two_writers(corpus, url) == [0, 3]
     assert verify_dataset(url).ok

@@ -15,6 +15,8 @@ from kuration.sources.schema import MediaSpec, Schema
 from kuration.sources import ParquetTickAdapter
 
 from tests.sources._parquet_files import write_table
+from tests.sources.media_contract import WholeFileProviderContract
+from tests.sources.read_counts import count_reads
 
 SPEC = MediaSpec("cam", "uint8", (2, 3), "npy_index")
 FRAMES = np.arange(5 * 2 * 3, dtype=np.uint8).reshape(5, 2, 3)
@@ -36,6 +38,22 @@ def memory_root():
     fs.pipe_file(f"{root}/frames/x.npy", buffer.getvalue())
     yield f"memory://{root}"
     fs.rm(root, recursive=True)
+
+
+class TestNpyIndexProvider(WholeFileProviderContract):
+    provider_name = "npy_index"
+
+    def write(self, folder, arrays):
+        (folder / "media").mkdir(parents=True)
+        for name, array in arrays.items():
+            np.save(folder / "media" / f"{name}.npy", array)
+        return str(folder)
+
+    def ref(self, name, row):
+        return f"media/{name}.npy#{row}"
+
+    def missing_root(self, folder):
+        return str(folder / "gone")
 
 
 def decode(refs, root, spec=SPEC):
@@ -220,22 +238,6 @@ def test_a_corrupt_or_pickled_npz_member_is_a_media_error(npz_root):
 
 
 # -- the per-write cache -------------------------------------------------------------------
-
-def count_reads(monkeypatch, suffix: str = "") -> dict[str, int]:
-    """``{url: times read}`` of the files ending in ``suffix`` that ``storage.read_bytes`` reads from now on."""
-    from kuration import storage
-
-    reads: dict[str, int] = {}
-    real = storage.read_bytes
-
-    def counting(url):
-        if str(url).endswith(suffix):
-            reads[str(url)] = reads.get(str(url), 0) + 1
-        return real(url)
-
-    monkeypatch.setattr(storage, "read_bytes", counting)
-    return reads
-
 
 def test_inside_a_media_cache_each_file_and_member_is_read_once(npz_root, local_root, monkeypatch):
     from kuration.sources.media import media_cache

@@ -17,6 +17,7 @@ from kuration.sources import HDF5_ROWS_PROVIDER, RobomimicHDF5Adapter, SourceErr
 from kuration.sources.tracks import tracks_from_ticks
 
 from tests.sources.adapter_contract import AdapterContract, make_episode
+from tests.sources.media_contract import MediaProviderContract
 
 FILE = "demos.hdf5"
 COLUMNS = {"pos": "obs/robot0_eef_pos", "speed": "rewards"}  # frame: default rule, obs/frame
@@ -208,3 +209,20 @@ def test_reads_through_fsspec_url_with_the_same_identity(lift):
     finally:
         fs.rm(url.rsplit("/", 1)[0], recursive=True)
 
+
+
+class TestHDF5RowsProvider(MediaProviderContract):
+    provider_name = HDF5_ROWS_PROVIDER
+
+    def write(self, folder, arrays):
+        folder.mkdir(parents=True)
+        with h5py.File(folder / "store.h5", "w") as f:
+            for name, array in arrays.items():
+                f.create_dataset(f"media/{name}", data=array, chunks=(2, *array.shape[1:]))
+        return str(folder / "store.h5")
+
+    def ref(self, name, row):
+        return f"media/{name}#{row}"
+
+    def missing_root(self, folder):
+        return str(folder / "gone.h5")

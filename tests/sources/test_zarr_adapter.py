@@ -19,6 +19,7 @@ from kuration.sources import ZARR_ROWS_PROVIDER, SourceError, TickDataError, Zar
 from kuration.sources.tracks import tracks_from_ticks
 
 from tests.sources.adapter_contract import AdapterContract, make_episode
+from tests.sources.media_contract import MediaProviderContract
 
 STORE = "replay.zarr"
 COLUMNS = {"pos": "state"}  # speed and frame: default rule, data/<name>
@@ -183,3 +184,25 @@ def test_sparse_media_batch_reads_only_named_rows(pusht):
     everything = np.concatenate([make_episode(s, n)["frame"] for s, n in enumerate((4, 6, 2))])
     got = ZarrReplayAdapter(pusht, schema).decode_media("frame", ["data/frame#11", "data/frame#0", "data/frame#11"], source_id="x")
     np.testing.assert_array_equal(got, everything[[11, 0, 11]])
+
+
+class TestZarrV3RowsProvider(MediaProviderContract):
+    provider_name = ZARR_ROWS_PROVIDER
+    zarr_format = 3
+
+    def write(self, folder, arrays):
+        group = zarr.open_group(str(folder / STORE), mode="w", zarr_format=self.zarr_format)
+        for name, array in arrays.items():
+            group.create_array(f"media/{name}", shape=array.shape, dtype=array.dtype,
+                               chunks=(2, *array.shape[1:]))[...] = array
+        return str(folder / STORE)
+
+    def ref(self, name, row):
+        return f"media/{name}#{row}"
+
+    def missing_root(self, folder):
+        return str(folder / "gone.zarr")
+
+
+class TestZarrV2RowsProvider(TestZarrV3RowsProvider):
+    zarr_format = 2

@@ -1,0 +1,74 @@
+"""Dataset writes in forked child processes, for crash and race tests: a writer SIGKILLed
+after a while or at a chosen rename, and two writers released onto one destination at once.
+
+Children are forked (not spawned) so they inherit the parent's scored corpus; each ends with
+``os._exit`` so nothing of pytest runs in the child."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+
+from kuration.output.lease import LeaseError
+
+FORK = multiprocessing.get_context("fork")
+
+
+def _kill_on_rename(name: str, occurrence: int) -> None:
+    """In this (child) process, SIGKILL ourselves at the ``occurrence``-th rename onto a file
+    called ``name``: its temp file is complete, the rename never happens."""
+    real, seen = os.replace, [0]
+
+    def replace(src, dst, *args, **kwargs):
+        if os.path.basename(os.fspath(dst)) == name:
+            seen[0] += 1
+            if seen[0] == occurrence:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return real(src, dst, *args, **kwargs)
+
+    os.replace = replace
+
+
+def _write_in_child(corpus, out, plan, kwargs, kill_on_rename=None):
+    if kill_on_rename is not None:
+        _kill_on_rename(*kill_on_rename)
+    corpus.write(out, plan=plan, **kwargs)
+    os._exit(0)
+
+
+def run_writer(corpus, out, plan, kill_after=None, kill_on_rename=None, **kwargs) -> tuple[bool, float]:
+    """Run one write in a forked child; SIGKILL it after ``kill_after`` seconds, or at the
+    rename ``kill_on_rename`` = (file name, occurrence). Returns (finished before the kill,
+    seconds it ran)."""
+    child = FORK.Process(target=_write_in_child, args=(corpus, out, plan, kwargs, kill_on_rename))
+    start = time.perf_counter()
+    child.start()
+    if kill_after is not None:
+        child.join(kill_after)
+        if child.is_alive():
+            os.kill(child.pid, signal.SIGKILL)
+    child.join()
+    return child.exitcode == 0, time.perf_counter() - start
+
+
+def _racing_writer(corpus, out, plan, barrier):
+    barrier.wait()
+    try:
+        corpus.write(out, plan=plan)
+    except LeaseError:
+        os._exit(3)
+    os._exit(0)
+
+
+def race_two_writers(corpus, out) -> list[int]:
+    """Two writer processes released at the same instant onto one destination: exit codes."""
+    plan = corpus.plan()
+    barrier = FORK.Barrier(2)
+    children = [FORK.Process(target=_racing_writer, args=(corpus, out, plan, barrier)) for _ in range(2)]
+    for child in children:
+        child.start()
+    for child in children:
+        child.join(60)
+    return sorted(child.exitcode for child in children)

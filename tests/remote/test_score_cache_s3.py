@@ -1,0 +1,16 @@
+"""The score cache contract, run against the fsspec cache on S3 on loopback (the moto server)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.scoring.score_cache_contract import FsspecScoreCacheContract
+
+
+class TestS3ScoreCache(FsspecScoreCacheContract):
+    @pytest.fixture(autouse=True)
+    def _base(self, bucket):
+        self.base = f"{bucket}/ckpt"
+
+    def test_remote_entries_are_not_memory_mapped(self, cache):
+        assert not cache.maps_locally
