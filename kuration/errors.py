@@ -39,3 +39,7 @@ class SplitLeakageError(SplitConstraintError):
 
 class SplitGenerationError(KurationError, ValueError):
     """A split cannot be generated from the given universe and options."""
+
+
+class CommitError(KurationError, RuntimeError):
+    """A dataset's commit record is missing, torn, tampered with or not committed."""

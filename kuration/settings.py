@@ -19,10 +19,10 @@ from typing import TypeVar
 
 from kuration import storage
 from kuration.errors import KurationError
+from kuration.output.spec import OutputSpec, OutputSpecError
 from kuration.sources.schema import Schema, SchemaError
 from kuration.scoring.segments import Segmenter
 from kuration.scoring.strategy import Strategy, StrategyError
-from kuration.strict_json import parse_strict_json
 
 T = TypeVar("T")
 
@@ -34,34 +34,17 @@ class CurationSettings:
     segmenter: Segmenter
 
 
-def read_json(url: str | os.PathLike[str], *, what: str, error: type[KurationError] = KurationError) -> dict:
-    """The JSON object in ``url``, read strictly; anything else raises ``error`` naming the file."""
-    where = os.fspath(url)
-    if not storage.exists(where):
-        raise error(f"{what} not found: {where}")
-    try:
-        raw = storage.read_bytes(where)
-    except OSError as exc:  # a folder, no permission, a store that failed the read
-        raise error(f"{where}: cannot read the {what}: {exc}") from None
-    data = parse_strict_json(raw, where=where, what=f"{what}: not valid JSON", error=error)
-    if not isinstance(data, dict):
-        raise error(f"{where}: {what} must be a JSON object, found {type(data).__name__}")
-    return data
-
-
 def _load(url: str | os.PathLike[str], what: str, error: type[KurationError], build: Callable[[dict], T]) -> T:
     """``build`` of the object in ``url``; its errors (which name the key) get the file's name."""
-    data = read_json(url, what=what, error=error)
+    data = storage.read_json(url, what=what, error=error)
     try:
         return build(data)
     except error as exc:
         raise error(f"{os.fspath(url)}: {exc}") from None
 
 
-def load_output_spec(url: str | os.PathLike[str], schema: Schema):
+def load_output_spec(url: str | os.PathLike[str], schema: Schema) -> OutputSpec:
     """``output_spec.json``: what each timestep of a training shard holds, checked against ``schema``."""
-    from kuration.output.spec import OutputSpec, OutputSpecError
-
     return _load(url, "output spec", OutputSpecError, lambda data: OutputSpec.from_dict(data).validate_against(schema))
 
 

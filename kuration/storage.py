@@ -35,6 +35,9 @@ from typing import Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
+from kuration.errors import KurationError
+from kuration.strict_json import parse_strict_json
+
 
 def use_s3_options(options: dict) -> Callable[[], None]:
     """Make ``options`` (s3fs keyword arguments: ``key``, ``secret``, ``token``, ``profile``,
@@ -252,6 +255,22 @@ def exists(url: str | os.PathLike[str]) -> bool:
     return fs.exists(fresh_path(fs, path))
 
 
+def read_json(url: str | os.PathLike[str], *, what: str, error: type[KurationError] = KurationError) -> dict:
+    """The JSON object in ``url``, read strictly (:mod:`kuration.strict_json`); anything
+    else (missing, unreadable, not JSON, not an object) raises ``error`` naming the file."""
+    where = os.fspath(url)
+    if not exists(where):
+        raise error(f"{what} not found: {where}")
+    try:
+        raw = read_bytes(where)
+    except OSError as exc:  # a folder, no permission, a store that failed the read
+        raise error(f"{where}: cannot read the {what}: {exc}") from None
+    data = parse_strict_json(raw, where=where, what=f"{what}: not valid JSON", error=error)
+    if not isinstance(data, dict):
+        raise error(f"{where}: {what} must be a JSON object, found {type(data).__name__}")
+    return data
+
+
 def remove_tree(url: str | os.PathLike[str]) -> None:
     """Remove a folder and everything under it; a missing folder is not an error."""
     text = os.fspath(url)
@@ -308,6 +327,20 @@ def write_bytes_atomic(url: str | os.PathLike[str], data: bytes, *, fsync: bool 
         Path(tmp_name).unlink(missing_ok=True)
         raise
     return str(target)
+
+
+def fsync_directory(path: str | os.PathLike[str]) -> None:
+    """Make renames in the local folder ``path`` durable (a no-op where folders cannot be opened)."""
+    try:
+        fd = os.open(os.fspath(path), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def list_files(url: str | os.PathLike[str], *, pattern: str = "*", recursive: bool = True,

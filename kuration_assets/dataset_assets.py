@@ -21,7 +21,7 @@ from pydantic import Field
 
 from kuration import storage
 from kuration.budget.plan_store import read_budget_plan
-from kuration.output.commit_protocol import CommitError
+from kuration.errors import CommitError
 from kuration.output.write_dataset import DifferentRunError, write_planned_dataset
 from kuration.read import verify_dataset
 from kuration_assets.budget_assets import budget_plan

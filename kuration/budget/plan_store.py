@@ -30,7 +30,6 @@ from kuration import storage
 from kuration.budget.options import BudgetError, BudgetOptions
 from kuration.budget.plan import BudgetPlan
 from kuration.errors import KurationError
-from kuration.settings import read_json
 from kuration.byte_sizes import format_bytes
 from kuration.scoring.cache import FsspecScoreCache
 from kuration.scoring import MemoryBudgetError, provide_fingerprint
@@ -219,7 +218,7 @@ def read_budget_record(root: str | os.PathLike[str]) -> dict[str, Any]:
     if not storage.exists(url):
         raise BudgetError(f"no budget plan at {url}; materialize budget_plan")
     try:
-        record = read_json(url, what="budget plan")
+        record = storage.read_json(url, what="budget plan")
     except KurationError as exc:
         raise BudgetError(f"{exc}; re-materialize budget_plan") from None
     missing = [k for k in _RECORD_KEYS if k not in record]

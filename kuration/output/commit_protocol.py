@@ -34,18 +34,15 @@ object store), which makes each metadata write atomic and, locally, durable.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kuration import storage
-from kuration.errors import KurationError
+from kuration.errors import CommitError
 from kuration.hashing import canonical_json, readable_json, sha256_hex
+from kuration.output.destinations import Destination
 from kuration.strict_json import parse_strict_json
-
-if TYPE_CHECKING:
-    from kuration.output.destinations import Destination
 
 COMMIT_FILE = "dataset.commit.json"
 MANIFEST_FILE = "dataset_manifest.json"
@@ -71,24 +68,6 @@ def is_writer_leftover(name: str) -> bool:
     """Whether ``name`` (a base name) is a temp file or attempt object a writer left: only
     these, never a file a writer did not create, may be swept up under the lease."""
     return storage.is_temp_name(name) or _OLD_METADATA_TEMP.fullmatch(name) is not None
-
-
-class CommitError(KurationError, RuntimeError):
-    """A dataset's commit record is missing, torn, tampered with or not committed."""
-
-
-def fsync_directory(path: str | os.PathLike[str]) -> None:
-    """Make renames in ``path`` durable (a no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(os.fspath(path), os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -161,6 +140,6 @@ def publish_committed(destination: Destination, *, run_fingerprint: str, marker:
 
 __all__ = [
     "CHECKPOINT_DIR", "COMMIT_FILE", "CONFIG_FILE", "CommitError", "CommitRecord", "MANIFEST_FILE", "RESUME_DIR",
-    "SPEC_MARKER_FILE", "STATES", "fsync_directory", "is_writer_leftover", "publish_committed", "publish_writing",
+    "SPEC_MARKER_FILE", "STATES", "is_writer_leftover", "publish_committed", "publish_writing",
     "read_commit", "strict_json",
 ]

@@ -33,8 +33,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from kuration import storage
-from kuration.errors import KurationError
-from kuration.output.commit_protocol import CommitError, fsync_directory
+from kuration.errors import CommitError, KurationError
 from kuration.output.containers.protocol import ShardArrays, ShardContainer
 from kuration.output.lease import LEASE_FILE, DestinationLease, LeaseError
 from kuration.output.shard_files import HashingWriter, StagedShard, WrittenShard, stage_shard_local
@@ -118,7 +117,7 @@ class LocalDestination:
         path = self._path(relative)
         storage.write_bytes_atomic(str(path), data, fsync=durable)
         if durable:
-            fsync_directory(path.parent)
+            storage.fsync_directory(path.parent)
 
     def stage_shard(self, relative: str, container: ShardContainer, shard: ShardArrays) -> StagedShard:
         return stage_shard_local(self._path(relative), container, shard)

@@ -43,11 +43,11 @@ from kuration.budget import BudgetOptions, BudgetPlan, plan_budget
 from kuration.budget.spans import feature_columns
 from kuration.byte_sizes import ByteSizeError, parse_bytes
 from kuration.sources.entities import entity_key
-from kuration.errors import KurationError
+from kuration.errors import CommitError, KurationError
 from kuration.hashing import canonical_json, code_fingerprint, readable_json, sha256_hex, stable_repr
 from kuration.sources.media import media_cache
 from kuration.output.commit_protocol import (
-    CHECKPOINT_DIR, COMMIT_FILE, MANIFEST_FILE, RESUME_DIR, SPEC_MARKER_FILE, CommitError, CommitRecord,
+    CHECKPOINT_DIR, COMMIT_FILE, MANIFEST_FILE, RESUME_DIR, SPEC_MARKER_FILE, CommitRecord,
     is_writer_leftover, publish_committed, publish_writing, read_commit, strict_json,
 )
 from kuration.output.destinations import Destination, open_destination

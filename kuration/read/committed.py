@@ -33,10 +33,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kuration import storage
+from kuration.errors import CommitError
 from kuration.hashing import sha256_hex
 from kuration.numbers import finite_float, shown, whole_number
 from kuration.output.commit_protocol import (
-    COMMIT_FILE, CONFIG_FILE, MANIFEST_FILE, CommitError, CommitRecord, read_commit, strict_json,
+    COMMIT_FILE, CONFIG_FILE, MANIFEST_FILE, CommitRecord, read_commit, strict_json,
 )
 from kuration.output.containers import get_container
 from kuration.output.containers.protocol import ShardArrays, ShardFormatError
