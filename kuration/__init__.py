@@ -3,6 +3,7 @@
 Subpackages: :mod:`kuration.splits` (universe, selectors, leakage, drift, baking).
 """
 
+from kuration._version import __version__
 from kuration.errors import (
     KurationError,
     SelectorError,
@@ -29,8 +30,6 @@ from kuration.lazy_exports import lazy_getattr
 from kuration.scoring.track import score_track, segment_table_schema
 from kuration.scoring.segments import Segment, Segmenter, SegmenterError
 from kuration.scoring.strategy import Predicate, ScoreResult, Selection, Strategy, StrategyError
-
-__version__ = "0.1.0"
 
 #: The write side, as the seed's examples import them (``from kuration import
 #: write_dataset``). Loaded on first use: most processes that import kuration (scoring

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from kuration.budget.fill import ADMITTED_REASONS, REASONS
 from kuration.budget.options import SPLITS, BudgetError
 from kuration.budget.plan import BudgetPlan
+from kuration.budget.plan_store import read_budget_plan
 
 _WHY = {
     "reserved": "admitted first as the best {tag} item, so the tag survives the cut",
@@ -45,7 +46,6 @@ def _plan_of(result: Any) -> BudgetPlan:
     if isinstance(plan, BudgetPlan):
         return plan
     if isinstance(result, (str, os.PathLike)):
-        from kuration.budget.plan_store import read_budget_plan
         return read_budget_plan(result)
     raise BudgetError(
         f"hours_selection_review: needs a BudgetPlan, a result carrying one as .budget_plan, or a storage root; got "

@@ -37,8 +37,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-import kuration
-from kuration import storage
+from kuration import _version, storage
 from kuration.budget import BudgetOptions, BudgetPlan, plan_budget
 from kuration.budget.spans import feature_columns
 from kuration.byte_sizes import ByteSizeError, parse_bytes
@@ -254,7 +253,7 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
         "output_spec": spec.fingerprint(), "schema": schema.fingerprint(), "plan": _plan_digest(admitted),
         "encoder": code_fingerprint(encoder), "adapter": code_fingerprint(adapter, state=stable_repr(adapter)),
         "callbacks": {name: code_fingerprint(fn) for name, fn in sorted((callbacks or {}).items())},
-        "sources": {s: identities[s].token() for s in sources}, "kuration": kuration.__version__,
+        "sources": {s: identities[s].token() for s in sources}, "kuration": _version.__version__,
         **(dict(inputs) if inputs else {}),
     }
     run_fingerprint = sha256_hex(canonical_json(fingerprints))

@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-import kuration
+from kuration import _version
 from kuration.byte_sizes import format_bytes
 from kuration.errors import KurationError
 from kuration.scoring.features import get_feature, parse_feature_key
@@ -144,7 +144,7 @@ def run_fingerprint(adapter: SourceAdapter, segmenter: Segmenter, strategy: Stra
     """What scoring depends on besides the source itself."""
     doc = {
         "schema": adapter.schema.fingerprint(), "segmenter": segmenter.fingerprint(),
-        "strategy": strategy.fingerprint(), "kuration": kuration.__version__, "code": SCORING_CODE_VERSION,
+        "strategy": strategy.fingerprint(), "kuration": _version.__version__, "code": SCORING_CODE_VERSION,
         "features": _feature_code(strategy),
     }
     return canonical_digest(doc)

@@ -3,6 +3,8 @@
 A media column holds references (a path, a key, ``file#index``), never pixels. A provider,
 registered by name, turns a batch of references into one ``(N, *shape)`` array of the
 declared dtype. Registration by name is also how worker processes rebuild providers.
+A column's declaration (:class:`MediaSpec`) lives here, below :mod:`kuration.sources.schema`,
+which reads it and checks its provider against this registry.
 
 Built in: ``npy_index``, whose references point into ``.npy`` arrays and ``.npz`` archives
 relative to the adapter's root (local or fsspec URL; grammar in :class:`NpyIndexProvider`).
@@ -31,13 +33,26 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
 from kuration import storage
 from kuration.errors import KurationError
-from kuration.sources.schema import MediaSpec
+
+
+@dataclass(frozen=True)
+class MediaSpec:
+    """A lazy media column: references decoded by ``provider`` into ``dtype`` / ``shape``."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    provider: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dtype": self.dtype, "shape": list(self.shape), "provider": self.provider}
 
 
 class MediaError(KurationError, ValueError):
@@ -378,7 +393,7 @@ def decode_in_batches(
 
 
 __all__ = [
-    "DEFAULT_MEDIA_CACHE_BYTES", "MediaCache", "MediaError", "MediaProvider", "NPY_INDEX_FORM", "NpyIndexProvider",
+    "DEFAULT_MEDIA_CACHE_BYTES", "MediaCache", "MediaError", "MediaProvider", "MediaSpec", "NPY_INDEX_FORM", "NpyIndexProvider",
     "cached", "decode_in_batches", "fill_rows", "get_media_provider", "group_row_refs", "media_cache",
     "media_provider_names", "parse_row_ref", "register_media_provider",
 ]

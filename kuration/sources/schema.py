@@ -22,6 +22,7 @@ import numpy as np
 from kuration.errors import KurationError
 from kuration.hashing import canonical_digest
 from kuration.numbers import finite_float, shown
+from kuration.sources.media import MediaSpec, media_provider_names
 
 
 class SchemaError(KurationError, ValueError):
@@ -60,19 +61,6 @@ class FieldSpec:
 
     def to_dict(self) -> dict[str, Any]:
         return {"dtype": self.dtype, "shape": list(self.shape)}
-
-
-@dataclass(frozen=True)
-class MediaSpec:
-    """A lazy media column: references decoded by ``provider`` into ``dtype`` / ``shape``."""
-
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-    provider: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"dtype": self.dtype, "shape": list(self.shape), "provider": self.provider}
 
 
 @dataclass(frozen=True)
@@ -220,8 +208,6 @@ def _media(raw: Any) -> dict[str, MediaSpec]:
         if extra:
             raise SchemaError(f"{key}: unknown key(s) {shown(extra, 200)}; valid: ['dtype', 'shape', 'provider']")
         provider = _name(spec.get("provider"), f"{key}.provider", "a registered media provider")
-        from kuration.sources.media import media_provider_names  # here: kuration.sources.media imports this module
-
         if provider not in media_provider_names():
             raise SchemaError(
                 f"{key}.provider: no media provider named {provider!r}; registered: {media_provider_names()}. Register "
