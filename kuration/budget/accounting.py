@@ -23,8 +23,9 @@ import numpy as np
 import pyarrow as pa
 
 from kuration.budget.fill import ADMITTED_REASONS, CANDIDATE_REASONS, CODE, SplitFill
-from kuration.budget.options import SPLITS, BudgetOptions
+from kuration.budget.options import BudgetOptions
 from kuration.budget.split_pools import SplitPools
+from kuration.splits.stages import EXCLUSIVE_STAGES
 
 #: Exclusions reported per split (``not_in_split`` has no split and is reported once).
 SPLIT_EXCLUSIONS = ("budget_full", "group_cap", "not_requested", "filtered", "non_finite", "unscored", "absent")
@@ -52,7 +53,7 @@ def budget_accounting(
     tags: tuple[str, ...],
     tag_items: dict[str, np.ndarray],
 ) -> dict[str, Any]:
-    """The budget block for a plan. ``split_code`` is each item's index into :data:`SPLITS`
+    """The budget block for a plan. ``split_code`` is each item's index into :data:`EXCLUSIVE_STAGES`
     (-1 for none), ``source_code`` its source's code."""
     unit = options.unit
     seconds = items.column("seconds").to_numpy()
@@ -63,7 +64,7 @@ def budget_accounting(
     admitted = np.isin(reason, [CODE[r] for r in ADMITTED_REASONS])
     requested = options.requested()
     blocks: dict[str, Any] = {}
-    for k, name in enumerate(SPLITS):
+    for k, name in enumerate(EXCLUSIVE_STAGES):
         fill = fills[name]
         in_split = split_code == k
         candidate = in_split & np.isin(reason, [CODE[r] for r in CANDIDATE_REASONS])
@@ -117,8 +118,9 @@ def budget_accounting(
         "seed": options.seed,
         "pools": {
             "origin": pools.origin,
-            "sources": {s: sum(1 for v in pools.split_of.values() if v == s) for s in SPLITS},
-            "groups": {s: len({pools.group_of[src] for src, v in pools.split_of.items() if v == s}) for s in SPLITS},
+            "sources": {s: sum(1 for v in pools.split_of.values() if v == s) for s in EXCLUSIVE_STAGES},
+            "groups": {s: len({pools.group_of[src] for src, v in pools.split_of.items() if v == s})
+                       for s in EXCLUSIVE_STAGES},
         },
         "not_in_split": {
             "sources": len(pools.not_in_split), "items": int(outside.sum()), "seconds": _sum(outside, seconds),

@@ -20,9 +20,8 @@ from typing import Any
 from kuration.errors import KurationError
 from kuration.numbers import finite_float, shown, whole_number
 from kuration.scoring.segments import MAX_WINDOW_STEPS as MAX_SPAN_STEPS
-from kuration.splits.config import EXCLUSIVE_STAGES
+from kuration.splits.stages import EXCLUSIVE_STAGES
 
-SPLITS = EXCLUSIVE_STAGES  # the stages a budget fills; predict may overlap them and is never budgeted
 SHORT_POLICIES = ("keep", "pad", "drop")
 CLIP_AGGREGATES = ("max", "mean", "min")
 
@@ -92,8 +91,8 @@ class BudgetOptions:
     chunking: ShardChunking | None = None
 
     def __post_init__(self) -> None:
-        hours = {s: _budget(getattr(self, f"{s}_hours"), f"{s}_hours", whole=False) for s in SPLITS}
-        counts = {s: _budget(getattr(self, f"{s}_count"), f"{s}_count", whole=True) for s in SPLITS}
+        hours = {s: _budget(getattr(self, f"{s}_hours"), f"{s}_hours", whole=False) for s in EXCLUSIVE_STAGES}
+        counts = {s: _budget(getattr(self, f"{s}_count"), f"{s}_count", whole=True) for s in EXCLUSIVE_STAGES}
         set_hours = [f"{s}_hours" for s, v in hours.items() if v is not None]
         set_counts = [f"{s}_count" for s, v in counts.items() if v is not None]
         if set_hours and set_counts:
@@ -131,13 +130,13 @@ class BudgetOptions:
     @property
     def unit(self) -> str:
         """``"seconds"`` for an hours request, ``"segments"`` for a count."""
-        return "segments" if any(getattr(self, f"{s}_count") is not None for s in SPLITS) else "seconds"
+        return "segments" if any(getattr(self, f"{s}_count") is not None for s in EXCLUSIVE_STAGES) else "seconds"
 
     def requested(self) -> dict[str, float]:
         """Per split, what is requested in :attr:`unit` (seconds or segments); unset is 0."""
         if self.unit == "segments":
-            return {s: float(getattr(self, f"{s}_count") or 0) for s in SPLITS}
-        return {s: float(getattr(self, f"{s}_hours") or 0.0) * 3600.0 for s in SPLITS}
+            return {s: float(getattr(self, f"{s}_count") or 0) for s in EXCLUSIVE_STAGES}
+        return {s: float(getattr(self, f"{s}_hours") or 0.0) * 3600.0 for s in EXCLUSIVE_STAGES}
 
     def span_steps_at(self, sample_hz: float) -> int | None:
         """Steps per span at ``sample_hz``; ``None`` means whole-track spans. Seconds round
@@ -184,4 +183,4 @@ class BudgetOptions:
         return cls(**values)
 
 
-__all__ = ["BudgetError", "BudgetOptions", "CLIP_AGGREGATES", "SHORT_POLICIES", "SPLITS", "ShardChunking"]
+__all__ = ["BudgetError", "BudgetOptions", "CLIP_AGGREGATES", "SHORT_POLICIES", "ShardChunking"]

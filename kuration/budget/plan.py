@@ -22,10 +22,11 @@ import pyarrow.compute as pc
 
 from kuration.budget.accounting import budget_accounting
 from kuration.budget.fill import ADMITTED_REASONS, CODE, REASONS, FillSelection, fill_split, tiebreak_keys
-from kuration.budget.options import SPLITS, BudgetError, BudgetOptions
+from kuration.budget.options import BudgetError, BudgetOptions
 from kuration.budget.spans import STATUS_CODE, segment_items, sorted_codes, span_items
 from kuration.budget.split_pools import GroupOf, SplitPools, seeded_hash, pools_from_assignments, seeded_pools
 from kuration.scoring.strategy import Strategy
+from kuration.splits.stages import EXCLUSIVE_STAGES
 
 _STATUS_REASON = {"filtered": "filtered", "non_finite": "non_finite", "unscored": "unscored", "absent": "absent"}
 
@@ -133,8 +134,8 @@ def plan_budget(
         pools = seeded_pools(dict(zip(source_names, ok_weight.tolist())), requested, seed=options.seed, group_of=group_of)
     else:
         pools = SplitPools({}, {}, "seeded_partition")
-    split_of_source = np.array([SPLITS.index(pools.split_of[s]) if s in pools.split_of else -1 for s in source_names]
-                               + [-1], np.int8)
+    split_of_source = np.array([EXCLUSIVE_STAGES.index(pools.split_of[s]) if s in pools.split_of else -1
+                                for s in source_names] + [-1], np.int8)
     group_names = sorted(set(pools.group_of.values()))
     group_index = {g: i for i, g in enumerate(group_names)}
     group_of_source = np.array([group_index.get(pools.group_of.get(s), -1) for s in source_names] + [-1], np.int64)
@@ -151,7 +152,7 @@ def plan_budget(
     tiebreak = _tiebreak(source_code, source_names, items, index_column, options.seed) if n else np.zeros(0, np.uint64)
     tag_items = _tag_items(items.column("tags"), selection.tags) if n else {t: np.zeros(0, np.int64) for t in selection.tags}
     fills = {}
-    for k, name in enumerate(SPLITS):
+    for k, name in enumerate(EXCLUSIVE_STAGES):
         candidates = np.flatnonzero((split_code == k) & (reason == -1))
         fills[name] = fill_split(
             candidates, priority=priority, tiebreak=tiebreak, weight=weight, group=group_code,
@@ -168,7 +169,8 @@ def plan_budget(
         items, reason=reason, split_code=split_code, source_code=source_code, weight=weight, emitted_steps=emitted,
         fills=fills, pools=pools, options=options, clip_aggregate=clip, tags=selection.tags, tag_items=tag_items,
     )
-    per_source_split = pa.array([None if k < 0 else SPLITS[k] for k in split_of_source[:-1]] + [None], pa.string())
+    per_source_split = pa.array([None if k < 0 else EXCLUSIVE_STAGES[k] for k in split_of_source[:-1]] + [None],
+                                pa.string())
     per_source_group = pa.array([None if g < 0 else group_names[g] for g in group_of_source[:-1]] + [None], pa.string())
     code_array = pa.array(source_code) if n else pa.array([], pa.int64())
     tags_wanted = list(selection.tags)

@@ -21,9 +21,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kuration.budget.fill import ADMITTED_REASONS, REASONS
-from kuration.budget.options import SPLITS, BudgetError
+from kuration.budget.options import BudgetError
 from kuration.budget.plan import BudgetPlan
 from kuration.budget.plan_store import read_budget_plan
+from kuration.splits.stages import EXCLUSIVE_STAGES
 
 _WHY = {
     "reserved": "admitted first as the best {tag} item, so the tag survives the cut",
@@ -127,7 +128,7 @@ class SelectionReview:
             "spans": {"span_steps": acc["span_steps"], "span_seconds": acc["span_seconds"]},
             "pools": acc["pools"],
             "not_in_split": acc["not_in_split"],
-            "splits": {name: self.split_review(name) for name in SPLITS},
+            "splits": {name: self.split_review(name) for name in EXCLUSIVE_STAGES},
         }
 
     def explain(self, source_id: str, entity_id: str, index: int) -> str:

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from kuration.budget.options import SPLITS, BudgetError
-from kuration.splits.config import STAGES
+from kuration.budget.options import BudgetError
+from kuration.splits.stages import EXCLUSIVE_STAGES, STAGES
 
 GroupOf = Callable[[str], str] | Mapping[str, str] | None
 
@@ -70,10 +70,11 @@ def pools_from_assignments(assignments: pa.Table, sources: Iterable[str]) -> Spl
     stages_of: dict[str, set[str]] = {}
     groups_of: dict[str, set[str]] = {}
     for st, src, grp in zip(stage, source, group):
-        if st in STAGES and st not in SPLITS:  # predict: inference-only, may overlap, never budgeted
+        if st in STAGES and st not in EXCLUSIVE_STAGES:  # predict: inference-only, may overlap, never budgeted
             continue
-        if st not in SPLITS:
-            raise BudgetError(f"split assignments: stage {st!r} of source {src!r} is not one of {list(SPLITS)}")
+        if st not in EXCLUSIVE_STAGES:
+            raise BudgetError(f"split assignments: stage {st!r} of source {src!r} is not one of "
+                              f"{list(EXCLUSIVE_STAGES)}")
         stages_of.setdefault(src, set()).add(st)
         groups_of.setdefault(src, set()).add(src if grp is None else str(grp))
     for src in sorted(stages_of):
@@ -119,7 +120,7 @@ def seeded_pools(
     each source's candidate data (seconds or segments); ``requested`` the budget per split."""
     sources = sorted(source_weights)
     groups = _group_mapping(group_of, sources)
-    wanted = [s for s in SPLITS if requested.get(s, 0) > 0]
+    wanted = [s for s in EXCLUSIVE_STAGES if requested.get(s, 0) > 0]
     if not wanted:
         raise BudgetError("split pools: no split requests anything; nothing to partition sources for")
     total_request = sum(requested[s] for s in wanted)

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from kuration.budget.accounting import UNRANKABLE
 from kuration.budget.fill import cut_tolerance
-from kuration.budget.options import SPLITS
+from kuration.splits.stages import EXCLUSIVE_STAGES as SPLITS
 
 _EXAMPLES = 5
 

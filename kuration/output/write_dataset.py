@@ -53,10 +53,11 @@ from kuration.output.destinations import Destination, open_destination
 from kuration.output.encoders import OutputEncoder, PassthroughEncoder
 from kuration.output.shard_assembly import decode_media_rows
 from kuration.output.spec import OutputSpec
-from kuration.output.write_track import SPLIT_NAMES, ShardTarget, ShardWriter, shard_targets
+from kuration.output.write_track import ShardTarget, ShardWriter, shard_targets
 from kuration.sources.schema import Schema
 from kuration.scoring.cache import FsspecScoreCache
 from kuration.sources.tracks import tracks_from_ticks
+from kuration.splits.stages import EXCLUSIVE_STAGES
 
 MANIFEST_FORMAT = 1
 
@@ -271,7 +272,7 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
         by_source.setdefault(target.source_id, []).append((target, row))
     read_ahead = _check_media(adapter, schema, spec, sources, by_source, features)
     # a split folder that is a link would have shards reused from, or written to, wherever it leads
-    destination.check_folders(set(SPLIT_NAMES))
+    destination.check_folders(set(EXCLUSIVE_STAGES))
 
     # -- publication starts: readers reject the directory until the final commit ------
     publish_writing(destination, run_fingerprint=run_fingerprint, marker=marker)
@@ -394,7 +395,7 @@ def _span_track(tracks: Mapping[str, Any], target: ShardTarget, row: Mapping[str
 
 def _manifest(entries: list[dict[str, Any]], spec: OutputSpec, plan: BudgetPlan, run_fingerprint: str) -> dict[str, Any]:
     splits = {}
-    for name in SPLIT_NAMES:
+    for name in EXCLUSIVE_STAGES:
         mine = [e for e in entries if e["split"] == name]
         splits[name] = {"shards": len(mine), "steps": int(sum(e["n_steps"] for e in mine)),
                         "bytes": int(sum(e["bytes"] for e in mine))}
@@ -406,7 +407,7 @@ def _remove_leftovers(destination: Destination, keep: set[str]) -> None:
     """Files the new commit does not cover: in the split folders every file the new manifest
     does not list (an earlier run's shards, killed writes' temp files and attempt objects);
     at the top level and among the checkpoints, the temp files of killed writes."""
-    for split in SPLIT_NAMES:
+    for split in EXCLUSIVE_STAGES:
         for name in destination.files_under(split):
             if name not in keep:
                 destination.remove(name)

@@ -17,7 +17,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from kuration.budget.options import SPLITS
 from kuration.sources.entities import entity_key
 from kuration.sources.media import media_cache
 from kuration.output.containers import get_container
@@ -27,8 +26,7 @@ from kuration.output.shard_assembly import MediaDecoder, assemble_shard
 from kuration.output.shard_files import WrittenShard, shard_name, shard_stem
 from kuration.output.spec import OutputSpec, OutputSpecError
 from kuration.sources.schema import Schema
-
-SPLIT_NAMES = SPLITS
+from kuration.splits.stages import EXCLUSIVE_STAGES
 
 
 @dataclass(frozen=True)
@@ -158,8 +156,8 @@ def write_track(
     """Write the shards of ``track`` rows ``[start, stop)`` (default: all) under
     ``<out>/<split>/`` (a local folder or an object-store URL) and return their manifest entries, in shard order. ``span_index``
     names the span in file names and entries (None: the whole track)."""
-    if split not in SPLIT_NAMES:
-        raise OutputSpecError(f"write_track: split must be one of {list(SPLIT_NAMES)}, got {split!r}")
+    if split not in EXCLUSIVE_STAGES:
+        raise OutputSpecError(f"write_track: split must be one of {list(EXCLUSIVE_STAGES)}, got {split!r}")
     spec.validate_against(schema)
     stop = len(track) if stop is None else stop
     if not 0 <= start <= stop <= len(track):
@@ -177,4 +175,4 @@ def write_track(
     return entries
 
 
-__all__ = ["SPLIT_NAMES", "ShardTarget", "ShardWriter", "shard_targets", "write_track"]
+__all__ = ["ShardTarget", "ShardWriter", "shard_targets", "write_track"]

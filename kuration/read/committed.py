@@ -43,8 +43,8 @@ from kuration.output.containers import get_container
 from kuration.output.containers.protocol import ShardArrays, ShardFormatError
 from kuration.output.destinations import Destination, open_destination
 from kuration.output.spec import CONTAINERS, OutputSpec, OutputSpecError
-from kuration.output.write_track import SPLIT_NAMES
 from kuration.read.isolated import decode_isolated
+from kuration.splits.stages import EXCLUSIVE_STAGES
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -151,8 +151,8 @@ def _check_entry(entry: Any, spec: OutputSpec, where: str) -> None:
     if missing:
         raise CommitError(f"{where}: lacks {missing}; an entry records path, bytes, sha256, split and n_steps")
     split = entry["split"]
-    if split not in SPLIT_NAMES:
-        raise CommitError(f"{where}.split: must be one of {list(SPLIT_NAMES)}, got {shown(split)}")
+    if split not in EXCLUSIVE_STAGES:
+        raise CommitError(f"{where}.split: must be one of {list(EXCLUSIVE_STAGES)}, got {shown(split)}")
     parts = storage.relative_parts(entry["path"], where=f"{where}.path", error=CommitError)
     if len(parts) < 2 or parts[0] != split:
         raise CommitError(f"{where}.path: {shown(entry['path'])} is not inside its split's folder {split + '/'!r}")

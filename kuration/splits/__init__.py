@@ -14,7 +14,6 @@ from kuration.splits.bake import (
     baked_config,
 )
 from kuration.splits.config import (
-    STAGES,
     Constraint,
     ConstraintKind,
     ConstraintSeverity,
@@ -37,6 +36,7 @@ from kuration.splits.resolution import SplitResolution, plan_splits, resolve_spl
 from kuration.splits.resolve import required_attrs, resolve_positions, resolve_selectors
 from kuration.splits.sample_ref import SampleRef
 from kuration.splits.selectors import Selector, SelectorKind, compress_ids, expand_ids
+from kuration.splits.stages import EXCLUSIVE_STAGES, STAGES
 from kuration.splits.universe import (
     WHOLE_FILE,
     AttributeLoader,
@@ -51,6 +51,7 @@ from kuration.splits.universe import (
 from kuration.splits.universe_csv import read_landing_universe, read_universe_csv
 
 __all__ = [
+    "EXCLUSIVE_STAGES",
     "STAGES",
     "WHOLE_FILE",
     "AttributeLoader",

@@ -28,8 +28,6 @@ import numpy as np
 from kuration.errors import SplitGenerationError
 from kuration.numbers import finite_float, shown
 from kuration.splits.config import (
-    EXCLUSIVE_STAGES,
-    STAGES,
     Constraint,
     ConstraintKind,
     ConstraintSeverity,
@@ -39,6 +37,7 @@ from kuration.splits.config import (
 from kuration.splits.leakage import enforce
 from kuration.splits.resolution import plan_splits
 from kuration.splits.selectors import Selector, SelectorKind, compress_ids
+from kuration.splits.stages import EXCLUSIVE_STAGES, STAGES
 from kuration.splits.universe import WHOLE_FILE, Universe
 
 GROUP_BY = ("group", "source")

@@ -22,6 +22,7 @@ from kuration.errors import KurationError
 from kuration.splits.bake import GROUP_BY, bake_from_split_column, bake_random, bake_rule, bake_stratified
 from kuration.splits.config import LEAKAGE_MODES, load_splits, save_splits
 from kuration.splits.resolution import plan_splits
+from kuration.splits.stages import EXCLUSIVE_STAGES
 from kuration.splits.universe_csv import read_universe_csv
 
 
@@ -94,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if not args.quiet:
         counts, groups = resolution.counts(), resolution.group_counts()
-        stages = ", ".join(f"{s}={counts[s]} samples/{groups[s]} groups" for s in ("train", "val", "test"))
+        stages = ", ".join(f"{s}={counts[s]} samples/{groups[s]} groups" for s in EXCLUSIVE_STAGES)
         print(f"wrote {written}: {stages}; universe {len(universe)} samples, universe_hash {cfg.universe_hash[:12]}...; "
               f"{resolution.leakage.summary()}")
     return 0

@@ -34,11 +34,9 @@ from kuration import storage
 from kuration.errors import SelectorError, SplitConfigError
 from kuration.splits._bounds import shown
 from kuration.splits.selectors import CONCRETE_KINDS, Selector, required_attrs_of
+from kuration.splits.stages import STAGES
 from kuration.strict_json import parse_strict_json
 
-STAGES = ("train", "val", "test", "predict")
-#: The stages leakage is checked across; ``predict`` may legitimately overlap them.
-EXCLUSIVE_STAGES = ("train", "val", "test")
 LEAKAGE_MODES = ("error", "warn", "off")
 
 

@@ -27,8 +27,9 @@ from typing import Any
 import numpy as np
 
 from kuration.errors import SplitConstraintError, SplitLeakageError
-from kuration.splits.config import EXCLUSIVE_STAGES, LEAKAGE_MODES, Constraint, ConstraintKind, constraints_for_leakage_check
+from kuration.splits.config import LEAKAGE_MODES, Constraint, ConstraintKind, constraints_for_leakage_check
 from kuration.splits.sample_ref import SampleRef
+from kuration.splits.stages import EXCLUSIVE_STAGES
 from kuration.splits.universe import Universe
 
 logger = logging.getLogger(__name__)

@@ -15,11 +15,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from kuration.splits.config import STAGES, DataSplitConfig
+from kuration.splits.config import DataSplitConfig
 from kuration.splits.drift import DriftReport, verify_universe
 from kuration.splits.leakage import LeakageReport, enforce, evaluate_constraints
 from kuration.splits.resolve import resolve_positions
 from kuration.splits.sample_ref import SampleRef
+from kuration.splits.stages import STAGES
 from kuration.splits.universe import WHOLE_FILE, SampleRefs, Universe
 
 

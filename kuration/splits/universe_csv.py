@@ -39,11 +39,11 @@ import pandera.pandas as pdv
 from kuration import storage
 from kuration.errors import UniverseError
 from kuration.splits._bounds import MAX_INDEX, bounded_index, shown
+from kuration.splits.stages import EXCLUSIVE_STAGES
 from kuration.splits.universe import AttributeLoader, Universe, enumerate_folder
 
 REQUIRED_COLUMNS = ("source", "index")
 OPTIONAL_COLUMNS = ("materialized_path", "split", "annotation", "format", "group")
-SPLIT_VALUES = ("train", "val", "test")
 #: ASCII digits only: ``\d`` would also take other scripts' digits, which ``int`` reads.
 _INDEX_PATTERN = r"^[0-9]+(-[0-9]+(:[0-9]+)?)?$"
 #: Longest cell, in characters. The csv module refuses longer fields by default; one limit
@@ -76,7 +76,8 @@ def _cell_schema(columns: list[str]) -> pdv.DataFrameSchema:
         if name in columns:
             checks[name] = pdv.Column(str, pdv.Check(_no_escape, error="must not contain a '..' path component"))
     if "split" in columns:
-        checks["split"] = pdv.Column(str, pdv.Check.isin(["", *SPLIT_VALUES], error=f"must be empty or one of {list(SPLIT_VALUES)}"))
+        checks["split"] = pdv.Column(str, pdv.Check.isin(["", *EXCLUSIVE_STAGES],
+                                                         error=f"must be empty or one of {list(EXCLUSIVE_STAGES)}"))
     return pdv.DataFrameSchema(checks, strict=False, coerce=False)
 
 
