@@ -1,14 +1,23 @@
 """Kuration core library: plain Python over numpy / pyarrow / fsspec. Never imports dagster.
 
 Subpackages: :mod:`kuration.splits` (universe, selectors, leakage, drift, baking).
+Every error it raises is a :class:`KurationError`; :mod:`kuration.errors` draws the tree.
 """
 
 from kuration._version import __version__
 from kuration.errors import (
+    BudgetError,
+    CommitError,
+    InputError,
     KurationError,
+    LeaseError,
+    OutputError,
+    RecordingError,
+    ScoringError,
     SelectorError,
     SplitConfigError,
     SplitConstraintError,
+    SplitError,
     SplitGenerationError,
     SplitLeakageError,
     UniverseDriftError,
@@ -43,10 +52,18 @@ _LAZY = {
 __getattr__ = lazy_getattr(__name__, _LAZY)
 
 __all__ = [
+    "BudgetError",
+    "CommitError",
+    "InputError",
     "KurationError",
+    "LeaseError",
+    "OutputError",
+    "RecordingError",
+    "ScoringError",
     "SelectorError",
     "SplitConfigError",
     "SplitConstraintError",
+    "SplitError",
     "SplitGenerationError",
     "SplitLeakageError",
     "UniverseDriftError",

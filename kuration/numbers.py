@@ -1,20 +1,29 @@
-"""Numbers that come from input (a settings file, a manifest, a dict built in Python),
-checked before any arithmetic touches them, and shown in error messages without failing.
+"""Numbers that come from input (a settings file, a manifest, a dict built in Python, an
+option such as ``memory_budget="2GiB"``), checked before any arithmetic touches them.
 
 ``math.isfinite(10**400)`` raises ``OverflowError`` instead of answering, and ``True`` is an
 ``int``: every declaration that takes a number (a sample rate, a weight, a window, a shard
-length) asks here first, then words its own error with the key it is about. This module
-raises nothing; it only says whether a value is usable.
+length) asks :func:`finite_float` or :func:`whole_number` first, which raise nothing and
+only say whether a value is usable, then words its own error with the key it is about.
+Byte counts as people write them (``"512MiB"``, ``"2 GB"``, ``1073741824``) are read by
+:func:`parse_bytes`, which raises :class:`~kuration.errors.InputError` naming the option,
+and printed by :func:`format_bytes`.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
 
+from kuration.errors import InputError
+
 _REAL = (int, float, np.integer, np.floating)
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
 def finite_float(value: Any) -> float | None:
@@ -38,15 +47,30 @@ def whole_number(value: Any) -> int | None:
     return int(value)
 
 
-def shown(value: Any, limit: int = 80) -> str:
-    """``repr(value)`` cut to ``limit`` characters, for an error message. ``repr`` of an int
-    past 4300 digits raises ``ValueError`` (and anything holding one does too): such a value
-    is named by its type and size instead."""
-    try:
-        text = repr(value)
-    except ValueError:
-        return f"<{type(value).__name__} too large to show>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def parse_bytes(value: int | str, *, name: str = "size") -> int:
+    """A positive number of bytes from an int or a string such as ``"512MiB"`` or ``"2 GB"``."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise InputError(f"{name} must be a number of bytes or a string like '512MiB', got {value!r}")
+    if isinstance(value, int):
+        n = value
+    else:
+        match = _SIZE.match(value)
+        unit = match.group(2).lower() if match else None
+        if match is None or unit not in _UNITS:
+            raise InputError(f"{name}={value!r}: write a number and one of B, KB, MB, GB, TB, KiB, MiB, GiB, TiB "
+                             "(for example '512MiB')")
+        n = int(float(match.group(1)) * _UNITS[unit])
+    if n <= 0:
+        raise InputError(f"{name} must be positive, got {value!r}")
+    return n
 
 
-__all__ = ["finite_float", "shown", "whole_number"]
+def format_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+__all__ = ["finite_float", "format_bytes", "parse_bytes", "whole_number"]

@@ -24,8 +24,8 @@ from kuration.budget import BudgetOptions, ShardChunking, plan_budget, validate_
 from kuration.budget.plan_store import (
     load_scored_pool, read_budget_plan, read_budget_record, stored_underfill_warn_fraction, write_budget_plan,
 )
-from kuration.byte_sizes import parse_bytes
 from kuration.errors import KurationError
+from kuration.numbers import parse_bytes
 from kuration.scoring import run_fingerprint
 from kuration.splits.artifacts import read_split_assignments
 from kuration_assets.scoring_assets import scored_segments, source_partitions

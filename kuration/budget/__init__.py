@@ -7,11 +7,12 @@ a storage root.
 """
 
 from kuration.budget.fill import ADMITTED_REASONS, REASONS
-from kuration.budget.options import BudgetError, BudgetOptions, ShardChunking
+from kuration.budget.options import BudgetOptions, ShardChunking
 from kuration.budget.plan import BudgetPlan, plan_budget
 from kuration.budget.review import SelectionReview, hours_selection_review
 from kuration.budget.validation import BudgetValidation, validate_budget_plan
 from kuration.budget.split_pools import SplitPools, pools_from_assignments, seeded_pools
+from kuration.errors import BudgetError
 
 __all__ = [
     "ADMITTED_REASONS", "BudgetError", "BudgetOptions", "BudgetPlan", "REASONS", "ShardChunking", "SplitPools",

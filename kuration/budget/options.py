@@ -17,18 +17,13 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kuration.errors import KurationError
-from kuration.numbers import finite_float, shown, whole_number
+from kuration.errors import BudgetError, shown
+from kuration.numbers import finite_float, whole_number
 from kuration.scoring.segments import MAX_WINDOW_STEPS as MAX_SPAN_STEPS
 from kuration.splits.stages import EXCLUSIVE_STAGES
 
 SHORT_POLICIES = ("keep", "pad", "drop")
 CLIP_AGGREGATES = ("max", "mean", "min")
-
-
-class BudgetError(KurationError, ValueError):
-    """A budget request is invalid, cannot be planned over the given segments, or a stored
-    plan breaks its contract."""
 
 
 @dataclass(frozen=True)

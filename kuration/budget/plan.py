@@ -22,9 +22,10 @@ import pyarrow.compute as pc
 
 from kuration.budget.accounting import budget_accounting
 from kuration.budget.fill import ADMITTED_REASONS, CODE, REASONS, FillSelection, fill_split, tiebreak_keys
-from kuration.budget.options import BudgetError, BudgetOptions
+from kuration.budget.options import BudgetOptions
 from kuration.budget.spans import STATUS_CODE, segment_items, sorted_codes, span_items
 from kuration.budget.split_pools import GroupOf, SplitPools, seeded_hash, pools_from_assignments, seeded_pools
+from kuration.errors import BudgetError
 from kuration.scoring.strategy import Strategy
 from kuration.splits.stages import EXCLUSIVE_STAGES
 

@@ -27,10 +27,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kuration import storage
-from kuration.budget.options import BudgetError, BudgetOptions
+from kuration.budget.options import BudgetOptions
 from kuration.budget.plan import BudgetPlan
-from kuration.errors import KurationError
-from kuration.byte_sizes import format_bytes
+from kuration.errors import BudgetError, KurationError
+from kuration.numbers import format_bytes
 from kuration.scoring.cache import FsspecScoreCache
 from kuration.scoring import MemoryBudgetError, provide_fingerprint
 from kuration.scoring.segment_store import (

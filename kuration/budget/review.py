@@ -21,9 +21,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kuration.budget.fill import ADMITTED_REASONS, REASONS
-from kuration.budget.options import BudgetError
 from kuration.budget.plan import BudgetPlan
 from kuration.budget.plan_store import read_budget_plan
+from kuration.errors import BudgetError
 from kuration.splits.stages import EXCLUSIVE_STAGES
 
 _WHY = {

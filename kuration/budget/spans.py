@@ -52,8 +52,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kuration.budget.options import BudgetError, BudgetOptions
+from kuration.budget.options import BudgetOptions
 from kuration.budget.ordering import sort_tied_runs
+from kuration.errors import BudgetError
 from kuration.floats import canonical_floats
 
 #: Columns a stored segment table must have for a plan; features are whatever else is float.

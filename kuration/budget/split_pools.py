@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from kuration.budget.options import BudgetError
+from kuration.errors import BudgetError
 from kuration.splits.stages import EXCLUSIVE_STAGES, STAGES
 
 GroupOf = Callable[[str], str] | Mapping[str, str] | None

@@ -33,16 +33,17 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from kuration import storage
-from kuration.errors import CommitError, KurationError
+from kuration.errors import CommitError, InputError, LeaseError
 from kuration.output.containers.protocol import ShardArrays, ShardContainer
-from kuration.output.lease import LEASE_FILE, DestinationLease, LeaseError
+from kuration.output.lease import LEASE_FILE, DestinationLease
 from kuration.output.shard_files import HashingWriter, StagedShard, WrittenShard, stage_shard_local
 
 UNSUPPORTED_PROTOCOLS = ("ftp", "sftp", "ssh")
 
 
-class DestinationError(KurationError, ValueError):
-    """A destination URL cannot hold a dataset safely."""
+#: A destination that cannot hold a dataset safely is an :class:`InputError` (the ``out``
+#: argument); the old name stays importable for callers that catch it.
+DestinationError = InputError
 
 
 def _checked(relative: str) -> PurePosixPath:
@@ -104,7 +105,7 @@ class LocalDestination:
         if not self.root.exists():
             return []
         if not self.root.is_dir():
-            raise DestinationError(f"{self.root}: exists and is not a directory")
+            raise InputError(f"{self.root}: exists and is not a directory")
         return sorted(p.name for p in self.root.iterdir() if p.name != LEASE_FILE)
 
     # Reads open every component from the root through no symlink, and only regular files
@@ -162,7 +163,7 @@ class FsspecDestination:
         protocols = {part.split("://", 1)[0] for part in self.url.split("::") if "://" in part}
         bad = sorted(protocols & set(UNSUPPORTED_PROTOCOLS))
         if bad:
-            raise DestinationError(
+            raise InputError(
                 f"{url}: {bad[0]} cannot publish a dataset safely (no reliable atomic move or exclusive create); write to "
                 "a local folder or an object store (s3://...) instead"
             )

@@ -25,10 +25,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from kuration.errors import KurationError
+from kuration.errors import OutputError
 
 
-class EncoderError(KurationError, ValueError):
+class EncoderError(OutputError, ValueError):
     """An encoder is unknown, or returned something its modalities cannot hold."""
 
 

@@ -23,17 +23,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kuration.errors import KurationError
+from kuration.errors import LeaseError
 from kuration.strict_json import parse_strict_json
 
 LEASE_FILE = ".kuration-writer.lock"
 #: How long a second writer waits for the holder to record itself before naming the lock
 #: file instead: the holder writes its record right after taking the lock, in microseconds.
 HOLDER_WAIT = 0.5
-
-
-class LeaseError(KurationError, RuntimeError):
-    """Another writer holds the destination."""
 
 
 class DestinationLease:

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from kuration.sources.entities import entity_key
-from kuration.errors import KurationError
+from kuration.errors import OutputError
 from kuration.floats import canonical_floats
 from kuration.sources.media import MediaError
 from kuration.output.containers.protocol import ShardArrays
@@ -35,7 +35,7 @@ from kuration.output.spec import Modality, OutputSpec
 from kuration.sources.schema import Schema
 
 
-class MissingValueError(KurationError, ValueError):
+class MissingValueError(OutputError, ValueError):
     """A present entity has no value for a declared modality (writing zero would lie)."""
 
 

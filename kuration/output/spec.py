@@ -32,8 +32,8 @@ import numpy as np
 
 from kuration.budget.options import SHORT_POLICIES, ShardChunking
 from kuration.hashing import canonical_json, sha256_hex
-from kuration.errors import KurationError
-from kuration.numbers import shown, whole_number
+from kuration.errors import InputError, shown
+from kuration.numbers import whole_number
 from kuration.sources.schema import Schema, shape_limit_problem
 
 CONTAINERS = ("npz", "json", "hdf5", "parquet")
@@ -53,7 +53,7 @@ MODALITY_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 MAX_SHARD_LENGTH = 1 << 24
 
 
-class OutputSpecError(KurationError, ValueError):
+class OutputSpecError(InputError):
     """An output spec is invalid, or does not fit the schema it is used with."""
 
 

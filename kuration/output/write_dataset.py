@@ -40,10 +40,10 @@ import pyarrow as pa
 from kuration import _version, storage
 from kuration.budget import BudgetOptions, BudgetPlan, plan_budget
 from kuration.budget.spans import feature_columns
-from kuration.byte_sizes import ByteSizeError, parse_bytes
 from kuration.sources.entities import entity_key
-from kuration.errors import CommitError, KurationError
+from kuration.errors import CommitError, InputError, OutputError
 from kuration.hashing import canonical_json, code_fingerprint, readable_json, sha256_hex, stable_repr
+from kuration.numbers import parse_bytes
 from kuration.sources.media import media_cache
 from kuration.output.commit_protocol import (
     CHECKPOINT_DIR, COMMIT_FILE, MANIFEST_FILE, RESUME_DIR, SPEC_MARKER_FILE, CommitRecord,
@@ -62,7 +62,7 @@ from kuration.splits.stages import EXCLUSIVE_STAGES
 MANIFEST_FORMAT = 1
 
 
-class DatasetWriteError(KurationError, RuntimeError):
+class DatasetWriteError(OutputError, RuntimeError):
     """The dataset cannot be written as asked (the destination exists, the plan does not fit
     the spec, a planned span is not in its source any more, ...)."""
 
@@ -518,7 +518,7 @@ def write_dataset(
                                 "unset (it defaults to the schema's)")
     try:
         budget = None if memory_budget is None else parse_bytes(memory_budget, name="memory_budget")
-    except ByteSizeError as exc:
+    except InputError as exc:  # parse_bytes: the option is named in the message
         raise DatasetWriteError(str(exc)) from None
     spec.validate_against(schema)
     strategy.validate_against(schema)

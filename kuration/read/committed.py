@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kuration import storage
-from kuration.errors import CommitError
+from kuration.errors import CommitError, shown
 from kuration.hashing import sha256_hex
-from kuration.numbers import finite_float, shown, whole_number
+from kuration.numbers import finite_float, whole_number
 from kuration.output.commit_protocol import (
     COMMIT_FILE, CONFIG_FILE, MANIFEST_FILE, CommitRecord, read_commit, strict_json,
 )

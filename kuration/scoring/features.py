@@ -43,8 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from kuration.errors import KurationError
-from kuration.numbers import shown
+from kuration.errors import ScoringError, shown
 from kuration.floats import canonical_floats
 from kuration.sources.schema import Schema
 
@@ -57,7 +56,7 @@ _GATHER_CHUNK = 1 << 22
 FeatureFn = Callable[[Any, Any], float]
 
 
-class FeatureError(KurationError, ValueError):
+class FeatureError(ScoringError, ValueError):
     """A feature key is malformed or does not resolve, or a feature cannot be computed."""
 
 

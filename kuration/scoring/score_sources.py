@@ -40,10 +40,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kuration import _version
-from kuration.byte_sizes import format_bytes
-from kuration.errors import KurationError
+from kuration.errors import InputError, KurationError, ScoringError
 from kuration.scoring.features import get_feature, parse_feature_key
 from kuration.hashing import canonical_digest, code_fingerprint
+from kuration.numbers import format_bytes
 from kuration.scoring.cache import ScoreCache
 from kuration.scoring.track import score_track, segment_table_schema
 from kuration.scoring.segments import Segmenter
@@ -61,19 +61,20 @@ ON_ERROR = ("skip", "raise")
 _IN_SOURCE_ORDER = [("entity_id", "ascending"), ("segment_index", "ascending")]
 
 
-class ScoringOptionsError(KurationError, ValueError):
-    """``score_sources`` was called with an option it does not know."""
+#: An option ``score_sources`` does not know is an :class:`InputError`; the old name stays
+#: importable for callers that catch it.
+ScoringOptionsError = InputError
 
 
-class EmptySegmentPoolError(KurationError, ValueError):
+class EmptySegmentPoolError(ScoringError, ValueError):
     """No source produced a single segment."""
 
 
-class SourceScoringError(KurationError, RuntimeError):
+class SourceScoringError(ScoringError, RuntimeError):
     """A source failed and ``on_error="raise"`` was asked for."""
 
 
-class MemoryBudgetError(KurationError, RuntimeError):
+class MemoryBudgetError(ScoringError, RuntimeError):
     """``memory_budget`` cannot be kept: results that may not be checkpointed exceed it."""
 
 
@@ -317,16 +318,16 @@ def score_sources(
     ``allow_empty`` is for callers scoring a slice of the pool (one Dagster partition),
     who check the whole pool elsewhere."""
     if executor not in EXECUTORS:
-        raise ScoringOptionsError(f"executor must be one of {list(EXECUTORS)}, got {executor!r}")
+        raise InputError(f"executor must be one of {list(EXECUTORS)}, got {executor!r}")
     if on_error not in ON_ERROR:
-        raise ScoringOptionsError(f"on_error must be one of {list(ON_ERROR)}, got {on_error!r}")
+        raise InputError(f"on_error must be one of {list(ON_ERROR)}, got {on_error!r}")
     if not isinstance(workers, int) or workers < 1:
-        raise ScoringOptionsError(f"workers must be a positive int, got {workers!r}")
+        raise InputError(f"workers must be a positive int, got {workers!r}")
     if memory_budget is not None:
         if isinstance(memory_budget, bool) or not isinstance(memory_budget, int) or memory_budget <= 0:
-            raise ScoringOptionsError(f"memory_budget must be a positive number of bytes, got {memory_budget!r}")
+            raise InputError(f"memory_budget must be a positive number of bytes, got {memory_budget!r}")
         if cache is None or not getattr(cache, "maps_locally", False):
-            raise ScoringOptionsError(
+            raise InputError(
                 f"memory_budget={format_bytes(memory_budget)} holds scored results as memory-mapped checkpoints; pass "
                 "cache=FsspecScoreCache(<a local folder>) to keep them in (an object store or an in-memory cache cannot be mapped)"
             )

@@ -36,9 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from kuration.errors import KurationError
+from kuration.errors import InputError, shown
 from kuration.hashing import canonical_digest
-from kuration.numbers import finite_float, shown
+from kuration.numbers import finite_float
 from kuration.sources.schema import SAMPLE_HZ_RANGE
 
 UNITS = ("seconds", "steps")
@@ -48,7 +48,7 @@ _SEGMENTER_KEYS = ("window", "stride", "unit", "sample_hz")
 MAX_WINDOW_STEPS = 2**31 - 1
 
 
-class SegmenterError(KurationError, ValueError):
+class SegmenterError(InputError):
     """A segmenter is misconfigured, or cannot segment a given track."""
 
 

@@ -35,11 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from kuration.errors import KurationError
+from kuration.errors import InputError, shown
 from kuration.hashing import canonical_digest
 from kuration.scoring.features import _KeyProblem, _parse, _resolve
 from kuration.floats import canonical_floats
-from kuration.numbers import finite_float, shown
+from kuration.numbers import finite_float
 from kuration.sources.schema import Schema
 
 METHODS = ("inclusion", "avoidance", "filter")
@@ -51,7 +51,7 @@ _SELECTION_KEYS = ("tag_coverage", "min_tag_frac", "max_group_overshoot")
 _OP_FUNCS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne}
 
 
-class StrategyError(KurationError, ValueError):
+class StrategyError(InputError):
     """A strategy is invalid, does not resolve against a schema, or lacks a feature to score."""
 
 

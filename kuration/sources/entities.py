@@ -28,14 +28,14 @@ from typing import Any
 
 import numpy as np
 
-from kuration.errors import KurationError
+from kuration.errors import RecordingError
 from kuration.floats import canonical_float
 
 #: Entity id types with a canonical value representation.
 _ENTITY_SCALARS = (bool, int, float, str, bytes)
 
 
-class EntityIdError(KurationError, ValueError):
+class EntityIdError(RecordingError):
     """An entity id has no canonical representation (an extension object, a NaN float...)."""
 
 

@@ -39,7 +39,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from kuration import storage
-from kuration.errors import KurationError
+from kuration.errors import RecordingError
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class MediaSpec:
         return {"dtype": self.dtype, "shape": list(self.shape), "provider": self.provider}
 
 
-class MediaError(KurationError, ValueError):
+class MediaError(RecordingError):
     """A media reference cannot be decoded into its declared dtype and shape. ``reference``
     is the position in the decoded batch of the reference at fault, when there is one."""
 

@@ -19,13 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from kuration.errors import KurationError
+from kuration.errors import InputError, shown
 from kuration.hashing import canonical_digest
-from kuration.numbers import finite_float, shown
+from kuration.numbers import finite_float
 from kuration.sources.media import MediaSpec, media_provider_names
 
 
-class SchemaError(KurationError, ValueError):
+class SchemaError(InputError):
     """A schema declaration is invalid."""
 
 

@@ -21,14 +21,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kuration.sources.entities import canonical_entity, entity_key
-from kuration.errors import KurationError
+from kuration.errors import RecordingError
 from kuration.sources.schema import FieldSpec, Schema
 
 #: How far a time in seconds may sit off the sample grid, as a fraction of one sample
 #: period, and still count as on it (absorbs float rounding of ``k / sample_hz``).
 GRID_TOLERANCE = 1e-3
 
-class SourceError(KurationError, ValueError):
+class SourceError(RecordingError):
     """A source store cannot be listed or read (not there, not the expected layout)."""
 
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kuration.errors import SplitGenerationError
-from kuration.numbers import finite_float, shown
+from kuration.errors import SplitGenerationError, shown
+from kuration.numbers import finite_float
 from kuration.splits.config import (
     Constraint,
     ConstraintKind,

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kuration.byte_sizes import ByteSizeError, format_bytes, parse_bytes
+from kuration.errors import InputError
+from kuration.numbers import format_bytes, parse_bytes
 from kuration.output.commit_protocol import CHECKPOINT_DIR, COMMIT_FILE
 from kuration.output.write_dataset import DatasetWriteError, write_dataset
 from kuration.read import load_committed, verify_dataset
@@ -133,7 +134,7 @@ def test_parse_bytes_reads_what_people_write(text, expected):
 
 @pytest.mark.parametrize("bad", ["", "MiB", "1e3", "-1MiB", "1 2", "0.0001", None, 1.0, True, [1]])
 def test_parse_bytes_refuses_the_rest_naming_the_option(bad):
-    with pytest.raises(ByteSizeError, match="memory_budget"):
+    with pytest.raises(InputError, match="memory_budget"):
         parse_bytes(bad, name="memory_budget")
 
 

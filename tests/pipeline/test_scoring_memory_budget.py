@@ -6,7 +6,8 @@ import pyarrow as pa
 import pytest
 
 from kuration.scoring.cache import FsspecScoreCache, MemoryScoreCache
-from kuration.scoring import MemoryBudgetError, ScoringOptionsError, score_sources
+from kuration.errors import InputError
+from kuration.scoring import MemoryBudgetError, score_sources
 from kuration.sources import ParquetTickAdapter
 from kuration.sources.protocol import SourceIdentity
 from tests.pipeline.recordings import SCHEMA, SEGMENTER, STRATEGY, write_recording
@@ -74,14 +75,14 @@ def test_a_budget_that_would_need_checkpoints_of_weak_identities_fails_with_how_
 
 def test_a_budget_needs_a_local_checkpoint_folder(recordings, tmp_path):
     adapter = ParquetTickAdapter(recordings, SCHEMA)
-    with pytest.raises(ScoringOptionsError, match="pass cache=FsspecScoreCache"):
+    with pytest.raises(InputError, match="pass cache=FsspecScoreCache"):
         _score(adapter, memory_budget=1 << 30)
-    with pytest.raises(ScoringOptionsError, match="cannot be mapped"):
+    with pytest.raises(InputError, match="cannot be mapped"):
         _score(adapter, memory_budget=1 << 30, cache=MemoryScoreCache())
-    with pytest.raises(ScoringOptionsError, match="cannot be mapped"):
+    with pytest.raises(InputError, match="cannot be mapped"):
         _score(adapter, memory_budget=1 << 30, cache=FsspecScoreCache("memory://ckpt"))
     for bad in (0, -1, 1.5, True, "1GiB"):
-        with pytest.raises(ScoringOptionsError, match="memory_budget must be a positive number of bytes"):
+        with pytest.raises(InputError, match="memory_budget must be a positive number of bytes"):
             _score(adapter, memory_budget=bad, cache=FsspecScoreCache(tmp_path / "ckpt"))
 
 

@@ -7,7 +7,8 @@ import signal
 
 import pytest
 
-from kuration.output.destinations import DestinationError, FsspecDestination
+from kuration.errors import InputError
+from kuration.output.destinations import FsspecDestination
 from kuration.output.commit_protocol import CommitError
 from kuration.output.lease import LeaseError
 from kuration.output.write_dataset import DatasetWriteError
@@ -84,7 +85,7 @@ def test_an_existing_remote_dataset_is_protected(corpus, bucket):
 
 def test_ftp_and_sftp_are_refused():
     for url, name in (("ftp://host/data", "ftp"), ("sftp://host/data", "sftp"), ("simplecache::ftp://h/d", "ftp")):
-        with pytest.raises(DestinationError, match=f"{name} cannot publish a dataset safely"):
+        with pytest.raises(InputError, match=f"{name} cannot publish a dataset safely"):
             FsspecDestination(url)
 
 

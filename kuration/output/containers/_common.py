@@ -19,8 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from kuration.errors import KurationError
-from kuration.numbers import shown
+from kuration.errors import OutputError, shown
 from kuration.output.containers.protocol import ShardArrays, ShardFormatError
 from kuration.output.spec import DTYPES, MODALITY_NAME, N_STEPS, PRESENT, Modality
 
@@ -29,7 +28,7 @@ from kuration.output.spec import DTYPES, MODALITY_NAME, N_STEPS, PRESENT, Modali
 _NAME = MODALITY_NAME
 
 
-class MissingDependencyError(KurationError, ImportError):
+class MissingDependencyError(OutputError, ImportError):
     """A container needs an optional package that is not installed."""
 
 

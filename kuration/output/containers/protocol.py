@@ -36,11 +36,11 @@ from typing import BinaryIO, Protocol
 
 import numpy as np
 
-from kuration.errors import KurationError
+from kuration.errors import OutputError
 from kuration.output.spec import Modality
 
 
-class ShardFormatError(KurationError, ValueError):
+class ShardFormatError(OutputError, ValueError):
     """Shard bytes cannot be read back as the declared modalities."""
 
 
