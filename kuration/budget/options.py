@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kuration.errors import BudgetError, shown
+from kuration.errors import BudgetError, check_keys, shown
 from kuration.numbers import finite_float, whole_number
 from kuration.scoring.segments import MAX_WINDOW_STEPS as MAX_SPAN_STEPS
 from kuration.splits.stages import EXCLUSIVE_STAGES
@@ -164,16 +164,11 @@ class BudgetOptions:
     def from_dict(cls, data: Mapping[str, Any]) -> BudgetOptions:
         if not isinstance(data, Mapping):
             raise BudgetError(f"budget options: must be a mapping, got {type(data).__name__}")
-        known = {f for f in cls.__dataclass_fields__}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise BudgetError(f"budget options: unknown key(s) {unknown}; valid keys are {sorted(known)}")
+        check_keys(data, cls.__dataclass_fields__, where="budget options", error=BudgetError)
         values = dict(data)
         chunking = values.get("chunking")
         if isinstance(chunking, Mapping):
-            extra = sorted(set(chunking) - {"shard_length", "short_policy"})
-            if extra:
-                raise BudgetError(f"budget options.chunking: unknown key(s) {extra}; valid keys are shard_length, short_policy")
+            check_keys(chunking, ShardChunking.__dataclass_fields__, where="budget options.chunking", error=BudgetError)
             values["chunking"] = ShardChunking(**chunking)
         return cls(**values)
 

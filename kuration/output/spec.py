@@ -32,7 +32,7 @@ import numpy as np
 
 from kuration.budget.options import SHORT_POLICIES, ShardChunking
 from kuration.hashing import canonical_json, sha256_hex
-from kuration.errors import InputError, shown
+from kuration.errors import InputError, check_keys, shown
 from kuration.numbers import whole_number
 from kuration.sources.schema import Schema, shape_limit_problem
 
@@ -79,12 +79,6 @@ class Modality:
         return {"dtype": self.dtype, "shape": list(self.shape), "source": self.source}
 
 
-def _unknown(raw: Mapping[str, Any], known: tuple[str, ...], where: str) -> None:
-    extra = sorted(set(raw) - set(known), key=shown)
-    if extra:
-        raise OutputSpecError(f"{where}: unknown key(s) {shown(extra, 200)}; valid keys are {list(known)}")
-
-
 def _modality(name: Any, raw: Any) -> Modality:
     if not isinstance(name, str) or not MODALITY_NAME.match(name):
         raise OutputSpecError(
@@ -94,7 +88,7 @@ def _modality(name: Any, raw: Any) -> Modality:
     where = f"output.modalities.{name}"
     if not isinstance(raw, Mapping):
         raise OutputSpecError(f"{where}: must be a mapping with keys {list(_MODALITY_KEYS)}, got {shown(raw)}")
-    _unknown(raw, _MODALITY_KEYS, where)
+    check_keys(raw, _MODALITY_KEYS, where=where, error=OutputSpecError)
     for key in _MODALITY_KEYS:
         if key not in raw:
             raise OutputSpecError(f"{where}.{key}: required")
@@ -134,7 +128,7 @@ class OutputSpec:
     def from_dict(cls, data: Mapping[str, Any]) -> OutputSpec:
         if not isinstance(data, Mapping):
             raise OutputSpecError(f"output: must be a mapping with keys {list(_SPEC_KEYS)}, got {type(data).__name__}")
-        _unknown(data, _SPEC_KEYS, "output")
+        check_keys(data, _SPEC_KEYS, where="output", error=OutputSpecError)
         length = whole_number(data.get("shard_length"))
         if length is None or length < 1:
             raise OutputSpecError(

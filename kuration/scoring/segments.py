@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from kuration.errors import InputError, shown
+from kuration.errors import InputError, check_keys, shown
 from kuration.hashing import canonical_digest
 from kuration.numbers import finite_float
 from kuration.sources.schema import SAMPLE_HZ_RANGE
@@ -187,9 +187,7 @@ class Segmenter:
     def from_dict(cls, data: Mapping[str, Any]) -> Segmenter:
         if not isinstance(data, Mapping):
             raise SegmenterError(f"segmenter: expected a mapping, got {type(data).__name__}")
-        unknown = sorted(set(data) - set(_SEGMENTER_KEYS), key=shown)
-        if unknown:
-            raise SegmenterError(f"segmenter: unknown key(s) {shown(unknown, 200)}; valid keys: {list(_SEGMENTER_KEYS)}")
+        check_keys(data, _SEGMENTER_KEYS, where="segmenter", error=SegmenterError)
         missing = [k for k in ("window", "stride") if k not in data]
         if missing:
             raise SegmenterError(f"segmenter: missing key(s) {missing}")

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from kuration.errors import InputError, shown
+from kuration.errors import InputError, check_keys, shown
 from kuration.hashing import canonical_digest
 from kuration.scoring.features import _KeyProblem, _parse, _resolve
 from kuration.floats import canonical_floats
@@ -63,12 +63,6 @@ def _check_key(key: Any, path: str, schema: Schema | None = None) -> str:
     except (_KeyProblem, ValueError) as exc:  # ValueError: int() of a component index past 4300 digits
         raise StrategyError(f"{path}: feature key {shown(key)}: {exc}") from None
     return fk.key
-
-
-def _unknown(data: Mapping[str, Any], valid: tuple[str, ...], path: str) -> None:
-    unknown = sorted(set(data) - set(valid), key=shown)
-    if unknown:
-        raise StrategyError(f"{path}: unknown key(s) {shown(unknown, 200)}; valid keys: {list(valid)}")
 
 
 @dataclass(frozen=True)
@@ -136,7 +130,7 @@ class Strategy:
         resolve against a schema."""
         if not isinstance(data, Mapping):
             raise StrategyError(f"strategy: expected a mapping, got {type(data).__name__}")
-        _unknown(data, _STRATEGY_KEYS, "strategy")
+        check_keys(data, _STRATEGY_KEYS, where="strategy", error=StrategyError)
 
         name = data.get("name")
         if name is not None and (not isinstance(name, str) or not name.strip()):
@@ -176,7 +170,7 @@ class Strategy:
             path = f"strategy.predicates[{i}]"
             if not isinstance(raw, Mapping):
                 raise StrategyError(f"{path}: must be a mapping with 'feature', 'op' and 'value', got {shown(raw)}")
-            _unknown(raw, _PREDICATE_KEYS, path)
+            check_keys(raw, _PREDICATE_KEYS, where=path, error=StrategyError)
             for k in _PREDICATE_KEYS:
                 if k not in raw:
                     raise StrategyError(f"{path}.{k}: required (a predicate is {{'feature': key, 'op': one of {list(OPS)}, 'value': number}})")
@@ -304,7 +298,7 @@ def _selection(raw: Any, tags: list[str]) -> Selection:
         return Selection()
     if not isinstance(raw, Mapping):
         raise StrategyError(f"strategy.selection: must be a mapping with keys {list(_SELECTION_KEYS)}, got {shown(raw)}")
-    _unknown(raw, _SELECTION_KEYS, "strategy.selection")
+    check_keys(raw, _SELECTION_KEYS, where="strategy.selection", error=StrategyError)
     coverage = raw.get("tag_coverage", False)
     if not isinstance(coverage, (bool, np.bool_)):
         raise StrategyError(f"strategy.selection.tag_coverage: must be true or false, got {shown(coverage)}")

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from kuration.errors import InputError, shown
+from kuration.errors import InputError, check_keys, shown
 from kuration.hashing import canonical_digest
 from kuration.numbers import finite_float
 from kuration.sources.media import MediaSpec, media_provider_names
@@ -79,9 +79,7 @@ class Schema:
         """Validate and build. Raises :class:`SchemaError` naming the offending key."""
         if not isinstance(data, Mapping):
             raise SchemaError(f"schema: expected a mapping, got {type(data).__name__}")
-        unknown = sorted(set(data) - set(_SCHEMA_KEYS), key=shown)
-        if unknown:
-            raise SchemaError(f"schema: unknown key(s) {shown(unknown, 200)}; valid keys: {list(_SCHEMA_KEYS)}")
+        check_keys(data, _SCHEMA_KEYS, where="schema", error=SchemaError)
         hz = data.get("sample_hz")
         rate = finite_float(hz)
         if rate is None or rate <= 0:
@@ -186,9 +184,7 @@ def _specs(raw: Any, section: str, *, required: bool) -> dict[str, FieldSpec]:
         key = f"schema.{section}.{name}"
         if not isinstance(spec, Mapping):
             raise SchemaError(f"{key}: must be a mapping with 'dtype' and optional 'shape', got {shown(spec)}")
-        extra = sorted(set(spec) - {"dtype", "shape"}, key=shown)
-        if extra:
-            raise SchemaError(f"{key}: unknown key(s) {shown(extra, 200)}; valid: ['dtype', 'shape']")
+        check_keys(spec, ("dtype", "shape"), where=key, error=SchemaError)
         out[name] = FieldSpec(name, _dtype(spec.get("dtype"), f"{key}.dtype"), _shape(spec.get("shape"), f"{key}.shape"))
     return out
 
@@ -204,9 +200,7 @@ def _media(raw: Any) -> dict[str, MediaSpec]:
         key = f"schema.media.{name}"
         if not isinstance(spec, Mapping):
             raise SchemaError(f"{key}: must be a mapping with 'dtype', 'shape' and 'provider', got {shown(spec)}")
-        extra = sorted(set(spec) - {"dtype", "shape", "provider"}, key=shown)
-        if extra:
-            raise SchemaError(f"{key}: unknown key(s) {shown(extra, 200)}; valid: ['dtype', 'shape', 'provider']")
+        check_keys(spec, ("dtype", "shape", "provider"), where=key, error=SchemaError)
         provider = _name(spec.get("provider"), f"{key}.provider", "a registered media provider")
         if provider not in media_provider_names():
             raise SchemaError(

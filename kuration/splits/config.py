@@ -31,13 +31,16 @@ from enum import StrEnum
 from typing import Any
 
 from kuration import storage
-from kuration.errors import SelectorError, SplitConfigError
+from kuration.errors import SelectorError, SplitConfigError, check_keys
 from kuration.splits._bounds import shown
 from kuration.splits.selectors import CONCRETE_KINDS, Selector, required_attrs_of
 from kuration.splits.stages import STAGES
 from kuration.strict_json import parse_strict_json
 
 LEAKAGE_MODES = ("error", "warn", "off")
+#: The keys of a ``splits.json``, in the order :meth:`DataSplitConfig.to_dict` writes them
+#: (``leakage_check``, the seed's spelling, is read but never written).
+_CONFIG_KEYS = ("splits_path", "universe_hash", *STAGES, "constraints", "leakage_check")
 
 
 class ConstraintKind(StrEnum):
@@ -204,10 +207,7 @@ class DataSplitConfig:
     def from_dict(cls, data: Mapping[str, Any], *, where: str = "splits") -> DataSplitConfig:
         if not isinstance(data, Mapping):
             raise SplitConfigError(f"{where}: expected a JSON object, got {type(data).__name__}")
-        known = {"splits_path", "universe_hash", "constraints", "leakage_check", *STAGES}
-        unknown = sorted(map(str, set(data) - known))
-        if unknown:
-            raise SplitConfigError(f"{where}: unknown key(s) {shown(unknown)}; valid keys: {sorted(known)}")
+        check_keys(data, _CONFIG_KEYS, where=where, error=SplitConfigError)
         stages: dict[str, tuple[Selector, ...]] = {}
         for stage in STAGES:
             raw = data.get(stage, [])
@@ -262,10 +262,11 @@ def _read_constraints(data: Mapping[str, Any], where: str) -> tuple[Constraint, 
         raise SplitConfigError(f"{where}: 'constraints' must be a list{hint}, got {_json_shown(raw)}")
     constraints: list[Constraint] = []
     for i, item in enumerate(raw):
-        if not isinstance(item, Mapping) or "kind" not in item or set(item) - {"kind", "severity"}:
+        if not isinstance(item, Mapping) or "kind" not in item:
             raise SplitConfigError(
                 f"{where}: constraints[{i}] must be an object with 'kind' and optional 'severity', got {shown(item)}"
             )
+        check_keys(item, ("kind", "severity"), where=f"{where}: constraints[{i}]", error=SplitConfigError)
         try:
             constraints.append(Constraint(item["kind"], item.get("severity", "error")))
         except SplitConfigError as exc:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from kuration.errors import SelectorError
+from kuration.errors import SelectorError, check_keys
 from kuration.splits._bounds import MAX_INDEX, bounded_index, shown
 
 
@@ -118,11 +118,7 @@ class Selector:
             raise SelectorError(_too_deep(where))
         if not isinstance(data, Mapping):
             raise SelectorError(f"{where}: a selector must be a JSON object, got {data!r}")
-        unknown = sorted(set(data) - set(_FIELD_ORDER), key=repr)  # keys of a Python dict need not be strings
-        if unknown:
-            raise SelectorError(
-                f"{where}: unknown selector field(s) {shown(unknown)}; valid fields: {list(_FIELD_ORDER)}"
-            )
+        check_keys(data, _FIELD_ORDER, where=where, error=SelectorError)
         if "kind" not in data:
             raise SelectorError(f"{where}: selector has no 'kind'")
         values: dict[str, Any] = {"kind": data["kind"]}

@@ -62,8 +62,11 @@ def test_shard_chunking_validates(bad, message):
 def test_options_round_trip_and_refuse_unknown_keys():
     options = BudgetOptions(train_hours=2, test_hours=0.5, span_seconds=30.0, chunking=ShardChunking(64, "pad"), seed=4)
     assert BudgetOptions.from_dict(json.loads(json.dumps(options.to_dict()))) == options
-    with pytest.raises(BudgetError, match=r"unknown key\(s\) \['train_hour'\]"):
+    with pytest.raises(BudgetError, match=r"^budget options: unknown key\(s\) \['train_hour'\]; valid keys: \['train_hours', "):
         BudgetOptions.from_dict({"train_hour": 1})
+    with pytest.raises(BudgetError, match=r"^budget options\.chunking: unknown key\(s\) \['shard_len'\]; valid keys: "
+                                          r"\['shard_length', 'short_policy'\]$"):
+        BudgetOptions.from_dict({"chunking": {"shard_len": 64}})
 
 
 ROWS = [(f"s{i}", "e", 0, 100, 100, float(i), ["rare"] if i == 1 else []) for i in range(1, 7)]

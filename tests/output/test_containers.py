@@ -517,7 +517,7 @@ class TestJsonContainer(ShardContainerContract):
             container.read(data, small_case()[0], presence=True)
 
     @pytest.mark.parametrize("edit, message", [
-        (lambda d: d.update(extra=1), r"unknown key\(s\) \['extra'\]"),
+        (lambda d: d.update(extra=1), r"json shard: unknown key\(s\) \['extra'\]; valid keys: \['format', 'n_steps', "),
         (lambda d: d.update(format="kuration-shard-json/2"), "\"format\" is 'kuration-shard-json/2', expected"),
         (lambda d: d.pop("n_steps"), "no \"n_steps\""),
         (lambda d: d.update(n_steps=2.0), "_n_steps must be an integer, found 2.0"),

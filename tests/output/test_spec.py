@@ -55,7 +55,7 @@ def _with(**changes):
     ({**GOOD, "modalities": {"_present": {"dtype": "bool", "shape": [], "source": "field:pos"}}}, "reserved"),
     ({**GOOD, "modalities": {"pos": {"dtype": "float32", "shape": [3]}}}, "output.modalities.pos.source: required"),
     ({**GOOD, "modalities": {"pos": {"dtype": "float32", "shape": [3], "source": "field:pos", "x": 1}}},
-     r"output.modalities.pos: unknown key\(s\) \['x'\]"),
+     r"output.modalities.pos: unknown key\(s\) \['x'\]; valid keys: \['dtype', 'shape', 'source'\]$"),
 ])
 def test_invalid_specs_name_the_key(data, message):
     with pytest.raises(OutputSpecError, match=message):

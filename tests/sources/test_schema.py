@@ -77,7 +77,7 @@ BAD = [
     ("fields", {}, "schema.fields", "non-empty mapping"),
     ("fields", ["pos"], "schema.fields", "non-empty mapping"),
     ("fields.pos", "float32", "schema.fields.pos", "must be a mapping"),
-    ("fields.pos.units", "m", "schema.fields.pos", r"unknown key\(s\) \['units'\]"),
+    ("fields.pos.units", "m", "schema.fields.pos", r"unknown key\(s\) \['units'\]; valid keys: \['dtype', 'shape'\]"),
     ("fields.pos.dtype", "float", "schema.fields.pos.dtype", "got 'float'"),
     ("fields.pos.dtype", ["float32"], "schema.fields.pos.dtype", r"got \['float32'\]"),
     ("fields.pos.dtype", ..., "schema.fields.pos.dtype", "got None"),
@@ -95,7 +95,8 @@ BAD = [
     ("media.cam.shape", ..., "schema.media.cam.shape", "media must have a shape"),
     ("media.cam.shape", [], "schema.media.cam.shape", "media must have a shape"),
     ("media.cam.dtype", "object", "schema.media.cam.dtype", "got 'object'"),
-    ("media.cam.codec", "png", "schema.media.cam", r"unknown key\(s\) \['codec'\]"),
+    ("media.cam.codec", "png", "schema.media.cam",
+     r"unknown key\(s\) \['codec'\]; valid keys: \['dtype', 'shape', 'provider'\]"),
 ]
 
 

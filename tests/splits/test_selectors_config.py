@@ -195,7 +195,7 @@ def test_bad_ids_are_rejected(kind, bad, message):
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"kind": "all", "idz": [1]}, r"unknown selector field\(s\) \['idz'\]; valid fields: \['kind', 'paths', 'source'"),
+        ({"kind": "all", "idz": [1]}, r"unknown key\(s\) \['idz'\]; valid keys: \['kind', 'paths', 'source'"),
         ({"paths": ["a"]}, r"selector has no 'kind'"),
         ({"kind": "regex", "pattern": "a.*"}, r"unknown selector kind 'regex'; valid kinds: \['all', 'categories'"),
         ({"kind": "files", "paths": "a.cu3s"}, r"field 'paths' must be a list, got 'a\.cu3s'"),
@@ -204,7 +204,7 @@ def test_bad_ids_are_rejected(kind, bad, message):
         ({"kind": "files", "paths": ["ok", 3]}, r"selector kind 'files': 'paths' entries must be strings, got \[3\]"),
         ({"kind": "tag", "any_of": ["ok", 5]}, r"selector kind 'tag': 'any_of' entries must be strings, got \[5\]"),
         (["kind", "all"], r"a selector must be a JSON object"),
-        ({"kind": "all", 1: 2, None: 3}, r"unknown selector field\(s\) \[1, None\]"),
+        ({"kind": "all", 1: 2, None: 3}, r"unknown key\(s\) \[1, None\]; valid keys: \['kind', "),
     ],
 )
 def test_malformed_selector_json_is_rejected(data, message):
@@ -241,7 +241,7 @@ def test_malformed_selector_json_is_rejected(data, message):
         (
             {"predict": [{"kind": "union", "of": [{"kind": "all", "id": 3}]}]},
             "predict[0].of[0]",
-            r"unknown selector field\(s\) \['id'\]",
+            r"unknown key\(s\) \['id'\]; valid keys: \['kind', ",
         ),
         (
             {"train": [{"kind": "dir_indices", "ids": ["4-1"]}]},
@@ -637,7 +637,7 @@ def test_constraints_without_split_overlap_mean_leakage_off():
         ),
         (
             [{"kind": "no_split_overlap", "severity": "error", "note": "x"}],
-            r"^s\.json: constraints\[0\] must be an object with 'kind' and optional 'severity'",
+            r"^s\.json: constraints\[0\]: unknown key\(s\) \['note'\]; valid keys: \['kind', 'severity'\]$",
         ),
         ([{"severity": "warn"}], r"^s\.json: constraints\[0\] must be an object with 'kind'"),
         ({"kind": "no_split_overlap"}, r"^s\.json: 'constraints' must be a list"),

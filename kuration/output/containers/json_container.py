@@ -37,6 +37,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from kuration.errors import check_keys
 from kuration.output.containers._common import assemble, check_n_steps, check_names, check_shard, value_limit
 from kuration.output.containers.protocol import ShardArrays, ShardFormatError
 from kuration.output.spec import PRESENT, Modality
@@ -124,9 +125,7 @@ class JsonContainer:
             raise ShardFormatError(f"json shard: {exc}") from None
         if not isinstance(doc, dict):
             raise ShardFormatError(f"json shard: expected an object with keys {list(_KEYS)}, found {type(doc).__name__}")
-        unknown = sorted(set(doc) - set(_KEYS))
-        if unknown:
-            raise ShardFormatError(f"json shard: unknown key(s) {unknown}; valid keys are {list(_KEYS)}")
+        check_keys(doc, _KEYS, where="json shard", error=ShardFormatError)
         if doc.get("format") != FORMAT:
             raise ShardFormatError(f"json shard: \"format\" is {doc.get('format')!r}, expected {FORMAT!r}")
         if "n_steps" not in doc:
