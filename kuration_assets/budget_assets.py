@@ -8,7 +8,6 @@ from typing import Literal, Optional
 from dagster import (
     AllPartitionMapping,
     AssetCheckResult,
-    AssetCheckSeverity,
     AssetDep,
     AssetExecutionContext,
     Config,
@@ -20,15 +19,13 @@ from dagster import (
 )
 from pydantic import Field
 
-from kuration.budget import BudgetOptions, ShardChunking, plan_budget, validate_budget_plan
-from kuration.budget.plan_store import (
-    load_scored_pool, read_budget_plan, read_budget_record, stored_underfill_warn_fraction, write_budget_plan,
-)
-from kuration.errors import KurationError
+from kuration.budget import BudgetOptions, ShardChunking, plan_budget
+from kuration.budget.plan_store import check_budget_plan, load_scored_pool, read_budget_record, write_budget_plan
 from kuration.numbers import parse_bytes
 from kuration.scoring import run_fingerprint
 from kuration.splits.artifacts import read_split_assignments
 from kuration_assets.scoring_assets import scored_segments, source_partitions
+from kuration_dagster_checks import asset_check_result
 from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
 from splits_assets import resolved_splits
 
@@ -160,22 +157,7 @@ def _budget_table(acc: dict) -> str:
                 "non-finite admitted; group caps hold. Underfill past the configured fraction warns.",
 )
 def budget(storage_root: StorageRootResource) -> AssetCheckResult:
-    try:
-        plan = read_budget_plan(storage_root.url)
-        threshold = stored_underfill_warn_fraction(read_budget_record(storage_root.url))
-    except KurationError as exc:
-        return AssetCheckResult(passed=False, metadata={"error": MetadataValue.text(str(exc))})
-    result = validate_budget_plan(plan.items, plan.accounting, underfill_warn_fraction=threshold)
-    metadata = {
-        "errors": MetadataValue.json(list(result.errors)),
-        "warnings": MetadataValue.json(list(result.warnings)),
-        "figures": MetadataValue.json(result.figures),
-    }
-    if not result.ok:
-        return AssetCheckResult(passed=False, severity=AssetCheckSeverity.ERROR, metadata=metadata)
-    if result.warnings:
-        return AssetCheckResult(passed=False, severity=AssetCheckSeverity.WARN, metadata=metadata)
-    return AssetCheckResult(passed=True, metadata=metadata)
+    return asset_check_result(check_budget_plan(storage_root.url))
 
 
 __all__ = ["BudgetPlanConfig", "budget", "budget_plan"]

@@ -5,8 +5,6 @@
 # No "from __future__ import annotations": Dagster reads config annotations at decoration time.
 
 from dagster import (
-    AssetCheckResult,
-    AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
@@ -25,6 +23,7 @@ from kuration.errors import CommitError
 from kuration.output.write_dataset import DifferentRunError, write_planned_dataset
 from kuration.read import verify_dataset
 from kuration_assets.budget_assets import budget_plan
+from kuration_dagster_checks import asset_check_result
 from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
 
 DATASET_DIR = "dataset"
@@ -102,13 +101,7 @@ def training_dataset(
         if manifest["budget"]["unit"] == "seconds":  # a count budget requests segments, not hours
             manifest_meta[f"{name}_requested_hours"] = budget[name]["requested"] / 3600.0
     yield MaterializeResult(asset_key=AssetKey("dataset_manifest"), metadata=manifest_meta, data_version=version)
-    yield AssetCheckResult(
-        check_name="dataset_integrity", asset_key=AssetKey("dataset_manifest"), passed=verification.ok,
-        severity=AssetCheckSeverity.ERROR,
-        metadata={"shards": verification.shards, "bytes": verification.bytes,
-                  "bad_shards": MetadataValue.json(list(verification.bad_shards)),
-                  "errors": MetadataValue.json(list(verification.errors[:20]))},
-    )
+    yield asset_check_result(verification, check_name=dataset_integrity.name, asset_key=dataset_integrity.asset_key)
 
 
 def _preview(entries: list, rows: int = 10) -> str:

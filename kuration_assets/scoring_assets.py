@@ -1,10 +1,9 @@
 """``scored_segments``: one dynamic partition per source; and the check over the pool."""
 
 import warnings
+from typing import Any
 
 from dagster import (
-    AssetCheckResult,
-    AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
     AssetMaterialization,
@@ -14,7 +13,9 @@ from dagster import (
     asset,
 )
 
-from kuration.scoring.segment_store import pool_summary, score_and_store
+from kuration.scoring import SourceOutcome
+from kuration.scoring.segment_store import check_segment_pool, score_and_store
+from kuration_dagster_checks import asset_check_result
 from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
 from splits_assets import universe
 
@@ -59,30 +60,21 @@ with warnings.catch_warnings():
             progress=lambda outcome, done, total: context.log.info(f"{done}/{total} {outcome.source_id}: {outcome.status}"),
         )
         for outcome, url, summary in stored:
-            metadata = {
-                "path": MetadataValue.path(url), "status": outcome.status, "segments": summary["segments"],
-                "hours": summary["hours"], "absent": summary["absent"], "non_finite": summary["non_finite"],
-                "filtered_out": summary["filtered_out"],
-                "priority_min": summary["priority_min"], "priority_median": summary["priority_median"],
-                "priority_max": summary["priority_max"],
-                "identity": outcome.identity.token() if outcome.identity else "",
-                "identity_strong": bool(outcome.identity and outcome.identity.strong),
-            }
-            if outcome.error:
-                metadata["skipped_error"] = MetadataValue.text(outcome.error)
-            yield AssetMaterialization(asset_key=context.asset_key, partition=outcome.source_id, metadata=metadata)
-        yield segment_pool_result(storage_root.url)
+            yield AssetMaterialization(asset_key=context.asset_key, partition=outcome.source_id,
+                                       metadata=_partition_metadata(outcome, url, summary))
+        yield asset_check_result(check_segment_pool(storage_root.url), check_name=segment_pool.name)
 
 
-def segment_pool_result(root: str) -> AssetCheckResult:
-    """The pool over every stored source: empty fails (ERROR); non-finite priorities warn."""
-    summary = pool_summary(root)
-    metadata = dict(summary)
-    if summary["segments"] == 0:
-        return AssetCheckResult(check_name="segment_pool", passed=False, severity=AssetCheckSeverity.ERROR, metadata={
-            **metadata, "hint": MetadataValue.text(
-                "no segments in any scored source: check skipped_error on the partitions, the schema against the "
-                "files, and that the segment window is shorter than the recordings")})
-    if summary["non_finite"]:
-        return AssetCheckResult(check_name="segment_pool", passed=False, severity=AssetCheckSeverity.WARN, metadata=metadata)
-    return AssetCheckResult(check_name="segment_pool", passed=True, metadata=metadata)
+def _partition_metadata(outcome: SourceOutcome, url: str, summary: dict[str, Any]) -> dict[str, Any]:
+    metadata = {
+        "path": MetadataValue.path(url), "status": outcome.status, "segments": summary["segments"],
+        "hours": summary["hours"], "absent": summary["absent"], "non_finite": summary["non_finite"],
+        "filtered_out": summary["filtered_out"],
+        "priority_min": summary["priority_min"], "priority_median": summary["priority_median"],
+        "priority_max": summary["priority_max"],
+        "identity": outcome.identity.token() if outcome.identity else "",
+        "identity_strong": bool(outcome.identity and outcome.identity.strong),
+    }
+    if outcome.error:
+        metadata["skipped_error"] = MetadataValue.text(outcome.error)
+    return metadata

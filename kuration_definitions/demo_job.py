@@ -132,6 +132,8 @@ def _report(job: str, result) -> None:
         verdict = "PASSED" if evaluation.passed else f"FAILED ({evaluation.severity.value})"
         name = f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
         print(f"  check {name:<34} {verdict}")
+        if evaluation.description:
+            print(f"        {evaluation.description}")
 
 
 if __name__ == "__main__":

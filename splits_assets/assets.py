@@ -13,7 +13,8 @@ from pydantic import Field
 from kuration.splits import read_landing_universe
 from kuration.splits.artifacts import SplitRequest, load_universe, materialize_splits, preview_frame, write_universe
 from kuration_resources import LandingZoneResource, StorageRootResource
-from splits_assets.metadata import markdown_table, split_metadata
+from kuration_dagster_checks import markdown_table
+from splits_assets.metadata import split_metadata
 
 
 @asset(group_name="splits", kinds={"parquet"})
@@ -33,7 +34,7 @@ def universe(storage_root: StorageRootResource, landing_zone: LandingZoneResourc
             "sources": len(samples.source_names),
             "groups": len(samples.group_names),
             "universe_hash": samples.hash,
-            "preview": markdown_table(preview_frame(samples)),
+            "preview": markdown_table(preview_frame(samples).to_dict("records")),
         },
         data_version=DataVersion(samples.hash),
     )

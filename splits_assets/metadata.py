@@ -4,28 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
 from dagster import MetadataValue
 
 from kuration.splits.artifacts import SplitArtifacts
-from kuration.splits.leakage import LeakageReport
-
-
-def markdown_table(df: pd.DataFrame) -> MetadataValue:
-    header = "| " + " | ".join(map(str, df.columns)) + " |"
-    rule = "|" + "---|" * len(df.columns)
-    rows = ["| " + " | ".join("" if v is None else str(v) for v in row) + " |" for row in df.itertuples(index=False)]
-    return MetadataValue.md("\n".join([header, rule, *rows]))
-
-
-def leakage_metadata(report: LeakageReport) -> dict[str, Any]:
-    meta: dict[str, Any] = {"summary": MetadataValue.text(report.summary()), "results": MetadataValue.json(report.to_dict())}
-    for r in report.results:
-        meta[f"{r.kind}.status"] = r.status
-        meta[f"{r.kind}.offending_count"] = r.count
-        if r.shared_groups:
-            meta[f"{r.kind}.shared_groups"] = MetadataValue.json(list(r.shared_groups))
-    return meta
+from kuration_dagster_checks import markdown_table
 
 
 def split_metadata(artifacts: SplitArtifacts) -> dict[str, Any]:
@@ -45,9 +27,7 @@ def split_metadata(artifacts: SplitArtifacts) -> dict[str, Any]:
         splits_json=MetadataValue.path(artifacts.splits_url),
         assignments=MetadataValue.path(artifacts.assignments_url),
         universe_hash=resolution.universe.hash,
-        stage_table=markdown_table(pd.DataFrame(
-            {"stage": list(counts), "samples": list(counts.values()), "groups": [groups[s] for s in counts]}
-        )),
+        stage_table=markdown_table({"stage": s, "samples": counts[s], "groups": groups[s]} for s in counts),
         leakage=resolution.leakage.summary(),
     )
     for stage in counts:

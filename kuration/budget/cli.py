@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("root", help="storage root (local path or fsspec URL) holding budget/")
     check.add_argument("--underfill-warn", type=float, default=None,
                        help="warn past this underfill fraction (default: what the plan was made with, else 0.1)")
-    check.add_argument("--json", action="store_true", help="print errors, warnings and figures as JSON")
+    check.add_argument("--json", action="store_true", help="print the verdict, errors, warnings and figures as JSON")
     return parser
 
 
@@ -71,8 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kuration-budget: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps({"ok": result.ok, "errors": result.errors, "warnings": result.warnings,
-                          "figures": result.figures}, indent=1, sort_keys=True))
+        print(json.dumps(result.to_dict(), indent=1, sort_keys=True))
     else:
         for line in result.errors:
             print(f"ERROR   {line}")

@@ -11,7 +11,9 @@ Layout (``<root>/budget/``):
 
 The two Parquet files are written first and ``budget.json`` last, each atomically, so a
 reader that finds ``budget.json`` finds the items it describes; ``budget.json`` records the
-SHA-256 of both, and :func:`read_budget_plan` refuses a mismatch.
+SHA-256 of both, and :func:`read_budget_plan` refuses a mismatch. :func:`check_budget_plan`
+re-validates a stored plan (the ``budget`` check), failing rather than raising when the plan
+cannot be read.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import pyarrow.parquet as pq
 from kuration import storage
 from kuration.budget.options import BudgetOptions
 from kuration.budget.plan import BudgetPlan
+from kuration.budget.validation import BudgetValidation, validate_budget_plan
 from kuration.errors import BudgetError, KurationError
 from kuration.numbers import format_bytes
 from kuration.scoring.cache import FsspecScoreCache
@@ -266,3 +269,15 @@ __all__ = [
     "ADMITTED_FILE", "BUDGET_DIR", "BUDGET_FILE", "ITEMS_FILE", "ScoredPool", "budget_url", "load_scored_pool",
     "read_admitted", "read_budget_plan", "read_budget_record", "stored_underfill_warn_fraction", "write_budget_plan",
 ]
+
+
+def check_budget_plan(root: str | os.PathLike[str], *, underfill_warn_fraction: float | None = None) -> BudgetValidation:
+    """:func:`validate_budget_plan` on the stored plan, warning past ``underfill_warn_fraction``
+    (default: what the plan was made with). Never raises: a missing or tampered plan fails."""
+    try:
+        plan = read_budget_plan(root)
+        if underfill_warn_fraction is None:
+            underfill_warn_fraction = stored_underfill_warn_fraction(read_budget_record(root))
+    except KurationError as exc:
+        return BudgetValidation.cannot_check("the budget plan", exc)
+    return validate_budget_plan(plan.items, plan.accounting, underfill_warn_fraction=underfill_warn_fraction)

@@ -15,11 +15,15 @@ errors (the plan must not be used):
 
 warnings (the plan is usable, but someone should look):
 - a split is underfilled by more than ``underfill_warn_fraction`` of its request.
+
+The result is the uniform :class:`~kuration.checks.CheckResult`; its verdict gives each
+split's admitted against its request (``train 4.01 h of 4 h requested (+0.3%, within one
+60 s span)``) and its figures carry their unit in their names (hours for a time budget).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,22 +32,16 @@ import pyarrow.compute as pc
 
 from kuration.budget.accounting import UNRANKABLE
 from kuration.budget.fill import cut_tolerance
+from kuration.checks import CheckResult, Figure, failed_verdict, hours
 from kuration.splits.stages import EXCLUSIVE_STAGES as SPLITS
 
 _EXAMPLES = 5
 
 
 @dataclass(frozen=True)
-class BudgetValidation:
-    """``ok`` when there are no errors; ``warnings`` never make a plan invalid."""
-
-    errors: tuple[str, ...]
-    warnings: tuple[str, ...]
-    figures: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
+class BudgetValidation(CheckResult):
+    """The budget contract's answer: ``ok`` when there are no errors; ``warnings`` never make
+    a plan invalid."""
 
 
 def _numpy(table: pa.Table, name: str) -> np.ndarray:
@@ -64,7 +62,8 @@ def validate_budget_plan(items: pa.Table, accounting: dict[str, Any], *, underfi
     """Check a plan's ``items`` (with decision columns) against its ``accounting`` block."""
     errors: list[str] = []
     warnings: list[str] = []
-    figures: dict[str, Any] = {}
+    figures: dict[str, Figure] = {}
+    filled: list[str] = []
     unit = accounting["unit"]
     weight = np.ones(items.num_rows) if unit == "segments" else _numpy(items, "seconds").astype(np.float64)
     admitted = _numpy(items, "admitted").astype(bool)
@@ -94,7 +93,9 @@ def validate_budget_plan(items: pa.Table, accounting: dict[str, Any], *, underfi
         mine = admitted & (split.codes == split.code(name))
         total = float(weight[mine].sum())
         last = float(weight[mine][np.argmax(rank[mine])]) if mine.any() else 0.0
-        figures[name] = {"requested": requested, "admitted": total, "last_admitted": last}
+        figures.update(_split_figures(name, unit, requested, total, last))
+        if requested > 0 or mine.any():
+            filled.append(_filled(name, unit, requested, total, last))
         # Half the fill's tolerance: the fill keeps the total before its last item below
         # request - tolerance, and re-summing here drifts far less than that.
         if mine.any() and total - last >= requested - cut_tolerance(requested) / 2:
@@ -125,7 +126,35 @@ def validate_budget_plan(items: pa.Table, accounting: dict[str, Any], *, underfi
                 f"{name}: underfilled by {underfill:g} of {requested:g} {unit} ({underfill / requested:.0%}); the pool's "
                 f"candidates hold {block.get('candidate', 0.0):g}. Excluded items: {excluded or 'none'}"
             )
-    return BudgetValidation(tuple(errors), tuple(warnings), figures)
+    verdict = "; ".join(filled) or "nothing requested, nothing admitted"
+    if errors:
+        verdict = failed_verdict(tuple(errors), "contract violation")
+    elif warnings:
+        verdict += f"; {failed_verdict(tuple(warnings), 'warning')}"
+    return BudgetValidation(verdict, tuple(errors), tuple(warnings), figures)
+
+
+def _split_figures(name: str, unit: str, requested: float, total: float, last: float) -> dict[str, Figure]:
+    if unit == "segments":
+        return {f"{name}_requested_segments": requested, f"{name}_admitted_segments": total}
+    return {f"{name}_requested_hours": requested / 3600.0, f"{name}_admitted_hours": total / 3600.0,
+            f"{name}_last_admitted_seconds": last}
+
+
+def _filled(name: str, unit: str, requested: float, total: float, last: float) -> str:
+    """``train 4.01 h of 4 h requested (+0.3%, within one 60 s span)``."""
+    if unit == "segments":
+        amount = f"{name} {total:,.0f} of {requested:,.0f} segments requested"
+    else:
+        amount = f"{name} {hours(total / 3600.0)} of {hours(requested / 3600.0)} requested"
+    if requested <= 0:
+        return f"{amount} (none requested)"
+    if total == requested:
+        return f"{amount} (exact)"
+    change = f"{(total - requested) / requested:+.1%}"
+    if total > requested and unit != "segments" and total - last < requested:
+        return f"{amount} ({change}, within one {last:g} s span)"
+    return f"{amount} ({change})"
 
 
 @dataclass(frozen=True)

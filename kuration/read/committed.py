@@ -29,13 +29,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kuration import storage
+from kuration.checks import CheckResult, count
 from kuration.errors import CommitError, shown
 from kuration.hashing import sha256_hex
-from kuration.numbers import finite_float, whole_number
+from kuration.numbers import finite_float, format_bytes, whole_number
 from kuration.output.commit_protocol import (
     COMMIT_FILE, CONFIG_FILE, MANIFEST_FILE, CommitRecord, read_commit, strict_json,
 )
@@ -175,23 +176,24 @@ def _check_entry(entry: Any, spec: OutputSpec, where: str) -> None:
 
 
 @dataclass(frozen=True)
-class DatasetVerification:
-    ok: bool
-    errors: tuple[str, ...]
-    shards: int
-    bytes: int
+class DatasetVerification(CheckResult):
+    """The ``dataset_integrity`` answer: ``shards`` and ``bytes`` the manifest lists,
+    ``bad_shards`` the ones that are missing or differ (in manifest order)."""
+
+    shards: int = 0
+    bytes: int = 0
     bad_shards: tuple[str, ...] = ()
-    figures: dict[str, Any] = field(default_factory=dict)
 
 
 def verify_dataset(out: str | os.PathLike[str]) -> DatasetVerification:
-    """The commit chain and every shard's size and SHA-256; names each bad shard."""
+    """The commit chain and every shard's size and SHA-256; names each bad shard. Never
+    raises for what it finds: a broken chain or a bad shard fails the result."""
     try:
         dataset = load_committed(out)
     except CommitError as exc:
-        return DatasetVerification(False, (str(exc),), 0, 0)
+        return DatasetVerification(f"commit chain broken: {exc}", (str(exc),))
     bad, errors, total = [], [], 0
-    splits: dict[str, dict[str, int]] = {}
+    figures: dict[str, int] = {}
     for entry in dataset.entries:
         try:
             matches = dataset.destination.shard_matches(entry["path"], entry)
@@ -204,10 +206,17 @@ def verify_dataset(out: str | os.PathLike[str]) -> DatasetVerification:
             errors.append(f"{entry['path']}: missing, or its size or SHA-256 differs (manifest: {entry['bytes']} "
                           f"bytes, sha256 {entry['sha256'][:12]}...)")
         total += entry["bytes"]
-        s = splits.setdefault(entry["split"], {"shards": 0, "steps": 0})
-        s["shards"] += 1
-        s["steps"] += entry["n_steps"]
-    return DatasetVerification(not errors, tuple(errors), len(dataset.entries), total, tuple(bad), {"splits": splits})
+        figures[f"{entry['split']}_shards"] = figures.get(f"{entry['split']}_shards", 0) + 1
+        figures[f"{entry['split']}_steps"] = figures.get(f"{entry['split']}_steps", 0) + entry["n_steps"]
+    shards = len(dataset.entries)
+    if errors:
+        verdict = f"{len(bad):,} of {count(shards, 'shard')} bad; first: {errors[0]}"
+    else:
+        verdict = (f"{count(shards, 'shard')}, {format_bytes(total)} verified: every size and SHA-256 matches, "
+                   "commit chain intact")
+    return DatasetVerification(verdict, tuple(errors), figures={"shards": shards, "bytes": total, **figures,
+                                                                "bad_shards": len(bad)},
+                               shards=shards, bytes=total, bad_shards=tuple(bad))
 
 
 def read_shard(dataset: CommittedDataset, entry: Mapping[str, Any], *, verify: bool = True) -> ShardArrays:

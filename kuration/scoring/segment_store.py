@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kuration import storage
+from kuration.checks import CheckResult, count, first, hours
 
 SEGMENTS_DIR = "scored_segments"
 #: Schema metadata of a stored segment file: the scoring run it came from, and why a source was skipped.
@@ -106,17 +107,46 @@ def list_scored_sources(root: str | os.PathLike[str]) -> list[str]:
     return [rel[: -len(".parquet")] for rel in files]
 
 
-def pool_summary(root: str | os.PathLike[str]) -> dict[str, Any]:
+def _stored_pool(root: str | os.PathLike[str]) -> list[tuple[str, pa.Table]]:
+    return [(s, read_source_segments(root, s, columns=SUMMARY_COLUMNS)) for s in list_scored_sources(root)]
+
+
+def _pooled_summary(stored: list[tuple[str, pa.Table]]) -> dict[str, Any]:
     """:func:`segment_summary` over every stored source, plus the source count."""
-    sources = list_scored_sources(root)
-    tables = [read_source_segments(root, s, columns=SUMMARY_COLUMNS) for s in sources]
-    pooled = pa.concat_tables(tables, promote_options="permissive") if tables else None
-    summary = segment_summary(pooled) if pooled is not None else {
-        "segments": 0, "hours": 0.0, "absent": 0, "non_finite": 0, "filtered_out": 0,
-        "priority_min": math.nan, "priority_median": math.nan, "priority_max": math.nan,
-    }
-    summary["sources"] = len(sources)
+    if not stored:
+        return {"segments": 0, "hours": 0.0, "absent": 0, "non_finite": 0, "filtered_out": 0,
+                "priority_min": math.nan, "priority_median": math.nan, "priority_max": math.nan, "sources": 0}
+    summary = segment_summary(pa.concat_tables([t for _, t in stored], promote_options="permissive"))
+    summary["sources"] = len(stored)
     return summary
+
+
+def check_segment_pool(root: str | os.PathLike[str]) -> CheckResult:
+    """The pool over every stored source: an empty pool is an error (nothing to plan from;
+    the verdict names the first skipped sources and why), non-finite priorities of windows
+    the entity was present in are a warning naming the first sources that hold them."""
+    stored = _stored_pool(root)
+    summary = _pooled_summary(stored)
+    figures = {"sources": summary["sources"], "segments": summary["segments"], "track_hours": summary["hours"],
+               "absent_segments": summary["absent"], "non_finite_segments": summary["non_finite"],
+               "filtered_out_segments": summary["filtered_out"], "priority_min": summary["priority_min"],
+               "priority_median": summary["priority_median"], "priority_max": summary["priority_max"]}
+    if summary["segments"] == 0:
+        skipped = [f"{s} ({(t.schema.metadata or {})[SKIPPED_KEY].decode()})" for s, t in stored
+                   if SKIPPED_KEY in (t.schema.metadata or {})]
+        why = f"; skipped: {first(skipped)}" if skipped else ""
+        message = (f"no segments in any of {count(len(stored), 'scored source')}{why}. Check skipped_error on the "
+                   "partitions, the schema against the files, and that the segment window is shorter than the recordings")
+        return CheckResult(message, (message,), figures=figures)
+    verdict = (f"{count(summary['segments'], 'segment')} ({hours(summary['hours'])} of track) from "
+               f"{count(summary['sources'], 'source')}; {summary['filtered_out']:,} filtered out, "
+               f"{summary['absent']:,} absent")
+    if not summary["non_finite"]:
+        return CheckResult(verdict + ", every other priority finite", figures=figures)
+    offenders = [f"{s} ({n:,})" for s, n in ((s, segment_summary(t)["non_finite"]) for s, t in stored) if n]
+    warning = (f"{count(summary['non_finite'], 'segment')} with a non-finite priority (NaN or +inf) although the "
+               f"entity was present, in {first(offenders, shown=5)}")
+    return CheckResult(f"{verdict}; {warning}", warnings=(warning,), figures=figures)
 
 
 def score_and_store(

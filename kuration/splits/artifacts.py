@@ -10,9 +10,10 @@ Layout under a storage root (a local folder or an fsspec URL)::
 ``materialize_splits`` plans first and writes last: nothing is written for a request
 that cannot be resolved, and a positional rule whose universe drifted is refused: only
 its report is written, so the drift check (and any reader comparing the pinned hash)
-fails closed. The validators (:func:`validate_universe_table`,
-:func:`check_split_leakage`, :func:`check_universe_drift`) re-read what is on storage and
-return structured results; Dagster asset checks only wrap them.
+fails closed. The validators (:func:`check_universe_table`, :func:`check_split_leakage`,
+:func:`check_universe_drift`) re-read what is on storage and return a
+:class:`~kuration.checks.CheckResult` (never raising for what they find); Dagster asset
+checks only wrap them.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import hashlib
 import io
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -31,11 +32,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kuration import storage
-from kuration.errors import SplitConfigError, UniverseDriftError, UniverseError
+from kuration.checks import CheckResult, count, failed_verdict
+from kuration.errors import KurationError, SplitConfigError, UniverseDriftError, UniverseError
 from kuration.splits.bake import GROUP_BY, bake_from_split_column, bake_random, bake_rule, bake_stratified
 from kuration.splits.config import LEAKAGE_MODES, DataSplitConfig, dumps_splits, load_splits, loads_splits
-from kuration.splits.drift import DriftReport, evaluate_drift
-from kuration.splits.leakage import LeakageReport
+from kuration.splits.drift import DriftCheck, DriftReport, drift_check, evaluate_drift
+from kuration.splits.leakage import LeakageCheck, leakage_check
 from kuration.splits.resolution import SplitResolution, plan_splits
 from kuration.splits.universe import WHOLE_FILE, Universe
 from kuration.strict_json import parse_strict_json
@@ -73,15 +75,6 @@ def load_universe(root: str | os.PathLike[str]) -> Universe:
     return Universe.from_arrow(read_universe_table(root), origin=_url(os.fspath(root), UNIVERSE_FILE))
 
 
-@dataclass(frozen=True)
-class TableValidation:
-    """A validator's verdict: ``ok``, the errors found, and figures for dashboards."""
-
-    ok: bool
-    errors: tuple[str, ...] = ()
-    figures: dict[str, Any] = field(default_factory=dict)
-
-
 UNIVERSE_TABLE_SCHEMA = pdv.DataFrameSchema(
     {
         "uid": pdv.Column(str, unique=True),
@@ -99,7 +92,7 @@ UNIVERSE_TABLE_SCHEMA = pdv.DataFrameSchema(
 )
 
 
-def validate_universe_table(table: pa.Table) -> TableValidation:
+def validate_universe_table(table: pa.Table) -> CheckResult:
     """Check ``universe.parquet``: pandera schema, uid = ``source#index`` (``source`` for a
     whole-file sample), canonical order, pinned hash."""
     df = table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
@@ -132,7 +125,23 @@ def validate_universe_table(table: pa.Table) -> TableValidation:
         "samples": len(df), "sources": int(df["source"].nunique()) if len(df) else 0,
         "groups": int(df["group"].nunique()) if len(df) else 0, "universe_hash": pinned,
     }
-    return TableValidation(not errors, tuple(errors), figures)
+    if errors:
+        return CheckResult(failed_verdict(tuple(errors)), tuple(errors), figures=figures)
+    return CheckResult(
+        f"{count(figures['samples'], 'sample')} from {count(figures['sources'], 'source')} in "
+        f"{count(figures['groups'], 'group')}: schema, uids, canonical order and pinned hash {pinned[:12]}... hold",
+        figures=figures,
+    )
+
+
+def check_universe_table(root: str | os.PathLike[str]) -> CheckResult:
+    """:func:`validate_universe_table` on the stored ``universe.parquet``. Never raises: a
+    missing or unreadable file fails the check."""
+    try:
+        table = read_universe_table(root)
+    except (KurationError, pa.ArrowException) as exc:
+        return CheckResult.cannot_check("universe.parquet", exc)
+    return validate_universe_table(table)
 
 
 # -- splits -------------------------------------------------------------------------
@@ -297,47 +306,35 @@ def load_baked_splits(root: str | os.PathLike[str], universe: Universe) -> DataS
     return cfg
 
 
-def check_split_leakage(root: str | os.PathLike[str]) -> tuple[LeakageReport, dict[str, int]]:
+def check_split_leakage(root: str | os.PathLike[str]) -> LeakageCheck:
     """Re-resolve the committed ``splits.json`` against the stored universe and evaluate its
-    constraints. Returns the report and per-stage sample counts."""
-    universe = load_universe(root)
-    cfg = load_baked_splits(root, universe)
-    resolution = plan_splits(cfg, universe)
-    return resolution.leakage, resolution.counts()
-
-
-@dataclass(frozen=True)
-class DriftCheck:
-    ok: bool
-    message: str
-    universe_hash: str
-    baked_hash: str | None
-    input_drift: dict[str, Any] | None
+    constraints, with per-stage sample counts. Never raises: a split that cannot be read
+    (missing, or baked against another universe) fails the check."""
+    try:
+        universe = load_universe(root)
+        resolution = plan_splits(load_baked_splits(root, universe), universe)
+    except KurationError as exc:
+        return LeakageCheck.cannot_check("the split's leakage", exc)
+    return leakage_check(resolution.leakage, resolution.counts())
 
 
 def check_universe_drift(root: str | os.PathLike[str]) -> DriftCheck:
     """Does the split on storage still belong to the universe on storage?
 
     Fails when the input rule drifted (the asset refused it), or when the committed
-    ``splits.json`` pins a different universe than ``universe.parquet`` holds."""
-    universe = load_universe(root)
-    report = read_split_report(root)
-    input_drift = report.get("input_drift")
-    if report.get("status") == "refused_drift":
-        return DriftCheck(False, input_drift["message"], universe.hash, None, input_drift)
-    url = _url(os.fspath(root), SPLITS_FILE)
-    baked = loads_splits(storage.read_bytes(url), where=url).universe_hash
-    if baked != universe.hash:
-        return DriftCheck(
-            False,
-            f"splits.json pins universe {str(baked)[:12]}..., but universe.parquet is {universe.hash[:12]}...; "
-            "the universe changed after the split was baked. Re-materialize 'resolved_splits'.",
-            universe.hash, baked, input_drift,
-        )
-    message = "split is baked against the current universe"
-    if input_drift and input_drift.get("status") == "position_independent":
-        message += f" ({input_drift['message']})"
-    return DriftCheck(True, message, universe.hash, baked, input_drift)
+    ``splits.json`` pins a different universe than ``universe.parquet`` holds. Never
+    raises: missing or unreadable artifacts fail the check."""
+    try:
+        universe = load_universe(root)
+        report = read_split_report(root)
+        input_drift = report.get("input_drift")
+        if report.get("status") == "refused_drift":
+            return drift_check(universe.hash, None, input_drift, refused=True)
+        url = _url(os.fspath(root), SPLITS_FILE)
+        baked = loads_splits(storage.read_bytes(url), where=url).universe_hash
+    except (KurationError, FileNotFoundError) as exc:
+        return DriftCheck.cannot_check("the split's universe", exc)
+    return drift_check(universe.hash, baked, input_drift)
 
 
 def preview_frame(universe: Universe, rows: int = 10) -> pd.DataFrame:

@@ -5,14 +5,18 @@ was written, the same numbers now pick different samples. A split that pins a
 ``universe_hash`` and still holds ``dir_indices`` is therefore verified against the live
 universe, and refused when it no longer matches. Baked ``file_indices`` / ``files`` name
 samples by identity and are unaffected; the report still says the pin differs.
+
+:func:`drift_check` is the ``universe_drift`` check's answer about the artifacts on storage:
+the uniform :class:`~kuration.checks.CheckResult` (:class:`DriftCheck`, keeping the hashes).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kuration.checks import CheckResult
 from kuration.errors import UniverseDriftError
 from kuration.splits.config import DataSplitConfig
 from kuration.splits.sample_ref import SampleRef
@@ -74,6 +78,37 @@ def evaluate_drift(cfg: DataSplitConfig, refs: Sequence[SampleRef] | Universe) -
     else:
         status = "drifted" if positional else "position_independent"
     return DriftReport(status, cfg.universe_hash, actual, positional)
+
+
+@dataclass(frozen=True)
+class DriftCheck(CheckResult):
+    """The ``universe_drift`` answer. ``baked_hash`` is the universe the stored ``splits.json``
+    pins (None when the split run was refused); ``input_drift`` the input rule's report."""
+
+    universe_hash: str = ""
+    baked_hash: str | None = None
+    input_drift: Mapping[str, Any] | None = None
+
+
+def drift_check(universe_hash: str, baked_hash: str | None, input_drift: Mapping[str, Any] | None, *,
+                refused: bool = False) -> DriftCheck:
+    """Does a stored split, baked against ``baked_hash``, belong to the stored universe?
+    ``refused``: the split run refused its input rule (``input_drift`` says why) and baked nothing."""
+    figures = {"universe_hash": universe_hash, "baked_universe_hash": baked_hash or "",
+               "input_rule": (input_drift or {}).get("status", "none")}
+    fields: dict[str, Any] = {"figures": figures, "universe_hash": universe_hash, "baked_hash": baked_hash,
+                              "input_drift": input_drift}
+    if refused:
+        message = (input_drift or {}).get("message") or "the split run was refused and wrote no splits.json"
+        return DriftCheck(f"split refused: {message}", (message,), **fields)
+    if baked_hash != universe_hash:
+        message = (f"splits.json pins universe {str(baked_hash)[:12]}..., but universe.parquet is {universe_hash[:12]}...; "
+                   "the universe changed after the split was baked. Re-materialize 'resolved_splits'.")
+        return DriftCheck(message, (message,), **fields)
+    verdict = f"split is baked against the current universe {universe_hash[:12]}..."
+    if input_drift and input_drift.get("status") == "position_independent":
+        verdict += f" ({input_drift.get('message')})"
+    return DriftCheck(verdict, **fields)
 
 
 def verify_universe(cfg: DataSplitConfig, refs: Sequence[SampleRef] | Universe) -> DriftReport:

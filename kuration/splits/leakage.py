@@ -9,6 +9,10 @@ Beyond Cuvis.AI, ``no_split_overlap`` is group-aware: two samples sharing a ``gr
 frames of one recording, one site or one operator in both train and test inflate every
 metric. ``predict`` is excluded throughout; it may overlap the other stages.
 
+:func:`leakage_check` turns a report and the stages' sample counts into the uniform
+:class:`~kuration.checks.CheckResult` (:class:`LeakageCheck`, which keeps the report) that the
+``split_leakage`` check shows.
+
 Offender lists are sorted as text, as Cuvis.AI sorts them. For ``no_split_overlap`` the
 offenders are the samples that leak: those in more than one of train / val / test, and
 those whose group is. So a violation always counts at least one sample, also when the
@@ -20,12 +24,13 @@ from __future__ import annotations
 import heapq
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
 import numpy as np
 
+from kuration.checks import CheckResult, first
 from kuration.errors import SplitConstraintError, SplitLeakageError
 from kuration.splits.config import LEAKAGE_MODES, Constraint, ConstraintKind, constraints_for_leakage_check
 from kuration.splits.sample_ref import SampleRef
@@ -96,6 +101,52 @@ class LeakageReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "results": [r.to_dict() for r in self.results]}
+
+
+#: What a satisfied constraint means, for the verdict.
+_HOLDS = {
+    ConstraintKind.NO_SPLIT_OVERLAP.value: "no sample or group in two stages",
+    ConstraintKind.NO_SOURCE_OVERLAP.value: "no source in two stages",
+    ConstraintKind.NO_TRAIN_ANOMALOUS.value: "no anomalous sample in train",
+}
+
+
+@dataclass(frozen=True)
+class LeakageCheck(CheckResult):
+    """The ``split_leakage`` answer; ``report`` is None when the split could not be read."""
+
+    report: LeakageReport | None = None
+    counts: Mapping[str, int] = field(default_factory=dict)
+
+
+def _failure(r: ConstraintResult) -> str:
+    offenders = f" (first: {first(r.offending, r.count)})" if r.offending else ""
+    return f"{r.kind} {r.status}: {r.reason}{offenders}"
+
+
+def leakage_check(report: LeakageReport, counts: Mapping[str, int]) -> LeakageCheck:
+    """``report``'s verdict with the stages' sample counts: errors for failed ``error``
+    constraints, warnings for failed ``warn`` ones, the first offenders named."""
+    sizes = ", ".join(f"{stage} {counts[stage]:,}" for stage in EXCLUSIVE_STAGES if stage in counts)
+    figures: dict[str, int | str] = {f"{stage}_samples": n for stage, n in counts.items()}
+    for r in report.results:
+        figures[f"{r.kind}.status"] = f"{r.status} ({r.severity})"
+        figures[f"{r.kind}.offending_count"] = r.count
+        if r.shared_groups:
+            figures[f"{r.kind}.shared_groups"] = first(r.shared_groups, r.group_count, shown=10)
+        if r.offending:
+            figures[f"{r.kind}.first_offenders"] = first(r.offending, r.count, shown=5)
+    failed = [r for r in report.results if r.failed]
+    if failed:
+        verdict = "; ".join(_failure(r) for r in failed) + f" ({sizes} samples)"
+    elif report.results:
+        verdict = "; ".join(_HOLDS.get(r.kind, f"{r.kind} holds") for r in report.results) + f" ({sizes} samples)"
+    else:
+        verdict = f"no leakage constraint declared, nothing checked ({sizes} samples)"
+    return LeakageCheck(
+        verdict, tuple(_failure(r) for r in report.errors), tuple(_failure(r) for r in report.warnings),
+        figures=figures, report=report, counts=dict(counts),
+    )
 
 
 def _overlap_pairs(keys: Mapping[str, np.ndarray]) -> list[tuple[str, str, np.ndarray]]:

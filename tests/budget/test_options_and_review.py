@@ -82,7 +82,7 @@ def plan():
 
 def test_a_fresh_plan_validates(plan):
     result = validate_budget_plan(plan.items, plan.accounting)
-    assert result.ok and not result.warnings and result.figures["train"]["admitted"] == 20.0
+    assert result.ok and not result.warnings and result.figures["train_admitted_hours"] == 20.0 / 3600
 
 
 def _tampered(plan, source, **changes):

@@ -36,7 +36,8 @@ def test_the_plan_fills_each_split_and_its_check_passes(scored, instance, tmp_pa
     assert meta["unit"] == "hours" and meta["sources"] == 6 and "| train |" in meta["budget"]
     assert set(meta["excluded"]) >= {"budget_full", "filtered", "non_finite", "group_cap", "not_in_split"}
     assert set(meta["tag_coverage"]["train"]) == {"near_miss", "landing", "low_battery"}
-    assert _evaluation(result).passed
+    assert _evaluation(result).passed and _evaluation(result).description.startswith("train 0.0167 h of 0.0167 h ")
+    assert "| train_requested_hours | 0.0167 |" in _evaluation(result).metadata["figures"].value  # hours, said so
     plan = read_budget_plan(tmp_path / "storage")
     assert plan.options.span_seconds == 10.0 and plan.options.chunking.shard_length == 64  # from output_spec.json
     assert plan.options.chunking.short_policy == "pad"
@@ -60,6 +61,7 @@ def test_underfill_past_the_threshold_warns_without_blocking(scored, instance):
     assert not evaluation.passed and evaluation.severity.value == "WARN"
     warnings = evaluation.metadata["warnings"].value
     assert any(w.startswith("train: underfilled") for w in warnings)
+    assert "; 1 warning; first: train: underfilled" in evaluation.description
 
 
 def test_a_plan_that_breaks_the_contract_fails_the_check(scored, instance, tmp_path):
@@ -84,7 +86,9 @@ def test_a_tampered_plan_file_fails_the_check(scored, instance, tmp_path):
     items = tmp_path / "storage" / "budget" / "plan_items.parquet"
     pq.write_table(pq.read_table(items).slice(0, 3), items)
     evaluation = budget(storage_root=StorageRootResource(url=str(tmp_path / "storage")))
-    assert not evaluation.passed and "does not match the SHA-256" in evaluation.metadata["error"].value
+    assert not evaluation.passed and evaluation.severity.value == "ERROR"
+    assert "does not match the SHA-256" in evaluation.metadata["errors"].value[0]
+    assert evaluation.description.startswith("cannot check the budget plan: ") and "does not match" in evaluation.description
 
 
 def test_an_invalid_request_fails_before_anything_is_written(scored, instance, tmp_path, scored_landing):

@@ -43,6 +43,7 @@ def test_the_dataset_is_written_committed_and_verified(scored, instance, tmp_pat
     assert 0 < manifest["train_emitted_hours"] < manifest["train_requested_hours"] + 10 * H
     (check,) = result.get_asset_check_evaluations()
     assert check.check_name == "dataset_integrity" and check.passed
+    assert check.description.startswith(f"{manifest['shards']} shards, ") and "commit chain intact" in check.description
     assert verify_dataset(tmp_path / "storage" / "dataset").ok
 
 

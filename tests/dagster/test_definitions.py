@@ -83,7 +83,10 @@ def test_demo_job_materializes_everything_and_reports(tmp_path, monkeypatch, cap
     for needle in ("asset universe", "asset resolved_splits", "train_samples", "split_leakage", "universe_drift",
                    "asset scored_segments: ", "segment_pool", "asset budget_plan", "train_admitted",
                    "budget_plan:budget", "budget review", "asset dataset_manifest", "commit_state",
-                   "dataset_manifest:dataset_integrity"):
+                   "dataset_manifest:dataset_integrity",
+                   # each check's verdict, under its line
+                   "no sample or group in two stages (train ", "h of 4 h requested (+",
+                   "verified: every size and SHA-256 matches, commit chain intact"):
         assert needle in out
     assert "FAILED" not in out
     assert (tmp_path / "demo" / "storage" / "splits" / "splits.json").exists()

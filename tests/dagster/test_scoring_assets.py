@@ -102,6 +102,8 @@ def test_a_broken_source_is_recorded_and_its_stale_segments_replaced(resources, 
     assert meta["status"] == "skipped" and "missing column" in meta["skipped_error"] and meta["segments"] == 0
     assert read_source_segments(tmp_path / "storage", sources[0]).num_rows == 0
     assert _check(result) == (False, "ERROR")  # the only stored source is now empty: empty pool
+    (evaluation,) = result.get_asset_check_evaluations()
+    assert evaluation.description.startswith(f"no segments in any of 1 scored source; skipped: {sources[0]} (")
 
 
 def test_sensor_adds_partitions_requests_runs_and_keeps_a_cursor(resources, landing):

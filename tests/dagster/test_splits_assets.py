@@ -48,6 +48,10 @@ def test_whole_graph_resolves_a_leak_free_split(resources, instance):
     result = _run(ALL, resources, instance)
     assert result.success
     assert _checks(result) == {"universe_schema": True, "split_leakage": True, "universe_drift": True}
+    verdicts = {e.check_name: e.description for e in result.get_asset_check_evaluations()}
+    assert verdicts["universe_schema"].startswith("24 samples from 6 sources in 3 groups: ")
+    assert verdicts["split_leakage"].startswith("no sample or group in two stages (train ")
+    assert verdicts["universe_drift"].startswith("split is baked against the current universe ")
     storage = Path(resources["storage_root"].url)
     cfg = load_splits(storage / "splits" / "splits.json")
     assert cfg.is_baked
@@ -73,7 +77,10 @@ def test_leaking_split_blocks_downstream_in_the_same_run(resources, instance, tm
     assert "training_view" not in _materialized(result)
     (evaluation,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "split_leakage"]
     meta = {k: v.value for k, v in evaluation.metadata.items()}
-    assert meta["no_split_overlap.shared_groups"] == ["site_b"]
+    assert "| no_split_overlap.shared_groups | site_b |" in meta["figures"]
+    assert evaluation.description.startswith("no_split_overlap violated:") and "'site_b'" in evaluation.description
+    assert "(first: site_b/rec_1.parquet#0, " in evaluation.description  # the first leaking samples are named
+    assert meta["errors"][0].startswith("no_split_overlap violated:") and "warnings" not in meta
 
 
 def test_warn_policy_reports_but_does_not_block(resources, instance, tmp_path):

@@ -1,0 +1,67 @@
+"""The budget check's verdict (``validate_budget_plan``, ``check_budget_plan``)."""
+
+import numpy as np
+import pyarrow as pa
+
+from kuration.budget import BudgetOptions, BudgetValidation, plan_budget, validate_budget_plan
+from kuration.budget.plan_store import check_budget_plan, write_budget_plan
+from kuration.checks import CheckResult
+from tests.budget.segment_tables import assignments, segments_table, strategy
+
+HOUR = 36_000  # steps at 10 Hz
+#: Four one-hour tracks in train (priorities 1..4), two in test.
+ROWS = [(f"s{i}", "e", 0, HOUR, HOUR, float(i), []) for i in range(1, 7)]
+SPLITS = assignments({"s1": "train", "s2": "train", "s3": "train", "s4": "train", "s5": "test", "s6": "test"})
+
+
+def _plan(**hours):
+    return plan_budget(segments_table(ROWS), BudgetOptions(**hours), strategy=strategy(), split_assignments=SPLITS)
+
+
+def test_a_sound_plan_reads_admitted_against_requested_per_split():
+    plan = _plan(train_hours=2.5, test_hours=1.0)
+    result = validate_budget_plan(plan.items, plan.accounting)
+    assert isinstance(result, BudgetValidation) and isinstance(result, CheckResult) and result.passed
+    assert result.verdict == ("train 3 h of 2.5 h requested (+20.0%, within one 3600 s span); "
+                              "test 1 h of 1 h requested (exact)")
+    assert result.figures["train_requested_hours"] == 2.5 and result.figures["train_admitted_hours"] == 3.0
+    assert result.figures["train_last_admitted_seconds"] == 3600.0
+
+
+def test_an_underfilled_split_warns_in_the_verdict():
+    plan = _plan(train_hours=10.0)
+    result = validate_budget_plan(plan.items, plan.accounting, underfill_warn_fraction=0.5)
+    assert result.severity == "warn" and result.ok
+    assert result.verdict.startswith("train 4 h of 10 h requested (-60.0%); 1 warning; first: train: underfilled by "
+                                     "21600 of 36000 seconds (60%)")
+
+
+def test_a_count_budget_counts_segments():
+    plan = plan_budget(segments_table(ROWS), BudgetOptions(train_count=2, test_count=1), strategy=strategy(),
+                       split_assignments=SPLITS)
+    result = validate_budget_plan(plan.items, plan.accounting)
+    assert result.passed and result.verdict == ("train 2 of 2 segments requested (exact); "
+                                                "test 1 of 1 segments requested (exact)")
+    assert result.figures["train_admitted_segments"] == 2
+
+
+def test_a_broken_plan_fails_naming_the_first_violation():
+    plan = _plan(train_hours=2.5, test_hours=1.0)
+    admitted = np.array(plan.items.column("admitted").to_pylist()) | (
+        np.array(plan.items.column("split").to_pylist()) == "train")
+    items = plan.items.set_column(plan.items.column_names.index("admitted"), "admitted", pa.array(admitted))
+    result = validate_budget_plan(items, plan.accounting)
+    assert result.severity == "error"
+    assert result.verdict == f"{len(result.errors)} contract violations; first: {result.errors[0]}"
+    assert result.errors[0].startswith("train: admitted 14400 seconds against 9000 requested")
+
+
+def test_the_stored_check_uses_the_recorded_threshold_and_fails_instead_of_raising(tmp_path):
+    assert check_budget_plan(tmp_path).verdict.startswith("cannot check the budget plan: no budget plan at ")
+    plan = _plan(train_hours=10.0)
+    write_budget_plan(plan, tmp_path, inputs={"check": {"underfill_warn_fraction": 0.7}})
+    assert check_budget_plan(tmp_path).passed  # 60% underfill, under the recorded 70%
+    assert check_budget_plan(tmp_path, underfill_warn_fraction=0.5).severity == "warn"
+    (tmp_path / "budget" / "budget.json").write_text("[1]")
+    broken = check_budget_plan(tmp_path)
+    assert broken.severity == "error" and "must be a JSON object" in broken.verdict
