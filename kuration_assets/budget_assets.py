@@ -3,7 +3,7 @@
 # No "from __future__ import annotations": Dagster reads config annotations at decoration time.
 
 from enum import Enum
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 from dagster import (
     AllPartitionMapping,
@@ -19,13 +19,12 @@ from dagster import (
 )
 from pydantic import Field
 
-from kuration.budget import BudgetOptions, ShardChunking, plan_budget
-from kuration.budget.plan_store import check_budget_plan, load_scored_pool, read_budget_record, write_budget_plan
-from kuration.numbers import parse_bytes
+from kuration.budget import BudgetOptions, ShardChunking
+from kuration.budget.plan_store import StoredBudgetPlan, check_budget_plan, plan_stored_budget
+from kuration.budget.summary import PlanSummary, summarize_plan
 from kuration.scoring import run_fingerprint
-from kuration.splits.artifacts import read_split_assignments
 from kuration_assets.scoring_assets import scored_segments, source_partitions
-from kuration_dagster_checks import asset_check_result
+from kuration_dagster_checks import asset_check_result, markdown_table
 from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
 from splits_assets import resolved_splits
 
@@ -77,10 +76,6 @@ class BudgetPlanConfig(Config):
         )
 
 
-def _hours(value: float, unit: str) -> float:
-    return value / 3600.0 if unit == "seconds" else value
-
-
 @asset(
     deps=[AssetDep(scored_segments, partition_mapping=AllPartitionMapping()), resolved_splits],
     group_name="budget",
@@ -94,61 +89,41 @@ def budget_plan(
     curation: CurationResource,
 ) -> MaterializeResult:
     """Which spans of which tracks each split admits, best first within its own budget, as
-    ``budget/admitted.parquet``, with every item's decision in ``budget/plan_items.parquet``
-    and the accounting in ``budget/budget.json``."""
+    `budget/admitted.parquet`, with every item's decision in `budget/plan_items.parquet`
+    and the accounting in `budget/budget.json`."""
     settings = curation.settings(landing_zone)
-    spec = curation.output_spec(landing_zone, settings)
-    options = config.options(spec.chunking)  # invalid requests fail here, before the pool is read
-    memory_budget = None if config.memory_budget is None else parse_bytes(config.memory_budget, name="memory_budget")
-    expected_run = run_fingerprint(curation.adapter(landing_zone, settings), settings.segmenter, settings.strategy)
-    sources = context.instance.get_dynamic_partitions(source_partitions.name)
-    pool = load_scored_pool(storage_root.url, sources, expected_run=expected_run, memory_budget=memory_budget)
-    assignments, splits_digest = read_split_assignments(storage_root.url)
-    plan = plan_budget(pool.segments, options, strategy=settings.strategy, split_assignments=assignments)
-    urls = write_budget_plan(plan, storage_root.url, inputs={
-        "scoring_run": pool.run_fingerprint, "sources": len(sources), "skipped_sources": pool.skipped,
-        "splits_sha256": splits_digest, "check": {"underfill_warn_fraction": config.underfill_warn_fraction},
-    })
-    record_digest = read_budget_record(storage_root.url)["files"]["admitted.parquet"]["sha256"]
-    acc = plan.accounting
-    unit = acc["unit"]
-    metadata = {
-        "path": MetadataValue.path(urls["admitted"]),
-        "budget_json": MetadataValue.path(urls["budget"]),
-        "unit": "hours" if unit == "seconds" else unit,
-        "sources": len(sources),
-        "skipped_sources": len(pool.skipped),
-        "not_in_split": acc["not_in_split"]["sources"],
+    options = config.options(curation.output_spec(landing_zone, settings).chunking)  # a bad request fails before any read
+    stored = plan_stored_budget(
+        storage_root.url, context.instance.get_dynamic_partitions(source_partitions.name), options,
+        strategy=settings.strategy, memory_budget=config.memory_budget,
+        expected_run=run_fingerprint(curation.adapter(landing_zone, settings), settings.segmenter, settings.strategy),
+        underfill_warn_fraction=config.underfill_warn_fraction,
+    )
+    summary = summarize_plan(stored.plan.accounting)
+    context.log.info(summary.line())
+    return MaterializeResult(metadata=_plan_metadata(stored, summary), data_version=DataVersion(stored.admitted_sha256))
+
+
+def _plan_metadata(stored: StoredBudgetPlan, summary: PlanSummary) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "budget": markdown_table(summary.rows()),
+        "path": MetadataValue.path(stored.urls["admitted"]),
+        "budget_json": MetadataValue.path(stored.urls["budget"]),
+        "unit": summary.unit,
+        "sources": stored.sources,
+        "skipped_sources": len(stored.pool.skipped),
+        "not_in_split": summary.not_in_split_sources,
     }
-    for name, block in acc["splits"].items():
-        metadata[f"{name}_requested"] = _hours(block["requested"], unit)
-        metadata[f"{name}_admitted"] = _hours(block["admitted"], unit)
-        metadata[f"{name}_emitted"] = _hours(block["emitted"], unit)
-        metadata[f"{name}_utilization"] = block["utilization"] if block["utilization"] is not None else 0.0
-    excluded: dict[str, int] = {}
-    for block in acc["splits"].values():
-        for reason, figures in block["excluded"].items():
-            excluded[reason] = excluded.get(reason, 0) + figures["items"]
-    excluded["not_in_split"] = acc["not_in_split"]["items"]
-    metadata["excluded"] = MetadataValue.json(excluded)
-    if pool.memory is not None:
-        metadata["pool_memory"] = MetadataValue.json(pool.memory)
-    metadata["tag_coverage"] = MetadataValue.json({name: block["tag_coverage"] for name, block in acc["splits"].items()})
-    metadata["budget"] = MetadataValue.md(_budget_table(acc))
-    context.log.info(", ".join(f"{n}: {metadata[f'{n}_admitted']:.3g}/{metadata[f'{n}_requested']:.3g}"
-                               for n in acc["splits"]))
-    return MaterializeResult(metadata=metadata, data_version=DataVersion(record_digest))
-
-
-def _budget_table(acc: dict) -> str:
-    unit = "h" if acc["unit"] == "seconds" else "segments"
-    rows = [f"| split | requested ({unit}) | candidate | admitted | emitted | utilization | underfill |", "|---|---|---|---|---|---|---|"]
-    for name, b in acc["splits"].items():
-        util = "" if b["utilization"] is None else f"{b['utilization']:.1%}"
-        rows.append(f"| {name} | {_hours(b['requested'], acc['unit']):.3g} | {_hours(b['candidate'], acc['unit']):.3g} | "
-                    f"{_hours(b['admitted'], acc['unit']):.3g} | {_hours(b['emitted'], acc['unit']):.3g} | {util} | "
-                    f"{_hours(b['underfill'], acc['unit']):.3g} |")
-    return "\n".join(rows)
+    for name, amounts in summary.splits.items():
+        metadata[f"{name}_requested"] = amounts.requested
+        metadata[f"{name}_admitted"] = amounts.admitted
+        metadata[f"{name}_emitted"] = amounts.emitted
+        metadata[f"{name}_utilization"] = amounts.utilization if amounts.utilization is not None else 0.0
+    metadata["excluded"] = MetadataValue.json(summary.excluded)
+    if stored.pool.memory is not None:
+        metadata["pool_memory"] = MetadataValue.json(stored.pool.memory)
+    metadata["tag_coverage"] = MetadataValue.json(summary.tag_coverage)
+    return metadata
 
 
 @asset_check(

@@ -11,7 +11,10 @@ Layout (``<root>/budget/``):
 
 The two Parquet files are written first and ``budget.json`` last, each atomically, so a
 reader that finds ``budget.json`` finds the items it describes; ``budget.json`` records the
-SHA-256 of both, and :func:`read_budget_plan` refuses a mismatch. :func:`check_budget_plan`
+SHA-256 of both, and :func:`read_budget_plan` refuses a mismatch.
+
+:func:`plan_stored_budget` is the whole step the ``budget_plan`` asset runs: the pool and
+the resolved split read from storage, the plan made and stored. :func:`check_budget_plan`
 re-validates a stored plan (the ``budget`` check), failing rather than raising when the plan
 cannot be read.
 """
@@ -22,6 +25,7 @@ import hashlib
 import io
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,16 +34,18 @@ import pyarrow.parquet as pq
 
 from kuration import storage
 from kuration.budget.options import BudgetOptions
-from kuration.budget.plan import BudgetPlan
+from kuration.budget.plan import BudgetPlan, plan_budget
 from kuration.budget.validation import BudgetValidation, validate_budget_plan
 from kuration.errors import BudgetError, KurationError
-from kuration.numbers import format_bytes
+from kuration.numbers import format_bytes, parse_bytes
 from kuration.scoring.cache import FsspecScoreCache
 from kuration.scoring import MemoryBudgetError, provide_fingerprint
 from kuration.scoring.segment_store import (
     IDENTITY_KEY, RUN_KEY, SKIPPED_KEY, read_source_segments, score_cache_url, segments_url,
 )
+from kuration.scoring.strategy import Strategy
 from kuration.sources.protocol import SourceIdentity
+from kuration.splits.artifacts import read_split_assignments
 
 BUDGET_DIR = "budget"
 ITEMS_FILE = "plan_items.parquet"
@@ -190,6 +196,11 @@ def _parquet_bytes(table: pa.Table) -> bytes:
 
 def write_budget_plan(plan: BudgetPlan, root: str | os.PathLike[str], *, inputs: dict[str, Any] | None = None) -> dict[str, str]:
     """Write the plan under ``<root>/budget/``; returns the three URLs by name."""
+    return _write_budget_plan(plan, root, inputs)[0]
+
+
+def _write_budget_plan(plan: BudgetPlan, root: str | os.PathLike[str],
+                       inputs: dict[str, Any] | None) -> tuple[dict[str, str], dict[str, Any]]:
     items = _parquet_bytes(plan.items)
     admitted = _parquet_bytes(plan.admitted())
     record = {
@@ -209,7 +220,51 @@ def write_budget_plan(plan: BudgetPlan, root: str | os.PathLike[str], *, inputs:
     }
     body = json.dumps(record, indent=1, sort_keys=True, allow_nan=False).encode()
     urls["budget"] = storage.write_bytes_atomic(budget_url(root, BUDGET_FILE), body)
-    return urls
+    return urls, record
+
+
+@dataclass(frozen=True)
+class StoredBudgetPlan:
+    """What :func:`plan_stored_budget` planned and wrote: the plan, the pool it came from,
+    the files' URLs by name (``items``, ``admitted``, ``budget``), and the SHA-256 of
+    ``admitted.parquet`` (the selection's identity)."""
+
+    plan: BudgetPlan
+    pool: ScoredPool
+    urls: dict[str, str]
+    admitted_sha256: str
+    sources: int
+
+
+def plan_stored_budget(root: str | os.PathLike[str], sources: Sequence[str], options: BudgetOptions, *,
+                       strategy: Strategy, expected_run: str | None = None, memory_budget: int | str | None = None,
+                       underfill_warn_fraction: float = 0.1) -> StoredBudgetPlan:
+    """Plan ``options`` over the stored scored segments of ``sources`` and the resolved split
+    under ``root``, and store the plan there. ``expected_run`` refuses a pool scored with other
+    settings; ``memory_budget`` (bytes, or a string like ``"2GiB"``) bounds the pool held in
+    memory (see :func:`load_scored_pool`); ``underfill_warn_fraction`` is recorded for the
+    ``budget`` check."""
+    budget_bytes = None if memory_budget is None else parse_bytes(memory_budget, name="memory_budget")
+    pool = load_scored_pool(root, list(sources), expected_run=expected_run, memory_budget=budget_bytes)
+    assignments, splits_digest = read_split_assignments(root)
+    plan = plan_budget(pool.segments, options, strategy=strategy, split_assignments=assignments)
+    urls, record = _write_budget_plan(plan, root, {
+        "scoring_run": pool.run_fingerprint, "sources": len(sources), "skipped_sources": pool.skipped,
+        "splits_sha256": splits_digest, "check": {"underfill_warn_fraction": underfill_warn_fraction},
+    })
+    return StoredBudgetPlan(plan, pool, urls, record["files"][ADMITTED_FILE]["sha256"], len(sources))
+
+
+def check_budget_plan(root: str | os.PathLike[str], *, underfill_warn_fraction: float | None = None) -> BudgetValidation:
+    """:func:`validate_budget_plan` on the stored plan, warning past ``underfill_warn_fraction``
+    (default: what the plan was made with). Never raises: a missing or tampered plan fails."""
+    try:
+        plan = read_budget_plan(root)
+        if underfill_warn_fraction is None:
+            underfill_warn_fraction = stored_underfill_warn_fraction(read_budget_record(root))
+    except KurationError as exc:
+        return BudgetValidation.cannot_check("the budget plan", exc)
+    return validate_budget_plan(plan.items, plan.accounting, underfill_warn_fraction=underfill_warn_fraction)
 
 
 _RECORD_KEYS = ("accounting", "options", "strategy", "inputs", "files")
@@ -269,15 +324,3 @@ __all__ = [
     "ADMITTED_FILE", "BUDGET_DIR", "BUDGET_FILE", "ITEMS_FILE", "ScoredPool", "budget_url", "load_scored_pool",
     "read_admitted", "read_budget_plan", "read_budget_record", "stored_underfill_warn_fraction", "write_budget_plan",
 ]
-
-
-def check_budget_plan(root: str | os.PathLike[str], *, underfill_warn_fraction: float | None = None) -> BudgetValidation:
-    """:func:`validate_budget_plan` on the stored plan, warning past ``underfill_warn_fraction``
-    (default: what the plan was made with). Never raises: a missing or tampered plan fails."""
-    try:
-        plan = read_budget_plan(root)
-        if underfill_warn_fraction is None:
-            underfill_warn_fraction = stored_underfill_warn_fraction(read_budget_record(root))
-    except KurationError as exc:
-        return BudgetValidation.cannot_check("the budget plan", exc)
-    return validate_budget_plan(plan.items, plan.accounting, underfill_warn_fraction=underfill_warn_fraction)

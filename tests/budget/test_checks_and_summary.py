@@ -1,10 +1,15 @@
-"""The budget check's verdict (``validate_budget_plan``, ``check_budget_plan``)."""
+"""The budget check's verdict (``validate_budget_plan``, ``check_budget_plan``) and the plan
+summary (``summarize_plan``) the ``budget_plan`` asset reports."""
+
+import json
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from kuration.budget import BudgetOptions, BudgetValidation, plan_budget, validate_budget_plan
 from kuration.budget.plan_store import check_budget_plan, write_budget_plan
+from kuration.budget.summary import summarize_plan
 from kuration.checks import CheckResult
 from tests.budget.segment_tables import assignments, segments_table, strategy
 
@@ -65,3 +70,26 @@ def test_the_stored_check_uses_the_recorded_threshold_and_fails_instead_of_raisi
     (tmp_path / "budget" / "budget.json").write_text("[1]")
     broken = check_budget_plan(tmp_path)
     assert broken.severity == "error" and "must be a JSON object" in broken.verdict
+
+
+def test_the_summary_converts_seconds_to_hours_and_sums_the_exclusions():
+    plan = _plan(train_hours=2.5, test_hours=1.0)
+    summary = summarize_plan(plan.accounting)
+    assert summary.unit == "hours"
+    train = summary.splits["train"]
+    assert (train.requested, train.admitted, train.candidate) == (2.5, 3.0, 4.0)
+    assert train.utilization == pytest.approx(1.2)
+    per_split = [block["excluded"]["budget_full"]["items"] for block in plan.accounting["splits"].values()]
+    assert summary.excluded["budget_full"] == sum(per_split) == 2 and summary.excluded["not_in_split"] == 0
+    (row,) = [r for r in summary.rows() if r["split"] == "train"]
+    assert row["requested (h)"] == 2.5 and row["utilization"] == "120.0%"
+    assert summary.line().startswith("train: 3/2.5 h, ")
+    assert json.dumps(summary.tag_coverage)  # plain data, as the asset's metadata needs
+
+
+def test_a_count_summary_stays_in_segments():
+    plan = plan_budget(segments_table(ROWS), BudgetOptions(train_count=2), strategy=strategy(),
+                       split_assignments=SPLITS)
+    summary = summarize_plan(plan.accounting)
+    assert summary.unit == "segments" and summary.splits["train"].admitted == 2.0
+    assert "admitted (segments)" in summary.rows()[0]
