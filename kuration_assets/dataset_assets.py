@@ -4,6 +4,8 @@
 
 # No "from __future__ import annotations": Dagster reads config annotations at decoration time.
 
+from typing import Any
+
 from dagster import (
     AssetCheckSpec,
     AssetExecutionContext,
@@ -19,11 +21,12 @@ from pydantic import Field
 
 from kuration import storage
 from kuration.budget.plan_store import read_budget_plan
-from kuration.errors import CommitError
-from kuration.output.write_dataset import DifferentRunError, write_planned_dataset
+from kuration.output.dataset_summary import DatasetSummary, summarize_dataset
+from kuration.output.spec import OutputSpec
+from kuration.output.write_dataset import write_planned_dataset
 from kuration.read import verify_dataset
 from kuration_assets.budget_assets import budget_plan
-from kuration_dagster_checks import asset_check_result
+from kuration_dagster_checks import asset_check_result, markdown_table
 from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
 
 DATASET_DIR = "dataset"
@@ -59,58 +62,47 @@ def training_dataset(
     landing_zone: LandingZoneResource,
     curation: CurationResource,
 ):
-    """Write the budget plan's admitted spans as a committed dataset under ``dataset/``."""
+    """Write the budget plan's admitted spans as a committed dataset under `dataset/`."""
     out = storage_root.path(DATASET_DIR)
     settings = curation.settings(landing_zone)
     spec = curation.output_spec(landing_zone, settings)
-    plan = read_budget_plan(storage_root.url)
-    adapter = curation.adapter(landing_zone, settings)
-
-    def progress(done: int, total: int, source: str) -> None:
-        context.log.info(f"{done}/{total} sources written ({source})")
-
-    try:
-        result = write_planned_dataset(out, plan, adapter=adapter, schema=settings.schema, spec=spec, resume=True,
-                                       progress=progress)
-    except (DifferentRunError, CommitError) as exc:  # another run's dataset, or a torn commit record
-        if not config.replace_other_runs:
-            raise
-        context.log.info(f"replacing the destination: {exc}")
-        result = write_planned_dataset(out, plan, adapter=adapter, schema=settings.schema, spec=spec, force=True,
-                                       progress=progress)
-    manifest = result.manifest
-    verification = verify_dataset(out)
+    result = write_planned_dataset(
+        out, read_budget_plan(storage_root.url), adapter=curation.adapter(landing_zone, settings),
+        schema=settings.schema, spec=spec, resume=True, on_other_run="replace" if config.replace_other_runs else "refuse",
+        progress=lambda done, total, source: context.log.info(f"{done}/{total} sources written ({source})"),
+    )
+    if result.replaced:
+        context.log.info(f"replaced the destination: {result.replaced}")
+    summary = summarize_dataset(result, sample_hz=settings.schema.sample_hz)
     version = DataVersion(result.record.manifest_sha256)
-    shard_meta = {"path": MetadataValue.path(out), "container": spec.container,
-                  "written_shards": result.written, "reused_shards": result.reused}
-    for name, split in manifest["splits"].items():
-        shard_meta[f"{name}_shards"] = split["shards"]
-        shard_meta[f"{name}_bytes"] = split["bytes"]
-    yield MaterializeResult(asset_key=AssetKey("shards"), metadata=shard_meta, data_version=version)
+    yield MaterializeResult(asset_key=AssetKey("shards"), metadata=_shards_metadata(out, spec, summary),
+                            data_version=version)
+    yield MaterializeResult(asset_key=AssetKey("dataset_manifest"), metadata=_manifest_metadata(out, summary),
+                            data_version=version)
+    yield asset_check_result(verify_dataset(out), check_name=dataset_integrity.name, asset_key=dataset_integrity.asset_key)
 
-    budget = manifest["budget"]["splits"]
-    manifest_meta = {
+
+def _shards_metadata(out: str, spec: OutputSpec, summary: DatasetSummary) -> dict[str, Any]:
+    metadata = {"path": MetadataValue.path(out), "container": spec.container,
+                "written_shards": summary.written, "reused_shards": summary.reused}
+    for name, split in summary.splits.items():
+        metadata[f"{name}_shards"] = split.shards
+        metadata[f"{name}_bytes"] = split.bytes
+    return metadata
+
+
+def _manifest_metadata(out: str, summary: DatasetSummary) -> dict[str, Any]:
+    metadata = {
         "path": MetadataValue.path(storage.join_url(out, "dataset_manifest.json")),
-        "commit_state": result.record.state,
-        "shards": len(manifest["entries"]),
-        "preview": MetadataValue.md(_preview(manifest["entries"])),
+        "commit_state": summary.commit_state,
+        "shards": summary.shards,
+        "preview": markdown_table(summary.preview, more=summary.more),
     }
-    for name, split in manifest["splits"].items():
-        hz = settings.schema.sample_hz
-        manifest_meta[f"{name}_emitted_hours"] = split["steps"] / hz / 3600.0
-        if manifest["budget"]["unit"] == "seconds":  # a count budget requests segments, not hours
-            manifest_meta[f"{name}_requested_hours"] = budget[name]["requested"] / 3600.0
-    yield MaterializeResult(asset_key=AssetKey("dataset_manifest"), metadata=manifest_meta, data_version=version)
-    yield asset_check_result(verification, check_name=dataset_integrity.name, asset_key=dataset_integrity.asset_key)
-
-
-def _preview(entries: list, rows: int = 10) -> str:
-    lines = ["| path | split | n_steps | bytes | sha256 |", "|---|---|---|---|---|"]
-    for e in entries[:rows]:
-        lines.append(f"| {e['path']} | {e['split']} | {e['n_steps']} | {e['bytes']} | {e['sha256'][:12]} |")
-    if len(entries) > rows:
-        lines.append(f"| ... {len(entries) - rows} more | | | | |")
-    return "\n".join(lines)
+    for name, split in summary.splits.items():
+        metadata[f"{name}_emitted_hours"] = split.emitted_hours
+        if split.requested_hours is not None:
+            metadata[f"{name}_requested_hours"] = split.requested_hours
+    return metadata
 
 
 __all__ = ["DatasetConfig", "dataset_integrity", "training_dataset"]

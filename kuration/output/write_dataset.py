@@ -15,7 +15,10 @@ size and SHA-256, in the committed manifest or in the resume records an interrup
 leaves (``.kuration_resume/<run fingerprint>/``, one per finished shard); the file still has that
 size and SHA-256; and its source has a strong identity (content hash, ETag or version).
 Everything else is rebuilt. ``force=True`` replaces the destination; the two together are
-an error, and without either an existing destination is refused.
+an error, and without either an existing destination is refused. ``write_planned_dataset``
+takes a third intent for a pipeline that rematerializes: ``resume=True,
+on_other_run="replace"`` resumes the same run and replaces another run's dataset (or one
+whose commit record is torn) under the same lease, instead of raising.
 
 Checkpoints. ``write_dataset`` keeps the scored segments of sources with a strong identity
 as checkpoints when asked to bound memory (``memory_budget``): under
@@ -60,6 +63,8 @@ from kuration.sources.tracks import tracks_from_ticks
 from kuration.splits.stages import EXCLUSIVE_STAGES
 
 MANIFEST_FORMAT = 1
+#: What a resuming ``write_planned_dataset`` does with another run's dataset at the destination.
+ON_OTHER_RUN = ("refuse", "replace")
 
 
 class DatasetWriteError(OutputError, RuntimeError):
@@ -83,6 +88,8 @@ class DatasetWriteResult:
     budget_plan: BudgetPlan
     written: int
     reused: int
+    #: Why ``on_other_run="replace"`` replaced the destination's dataset ("" when it did not).
+    replaced: str = ""
 
     def __getitem__(self, key: str) -> Any:
         return self.config[key]
@@ -191,21 +198,24 @@ def _existing(destination: Destination) -> list[str]:
     return [name for name in destination.top_level() if name != CHECKPOINT_DIR and not is_writer_leftover(name)]
 
 
-def _check_destination(destination: Destination, resume: bool, force: bool) -> CommitRecord | None:
-    """The destination's commit record, once it is clear this write may go on."""
+def _check_destination(destination: Destination, resume: bool, force: bool, *,
+                       replace: bool = False) -> tuple[CommitRecord | None, str]:
+    """The destination's commit record, once it is clear this write may go on; and, when
+    ``replace`` lets a torn or edited record be replaced as ``force`` does, why it was."""
     existing = _existing(destination)
+    torn = ""
     try:
         record = read_commit(destination)
-    except CommitError:
-        if not force:
+    except CommitError as exc:
+        if not (force or replace):
             raise
-        record = None
+        record, torn = None, str(exc)
     if existing and not (resume or force):
         raise DatasetWriteError(
             f"{destination.url}: already holds {existing[:5]}{'...' if len(existing) > 5 else ''}; pass resume=True to finish or "
             "reuse the same run, or force=True to replace it"
         )
-    return record
+    return record, torn
 
 
 def write_planned_dataset(
@@ -220,30 +230,47 @@ def write_planned_dataset(
     force: bool = False,
     job: Mapping[str, Any] | None = None,
     progress: Callable[[int, int, str], None] | None = None,
+    on_other_run: str = "refuse",
 ) -> DatasetWriteResult:
     """Write the spans ``plan`` admitted as a committed dataset at ``out`` (a local folder or
-    an object-store URL)."""
+    an object-store URL).
+
+    ``on_other_run`` (with ``resume=True``) says what to do when the destination holds
+    another run's dataset (the spec, plan, sources or code changed) or a torn commit record:
+    ``"refuse"`` raises (:class:`DifferentRunError`, or ``CommitError``) and keeps it;
+    ``"replace"`` replaces it as ``force=True`` would, under the same lease, and the result's
+    ``replaced`` says why. The same run is resumed either way (verified shards are kept)."""
     _check_intents(resume, force)
+    if on_other_run not in ON_OTHER_RUN:
+        raise DatasetWriteError(f"on_other_run must be one of {list(ON_OTHER_RUN)}, got {on_other_run!r}")
+    if on_other_run == "replace" and not resume:
+        raise DatasetWriteError("on_other_run='replace' goes with resume=True (it decides what a resume does with "
+                                "another run's dataset); force=True replaces whatever is there")
+    replace = on_other_run == "replace"
     destination = open_destination(out)
     spec.validate_against(schema)
     _check_plan_fits(plan, spec)
     # One media cache for the write: each media file is read once, within the cache's bound.
     with destination.lease(), media_cache():
-        record = _check_destination(destination, resume, force)
+        record, torn = _check_destination(destination, resume, force, replace=replace)
         return _publish(destination, plan, record, adapter=adapter, schema=schema, spec=spec, encoder=encoder,
-                        resume=resume, job=job, progress=progress, started=_dt.datetime.now(_dt.timezone.utc))
+                        resume=resume and not torn, job=job, progress=progress,
+                        started=_dt.datetime.now(_dt.timezone.utc), replace_other_run=replace, replaced=torn)
 
 
 def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | None, *, adapter: Any, schema: Schema,
              spec: OutputSpec, encoder: OutputEncoder | None, resume: bool, job: Mapping[str, Any] | None,
              progress: Callable[[int, int, str], None] | None, started: _dt.datetime,
              results: Mapping[str, Any] | None = None, callbacks: Mapping[str, Any] | None = None,
-             inputs: Mapping[str, Any] | None = None) -> DatasetWriteResult:
+             inputs: Mapping[str, Any] | None = None, replace_other_run: bool = False,
+             replaced: str = "") -> DatasetWriteResult:
     """Everything after the plan, under the caller's lease, once the plan fits the spec
     (:func:`_check_plan_fits`) and :func:`_check_destination` gave the destination's
     ``record``: the checks that touch nothing, then publication (see the module docstring).
     ``inputs`` are further identities the run depends on (the baked split's), fingerprinted
-    into the run and recorded in the provenance."""
+    into the run and recorded in the provenance. ``replace_other_run``: a resume that finds
+    another run's dataset replaces it instead of raising; ``replaced`` is why an earlier step
+    already chose to."""
     encoder = encoder or PassthroughEncoder()
     admitted = plan.admitted()
     sources = sorted(set(admitted.column("source_id").to_pylist()))
@@ -260,11 +287,12 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
     run_fingerprint = sha256_hex(canonical_json(fingerprints))
     marker = readable_json({"format": 1, "output": spec.to_dict(), "run_fingerprint": run_fingerprint})
     if resume and record is not None and record.run_fingerprint != run_fingerprint:
-        raise DifferentRunError(
-            f"{destination.url}: holds a {record.state} dataset of another run (run {record.run_fingerprint[:12]}..., this one "
-            f"{run_fingerprint[:12]}...: the spec, plan, sources or code changed); resume=True only finishes or "
-            "re-checks the same run. Pass force=True to replace it"
-        )
+        other = (f"{destination.url}: holds a {record.state} dataset of another run (run {record.run_fingerprint[:12]}..., "
+                 f"this one {run_fingerprint[:12]}...: the spec, plan, sources or code changed)")
+        if not replace_other_run:
+            raise DifferentRunError(f"{other}; resume=True only finishes or re-checks the same run. Pass force=True to "
+                                    "replace it")
+        resume, replaced = False, other  # nothing of another run is reused: as force=True
     reusable, no_reuse_reason = _reusable(destination, resume, record, marker, run_fingerprint, strong)
     features = feature_columns(admitted)
     by_source: dict[str, list[tuple[ShardTarget, dict[str, Any]]]] = {}
@@ -330,7 +358,7 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
                                   manifest=manifest_bytes, config=config_bytes)
     for name in destination.files_under(RESUME_DIR):  # the manifest now records every shard
         destination.remove(name)
-    return DatasetWriteResult(destination.url, committed, manifest, config, plan, written, reused)
+    return DatasetWriteResult(destination.url, committed, manifest, config, plan, written, reused, replaced)
 
 
 def _check_media(adapter: Any, schema: Schema, spec: OutputSpec, sources: Sequence[str],
@@ -534,7 +562,7 @@ def write_dataset(
         cache = FsspecScoreCache(destination.where(CHECKPOINT_DIR))
     started = _dt.datetime.now(_dt.timezone.utc)
     with destination.lease(), media_cache():
-        record = _check_destination(destination, resume, force)  # before scoring: a refused write costs nothing
+        record, _ = _check_destination(destination, resume, force)  # before scoring: a refused write costs nothing
         scored = score_sources(adapter, segmenter=segmenter, strategy=strategy, sources=sources, workers=workers,
                                executor=executor, on_error=on_error, cache=cache, memory_budget=budget,
                                progress=None if progress is None else (

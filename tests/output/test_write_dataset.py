@@ -10,6 +10,7 @@ import pytest
 from kuration.budget import BudgetOptions, hours_selection_review, plan_budget
 from kuration.output import OutputSpec
 from kuration.output.commit_protocol import COMMIT_FILE, MANIFEST_FILE, SPEC_MARKER_FILE, CommitError, publish_writing
+from kuration.output.dataset_summary import summarize_dataset
 from kuration.output.destinations import open_destination
 from kuration.output.lease import DestinationLease, LeaseError
 from kuration.output.write_dataset import DatasetWriteError, DifferentRunError, write_dataset, write_planned_dataset
@@ -130,6 +131,62 @@ def test_weak_source_identities_never_authorize_reuse(corpus, tmp_path):
     assert again.reused == 0 and again.written > 0
 
 
+def test_on_other_run_replace_resumes_the_same_run_and_replaces_another(corpus, tmp_path):
+    out = tmp_path / "out"
+    first = corpus.write(out)
+    same = corpus.write(out, resume=True, on_other_run="replace")
+    assert (same.written, same.reused, same.replaced) == (0, len(first.manifest["entries"]), "")
+    other = corpus.write(out, plan=corpus.plan(train_hours=20 / 3600), resume=True, on_other_run="replace")
+    assert other.reused == 0 and other.replaced.startswith(f"{out}: holds a committed dataset of another run (run ")
+    assert not other.config["results"]["resume"]["requested"]  # replaced as force=True would
+    on_disk = {str(p.relative_to(out)) for p in out.glob("*/*")}
+    assert on_disk == {e["path"] for e in other.manifest["entries"]} and verify_dataset(out).ok
+
+
+def test_on_other_run_replace_replaces_a_torn_commit_record_which_refuse_keeps(corpus, tmp_path):
+    out = tmp_path / "out"
+    corpus.write(out)
+    commit = out / COMMIT_FILE
+    commit.write_bytes(commit.read_bytes()[:40])
+    before = snapshot(out)
+    with pytest.raises(CommitError, match="Re-run the write with force=True"):
+        corpus.write(out, resume=True)  # on_other_run="refuse" is the default
+    assert snapshot(out) == before
+    replaced = corpus.write(out, resume=True, on_other_run="replace")
+    assert replaced.reused == 0 and COMMIT_FILE in replaced.replaced and verify_dataset(out).ok
+
+
+def test_on_other_run_is_checked_before_anything_is_read(corpus, tmp_path):
+    with pytest.raises(DatasetWriteError, match=r"on_other_run must be one of \['refuse', 'replace'\], got 'keep'"):
+        corpus.write(tmp_path / "out", resume=True, on_other_run="keep")
+    with pytest.raises(DatasetWriteError, match="on_other_run='replace' goes with resume=True"):
+        corpus.write(tmp_path / "out", on_other_run="replace")
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_summary_gives_hours_emitted_against_requested_and_a_preview(corpus, tmp_path):
+    result = corpus.write(tmp_path / "out")
+    summary = summarize_dataset(result, sample_hz=corpus.schema.sample_hz, preview_rows=2)
+    train = result.manifest["splits"]["train"]
+    assert summary.splits["train"].emitted_hours == train["steps"] / corpus.schema.sample_hz / 3600
+    assert summary.splits["train"].requested_hours == pytest.approx(40 / 3600)
+    assert (summary.splits["train"].shards, summary.splits["train"].bytes) == (train["shards"], train["bytes"])
+    assert (summary.commit_state, summary.shards, summary.written, summary.reused) == (
+        "committed", len(result.manifest["entries"]), result.written, 0)
+    first = result.manifest["entries"][0]
+    assert summary.preview[0] == {"path": first["path"], "split": first["split"], "n_steps": first["n_steps"],
+                                  "bytes": first["bytes"], "sha256": first["sha256"][:12]}
+    assert len(summary.preview) == 2 and summary.more == summary.shards - 2
+    counted = _write_count_plan(corpus, tmp_path / "counted")
+    assert summarize_dataset(counted, sample_hz=corpus.schema.sample_hz).splits["train"].requested_hours is None
+
+
+def _write_count_plan(corpus, out):
+    plan = plan_budget(corpus.scored.segments, BudgetOptions(train_count=2, chunking=corpus.spec.chunking),
+                       strategy=corpus.settings.strategy, group_of=None)
+    return corpus.write(out, plan=plan)
+
+
 def test_readers_reject_a_dataset_being_written(corpus, tmp_path):
     out = tmp_path / "out"
     corpus.write(out)
@@ -165,7 +222,7 @@ def test_symlinked_metadata_is_refused(corpus, tmp_path):
         load_committed(out)
 
 
-@pytest.mark.parametrize("intent", [{"resume": True}, {"force": True}])
+@pytest.mark.parametrize("intent", [{"resume": True}, {"force": True}, {"resume": True, "on_other_run": "replace"}])
 def test_a_split_folder_linked_elsewhere_is_neither_reused_nor_written_through(corpus, tmp_path, intent):
     out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
     corpus.write(out)
