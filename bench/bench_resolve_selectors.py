@@ -14,6 +14,7 @@ Options: --sources N --indices N (universe = N x N), --repeats N (kuration),
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import hashlib
 import json
@@ -33,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _measure import best_of  # noqa: E402
 from _reference_env import ensure_reference_python, kuration_tree_state  # noqa: E402
 
-from kuration.splits import SampleRef, Selector, Universe, resolve_positions, resolve_selectors  # noqa: E402
+from kuration.splits import Selector, Universe, resolve_positions, resolve_selectors  # noqa: E402
 
 TARGET_SECONDS = 1.0
 TARGET_SPEEDUP = 5.0
@@ -182,7 +183,7 @@ def main() -> None:
 
     individual = []
     for d, sel in zip(sel_dicts, selectors):
-        best, _, p = best_of(lambda: resolve_positions([sel], universe), args.repeats)
+        best, _, p = best_of(functools.partial(resolve_positions, [sel], universe), args.repeats)
         individual.append({"kind": d["kind"], "count": int(len(p)), "positions_seconds": best})
 
     # The one-off cost of a universe given as a list of SampleRef (the reference's input type).
@@ -190,8 +191,8 @@ def main() -> None:
     t0 = time.perf_counter()
     ref_list = universe.refs(np.arange(n))
     build_refs_s = time.perf_counter() - t0
-    from_refs_s, from_refs_all, _ = best_of(lambda: len(Universe.from_refs(ref_list)), 2)
-    list_best, list_all, out_list = best_of(lambda: resolve_selectors(selectors, ref_list), 2)
+    from_refs_s, from_refs_all, _ = best_of(lambda refs=ref_list: len(Universe.from_refs(refs)), 2)
+    list_best, list_all, out_list = best_of(functools.partial(resolve_selectors, selectors, ref_list), 2)
     list_digest = uid_digest(r.uid for r in out_list)
     del out_list, ref_list
     gc.collect()

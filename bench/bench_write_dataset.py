@@ -72,6 +72,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import gc
 import hashlib
 import importlib
@@ -237,7 +238,7 @@ def baseline_shards(adapter: BenchAdapter, plan) -> list[dict[str, Any]]:
         drone = int(row["entity_id"].split(":", 1)[1])
         mine = np.flatnonzero(raw["drone"] == drone)  # the track's rows, in tick order (all present)
         refs = [raw["frame"][i] for i in mine]
-        for k, a in enumerate(range(row["start"], row["stop"], SHARD_STEPS)):
+        for a in range(row["start"], row["stop"], SHARD_STEPS):
             b = min(a + SHARD_STEPS, row["stop"])
             rows = mine[a:b]
             arrays = {"battery": raw["battery"][rows].copy(), "frame": adapter.decode_media("frame", refs[a:b], source_id=source),
@@ -412,7 +413,7 @@ def bench_container(container: str, workload: dict[str, Any], root: Path, repeat
             _settle()
             if side == "writer":
                 out = _fresh(root, f"writer_{container}")
-                s, result = timed(lambda: run_writer(out, plan, adapter, spec))
+                s, result = timed(functools.partial(run_writer, out, plan, adapter, spec))
                 if agreement is None:
                     file_bytes = sum(e["bytes"] for e in result.manifest["entries"])
                     agreement = check_agreement(container, out, result.manifest, shards,
@@ -422,9 +423,9 @@ def bench_container(container: str, workload: dict[str, Any], root: Path, repeat
                 out = _fresh(root, f"{side}_{container}")
                 _baseline_dirs(out, shards)
                 if side == "baseline":
-                    s, _ = timed(lambda: run_baseline(container, out, shards))
+                    s, _ = timed(functools.partial(run_baseline, container, out, shards))
                 else:
-                    s, _ = timed(lambda: run_naive_hash(container, out, shards, durable=side == "naive_durable"))
+                    s, _ = timed(functools.partial(run_naive_hash, container, out, shards, durable=side == "naive_durable"))
             runs.setdefault(side, []).append(s)
             shutil.rmtree(out)
     writer_runs, baseline_runs = runs["writer"], runs["baseline"]
@@ -691,7 +692,7 @@ def rss_child(container: str, n_sources: int, tmp: str, seed: int) -> dict[str, 
             folder = root / f"raw_{int(durable)}"
             folder.mkdir()
             os.sync()
-            raw[durable], _ = timed(lambda: _raw_pass(container, folder, one, shards, durable))
+            raw[durable], _ = timed(functools.partial(_raw_pass, container, folder, one, shards, durable))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     # after the reset the counter restarts at the current RSS, so the process peak is the larger
