@@ -18,7 +18,6 @@ Run from the repo root:  .venv/bin/python bench/bench_read_universe_csv.py
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import platform

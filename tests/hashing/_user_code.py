@@ -22,7 +22,7 @@ def threshold_feature(limit):
     return above
 
 
-def with_nan_default(values, fill=math.nan, scale=np.float32(2.5)):
+def with_nan_default(values, fill=math.nan, scale=np.float32(2.5)):  # noqa: B008 (the numpy default is the state under test)
     return [fill if v is None else v * scale for v in values]
 
 

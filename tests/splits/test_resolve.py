@@ -17,7 +17,6 @@ import pytest
 
 from kuration.errors import SelectorError, UniverseError
 from kuration.splits import (
-    CocoAnnotationAttributes,
     DataSplitConfig,
     SampleRef,
     Selector,

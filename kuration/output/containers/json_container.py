@@ -145,7 +145,10 @@ class JsonContainer:
         return "JsonContainer()"
 
 
-def _array(value: Any, name: str, shape: tuple[int, ...], dtype: np.dtype = np.dtype(bool)) -> np.ndarray:
+_BOOL = np.dtype(bool)
+
+
+def _array(value: Any, name: str, shape: tuple[int, ...], dtype: np.dtype = _BOOL) -> np.ndarray:
     """Nested lists as an array in whatever dtype numpy infers; ``assemble`` checks the shape
     and converts exactly (or raises)."""
     what = "the present mask" if name == PRESENT else f"modality {name!r}"
