@@ -39,7 +39,7 @@ def main() -> None:
     universes = {
         name: [
             SampleRef(source=s, index=i, tags=t, category_ids=c)
-            for s, i, t, c in zip(u["sources"], u["indices"], u["tags"], u["category_ids"])
+            for s, i, t, c in zip(u["sources"], u["indices"], u["tags"], u["category_ids"], strict=True)
         ]
         for name, u in spec["universes"].items()
     }

@@ -122,7 +122,7 @@ def build_segments(n_spans: int, seed: int) -> tuple[pa.Table, dict[str, str], d
     track_entity = np.arange(n_tracks) - np.repeat(np.cumsum(per_source) - per_source, per_source)
     source_names = [f"site_{i % 97:02d}/rec_{i:07d}" for i in range(n_sources)]
     source_group = rng.integers(0, N_GROUPS, n_sources)
-    group_of = {name: f"group_{g:02d}" for name, g in zip(source_names, source_group)}
+    group_of = {name: f"group_{g:02d}" for name, g in zip(source_names, source_group, strict=True)}
 
     # Segments: windows of WINDOW every STRIDE.
     segs_per_track = (steps - WINDOW) // STRIDE + 1

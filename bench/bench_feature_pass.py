@@ -289,7 +289,7 @@ def stage_breakdown(root: Path, limit: int) -> dict:
         pa.concat_tables([t.cast(schema) for t in tables])
         t6 = time.perf_counter()
         for k, v in zip(["identity", "parquet_read", "read_ticks", "tracks_from_ticks", "score_track", "concat_cast"],
-                        [t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5]):
+                        [t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5], strict=True):
             acc[k] += v
     with tempfile.TemporaryDirectory(prefix="kuration-bench-fp-sub-") as sub:
         for sid in ids:

@@ -138,7 +138,7 @@ def build_cache(root: Path, target_segments: int, seed: int) -> dict:
     adapter = StubAdapter(source_ids, seed)
     cache = FsspecScoreCache(root / "cache")
     fingerprint = run_fingerprint(adapter, SEGMENTER, strategy)
-    for source_id, a, b in zip(source_ids, starts, ends):
+    for source_id, a, b in zip(source_ids, starts, ends, strict=True):
         cache.put(fingerprint, source_id, adapter.identity(source_id), table.slice(int(a), int(b - a)))
     write_s = time.perf_counter() - t0
     files = list((root / "cache").rglob("*.arrow"))
@@ -285,7 +285,7 @@ def _tables_equal(a: pa.Table, b: pa.Table) -> bool:
     unequal, and plans carry NaN priorities and features)."""
     if not a.schema.equals(b.schema) or a.num_rows != b.num_rows:
         return False
-    for x, y in zip(a.columns, b.columns):
+    for x, y in zip(a.columns, b.columns, strict=True):
         if pa.types.is_floating(x.type):
             if not pc.is_null(x).equals(pc.is_null(y)):
                 return False

@@ -47,11 +47,11 @@ def write_csvs(folder: str, n_sources: int, n_indices: int) -> tuple[str, str]:
     order = rng.permutation(len(s))  # rows not pre-sorted, so the canonical sort does work
     s, i = s[order], i[order]
     site = s // 100
-    source = pd.Series([f"site_{a:02d}/rec_{b:05d}.rec" for a, b in zip((site).tolist(), s.tolist())])
+    source = pd.Series([f"site_{a:02d}/rec_{b:05d}.rec" for a, b in zip((site).tolist(), s.tolist(), strict=True)])
     frame = pd.DataFrame({
         "source": source,
         "index": i,
-        "materialized_path": [f"frames/rec_{b:05d}/{c:06d}.png" for b, c in zip(s.tolist(), i.tolist())],
+        "materialized_path": [f"frames/rec_{b:05d}/{c:06d}.png" for b, c in zip(s.tolist(), i.tolist(), strict=True)],
         "group": [f"site_{a:02d}" for a in site.tolist()],
     })
     plain = os.path.join(folder, "universe.csv")

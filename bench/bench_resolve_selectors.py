@@ -128,7 +128,7 @@ def row_runs(universe: Universe) -> list[list[int]]:
     breaks = np.flatnonzero((codes[1:] != codes[:-1]) | (idx[1:] != idx[:-1] + 1)) + 1
     starts = np.concatenate([[0], breaks])
     stops = np.concatenate([breaks, [len(codes)]])
-    return [[int(codes[a]), int(idx[a]), int(idx[a]) + int(b - a)] for a, b in zip(starts, stops)]
+    return [[int(codes[a]), int(idx[a]), int(idx[a]) + int(b - a)] for a, b in zip(starts, stops, strict=True)]
 
 
 def main() -> None:
@@ -182,7 +182,7 @@ def main() -> None:
     del out_refs, out_list
 
     individual = []
-    for d, sel in zip(sel_dicts, selectors):
+    for d, sel in zip(sel_dicts, selectors, strict=True):
         best, _, p = best_of(functools.partial(resolve_positions, [sel], universe), args.repeats)
         individual.append({"kind": d["kind"], "count": int(len(p)), "positions_seconds": best})
 
@@ -247,7 +247,7 @@ def main() -> None:
     if reference is not None:
         identical = reference["uid_sha256"] == k_digest and reference["count"] == len(k_uids)
         ref_s = reference["stage_seconds_best"]
-        for mine, theirs in zip(individual, reference.get("individual") or []):
+        for mine, theirs in zip(individual, reference.get("individual") or [], strict=False):
             mine["reference_seconds"] = theirs["seconds"]
             mine["reference_count"] = theirs["count"]
 

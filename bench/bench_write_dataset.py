@@ -194,7 +194,7 @@ class BenchAdapter:
             "pos": rng.normal(size=(n, 3)).astype(np.float32),
             "battery": rng.random(n, dtype=np.float32),
             "label": rng.integers(0, 10, n, dtype=np.int64),
-            "frame": [f"{source_id}#{d}#{t}" for d, t in zip(drone.tolist(), tick.tolist())],
+            "frame": [f"{source_id}#{d}#{t}" for d, t in zip(drone.tolist(), tick.tolist(), strict=True)],
         }
 
     def read_ticks(self, source_id: str) -> Ticks:

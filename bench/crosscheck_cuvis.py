@@ -344,7 +344,7 @@ def main() -> None:
     cats = [sorted(rng.sample(list(CATEGORIES.values()), rng.randint(0, 2))) for _ in canon_src]
     # Tags / category ids ride on the universe (given in canonical row order); the reference
     # gets the very same values on its SampleRefs, plus the same name->id map.
-    by_uid = {f"{src}#{idx}": (t, c) for src, idx, t, c in zip(canon_src, plain.indices.tolist(), tags, cats)}
+    by_uid = {f"{src}#{idx}": (t, c) for src, idx, t, c in zip(canon_src, plain.indices.tolist(), tags, cats, strict=True)}
     main_u = Universe.from_columns(
         canon_src, plain.indices, attributes=PreloadedAttributes(by_uid, name_to_id=CATEGORIES)
     )

@@ -175,7 +175,7 @@ def _cap_eligible(groups: np.ndarray, weights: np.ndarray, cap: float) -> np.nda
     in_group = cum - base
     fits = in_group <= cap + tol  # a prefix of each group: weights are positive
     ok = fits.copy()
-    for a, b in zip(starts, ends):
+    for a, b in zip(starts, ends, strict=True):
         if fits[b - 1]:
             continue
         first = a + int(np.argmin(fits[a:b]))
@@ -284,7 +284,7 @@ def fill_split(
         codes[: len(reserved)] = np.where(admitted[: len(reserved)], CODE["reserved"], codes[: len(reserved)])
         # A reserve always fits the budget, except by a float whisker at min_tag_frac 1.0;
         # an item the cut then refused is not reported as reserved.
-        for item, taken_in in zip(reserved, admitted[: len(reserved)]):
+        for item, taken_in in zip(reserved, admitted[: len(reserved)], strict=True):
             if not taken_in:
                 reserved_tag[item] = -1
     reason[sequence] = codes

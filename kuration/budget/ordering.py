@@ -29,7 +29,7 @@ def sort_tied_runs(order: np.ndarray, same: np.ndarray, tie_keys: Callable[[np.n
     a, b = order[first], order[first + 1]
     after = np.zeros(len(first), bool)
     equal = np.ones(len(first), bool)
-    for key_a, key_b in zip(reversed(tie_keys(a)), reversed(tie_keys(b))):
+    for key_a, key_b in zip(reversed(tie_keys(a)), reversed(tie_keys(b)), strict=True):
         after |= equal & (key_a > key_b)
         equal &= key_a == key_b
     order[first], order[first + 1] = np.where(after, b, a), np.where(after, a, b)

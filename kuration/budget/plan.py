@@ -132,7 +132,7 @@ def plan_budget(
     elif source_names:
         ok_weight = np.bincount(source_code, weights=np.where(status == STATUS_CODE["ok"], weight, 0.0),
                                 minlength=len(source_names))
-        pools = seeded_pools(dict(zip(source_names, ok_weight.tolist())), requested, seed=options.seed, group_of=group_of)
+        pools = seeded_pools(dict(zip(source_names, ok_weight.tolist(), strict=True)), requested, seed=options.seed, group_of=group_of)
     else:
         pools = SplitPools({}, {}, "seeded_partition")
     split_of_source = np.array([EXCLUSIVE_STAGES.index(pools.split_of[s]) if s in pools.split_of else -1

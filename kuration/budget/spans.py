@@ -286,7 +286,7 @@ def span_items(segments: pa.Table, options: BudgetOptions, *, clip_aggregate: st
     # keep the temporaries small enough to be reused instead of faulted in fresh each time.
     cuts = np.unique(np.concatenate([[0], starts[np.searchsorted(starts, np.arange(BLOCK_ROWS, n, BLOCK_ROWS))], [n]]))
     blocks = []
-    for a, b in zip(cuts[:-1], cuts[1:]):
+    for a, b in zip(cuts[:-1], cuts[1:], strict=True):
         inner = starts[(starts >= a) & (starts <= b)] - a
         blocks.append(block(a, b, inner))
     return pa.concat_tables(blocks)

@@ -69,7 +69,7 @@ def pools_from_assignments(assignments: pa.Table, sources: Iterable[str]) -> Spl
     group = assignments.column("group").to_pylist()
     stages_of: dict[str, set[str]] = {}
     groups_of: dict[str, set[str]] = {}
-    for st, src, grp in zip(stage, source, group):
+    for st, src, grp in zip(stage, source, group, strict=True):
         if st in STAGES and st not in EXCLUSIVE_STAGES:  # predict: inference-only, may overlap, never budgeted
             continue
         if st not in EXCLUSIVE_STAGES:

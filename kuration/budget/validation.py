@@ -55,7 +55,7 @@ def _spread(items: pa.Table, key: str, what: str) -> list[str]:
     counted = items.group_by(key).aggregate([("split", "count_distinct"), ("split", "distinct")])
     bad = counted.filter(pc.greater(counted.column("split_count_distinct"), 1))
     return [f"{what}: {key} {k!r} is in splits {sorted(v)}"
-            for k, v in zip(bad.column(key).to_pylist()[:_EXAMPLES], bad.column("split_distinct").to_pylist())]
+            for k, v in zip(bad.column(key).to_pylist()[:_EXAMPLES], bad.column("split_distinct").to_pylist(), strict=False)]
 
 
 def validate_budget_plan(items: pa.Table, accounting: dict[str, Any], *, underfill_warn_fraction: float = 0.1) -> BudgetValidation:

@@ -469,7 +469,7 @@ def _split_identity(split_assignments: Any, group_of: Any) -> dict[str, Any] | N
         raise DatasetWriteError(f"split_assignments: missing column(s) {missing}; it has {split_assignments.column_names}. "
                                 "Pass a resolved split's assignments (columns stage, source, group)")
     distinct = split_assignments.select(list(SPLIT_COLUMNS)).group_by(list(SPLIT_COLUMNS)).aggregate([])
-    rows = sorted(zip(*(distinct.column(c).to_pylist() for c in SPLIT_COLUMNS)),
+    rows = sorted(zip(*(distinct.column(c).to_pylist() for c in SPLIT_COLUMNS), strict=True),
                   key=lambda row: [(v is None, "" if v is None else str(v)) for v in row])
     return {"origin": "split_assignments", "columns": list(SPLIT_COLUMNS),
             "sha256": sha256_hex(canonical_json([list(row) for row in rows]))}

@@ -121,7 +121,7 @@ class ScoringResult:
             sources = self.segments.column("source_id").to_numpy(zero_copy_only=False)
             starts = np.flatnonzero(np.r_[True, sources[1:] != sources[:-1]]) if len(sources) else np.empty(0, int)
             ends = np.r_[starts[1:], len(sources)]
-            runs = {sources[a]: (int(a), int(b - a)) for a, b in zip(starts, ends)}
+            runs = {sources[a]: (int(a), int(b - a)) for a, b in zip(starts, ends, strict=True)}
             object.__setattr__(self, "_source_runs", runs)
         start, length = runs.get(source_id, (0, 0))
         return self.segments.slice(start, length)

@@ -62,7 +62,7 @@ def covered_seconds(table: pa.Table) -> float:
         return 0.0
     columns = table.select(["source_id", "entity_id", "start", "stop", "seconds"]).to_pydict()
     spans: dict[tuple[str, str], list[tuple[int, int, float]]] = {}
-    for source, entity, start, stop, seconds in zip(*columns.values()):
+    for source, entity, start, stop, seconds in zip(*columns.values(), strict=True):
         spans.setdefault((source, entity), []).append((start, stop, seconds / max(stop - start, 1)))
     total = 0.0
     for intervals in spans.values():

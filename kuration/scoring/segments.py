@@ -174,7 +174,7 @@ class Segmenter:
         return [
             Segment(track.source_id, track.entity_id, i, int(a), int(b), int(ta), int(tb), float(f))
             for i, (a, b, ta, tb, f) in enumerate(
-                zip(starts.tolist(), stops.tolist(), start_ticks.tolist(), stop_ticks.tolist(), fractions.tolist())
+                zip(starts.tolist(), stops.tolist(), start_ticks.tolist(), stop_ticks.tolist(), fractions.tolist(), strict=True)
             )
         ]
 

@@ -102,7 +102,7 @@ class ParquetTickAdapter:
         parts = [own] + [self._file_identity(fsspec.core.url_to_fs(url)[1], url) for url in dependencies]
         if not all(p.strong for p in parts):
             return SourceIdentity("logical", " | ".join(p.token() for p in parts))
-        digest = hashlib.sha256("\n".join([own.token(), *(f"{u}={p.token()}" for u, p in zip(dependencies, parts[1:]))]).encode())
+        digest = hashlib.sha256("\n".join([own.token(), *(f"{u}={p.token()}" for u, p in zip(dependencies, parts[1:], strict=True))]).encode())
         return SourceIdentity("fingerprint", digest.hexdigest())
 
     def _file_identity(self, path: str, name: str) -> SourceIdentity:

@@ -71,7 +71,7 @@ def _rows_by_entity(ticks: Ticks) -> list[tuple[Any, np.ndarray]]:
         codes = np.asarray([keys.setdefault(entity_key(e), len(keys)) for e in ticks.entity.tolist()], dtype=np.int64)
     order = np.argsort(codes, kind="stable")
     bounds = np.flatnonzero(np.r_[True, codes[order][1:] != codes[order][:-1], True])
-    return [(ticks.entity[order[a]], order[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    return [(ticks.entity[order[a]], order[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 def _tagged_rows(ticks: Ticks) -> np.ndarray | None:
@@ -118,7 +118,7 @@ def tracks_from_ticks(schema: Schema, ticks: Ticks, source_id: str | None = None
         tags: list[tuple[str, ...]] = [()] * length
         if tagged is not None and len(tagged):
             mine = np.isin(rows, tagged)
-            for row, slot in zip(rows[mine].tolist(), (slots[mine] - lo).tolist()):
+            for row, slot in zip(rows[mine].tolist(), (slots[mine] - lo).tolist(), strict=True):
                 tags[slot] = ticks.tags[row]
         tracks.append(Track(source_id, entity, all_ticks[lo:hi], present, values, media, tags, schema.sample_hz))
     return tracks

@@ -62,7 +62,7 @@ def baked_config(
             rows = rows[order]
             codes = universe.source_codes[rows]
             starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
-            for begin, end in zip(starts, np.r_[starts[1:], len(rows)]):
+            for begin, end in zip(starts, np.r_[starts[1:], len(rows)], strict=True):
                 source = universe.source_names[int(codes[begin])]
                 indices = universe.indices[rows[begin:end]]
                 if indices[0] == WHOLE_FILE:  # then it is the source's only sample

@@ -128,7 +128,7 @@ class SampleRef:
         append = out.append
         # Unrolled on purpose: a loop over the ten setters per ref doubles the cost.
         for src, idx, st, ann, grp, tg, cat, mp, fmt, uid_ in zip(
-            source, index, stem, annotation, group, tags, category_ids, materialized_path, format, uid
+            source, index, stem, annotation, group, tags, category_ids, materialized_path, format, uid, strict=True
         ):
             ref = new(cls)
             s_source(ref, src)

@@ -106,7 +106,7 @@ def _values_for_rows(pair_rows: np.ndarray, pair_values: np.ndarray, rows: np.nd
     values = np.asarray(pair_values, dtype=object)[keep][order].tolist()
     starts = np.flatnonzero(np.r_[True, sorted_rows[1:] != sorted_rows[:-1]])
     ends = np.r_[starts[1:], len(sorted_rows)]
-    by_row = {row: tuple(values[a:b]) for row, a, b in zip(sorted_rows[starts].tolist(), starts.tolist(), ends.tolist())}
+    by_row = {row: tuple(values[a:b]) for row, a, b in zip(sorted_rows[starts].tolist(), starts.tolist(), ends.tolist(), strict=True)}
     return [by_row.get(row, ()) for row in rows.tolist()]
 
 
@@ -150,8 +150,8 @@ class PreloadedAttributes:
         found = [self._by_uid.get(uid, empty) for uid in universe.uids(rows)]
         return _pairs_to_attributes(
             required,
-            zip(rows.tolist(), (tags for tags, _ in found)) if "tags" in required else None,
-            zip(rows.tolist(), (cats for _, cats in found)) if "category_ids" in required else None,
+            zip(rows.tolist(), (tags for tags, _ in found), strict=True) if "tags" in required else None,
+            zip(rows.tolist(), (cats for _, cats in found), strict=True) if "category_ids" in required else None,
             self._name_to_id,
         )
 
@@ -667,7 +667,7 @@ class SampleRefs(Sequence[SampleRef]):
             return np.array_equal(self.positions, other.positions) and self.attrs == other.attrs
         if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
             return NotImplemented
-        return len(other) == len(self) and all(a == b for a, b in zip(self, other))
+        return len(other) == len(self) and all(a == b for a, b in zip(self, other, strict=True))
 
     __hash__ = None  # mutable-free but list-like: unhashable, as a list is
 
@@ -790,7 +790,7 @@ def _refuse_mixed_sources(
             f"and has indexed samples too (index {indices[k + 1]} at {_row_label(rows, b)}); a source is either one "
             "whole-file sample or indexed samples"
         )
-    indexed = {(str(source_names[c]), int(i)) for c, i in zip(codes[~whole].tolist(), indices[~whole].tolist())} if any(
+    indexed = {(str(source_names[c]), int(i)) for c, i in zip(codes[~whole].tolist(), indices[~whole].tolist(), strict=True)} if any(
         "#" in str(source_names[c]) for c in codes[whole].tolist()
     ) else set()
     for k in np.flatnonzero(whole).tolist():

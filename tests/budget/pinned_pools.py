@@ -10,6 +10,7 @@ cap, resolved splits and the count path."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 
 import numpy as np
@@ -42,7 +43,7 @@ def seeded_pool(seed: int, n_sources: int, *, stride: int = 50, window: int = 10
                 extra = sorted(rng.choice(n_seg, min(n_seg, 3), replace=False).tolist())
                 starts += [starts[k] for k in extra]
                 stops += [starts[k] + window // 2 for k in extra]
-            for i, (start, stop) in enumerate(zip(starts, stops)):
+            for i, (start, stop) in enumerate(zip(starts, stops, strict=True)):
                 # Coarse priorities: many exact ties, so the tie-break decides real order.
                 p = float(np.round(effect + rng.normal(), 1))
                 if p == 0.0 and rng.random() < 0.5:
@@ -52,7 +53,7 @@ def seeded_pool(seed: int, n_sources: int, *, stride: int = 50, window: int = 10
                     p = float("nan")
                 elif filtered and u < 0.2:
                     p = float("-inf")
-                tags = [t for t, rate in zip(TAGS[:4], (0.05, 0.03, 0.01, 0.001)) if rng.random() < rate]
+                tags = [t for t, rate in zip(TAGS[:4], (0.05, 0.03, 0.01, 0.001), strict=True) if rng.random() < rate]
                 value = p if np.isfinite(p) else float(rng.normal())
                 add_segment(cols, source=f"site_{s % 7}/rec_{s:04d}", entity=f"drone_{e}", index=i, start=start,
                             stop=stop, steps=steps, hz=hz, feature="speed.max", value=value, tags=tags, priority=p)
@@ -63,7 +64,7 @@ def seeded_pool(seed: int, n_sources: int, *, stride: int = 50, window: int = 10
     order[swap], order[swap + 1] = order[swap + 1], order[swap].copy()
     table = table.take(pa.array(order))
     cuts = [0, *sorted(rng.integers(0, table.num_rows, 6).tolist()), table.num_rows]
-    table = pa.concat_tables([table.slice(a, b - a) for a, b in zip(cuts, cuts[1:])])
+    table = pa.concat_tables([table.slice(a, b - a) for a, b in itertools.pairwise(cuts)])
     group_of = {name: f"g{int(name[-4:]) % 9}" for name in set(cols["source_id"])}
     return table, group_of
 
@@ -84,7 +85,7 @@ def plan_digest(plan) -> str:
     """SHA-256 over every item column by value (chunks combined, so only the content counts)
     and the accounting."""
     h = hashlib.sha256()
-    for field, column in zip(plan.items.schema, plan.items.columns):
+    for field, column in zip(plan.items.schema, plan.items.columns, strict=True):
         h.update(f"{field.name}:{field.type}\n".encode())
         array = column.combine_chunks() if column.num_chunks else pa.array([], field.type)
         if pa.types.is_dictionary(array.type):

@@ -126,7 +126,7 @@ def cases(draw, unit: str | None = None, palette=None, pools: str | None = None,
             else:
                 priority = fx.copy()
                 priority[rng.random(n) < p_neg_inf] = -np.inf
-            for (a, b), i, p, x in zip(spans, index, priority, fx):
+            for (a, b), i, p, x in zip(spans, index, priority, fx, strict=True):
                 tags = [tag for tag, q in (("b", p_tag), ("a", p_tag), ("rare", p_rare)) if rng.random() < q]
                 rows.append({
                     "source_id": source, "entity_id": f"ent{e}", "segment_index": int(i), "start": a, "stop": b,

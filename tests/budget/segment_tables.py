@@ -73,5 +73,5 @@ def assignments(stage_of: dict[str, str], group_of: dict[str, str] | None = None
 def by_id(plan, column: str) -> dict[tuple, object]:
     items = plan.items
     keys = zip(items.column("source_id").to_pylist(), items.column("entity_id").to_pylist(),
-               items.column(plan.index_column).to_pylist())
-    return dict(zip(keys, items.column(column).to_pylist()))
+               items.column(plan.index_column).to_pylist(), strict=True)
+    return dict(zip(keys, items.column(column).to_pylist(), strict=True))

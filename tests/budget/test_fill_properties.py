@@ -12,6 +12,7 @@ found while writing these tests in ``kuration/budget/fill.py`` (float drift at t
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import replace
 
@@ -66,7 +67,7 @@ def assert_same_tree(a, b, path="accounting") -> None:
             assert_same_tree(a[k], b[k], f"{path}.{k}")
     elif isinstance(a, (list, tuple)):
         assert type(a) is type(b) and len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
             assert_same_tree(x, y, f"{path}[{i}]")
     elif isinstance(a, float) and math.isnan(a):
         assert isinstance(b, float) and math.isnan(b), path
@@ -147,17 +148,17 @@ def test_no_source_or_group_crosses_splits(case):
     for key in ("source", "group"):
         for mask, what in ((v["admitted"], "admitted"), (in_pool, "pooled")):
             seen: dict[str, set] = {}
-            for k, s in zip(v[key][mask], v["split"][mask]):
+            for k, s in zip(v[key][mask], v["split"][mask], strict=True):
                 seen.setdefault(k, set()).add(s)
             assert all(len(x) == 1 for x in seen.values()), f"{what} {key} in two splits: {seen}"
     # The pools are the ones asked for.
     if case.group_of is not None:
-        assert all(g == case.group_of[s] for s, g in zip(v["source"], v["group"]))
+        assert all(g == case.group_of[s] for s, g in zip(v["source"], v["group"], strict=True))
     if case.assignments is not None:
         a = case.assignments.to_pydict()
-        stage = {s: st for st, s in zip(a["stage"], a["source"]) if st != "predict"}
-        group = {s: g for st, s, g in zip(a["stage"], a["source"], a["group"]) if st != "predict"}
-        for s, sp, g, r in zip(v["source"], v["split"], v["group"], v["reason"]):
+        stage = {s: st for st, s in zip(a["stage"], a["source"], strict=True) if st != "predict"}
+        group = {s: g for st, s, g in zip(a["stage"], a["source"], a["group"], strict=True) if st != "predict"}
+        for s, sp, g, r in zip(v["source"], v["split"], v["group"], v["reason"], strict=True):
             assert sp == stage.get(s) and g == group.get(s)
             assert (r == "not_in_split") == (s not in stage)
     else:
@@ -221,7 +222,7 @@ def test_row_order_and_chunking_do_not_matter(case, perm_seed, pieces):
     n = case.segments.num_rows
     shuffled = case.segments.take(pa.array(np.random.default_rng(perm_seed).permutation(n), pa.int64()))
     cuts = sorted({0, n, *np.random.default_rng(perm_seed + 1).integers(0, n + 1, pieces - 1).tolist()})
-    chunked = pa.concat_tables([shuffled.slice(a, b - a) for a, b in zip(cuts, cuts[1:])] or [shuffled])
+    chunked = pa.concat_tables([shuffled.slice(a, b - a) for a, b in itertools.pairwise(cuts)] or [shuffled])
     other = case.plan(segments=chunked)
     assert_same_items(plan.items, other.items)
     assert_same_tree(plan.accounting, other.accounting)
@@ -248,7 +249,7 @@ def test_statuses_and_span_priorities_follow_the_segments(case):
     assert clip == (plan.options.clip_aggregate or case.strategy.default_clip_aggregate)
     agg = {"max": np.nanmax, "min": np.nanmin, "mean": np.nanmean}[clip]
     tracks: dict[tuple, list[int]] = {}
-    for i, key in enumerate(zip(seg["source_id"], seg["entity_id"])):
+    for i, key in enumerate(zip(seg["source_id"], seg["entity_id"], strict=True)):
         tracks.setdefault(key, []).append(i)
     counting = plan.options.unit == "segments"
     index = plan.items.column(plan.index_column).to_pylist()

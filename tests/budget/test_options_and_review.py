@@ -90,7 +90,7 @@ def _tampered(plan, source, **changes):
     rows = np.array(items.column("source_id").to_pylist()) == source
     for column, value in changes.items():
         values = items.column(column).to_pylist()
-        values = [value if hit else v for v, hit in zip(values, rows)]
+        values = [value if hit else v for v, hit in zip(values, rows, strict=True)]
         items = items.set_column(items.column_names.index(column), column, pa.array(values, items.column(column).type
                                                                                    if column != "reason" else pa.string()))
     return items

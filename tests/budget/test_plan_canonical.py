@@ -33,7 +33,7 @@ def respelled(segments: pa.Table, seed: int) -> pa.Table:
 
 
 def _float_bits_are_canonical(table: pa.Table) -> bool:
-    for field, column in zip(table.schema, table.columns):
+    for field, column in zip(table.schema, table.columns, strict=True):
         if pa.types.is_floating(field.type):
             values = column.to_numpy().astype(np.float64)
             bits = values.view(np.uint64)

@@ -71,8 +71,8 @@ def test_a_plan_that_breaks_the_contract_fails_the_check(scored, instance, tmp_p
     # Admit everything in train, rewrite the plan consistently (hashes match): only the contract is broken.
     items = plan.items
     in_train = [s == "train" and st == "ok" for s, st in zip(items.column("split").to_pylist(),
-                                                           items.column("status").cast("string").to_pylist())]
-    admitted = [a or t for a, t in zip(items.column("admitted").to_pylist(), in_train)]
+                                                           items.column("status").cast("string").to_pylist(), strict=True)]
+    admitted = [a or t for a, t in zip(items.column("admitted").to_pylist(), in_train, strict=True)]
     items = items.set_column(items.column_names.index("admitted"), "admitted", pa.array(admitted))
     write_budget_plan(type(plan)(items, plan.accounting, plan.options, plan.strategy), root,
                       inputs=read_budget_record(root)["inputs"])

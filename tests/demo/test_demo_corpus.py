@@ -123,7 +123,7 @@ def test_parquet_layout(corpus):
     assert table.schema.field("wind").type == pa.list_(pa.float32(), 2)
     assert table.schema.field("events").type == pa.list_(pa.string())
     assert table.schema.field("tick").type == pa.int64() and table.schema.field("airborne").type == pa.bool_()
-    keys = list(zip(table.column("tick").to_pylist(), table.column("drone").to_pylist()))
+    keys = list(zip(table.column("tick").to_pylist(), table.column("drone").to_pylist(), strict=True))
     assert keys == sorted(keys) and len(set(keys)) == len(keys)  # by tick, then drone
 
 
@@ -190,7 +190,7 @@ def test_frames_decode_to_the_declared_shape(corpus):
         stored = np.load(Path(zone.recordings_root) / f"{stem}.frames.npy", mmap_mode="r")
         assert stored.shape == (seconds * n_drones, *spec.shape)
         # one frame per drone per second
-        assert len(set(refs.tolist())) == len({(t // SAMPLE_HZ, e) for t, e in zip(tk.tick.tolist(), tk.entity.tolist())})
+        assert len(set(refs.tolist())) == len({(t // SAMPLE_HZ, e) for t, e in zip(tk.tick.tolist(), tk.entity.tolist(), strict=True)})
         sample = refs[:: max(1, len(refs) // 64)]
         frames = adapter.decode_media("frame", list(sample), source_id=source)
         assert frames.shape == (len(sample), *spec.shape) and frames.dtype == np.dtype(spec.dtype)

@@ -136,7 +136,7 @@ def test_a_bad_reference_is_a_media_error_naming_source_entity_and_row(tmp_path)
     path = corpus.recordings / entry["source_id"]
     table = pq.read_table(path)
     refs = table.column("cam").to_pylist()
-    at = next(i for i, (t, v) in enumerate(zip(table.column("tick").to_pylist(), table.column("vehicle").to_pylist()))
+    at = next(i for i, (t, v) in enumerate(zip(table.column("tick").to_pylist(), table.column("vehicle").to_pylist(), strict=True))
               if t == row and v == vehicle)
     refs[at] = refs[at].rsplit("/", 1)[0] + "/9999"
     pq.write_table(table.set_column(table.column_names.index("cam"), "cam", pa.array(refs)), path)

@@ -28,7 +28,7 @@ def test_scores_every_source_in_canonical_order(recordings):
     assert [o.status for o in result.outcomes] == ["scored"] * 6
     table = result.segments
     keys = list(zip(table.column("source_id").to_pylist(), table.column("entity_id").to_pylist(),
-                    table.column("segment_index").to_pylist()))
+                    table.column("segment_index").to_pylist(), strict=True))
     assert keys == sorted(keys)
     # 10 s windows every 5 s over 200 + 50 i ticks at 10 Hz, for 2 drones
     expected = sum(2 * ((200 + 50 * i - 100) // 50 + 1) for i in range(6))

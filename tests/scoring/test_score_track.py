@@ -55,7 +55,7 @@ def tracks():
 def test_schema_columns_in_order():
     schema = segment_table_schema(STRATEGY)
     assert schema.names == LEADING + FEATURES + TRAILING
-    types = dict(zip(schema.names, schema.types))
+    types = dict(zip(schema.names, schema.types, strict=True))
     assert types["source_id"] == pa.string() and types["entity_id"] == pa.string()
     for name in ["segment_index", "start", "stop", "start_tick", "stop_tick"]:
         assert types[name] == pa.int64()
@@ -124,7 +124,7 @@ def test_deterministic_and_concatenable(tracks):
     seg = Segmenter(0.3, 0.1)
     first = [score_track(t, segmenter=seg, strategy=STRATEGY) for t in tracks]
     again = [score_track(t, segmenter=seg, strategy=STRATEGY) for t in tracks]
-    assert all(a.equals(b) for a, b in zip(first, again))
+    assert all(a.equals(b) for a, b in zip(first, again, strict=True))
     assert pa.concat_tables(first).num_rows == sum(t.num_rows for t in first)
 
 

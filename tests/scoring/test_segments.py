@@ -30,7 +30,7 @@ def test_every_track_ends_with_a_window_that_ends_at_its_last_step(n, window, st
     assert (np.diff(starts) > 0).all()
     if stride <= window:  # every row is in some window
         covered = np.zeros(n, bool)
-        for a, b in zip(starts, stops):
+        for a, b in zip(starts, stops, strict=True):
             covered[a:b] = True
         assert covered.all()
     regular = np.arange(0, n - window + 1, stride)

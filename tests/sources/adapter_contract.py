@@ -92,7 +92,7 @@ class AdapterContract:
     # ---- reading --------------------------------------------------------------------
 
     def test_read_ticks_has_declared_columns_dtypes_and_shapes(self, adapter, schema, episodes):
-        for source_id, episode in zip(adapter.list_sources(), episodes):
+        for source_id, episode in zip(adapter.list_sources(), episodes, strict=True):
             ticks = adapter.read_ticks(source_id)
             n = len(episode["pos"])
             assert ticks.source_id == source_id
@@ -119,7 +119,7 @@ class AdapterContract:
         assert list(a.media["frame"]) == list(b.media["frame"])
 
     def test_tracks_from_ticks_gives_one_full_track_per_source(self, adapter, schema, episodes):
-        for source_id, episode in zip(adapter.list_sources(), episodes):
+        for source_id, episode in zip(adapter.list_sources(), episodes, strict=True):
             tracks = tracks_from_ticks(schema, adapter.read_ticks(source_id), source_id)
             assert len(tracks) == 1
             (track,) = tracks
@@ -133,7 +133,7 @@ class AdapterContract:
     # ---- media ----------------------------------------------------------------------
 
     def test_decode_media_returns_the_frames_in_bounded_batches(self, adapter, episodes):
-        for source_id, episode in zip(adapter.list_sources(), episodes):
+        for source_id, episode in zip(adapter.list_sources(), episodes, strict=True):
             refs = list(adapter.read_ticks(source_id).media["frame"])
             whole = adapter.decode_media("frame", refs, source_id=source_id)
             assert whole.dtype == np.uint8 and whole.shape == episode["frame"].shape

@@ -27,7 +27,7 @@ def same(a, b) -> bool:
     if isinstance(a, float):
         return a == b and math.copysign(1.0, a) == (1.0 if b == 0.0 else math.copysign(1.0, b))
     if isinstance(a, tuple):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, frozenset):
         return sorted(entity_key(x) for x in a) == sorted(entity_key(y) for y in b)
     return a == b

@@ -126,7 +126,7 @@ def test_a_whole_file_universe_bakes_to_files_selectors_that_resolve_back(tmp_pa
     resolution = plan_splits(load_splits(tmp_path / "splits.json"), universe)
     assert sorted(u for s in ("train", "val", "test") for u in universe.uids(resolution.positions[s])) == sorted(universe.uids())
     table = resolution.stage_table()
-    whole = [uid for uid, index in zip(table.column("uid").to_pylist(), table.column("index").to_pylist()) if index is None]
+    whole = [uid for uid, index in zip(table.column("uid").to_pylist(), table.column("index").to_pylist(), strict=True) if index is None]
     assert set(whole) == {"cubes/a.tif", "cubes/b.tif", "cubes/c.tif"}
 
 

@@ -6,6 +6,7 @@ The field tables below are written out by hand from the Cuvis.AI schema
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import uuid
@@ -441,7 +442,7 @@ def test_compress_ids_is_canonical_and_order_independent(values):
             a = b = item
         spans.append((a, b))
     # runs are increasing and never adjacent (adjacent runs would have merged)
-    for (_, prev_end), (start, _) in zip(spans, spans[1:]):
+    for (_, prev_end), (start, _) in itertools.pairwise(spans):
         assert start > prev_end + 1
     if out:
         Selector(kind=SelectorKind.FILE_INDICES, source="s", ids=tuple(out))

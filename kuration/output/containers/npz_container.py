@@ -108,7 +108,7 @@ class NpzContainer:
                 )
             check_names("npz", [n for n in names if n != N_STEPS], modalities, presence=presence)
             found = {name: _load(zf, member, name, value_limit(name, modalities, max_rows))
-                     for name, member in zip(names, members)}
+                     for name, member in zip(names, members, strict=True)}
         n_steps = check_n_steps("npz", found.pop(N_STEPS))
         present = found.pop(PRESENT, None)
         return assemble("npz", found, present, n_steps, modalities, max_rows)
