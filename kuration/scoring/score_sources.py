@@ -120,7 +120,7 @@ class ScoringResult:
         if runs is None:  # one pass over the sorted column, not one filter per source
             sources = self.segments.column("source_id").to_numpy(zero_copy_only=False)
             starts = np.flatnonzero(np.r_[True, sources[1:] != sources[:-1]]) if len(sources) else np.empty(0, int)
-            ends = np.r_[starts[1:], len(sources)]
+            ends = np.r_[starts[1:], len(sources)][: len(starts)]  # no rows: no runs, so no end either
             runs = {sources[a]: (int(a), int(b - a)) for a, b in zip(starts, ends, strict=True)}
             object.__setattr__(self, "_source_runs", runs)
         start, length = runs.get(source_id, (0, 0))
