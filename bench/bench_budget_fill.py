@@ -30,8 +30,8 @@ group effect + track effect + segment noise (so the best groups run into the gro
 0.05% NaN priorities (non-finite spans), and rare tags ``gust`` 1%, ``low_battery`` 0.5%,
 ``near_miss`` 0.2%, ``rare_hazard`` 0.001% of segments. Sources belong to 50 groups
 (``group_of``); pools are the seeded partition. Source names are ``site_<i % 97>/rec_<i>``,
-so the rows do not arrive in canonical order and the plan's canonical sort is real work. ``span_steps`` = 100 (10 s) at every size;
-the pool grows (sources are added until the span count is reached), so the segment table
+so the rows do not arrive in canonical order and the plan's canonical sort is real work. ``span_steps`` = 100 (10 s) at
+every size; the pool grows (sources are added until the span count is reached), so the segment table
 grows with the spans (about 2 segments per span). Budget: a third of the pool, split
 70/15/15 over train/val/test; strategy ``inclusion`` with tags ``near_miss``,
 ``low_battery``, ``rare_hazard``, ``bird_strike`` (absent) and
@@ -101,7 +101,8 @@ STAGES = ("span_items", "seeded_pools", "sorted_codes", "_tiebreak", "_tag_items
 
 def _strings(codes: np.ndarray, names: list[str]) -> pa.Array:
     """A dense string column from integer codes into ``names``."""
-    return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32)), pa.array(names, pa.string())).dictionary_decode()
+    return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32)),
+                                          pa.array(names, pa.string())).dictionary_decode()
 
 
 def build_segments(n_spans: int, seed: int) -> tuple[pa.Table, dict[str, str], dict]:
@@ -109,7 +110,8 @@ def build_segments(n_spans: int, seed: int) -> tuple[pa.Table, dict[str, str], d
     rng = np.random.default_rng(seed)
     # Tracks: 2,000-6,000 steps, 1 in 10 with a tail that is not a multiple of the stride.
     est_tracks = int(n_spans / 40 * 1.2) + 16
-    steps = rng.integers(20, 61, est_tracks) * 100 + np.where(rng.random(est_tracks) < 0.1, rng.integers(1, 50, est_tracks), 0)
+    steps = rng.integers(20, 61, est_tracks) * 100 + np.where(rng.random(est_tracks) < 0.1,
+                                                              rng.integers(1, 50, est_tracks), 0)
     spans_per_track = -(-steps // SPAN_STEPS)
     n_tracks = int(np.searchsorted(np.cumsum(spans_per_track), n_spans)) + 1
     steps = steps[:n_tracks]
@@ -354,7 +356,8 @@ def main() -> None:
         a, b = ok["1M"], ok["4M"]
         na, nb = a["plan"]["candidate_spans"], b["plan"]["candidate_spans"]
         log4 = {key: math.log(b[key] / a[key]) / math.log(4) for key in (
-            "plan_seconds", "after_items_seconds", "fill_seconds", "baseline_lexsort_seconds", "baseline_argsort_seconds")}
+            "plan_seconds", "after_items_seconds", "fill_seconds", "baseline_lexsort_seconds",
+            "baseline_argsort_seconds")}
         scaling = {
             "spans_ratio": nb / na,
             # The issue's definition: log(t_4M / t_1M) / log(4).
@@ -367,9 +370,11 @@ def main() -> None:
             "exponent_baseline_argsort": log4["baseline_argsort_seconds"],
             # What this machine does to plain linear work between the two sizes (cache, page faults).
             "exponent_machine_stream": math.log(b["machine_reference_seconds"]["stream_a_times_2_plus_a"]
-                                                / a["machine_reference_seconds"]["stream_a_times_2_plus_a"]) / math.log(4),
+                                                / a["machine_reference_seconds"]["stream_a_times_2_plus_a"])
+                                       / math.log(4),
             "exponent_machine_gather": math.log(b["machine_reference_seconds"]["gather_random_permutation"]
-                                                / a["machine_reference_seconds"]["gather_random_permutation"]) / math.log(4),
+                                                / a["machine_reference_seconds"]["gather_random_permutation"])
+                                       / math.log(4),
             # The best run's CPU time in user space and in the kernel (page faults on fresh memory).
             "exponent_plan_user_cpu": math.log(b["plan_rusage_best_run"]["user_s"]
                                                / a["plan_rusage_best_run"]["user_s"]) / math.log(4),
@@ -392,12 +397,14 @@ def main() -> None:
     if scaling:
         e = scaling["exponent_plan"]
         targets["exponent_1M_4M"] = {"value": e, "target": f"<= {TARGET_EXPONENT}", "met": e <= TARGET_EXPONENT,
-                                     "fill_only": scaling["exponent_fill"], "fill_only_met": scaling["exponent_fill"] <= TARGET_EXPONENT,
+                                     "fill_only": scaling["exponent_fill"],
+                                     "fill_only_met": scaling["exponent_fill"] <= TARGET_EXPONENT,
                                      "baseline_lexsort": scaling["exponent_baseline_lexsort"]}
     summary = {
         label: {
             "candidate_spans": r["plan"]["candidate_spans"], "segments": r["data"]["segments"],
-            "plan_s": r["plan_seconds"], "plan_median_s": r["plan_seconds_median"], "after_items_s": r["after_items_seconds"], "fill_s": r["fill_seconds"],
+            "plan_s": r["plan_seconds"], "plan_median_s": r["plan_seconds_median"],
+            "after_items_s": r["after_items_seconds"], "fill_s": r["fill_seconds"],
             "span_items_s": r["stages_seconds_best_run"]["span_items"],
             "lexsort_s": r["baseline_lexsort_seconds"], "argsort_s": r["baseline_argsort_seconds"],
             "plan_over_lexsort": r["ratio_plan_over_lexsort"], "fill_over_lexsort": r["ratio_fill_over_lexsort"],

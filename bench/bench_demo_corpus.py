@@ -53,7 +53,8 @@ def main() -> None:
             return write_demo_landing_zone(root / f"default-{next(counter)}")
 
         def small() -> object:
-            return write_demo_landing_zone(root / f"small-{next(counter)}", seed=3, recordings_per_site=1, minutes=(1, 1))
+            return write_demo_landing_zone(root / f"small-{next(counter)}", seed=3, recordings_per_site=1,
+                                           minutes=(1, 1))
 
         best_default, runs_default, zone = best_of(default, args.repeats)
         best_small, runs_small, _ = best_of(small, args.repeats)

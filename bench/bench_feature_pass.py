@@ -195,7 +195,8 @@ def numpy_pass(root: Path) -> dict[str, np.ndarray]:
     Assumes what the generator guarantees (every drone at every tick, rows sorted)."""
     window, stride = SEGMENTER.steps(SAMPLE_HZ)
     tag_names = sorted(k[4:] for k in FEATURE_KEYS if k.startswith("tag."))
-    out: dict[str, list[np.ndarray]] = {k: [] for k in [*FEATURE_KEYS, "priority", "passed", "source", "entity", "segment"]}
+    out: dict[str, list[np.ndarray]] = {k: []
+                                        for k in [*FEATURE_KEYS, "priority", "passed", "source", "entity", "segment"]}
     for path in sorted(root.glob("*.parquet")):
         table = pq.read_table(path)
         n = table.num_rows
@@ -257,7 +258,8 @@ def agreement(kuration_segments: pa.Table, baseline: dict[str, np.ndarray]) -> d
     for key in [*FEATURE_KEYS, "priority"]:
         a = kuration_segments.column(key).to_numpy()
         diffs[key] = float(np.max(np.abs(a - baseline[key]))) if len(a) else 0.0
-    passed_equal = kuration_segments.column("passed").to_numpy(zero_copy_only=False).tolist() == baseline["passed"].tolist()
+    passed = kuration_segments.column("passed").to_numpy(zero_copy_only=False)
+    passed_equal = passed.tolist() == baseline["passed"].tolist()
     res.update({"identical_rows": keys_match, "max_abs_diff": diffs, "passed_identical": passed_equal,
                 "agree": keys_match and passed_equal and max(diffs.values()) <= 1e-9})
     return res
@@ -501,7 +503,8 @@ def main() -> None:
     targets = {
         "ratio_workers_1_over_numpy": {"value": ratio, "target": f">= {TARGET_RATIO_VS_NUMPY}",
                                        "met": ratio >= TARGET_RATIO_VS_NUMPY},
-        "speedup_workers_2": {"value": speedup, "target": f">= {TARGET_SPEEDUP_2W}", "met": speedup >= TARGET_SPEEDUP_2W},
+        "speedup_workers_2": {"value": speedup, "target": f">= {TARGET_SPEEDUP_2W}",
+                              "met": speedup >= TARGET_SPEEDUP_2W},
         "peak_rss_growth_4x_sources": None if mem is None else {
             "value": mem["workers_1"].get("self_growth_4x"), "target": f"<= {TARGET_RSS_GROWTH}", "met": mem["met"],
             "workers_2_parent": mem["workers_2"].get("self_growth_4x"),
@@ -523,9 +526,11 @@ def main() -> None:
             "what": "pq.read_table per file, numpy per entity, sliding_window_view reductions, same priority/predicate",
             "seconds": best["numpy"], "all_runs": runs["numpy"], "ticks_per_s": tps["numpy"],
         },
-        "kuration_workers_1": {"seconds": best["workers_1"], "all_runs": runs["workers_1"], "ticks_per_s": tps["workers_1"],
+        "kuration_workers_1": {"seconds": best["workers_1"], "all_runs": runs["workers_1"],
+                               "ticks_per_s": tps["workers_1"],
                                "ms_per_source": best["workers_1"] / args.sources * 1e3},
-        "kuration_workers_2": {"seconds": best["workers_2"], "all_runs": runs["workers_2"], "ticks_per_s": tps["workers_2"],
+        "kuration_workers_2": {"seconds": best["workers_2"], "all_runs": runs["workers_2"],
+                               "ticks_per_s": tps["workers_2"],
                                "ms_per_source": best["workers_2"] / args.sources * 1e3},
         "agreement": agree,
         "ratio_workers_1_over_numpy": ratio,

@@ -237,7 +237,8 @@ def run_mode(root: Path, mode: str) -> dict:
     # Not measured: the plan, for the parent to compare across modes.
     admitted = plan.admitted()
     for name, table in (("items", plan.items), ("admitted", admitted)):
-        with pa.OSFile(str(root / f"plan_{mode}_{name}.arrow"), "wb") as sink, ipc.new_file(sink, table.schema) as writer:
+        with pa.OSFile(str(root / f"plan_{mode}_{name}.arrow"),
+                       "wb") as sink, ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
 
     peaks = sampler.peaks

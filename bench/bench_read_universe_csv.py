@@ -112,7 +112,8 @@ def main() -> None:
         "baseline_all_runs": base_all,
         "ratio_kuration_over_baseline": kur_best / base_best,
         "baseline_pyarrow_engine_seconds": base_kdna_best,
-        "baseline_pyarrow_engine_note": "pandas.read_csv(dtype=str, keep_default_na=False, engine='pyarrow'): the parse read_universe_csv itself does",
+        "baseline_pyarrow_engine_note": "pandas.read_csv(dtype=str, keep_default_na=False, engine='pyarrow'): the "
+                                        "parse read_universe_csv itself does",
         "target_seconds": TARGET_SECONDS,
         "met": kur_best <= TARGET_SECONDS,
         "ranges_variant": {

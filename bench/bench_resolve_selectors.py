@@ -70,7 +70,8 @@ def stage_selectors(n_sources: int, n_indices: int) -> list[dict]:
         # 4. stems: 60 recordings by filename stem
         {"kind": "stems", "stems": [f"rec_{k:05d}" for k in range(700, 760)]},
         # 5. dir_indices: positional ranges into the canonical universe
-        {"kind": "dir_indices", "ids": [f"{n // 2}-{n // 2 + 19_999}", f"{int(n * 0.6)}-{int(n * 0.6) + 999}:3", n - 1]},
+        {"kind": "dir_indices",
+         "ids": [f"{n // 2}-{n // 2 + 19_999}", f"{int(n * 0.6)}-{int(n * 0.6) + 999}:3", n - 1]},
         # 6. union of half-recordings and a stem glob
         {"kind": "union", "of": [
             fi(800, [f"0-{n_indices // 2 - 1}"]),
@@ -211,7 +212,8 @@ def main() -> None:
         "resolve_and_build_every_SampleRef_seconds": mat_best,
         "resolve_and_build_every_SampleRef_all_runs": mat_all,
         "resolve_selectors_sampleref_list_seconds": list_best,
-        "resolve_selectors_sampleref_list_note": "input is a list[SampleRef]; includes the per-call Universe.from_refs conversion",
+        "resolve_selectors_sampleref_list_note": "input is a list[SampleRef]; includes the per-call Universe.from_refs "
+                                                 "conversion",
         "resolve_selectors_sampleref_list_uids_match": list_digest == k_digest,
         "individual_selectors": individual,
     }
@@ -266,7 +268,8 @@ def main() -> None:
         "sources": len(universe.source_names),
         "selectors": len(selectors),
         "resolved_count": len(k_uids),
-        "headline": "resolve_selectors(stage, Universe) -> SampleRefs (a lazy Sequence[SampleRef]; the reference returns a list)",
+        "headline": "resolve_selectors(stage, Universe) -> SampleRefs (a lazy Sequence[SampleRef]; the reference "
+                    "returns a list)",
         "kuration_seconds": refs_best,
         "reference_seconds": reference["stage_seconds_best"] if reference else None,
         "speedup": (reference["stage_seconds_best"] / refs_best) if reference else None,

@@ -211,7 +211,8 @@ class BenchAdapter:
 
     def identity(self, source_id: str) -> SourceIdentity:
         drones, ticks = self.sources[source_id]
-        return SourceIdentity("fingerprint", hashlib.sha256(f"{self.seed}:{source_id}:{drones}:{ticks}".encode()).hexdigest())
+        return SourceIdentity("fingerprint",
+                              hashlib.sha256(f"{self.seed}:{source_id}:{drones}:{ticks}".encode()).hexdigest())
 
 
 def corpus(n_sources: int, drones: int = DRONES, ticks: int = TICKS, prefix: str = "rec") -> dict[str, tuple[int, int]]:
@@ -241,7 +242,8 @@ def baseline_shards(adapter: BenchAdapter, plan) -> list[dict[str, Any]]:
         for a in range(row["start"], row["stop"], SHARD_STEPS):
             b = min(a + SHARD_STEPS, row["stop"])
             rows = mine[a:b]
-            arrays = {"battery": raw["battery"][rows].copy(), "frame": adapter.decode_media("frame", refs[a:b], source_id=source),
+            arrays = {"battery": raw["battery"][rows].copy(),
+                      "frame": adapter.decode_media("frame", refs[a:b], source_id=source),
                       "label": raw["label"][rows].copy(), "pos": raw["pos"][rows].copy()}
             shards.append({"key": (source, row["entity_id"], a), "split": row["split"], "name": f"{len(shards):05d}",
                            "arrays": arrays, "present": np.ones(b - a, bool), "n_steps": b - a})
@@ -370,7 +372,8 @@ def check_agreement(container: str, out: Path, manifest: dict[str, Any], shards:
     for e in entries:
         s = by_key.get((e["source_id"], e["entity_id"], e["start"]))  # both keyed by track rows
         arrays, present, n = _read_back(container, out / e["path"])
-        ok = s is not None and n == s["n_steps"] and np.array_equal(present, s["present"]) and set(arrays) == set(s["arrays"]) \
+        ok = s is not None and n == s["n_steps"] and np.array_equal(present, s["present"]) \
+            and set(arrays) == set(s["arrays"]) \
             and all(arrays[k].dtype == v.dtype and np.array_equal(arrays[k], v) for k, v in s["arrays"].items())
         if not ok:
             bad.append(e["path"])
@@ -425,7 +428,8 @@ def bench_container(container: str, workload: dict[str, Any], root: Path, repeat
                 if side == "baseline":
                     s, _ = timed(functools.partial(run_baseline, container, out, shards))
                 else:
-                    s, _ = timed(functools.partial(run_naive_hash, container, out, shards, durable=side == "naive_durable"))
+                    s, _ = timed(functools.partial(run_naive_hash, container, out, shards,
+                                                   durable=side == "naive_durable"))
             runs.setdefault(side, []).append(s)
             shutil.rmtree(out)
     writer_runs, baseline_runs = runs["writer"], runs["baseline"]
@@ -583,7 +587,8 @@ def _size_only(original):
     return size
 
 
-def _timed_write(container: str, workload: dict[str, Any], root: Path, patches: Patches | None = None) -> tuple[float, float]:
+def _timed_write(container: str, workload: dict[str, Any], root: Path,
+                 patches: Patches | None = None) -> tuple[float, float]:
     spec = spec_for(container)
     _settle()
     out = _fresh(root, f"breakdown_{container}")
@@ -861,16 +866,19 @@ def main() -> None:
         "workloads": workloads_info,
         "machine_rates": rates,
         "parameters": {
-            "shard_steps": SHARD_STEPS, "span_steps": SPAN_STEPS, "sample_hz": SAMPLE_HZ, "frame_shape": list(FRAME_SHAPE),
+            "shard_steps": SHARD_STEPS, "span_steps": SPAN_STEPS, "sample_hz": SAMPLE_HZ,
+            "frame_shape": list(FRAME_SHAPE),
             "drones_per_source": DRONES, "ticks_per_drone": TICKS, "sources_1x": n1, "sources_4x": 4 * n1,
             "repeats": repeats, "seed": args.seed, "modalities": MODALITIES, "short_policy": "keep",
-            "baselines": {"npz": "np.savez(path, **arrays) per shard", "hdf5": "h5py.File(path, 'w') + create_dataset per array",
+            "baselines": {"npz": "np.savez(path, **arrays) per shard",
+                          "hdf5": "h5py.File(path, 'w') + create_dataset per array",
                           "parquet": "pq.write_table(prebuilt table, path, compression='none', use_dictionary=<the "
                                      "container's non-float columns>)",
                           "json": "f.write(json.dumps({n_steps, present, modalities: .tolist()}))"},
         },
         "total_bench_seconds": time.perf_counter() - started,
-        "python": platform.python_version(), "numpy": np.__version__, "pyarrow": pa.__version__, "h5py": h5py.__version__,
+        "python": platform.python_version(), "numpy": np.__version__, "pyarrow": pa.__version__,
+        "h5py": h5py.__version__,
         "cpus": os.cpu_count(), "tree": tree,
     }, indent=2))
 

@@ -184,7 +184,8 @@ def sparsify(sel: dict, rng: random.Random) -> dict:
     out = dict(sel)
     if "of" in out:
         out["of"] = [sparsify(c, rng) for c in out["of"]]
-    for name, empty in (("paths", []), ("source", None), ("ids", []), ("stems", []), ("pattern", None), ("any_of", []), ("of", [])):
+    for name, empty in (("paths", []), ("source", None), ("ids", []), ("stems", []), ("pattern", None), ("any_of", []),
+                        ("of", [])):
         if name not in out and rng.random() < 0.2:
             out[name] = empty
     return out
@@ -245,7 +246,8 @@ def edge_probes() -> list[tuple[str, list[dict]]]:
         ("dir_indices ids ['1 - 2']", [{"kind": "dir_indices", "ids": ["1 - 2"]}]),
         ("except [all, files ['']]", [{"kind": "except", "of": [{"kind": "all"}, {"kind": "files", "paths": [""]}]}]),
         ("except [all, stems ['']]", [{"kind": "except", "of": [{"kind": "all"}, {"kind": "stems", "stems": [""]}]}]),
-        ("except [all, tag any_of ['']]", [{"kind": "except", "of": [{"kind": "all"}, {"kind": "tag", "any_of": [""]}]}]),
+        ("except [all, tag any_of ['']]",
+         [{"kind": "except", "of": [{"kind": "all"}, {"kind": "tag", "any_of": [""]}]}]),
         ("glob '' (empty pattern)", [{"kind": "glob", "pattern": ""}]),
         ("file_indices source '' ", [{"kind": "file_indices", "source": "", "ids": [0]}]),
         ("files ['E/REC_000.REC'] (case)", [{"kind": "files", "paths": ["E/REC_000.REC"]}]),
@@ -263,7 +265,8 @@ def edge_probes() -> list[tuple[str, list[dict]]]:
 
 
 #: Whole-file samples (index None) beside one indexed recording.
-WHOLE_SOURCES = [("cubes/a.tif", None), ("cubes/b.tif", None), ("cubes/sub/c.tif", None), ("rec/x.cu3s", 0), ("rec/x.cu3s", 1)]
+WHOLE_SOURCES = [("cubes/a.tif", None), ("cubes/b.tif", None), ("cubes/sub/c.tif", None), ("rec/x.cu3s", 0),
+                 ("rec/x.cu3s", 1)]
 
 
 def whole_file_probes() -> list[tuple[str, list[dict]]]:
@@ -273,7 +276,8 @@ def whole_file_probes() -> list[tuple[str, list[dict]]]:
         ("whole-file: glob '*.tif'", [{"kind": "glob", "pattern": "*.tif"}]),
         ("whole-file: stems ['c', 'x']", [{"kind": "stems", "stems": ["c", "x"]}]),
         ("whole-file: dir_indices [4, 0, 2]", [{"kind": "dir_indices", "ids": [4, 0, 2]}]),
-        ("whole-file: file_indices a.tif [0] (matches nothing)", [{"kind": "file_indices", "source": "cubes/a.tif", "ids": [0]}]),
+        ("whole-file: file_indices a.tif [0] (matches nothing)",
+         [{"kind": "file_indices", "source": "cubes/a.tif", "ids": [0]}]),
         ("whole-file: except [all, files [a.tif]]",
          [{"kind": "except", "of": [{"kind": "all"}, {"kind": "files", "paths": ["cubes/a.tif"]}]}]),
     ]
@@ -344,7 +348,8 @@ def main() -> None:
     cats = [sorted(rng.sample(list(CATEGORIES.values()), rng.randint(0, 2))) for _ in canon_src]
     # Tags / category ids ride on the universe (given in canonical row order); the reference
     # gets the very same values on its SampleRefs, plus the same name->id map.
-    by_uid = {f"{src}#{idx}": (t, c) for src, idx, t, c in zip(canon_src, plain.indices.tolist(), tags, cats, strict=True)}
+    by_uid = {f"{src}#{idx}": (t, c)
+              for src, idx, t, c in zip(canon_src, plain.indices.tolist(), tags, cats, strict=True)}
     main_u = Universe.from_columns(
         canon_src, plain.indices, attributes=PreloadedAttributes(by_uid, name_to_id=CATEGORIES)
     )
@@ -360,7 +365,8 @@ def main() -> None:
     gen = Gen(rng, src, len(main_u))
     cases = [{"id": f"r{i:03d}", "universe": "random", "selectors": gen.stage()} for i in range(args.cases)]
     probes = edge_probes()
-    cases += [{"id": f"e{i:02d}", "universe": "edge", "selectors": sels, "label": label} for i, (label, sels) in enumerate(probes)]
+    cases += [{"id": f"e{i:02d}", "universe": "edge", "selectors": sels, "label": label}
+              for i, (label, sels) in enumerate(probes)]
     cases += [
         {"id": f"w{i:02d}", "universe": "whole", "selectors": sels, "label": label}
         for i, (label, sels) in enumerate(whole_file_probes())
@@ -386,7 +392,8 @@ def main() -> None:
                 rec = {"accepted": False, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
                 kpath = None
             kur_splits[sid] = rec
-            splits_items.append({"id": sid, "dict": d, "kuration_file": kpath, "out_file": os.path.join(tmp, f"{sid}.cuvis.json")})
+            splits_items.append({"id": sid, "dict": d, "kuration_file": kpath,
+                                 "out_file": os.path.join(tmp, f"{sid}.cuvis.json")})
 
         kur_cases = {
             c["id"]: kuration_resolve(
@@ -402,7 +409,8 @@ def main() -> None:
             summary["kuration_only"] = {
                 "cases": len(cases),
                 "raised": sum(r["raised"] for r in kur_cases.values()),
-                "list_path_disagreements": [cid for cid, r in kur_cases.items() if not r["raised"] and not r["list_path_agrees"]],
+                "list_path_disagreements": [cid for cid, r in kur_cases.items() if not r["raised"]
+                                            and not r["list_path_agrees"]],
             }
             print(json.dumps(summary, indent=2, ensure_ascii=False))
             return

@@ -80,7 +80,8 @@ NEAR_MISS_M = 5.0
 LOW_BATTERY = 0.15
 EVENTS = ("near_miss", "landing", "low_battery")
 CATEGORIES = ({"id": 1, "name": "near_miss"}, {"id": 2, "name": "landing"}, {"id": 3, "name": "low_battery"})
-SITES = ("airfield_north", "airfield_south", "coastal_cliffs", "forest_edge", "harbour", "quarry", "vineyard", "wind_farm")
+SITES = ("airfield_north", "airfield_south", "coastal_cliffs", "forest_edge", "harbour", "quarry", "vineyard",
+         "wind_farm")
 WEATHER = ("calm", "windy", "gusty", "rain")
 RECORDINGS_FOLDER = "recordings"
 FLEET_SIZE = 8  # drones per site: drone_01 .. drone_08, each recording flies 2-4 of them
@@ -209,7 +210,8 @@ def write_demo_landing_zone(
     written = 0
     clips = rows = entities = seconds = 0
     events = {name: 0 for name in EVENTS}
-    for name, doc in (("schema.json", DEMO_SCHEMA), ("strategy.json", DEMO_STRATEGY), ("output_spec.json", DEMO_OUTPUT_SPEC)):
+    for name, doc in (("schema.json", DEMO_SCHEMA), ("strategy.json", DEMO_STRATEGY),
+                      ("output_spec.json", DEMO_OUTPUT_SPEC)):
         data = json.dumps(doc, indent=1).encode()
         storage.write_bytes_atomic(storage.join_url(root, name), data)
         written += len(data)
@@ -350,7 +352,8 @@ def _simulate(rng: np.random.Generator, site: str, lo_min: float, hi_min: float,
             amp=rng.uniform([60.0, 25.0, 6.0], [90.0, 40.0, 12.0], size=(2, k)),
             omega=2 * np.pi / rng.uniform([150.0, 45.0, 15.0], [300.0, 90.0, 30.0], size=(2, k)),
             phase=rng.uniform(0.0, 2 * np.pi, size=(2, k)),
-            bob=(float(rng.uniform(1.0, 4.0)), 2 * np.pi / float(rng.uniform(20.0, 60.0)), float(rng.uniform(0, 2 * np.pi))),
+            bob=(float(rng.uniform(1.0, 4.0)), 2 * np.pi / float(rng.uniform(20.0, 60.0)),
+                 float(rng.uniform(0, 2 * np.pi))),
             charge=float(rng.uniform(0.45, 1.0)),
             capacity=float(rng.uniform(0.8, 1.15)) * (0.9 if rain else 1.0),
         ))
@@ -398,7 +401,8 @@ def _simulate(rng: np.random.Generator, site: str, lo_min: float, hi_min: float,
 
     def battery_of(f: _Flight, pos: np.ndarray, airborne: np.ndarray) -> np.ndarray:
         vel = np.gradient(pos, axis=0) * hz
-        load = 1.0 + 0.004 * (vel ** 2).sum(axis=1) + 0.005 * (wind ** 2).sum(axis=1) + 0.05 * np.clip(vel[:, 2], 0, None)
+        load = (1.0 + 0.004 * (vel ** 2).sum(axis=1) + 0.005 * (wind ** 2).sum(axis=1)
+                + 0.05 * np.clip(vel[:, 2], 0, None))
         drain = np.where(airborne, load / 1500.0, 1.0 / 30000.0) / f.capacity  # per second
         return _grid(np.clip(f.charge - np.cumsum(drain) / hz, 0.0, 1.0), 16)
 
@@ -491,7 +495,8 @@ def _render_frames(rec: _Recording, background: np.ndarray) -> np.ndarray:
                 frames[s, viewer, row[:, j], col[:, j]] = other[:, j]
         frames[s, viewer, row[:, viewer], col[:, viewer]] = mine[:, viewer]
     filled = np.arange(w)[None, None, :] < np.rint(battery * w)[..., None]
-    frames[:, :, h - 1] = np.where(filled[..., None], np.array([40, 220, 40], np.uint8), np.array([20, 20, 20], np.uint8))
+    frames[:, :, h - 1] = np.where(filled[..., None], np.array([40, 220, 40], np.uint8),
+                                   np.array([20, 20, 20], np.uint8))
     return frames.reshape(secs * n, h, w, 3)
 
 
@@ -566,6 +571,7 @@ def _coco(rec: _Recording, rec_id: str, n_clips: int) -> dict[str, Any]:
     ids = {c["name"]: c["id"] for c in CATEGORIES}
     annotations = [
         {"id": i + 1, "image_id": clip, "category_id": ids[name], "ticks": sorted(ticks), "drones": sorted(drones)}
-        for i, ((clip, name), (ticks, drones)) in enumerate(sorted(by_clip.items(), key=lambda kv: (kv[0][0], ids[kv[0][1]])))
+        for i, ((clip, name), (ticks, drones)) in enumerate(sorted(by_clip.items(),
+                                                                   key=lambda kv: (kv[0][0], ids[kv[0][1]])))
     ]
     return {"images": images, "annotations": annotations, "categories": [dict(c) for c in CATEGORIES]}

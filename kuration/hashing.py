@@ -175,10 +175,12 @@ def code_fingerprint(obj: Any, *, state: Any = None) -> dict[str, Any] | None:
                 "state": {"func": code_fingerprint(obj.func), "args": canonical_state(list(obj.args)),
                           "keywords": canonical_state(dict(obj.keywords))}}
     if inspect.ismethod(obj):
-        return {"name": f"{type(obj.__self__).__module__}.{obj.__qualname__}", "code_sha256": _source_sha256(obj.__func__),
+        return {"name": f"{type(obj.__self__).__module__}.{obj.__qualname__}",
+                "code_sha256": _source_sha256(obj.__func__),
                 "state": {"self": code_fingerprint(obj.__self__)}}
     if inspect.isfunction(obj):
-        closure = {name: cell.cell_contents for name, cell in zip(obj.__code__.co_freevars, obj.__closure__ or (), strict=True)}
+        closure = {name: cell.cell_contents
+                   for name, cell in zip(obj.__code__.co_freevars, obj.__closure__ or (), strict=True)}
         return {"name": f"{obj.__module__}.{obj.__qualname__}", "code_sha256": _source_sha256(obj),
                 "state": canonical_state({"closure": closure, "defaults": list(obj.__defaults__ or ()),
                                           "kwdefaults": dict(obj.__kwdefaults__ or {})})}

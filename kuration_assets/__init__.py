@@ -13,4 +13,5 @@ from kuration_assets.sensors import new_recordings_sensor
 defs = Definitions(assets=[scored_segments, budget_plan, training_dataset], asset_checks=[budget],
                    sensors=[new_recordings_sensor])
 
-__all__ = ["BudgetPlanConfig", "DatasetConfig", "budget", "budget_plan", "dataset_integrity", "defs", "training_dataset", "new_recordings_sensor", "scored_segments", "segment_pool", "source_partitions"]
+__all__ = ["BudgetPlanConfig", "DatasetConfig", "budget", "budget_plan", "dataset_integrity", "defs",
+           "training_dataset", "new_recordings_sensor", "scored_segments", "segment_pool", "source_partitions"]

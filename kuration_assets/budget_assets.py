@@ -42,15 +42,18 @@ class BudgetPlanConfig(Config):
     ``output_spec_file``), so the plan prices exactly what the writer will emit."""
 
     budget_unit: Literal["hours", "segments"] = Field(
-        default="hours", description="hours: fill each split to that many hours of spans; segments: admit that many segments")
+        default="hours",
+        description="hours: fill each split to that many hours of spans; segments: admit that many segments")
     train: float = Field(default=4.0, description="Train budget, in budget_unit")
     val: float = Field(default=1.0, description="Validation budget, in budget_unit (0: none)")
     test: float = Field(default=0.5, description="Test budget, in budget_unit (0: none)")
     span_seconds: Optional[float] = Field(
         default=60.0, description="Cut tracks into spans of this many seconds, budgeted independently (hours only)")
-    span_steps: Optional[int] = Field(default=None, description="Or cut spans of this many steps (set span_seconds to null)")
+    span_steps: Optional[int] = Field(default=None,
+                                      description="Or cut spans of this many steps (set span_seconds to null)")
     clip_aggregate: Optional[ClipAggregate] = Field(
-        default=None, description="How a span aggregates its segments: max | mean | min; default from the strategy's method")
+        default=None,
+        description="How a span aggregates its segments: max | mean | min; default from the strategy's method")
     seed: int = Field(default=0, description="Orders equal priorities")
     underfill_warn_fraction: float = Field(
         default=0.1, description="The budget check warns when a split is underfilled by more than this fraction")
@@ -92,7 +95,8 @@ def budget_plan(
     `budget/admitted.parquet`, with every item's decision in `budget/plan_items.parquet`
     and the accounting in `budget/budget.json`."""
     settings = curation.settings(landing_zone)
-    options = config.options(curation.output_spec(landing_zone, settings).chunking)  # a bad request fails before any read
+    # a bad request fails before any read
+    options = config.options(curation.output_spec(landing_zone, settings).chunking)
     stored = plan_stored_budget(
         storage_root.url, context.instance.get_dynamic_partitions(source_partitions.name), options,
         strategy=settings.strategy, memory_budget=config.memory_budget,

@@ -41,7 +41,8 @@ class DatasetConfig(Config):
     replace_other_runs: bool = Field(
         default=True,
         description="When the dataset folder holds another run's dataset (the plan, spec, sources or code changed), "
-                    "replace it; false refuses and keeps it. The same run is always resumed (verified shards are kept).",
+                    "replace it; false refuses and keeps it. The same run is always resumed (verified shards are "
+                    "kept).",
     )
 
 
@@ -68,7 +69,8 @@ def training_dataset(
     spec = curation.output_spec(landing_zone, settings)
     result = write_planned_dataset(
         out, read_budget_plan(storage_root.url), adapter=curation.adapter(landing_zone, settings),
-        schema=settings.schema, spec=spec, resume=True, on_other_run="replace" if config.replace_other_runs else "refuse",
+        schema=settings.schema, spec=spec, resume=True,
+        on_other_run="replace" if config.replace_other_runs else "refuse",
         progress=lambda done, total, source: context.log.info(f"{done}/{total} sources written ({source})"),
     )
     if result.replaced:
@@ -79,7 +81,8 @@ def training_dataset(
                             data_version=version)
     yield MaterializeResult(asset_key=AssetKey("dataset_manifest"), metadata=_manifest_metadata(out, summary),
                             data_version=version)
-    yield asset_check_result(verify_dataset(out), check_name=dataset_integrity.name, asset_key=dataset_integrity.asset_key)
+    yield asset_check_result(verify_dataset(out), check_name=dataset_integrity.name,
+                             asset_key=dataset_integrity.asset_key)
 
 
 def _shards_metadata(out: str, spec: OutputSpec, summary: DatasetSummary) -> dict[str, Any]:

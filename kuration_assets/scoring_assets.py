@@ -57,7 +57,8 @@ with warnings.catch_warnings():
         stored = score_and_store(
             curation.adapter(landing_zone, settings), segmenter=settings.segmenter, strategy=settings.strategy,
             sources=context.partition_keys, root=storage_root.url, workers=curation.workers,
-            progress=lambda outcome, done, total: context.log.info(f"{done}/{total} {outcome.source_id}: {outcome.status}"),
+            progress=lambda outcome, done,
+            total: context.log.info(f"{done}/{total} {outcome.source_id}: {outcome.status}"),
         )
         for outcome, url, summary in stored:
             yield AssetMaterialization(asset_key=context.asset_key, partition=outcome.source_id,

@@ -12,7 +12,8 @@ from splits_assets import universe
 
 
 @sensor(asset_selection=[universe, scored_segments], minimum_interval_seconds=30)
-def new_recordings_sensor(context: SensorEvaluationContext, landing_zone: LandingZoneResource, curation: CurationResource):
+def new_recordings_sensor(context: SensorEvaluationContext, landing_zone: LandingZoneResource,
+                          curation: CurationResource):
     previous = json.loads(context.cursor) if context.cursor else {}
     current = list_recordings(curation.recordings_url(landing_zone), pattern=curation.source_pattern)
     diff = diff_recordings(previous.get("recordings", {}), current)

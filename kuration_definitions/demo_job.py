@@ -18,9 +18,11 @@ from pathlib import Path
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="kuration-demo",
-        description="Materialize the whole Kuration asset graph on the bundled demo corpus and print what was produced.",
+        description="Materialize the whole Kuration asset graph on the bundled demo corpus and print what was "
+                    "produced.",
     )
-    parser.add_argument("--out", default="demo_output", help="folder for the demo landing zone and artifacts (default: demo_output)")
+    parser.add_argument("--out", default="demo_output",
+                        help="folder for the demo landing zone and artifacts (default: demo_output)")
     parser.add_argument("--seed", type=int, default=7, help="demo corpus seed (default: 7)")
     parser.add_argument("--split-seed", type=int, default=0, help="seed of the stratified split (default: 0)")
     args = parser.parse_args(argv)

@@ -87,7 +87,8 @@ class CurationResource(ConfigurableResource):
     window, and where in the landing zone the recordings live."""
 
     schema_file: str = Field(default="schema.json", description="Schema file, relative to the landing zone, or a URL")
-    strategy_file: str = Field(default="strategy.json", description="Strategy file, relative to the landing zone, or a URL")
+    strategy_file: str = Field(default="strategy.json",
+                               description="Strategy file, relative to the landing zone, or a URL")
     recordings: str = Field(default="recordings", description="Landing-zone folder with one Parquet file per source")
     source_pattern: str = Field(default="*.parquet", description="Which files in it are sources")
     segment_window: float = Field(default=10.0, description="Segment length (segment_unit)")
@@ -95,7 +96,8 @@ class CurationResource(ConfigurableResource):
     segment_unit: str = Field(default="seconds", description="seconds | steps")
     workers: int = Field(default=1, description="Local worker processes for a multi-source run")
     output_spec_file: str = Field(
-        default="output_spec.json", description="Output spec (what a shard holds), relative to the landing zone, or a URL")
+        default="output_spec.json",
+        description="Output spec (what a shard holds), relative to the landing zone, or a URL")
 
     def _url(self, landing: LandingZoneResource, value: str) -> str:
         return value if ("://" in value or value.startswith("/")) else storage.join_url(landing.url, value)

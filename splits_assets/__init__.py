@@ -10,4 +10,5 @@ defs = Definitions(
     asset_checks=[universe_schema, split_leakage, universe_drift],
 )
 
-__all__ = ["SplitDefinition", "SplitStrategy", "defs", "resolved_splits", "split_leakage", "universe", "universe_drift", "universe_schema"]
+__all__ = ["SplitDefinition", "SplitStrategy", "defs", "resolved_splits", "split_leakage", "universe", "universe_drift",
+           "universe_schema"]

@@ -54,7 +54,8 @@ def _run(name: str, disable: str | None, recordings: Path, out: Path) -> dict:
     if disable is not None:
         env["NPY_DISABLE_CPU_FEATURES"] = disable
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
-    done = subprocess.run([sys.executable, "-m", "tests.cpu_dispatch_run", str(recordings), str(out)], cwd=ROOT, env=env,
+    done = subprocess.run([sys.executable, "-m", "tests.cpu_dispatch_run", str(recordings), str(out)], cwd=ROOT,
+                          env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"{name} run failed:\n{done.stderr[-4000:]}"
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -78,7 +79,8 @@ def test_plans_and_datasets_are_byte_identical_across_simd_dispatch(tmp_path):
     reference_files = data_files(tmp_path / "default")
     assert any(name.endswith(".npz") for name in reference_files)
     for name, run in runs.items():
-        assert run["plan_digests"] == default["plan_digests"], f"{name}: pinned plan digests differ from the default dispatch"
+        assert run["plan_digests"] == default["plan_digests"], (
+            f"{name}: pinned plan digests differ from the default dispatch")
         assert run["written_plan"] == default["written_plan"], f"{name}: the written dataset's plan differs"
         files = data_files(tmp_path / name)
         assert sorted(files) == sorted(reference_files), f"{name}: other files than the default dispatch wrote"

@@ -14,7 +14,8 @@ import kuration
 from kuration import errors
 from kuration.errors import InputError, KurationError, check_keys, shown
 
-_LINE = re.compile(r"^(?P<prefix>[ │├└─]*)(?P<name>[A-Z]\w+)(?: \((?P<builtin>\w+)\))?(?:\s+(?P<module>kuration[\w.]*))?")
+_LINE = re.compile(r"^(?P<prefix>[ │├└─]*)(?P<name>[A-Z]\w+)(?: "
+                   r"\((?P<builtin>\w+)\))?(?:\s+(?P<module>kuration[\w.]*))?")
 _BUILTINS = {"ValueError": ValueError, "RuntimeError": RuntimeError, "ImportError": ImportError}
 
 

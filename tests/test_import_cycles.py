@@ -167,8 +167,8 @@ def test_the_graph_finds_a_cycle_and_names_it(tmp_path):
 def test_a_deferred_import_is_an_edge_and_a_type_checking_one_is_not(tmp_path):
     root = _tree(tmp_path, {
         "a.py": "from pkg.b import x\n",
-        "b.py": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import y\nelse:\n    import pkg.d\n"
-                 "def f():\n    from pkg.c import z\n"),
+        "b.py": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import y\nelse:\n    import "
+                 "pkg.d\ndef f():\n    from pkg.c import z\n"),
         "c.py": "import json\n",
         "d.py": "",
     })

@@ -22,8 +22,8 @@ def test_every_kuration_module_imports_without_pulling_in_dagster():
         "import importlib, sys\n"
         f"for name in {modules!r}:\n"
         "    importlib.import_module(name)\n"
-        "bad = sorted(m for m in sys.modules if m == 'dagster' or m.startswith('dagster.') or m.startswith('dagster_'))\n"
-        "print(','.join(bad))\n"
+        "bad = sorted(m for m in sys.modules if m == 'dagster' or m.startswith('dagster.') or "
+        "m.startswith('dagster_'))\nprint(','.join(bad))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", f"dagster modules loaded by kuration: {out.stdout.strip()}"

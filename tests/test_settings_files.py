@@ -49,7 +49,8 @@ def write(path: Path, text: str | bytes) -> Path:
 
 @pytest.fixture
 def files(tmp_path):
-    return (write(tmp_path / "schema.json", json.dumps(SCHEMA)), write(tmp_path / "strategy.json", json.dumps(STRATEGY)),
+    return (write(tmp_path / "schema.json", json.dumps(SCHEMA)),
+            write(tmp_path / "strategy.json", json.dumps(STRATEGY)),
             write(tmp_path / "output_spec.json", json.dumps(SPEC)))
 
 
@@ -137,11 +138,13 @@ DICT_CASES = [
     (OutputSpec.from_dict, {**SPEC, "shard_length": 10**30}, OutputSpecError,
      r"^output\.shard_length: 1000.*timesteps; a shard holds at most 16777216"),
     (OutputSpec.from_dict, {**SPEC, 1: 2, "x": 3}, OutputSpecError, r"^output: unknown key\(s\) \['x', 1\]"),
-    (OutputSpec.from_dict, {**SPEC, "short_policy": ["keep"]}, OutputSpecError, r"^output\.short_policy: must be one of"),
+    (OutputSpec.from_dict, {**SPEC, "short_policy": ["keep"]}, OutputSpecError,
+     r"^output\.short_policy: must be one of"),
     (OutputSpec.from_dict, {**SPEC, "modalities": {"pos": {"dtype": __import__("numpy").dtype("float32"), "shape": [3],
                                                            "source": "field:pos"}}}, OutputSpecError,
      r"^output\.modalities\.pos\.dtype: must be one of .*got dtype\('float32'\)"),
-    (OutputSpec.from_dict, {**SPEC, "modalities": {"pos": {"dtype": "float32", "shape": [2**31], "source": "field:pos"}}},
+    (OutputSpec.from_dict,
+     {**SPEC, "modalities": {"pos": {"dtype": "float32", "shape": [2**31], "source": "field:pos"}}},
      OutputSpecError, r"^output\.modalities\.pos\.shape: \[2147483648\] holds more than 2147483647 values per row"),
     (Segmenter.from_dict, {**SEGMENTER, "window": 10**400}, SegmenterError,
      r"^Segmenter\.window: must be a positive number of seconds"),

@@ -128,7 +128,8 @@ def budget_accounting(
         },
         "splits": blocks,
         "totals": {
-            "requested_seconds": sum(b["requested_seconds"] or 0.0 for b in blocks.values()) if unit == "seconds" else None,
+            "requested_seconds": sum(b["requested_seconds"] or 0.0
+                                     for b in blocks.values()) if unit == "seconds" else None,
             "admitted_seconds": sum(b["admitted_seconds"] for b in blocks.values()),
             "emitted_seconds": sum(b["emitted_seconds"] for b in blocks.values()),
             "dropped_tail_seconds": sum(b["dropped_tail_seconds"] for b in blocks.values()),

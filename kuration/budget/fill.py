@@ -300,4 +300,5 @@ def _carries(items: np.ndarray, item: int) -> bool:
     return i < len(items) and items[i] == item
 
 
-__all__ = ["ADMITTED_REASONS", "CANDIDATE_REASONS", "CODE", "FillSelection", "REASONS", "SplitFill", "best_first", "cut_tolerance", "fill_split", "tiebreak_keys"]
+__all__ = ["ADMITTED_REASONS", "CANDIDATE_REASONS", "CODE", "FillSelection", "REASONS", "SplitFill", "best_first",
+           "cut_tolerance", "fill_split", "tiebreak_keys"]

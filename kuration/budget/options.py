@@ -97,16 +97,20 @@ class BudgetOptions:
         if not set_hours and not set_counts:
             raise BudgetError("budget: nothing requested; set train_hours/val_hours/test_hours (or *_count)")
         if set_counts and (self.span_steps is not None or self.span_seconds is not None):
-            raise BudgetError("span_steps/span_seconds: spans subdivide tracks for an hours budget; a count selects segments")
+            raise BudgetError("span_steps/span_seconds: spans subdivide tracks for an hours budget; a count selects "
+                              "segments")
         if self.span_steps is not None and self.span_seconds is not None:
-            raise BudgetError(f"span_steps={self.span_steps!r} and span_seconds={self.span_seconds!r}: set one, not both")
+            raise BudgetError(f"span_steps={self.span_steps!r} and span_seconds={self.span_seconds!r}: set one, not "
+                              "both")
         if self.span_steps is not None and not 1 <= (whole_number(self.span_steps) or 0) <= MAX_SPAN_STEPS:
             raise BudgetError(f"span_steps: must be a positive whole number of steps, at most {MAX_SPAN_STEPS}, got "
                               f"{shown(self.span_steps)}")
         if self.span_seconds is not None and not 0 < (finite_float(self.span_seconds) or 0):
-            raise BudgetError(f"span_seconds: must be a positive finite number of seconds, got {shown(self.span_seconds)}")
+            raise BudgetError("span_seconds: must be a positive finite number of seconds, got "
+                              f"{shown(self.span_seconds)}")
         if self.clip_aggregate is not None and self.clip_aggregate not in CLIP_AGGREGATES:
-            raise BudgetError(f"clip_aggregate: must be one of {list(CLIP_AGGREGATES)} or unset, got {self.clip_aggregate!r}")
+            raise BudgetError(f"clip_aggregate: must be one of {list(CLIP_AGGREGATES)} or unset, got "
+                              f"{self.clip_aggregate!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise BudgetError(f"seed: must be an integer, got {self.seed!r}")
         if self.chunking is not None and not isinstance(self.chunking, ShardChunking):

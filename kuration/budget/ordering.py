@@ -7,7 +7,8 @@ from collections.abc import Callable
 import numpy as np
 
 
-def sort_tied_runs(order: np.ndarray, same: np.ndarray, tie_keys: Callable[[np.ndarray], tuple[np.ndarray, ...]]) -> np.ndarray:
+def sort_tied_runs(order: np.ndarray, same: np.ndarray,
+                   tie_keys: Callable[[np.ndarray], tuple[np.ndarray, ...]]) -> np.ndarray:
     """Finish a sort done on the primary key alone: ``order`` is sorted by it and ``same[i]``
     says positions ``i`` and ``i + 1`` hold equal primary keys. Each run of equal keys is
     re-sorted, in place, by ``tie_keys(elements)`` (``np.lexsort`` keys: last is primary),

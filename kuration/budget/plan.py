@@ -87,7 +87,8 @@ def _tag_items(tags: pa.ChunkedArray, wanted: tuple[str, ...]) -> dict[str, np.n
     return out
 
 
-def _tiebreak(source_code: np.ndarray, source_names: list[str], items: pa.Table, index_column: str, seed: int) -> np.ndarray:
+def _tiebreak(source_code: np.ndarray, source_names: list[str], items: pa.Table, index_column: str,
+              seed: int) -> np.ndarray:
     # Entity names coded chunk by chunk (a chunk holds a handful of names), so the column is
     # never copied into one array first.
     codes, names = [], []
@@ -113,7 +114,8 @@ def plan_budget(
     without, sources are partitioned by ``group_of`` with ``options.seed``. Raises
     :class:`BudgetError` on an invalid request, before filling anything."""
     if split_assignments is not None and group_of is not None:
-        raise BudgetError("group_of: resolved splits carry their own groups; pass split_assignments or group_of, not both")
+        raise BudgetError("group_of: resolved splits carry their own groups; pass split_assignments or group_of, not "
+                          "both")
     selection = _selection(strategy)
     clip = options.clip_aggregate or strategy.default_clip_aggregate
     counting = options.unit == "segments"
@@ -132,7 +134,8 @@ def plan_budget(
     elif source_names:
         ok_weight = np.bincount(source_code, weights=np.where(status == STATUS_CODE["ok"], weight, 0.0),
                                 minlength=len(source_names))
-        pools = seeded_pools(dict(zip(source_names, ok_weight.tolist(), strict=True)), requested, seed=options.seed, group_of=group_of)
+        pools = seeded_pools(dict(zip(source_names, ok_weight.tolist(), strict=True)), requested, seed=options.seed,
+                             group_of=group_of)
     else:
         pools = SplitPools({}, {}, "seeded_partition")
     split_of_source = np.array([EXCLUSIVE_STAGES.index(pools.split_of[s]) if s in pools.split_of else -1
@@ -151,7 +154,8 @@ def plan_budget(
     reserved_tag = np.full(n, -1, np.int16)
     priority = items.column("priority").to_numpy()
     tiebreak = _tiebreak(source_code, source_names, items, index_column, options.seed) if n else np.zeros(0, np.uint64)
-    tag_items = _tag_items(items.column("tags"), selection.tags) if n else {t: np.zeros(0, np.int64) for t in selection.tags}
+    tag_items = _tag_items(items.column("tags"), selection.tags) if n else {t: np.zeros(0, np.int64)
+                                                                            for t in selection.tags}
     fills = {}
     for k, name in enumerate(EXCLUSIVE_STAGES):
         candidates = np.flatnonzero((split_code == k) & (reason == -1))
@@ -187,7 +191,8 @@ def plan_budget(
     return BudgetPlan(decided, accounting, options, strategy.to_dict())
 
 
-def _assert_exclusive(admitted: np.ndarray, source_code: np.ndarray, group_code: np.ndarray, split_code: np.ndarray) -> None:
+def _assert_exclusive(admitted: np.ndarray, source_code: np.ndarray, group_code: np.ndarray,
+                      split_code: np.ndarray) -> None:
     """By construction no source or group is admitted to two splits; assert it anyway."""
     split = split_code[admitted]
     for what, code in (("source", source_code), ("group", group_code)):

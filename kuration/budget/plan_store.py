@@ -176,7 +176,8 @@ class _MappedCheckpoints:
         self.resident += table.nbytes
         if self.resident > self.budget:
             why = ("its segment file names no strong identity (the source was scored under a logical one, or before "
-                   "identities were recorded)" if IDENTITY_KEY not in meta else "its checkpoint is missing or does not match")
+                   "identities were recorded)" if IDENTITY_KEY not in meta
+                   else "its checkpoint is missing or does not match")
             raise MemoryBudgetError(
                 f"scored pool: memory_budget={format_bytes(self.budget)} is passed ({format_bytes(self.resident)} in "
                 f"memory) at source {source!r}: {why}, so it cannot be held memory-mapped. "
@@ -194,7 +195,8 @@ def _parquet_bytes(table: pa.Table) -> bytes:
     return buffer.getvalue()
 
 
-def write_budget_plan(plan: BudgetPlan, root: str | os.PathLike[str], *, inputs: dict[str, Any] | None = None) -> dict[str, str]:
+def write_budget_plan(plan: BudgetPlan, root: str | os.PathLike[str], *,
+                      inputs: dict[str, Any] | None = None) -> dict[str, str]:
     """Write the plan under ``<root>/budget/``; returns the three URLs by name."""
     return _write_budget_plan(plan, root, inputs)[0]
 
@@ -255,7 +257,8 @@ def plan_stored_budget(root: str | os.PathLike[str], sources: Sequence[str], opt
     return StoredBudgetPlan(plan, pool, urls, record["files"][ADMITTED_FILE]["sha256"], len(sources))
 
 
-def check_budget_plan(root: str | os.PathLike[str], *, underfill_warn_fraction: float | None = None) -> BudgetValidation:
+def check_budget_plan(root: str | os.PathLike[str], *,
+                      underfill_warn_fraction: float | None = None) -> BudgetValidation:
     """:func:`validate_budget_plan` on the stored plan, warning past ``underfill_warn_fraction``
     (default: what the plan was made with). Never raises: a missing or tampered plan fails."""
     try:
@@ -282,7 +285,8 @@ def read_budget_record(root: str | os.PathLike[str]) -> dict[str, Any]:
     missing = [k for k in _RECORD_KEYS if k not in record]
     files = record.get("files")
     if missing or not isinstance(files, dict) or any(
-            not isinstance(files.get(n), dict) or {"sha256", "bytes"} - set(files[n]) for n in (ITEMS_FILE, ADMITTED_FILE)):
+            not isinstance(files.get(n), dict) or {"sha256", "bytes"} - set(files[n])
+            for n in (ITEMS_FILE, ADMITTED_FILE)):
         raise BudgetError(f"{url}: not a complete budget plan record (missing {missing or 'file digests'}); "
                           "re-materialize budget_plan")
     return record

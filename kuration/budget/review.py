@@ -29,12 +29,14 @@ from kuration.splits.stages import EXCLUSIVE_STAGES
 _WHY = {
     "reserved": "admitted first as the best {tag} item, so the tag survives the cut",
     "admitted": "admitted: fill rank {rank} with priority {priority:.6g}, while the split was below its budget",
-    "budget_full": "not admitted: the {split} budget was reached before its turn (fill rank {rank}, priority {priority:.6g})",
+    "budget_full": "not admitted: the {split} budget was reached before its turn (fill rank {rank}, priority "
+                   "{priority:.6g})",
     "group_cap": "not admitted: group {group!r} would have gone over the {split} group cap while the budget had room",
     "not_requested": "not admitted: the {split} split requests nothing",
     "filtered": "never admissible: every overlapping segment failed the strategy's predicates (priority -inf)",
     "non_finite": "never admissible: a NaN or +inf priority among its segments; fix the feature, then re-score",
-    "unscored": "never admissible: no scored segment overlaps it (a gap between windows, or a table whose segments do not cover the track)",
+    "unscored": "never admissible: no scored segment overlaps it (a gap between windows, or a table whose segments do "
+                "not cover the track)",
     "absent": "never admissible: its entity is absent from every window overlapping it, so there is nothing to rank",
     "not_in_split": "never admissible: its source is in none of the resolved splits",
 }
@@ -91,7 +93,8 @@ class SelectionReview:
         items = self.plan.items
         mine = items.filter(pc.equal(items.column("split"), name)) if items.num_rows else items
         priority = mine.column("priority").to_numpy() if mine.num_rows else np.zeros(0)
-        reasons = mine.column("reason").cast(pa.string()).to_numpy(zero_copy_only=False) if mine.num_rows else np.zeros(0, object)
+        reasons = (mine.column("reason").cast(pa.string()).to_numpy(zero_copy_only=False) if mine.num_rows
+                   else np.zeros(0, object))
         admitted = np.isin(reasons, ADMITTED_REASONS)
         left_out = reasons == "budget_full"
         return {
@@ -134,13 +137,15 @@ class SelectionReview:
     def explain(self, source_id: str, entity_id: str, index: int) -> str:
         """One item's decision in a sentence (raises ``KeyError`` for an unknown item)."""
         items = self.plan.items
-        mask = pc.and_(pc.and_(pc.equal(items.column("source_id"), source_id), pc.equal(items.column("entity_id"), entity_id)),
+        mask = pc.and_(pc.and_(pc.equal(items.column("source_id"), source_id),
+                               pc.equal(items.column("entity_id"), entity_id)),
                        pc.equal(items.column(self.plan.index_column), index))
         rows = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
         if not len(rows):
             raise KeyError(f"no item {source_id!r} / {entity_id!r} / {self.plan.index_column} {index} in this plan")
         item = self._key(items, int(rows[0]))
-        return f"{source_id} / {entity_id} / {self.plan.index_column} {index} ({item['split'] or 'no split'}): {item['why']}"
+        return (f"{source_id} / {entity_id} / {self.plan.index_column} {index} ({item['split'] or 'no split'}): "
+                f"{item['why']}")
 
     def render(self) -> str:
         data = self.to_dict()
@@ -149,7 +154,8 @@ class SelectionReview:
         spans = data["spans"]
         span = (f"{spans['span_steps']}-step spans" if spans["span_steps"] else
                 f"{spans['span_seconds']:g} s spans" if spans["span_seconds"] else "whole-track spans")
-        lines = [f"budget review ({span}, clip_aggregate {data['clip_aggregate']}, pools from {data['pools']['origin']})"]
+        lines = [f"budget review ({span}, clip_aggregate {data['clip_aggregate']}, pools from "
+                 f"{data['pools']['origin']})"]
         if data["not_in_split"]["sources"]:
             lines.append(f"  {data['not_in_split']['sources']} scored source(s) in no split, e.g. "
                          f"{data['not_in_split']['examples'][:3]}")
@@ -169,7 +175,8 @@ class SelectionReview:
                 cut = "" if p["best_left_out"] is None else f"; best left out {p['best_left_out']:.6g}"
                 lines.append(f"  priority of admitted {p['admitted_min']:.6g} .. {p['admitted_max']:.6g}{cut}")
             lines.append("  " + ", ".join(f"{r} {v['items']}" for r, v in split["reasons"].items()))
-            covered = [f"{t} in {c['admitted_items']} admitted" + (f" (reserve: {c['reserve']})" if "reserve" in c else "")
+            covered = [f"{t} in {c['admitted_items']} admitted"
+                       + (f" (reserve: {c['reserve']})" if "reserve" in c else "")
                        for t, c in split["tag_coverage"].items()]
             if covered:
                 lines.append("  tags: " + ", ".join(covered))

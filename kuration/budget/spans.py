@@ -63,7 +63,8 @@ REQUIRED_SEGMENT_COLUMNS = (
     "tags", "priority",
 )
 _ID_COLUMNS = ("source_id", "entity_id")
-_NOT_FEATURES = set(REQUIRED_SEGMENT_COLUMNS) | {"start_tick", "stop_tick", "present_fraction", "passed", "present_seconds"}
+_NOT_FEATURES = set(REQUIRED_SEGMENT_COLUMNS) | {"start_tick", "stop_tick", "present_fraction", "passed",
+                                                 "present_seconds"}
 STATUSES = ("ok", "non_finite", "filtered", "unscored", "absent")
 #: An optional column: without it, every segment counts as present.
 PRESENT_FRACTION = "present_fraction"
@@ -243,7 +244,8 @@ def _status(n_overlapping: np.ndarray, n_present: np.ndarray, n_bad: np.ndarray,
     return status
 
 
-def _segment_decisions(segments: pa.Table) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray, np.ndarray]:
+def _segment_decisions(segments: pa.Table) -> tuple[np.ndarray, np.ndarray | None, np.ndarray
+                                                    | None, np.ndarray, np.ndarray]:
     """Per segment: (priority, present fraction, present, usable, bad); the fraction and
     present are ``None`` when every segment is fully present (:func:`_present_fraction`).
     Usable (a finite priority) and bad (NaN or +inf) are only ever true for a present
@@ -269,7 +271,8 @@ def span_items(segments: pa.Table, options: BudgetOptions, *, clip_aggregate: st
     features = feature_columns(segments)
     segments, order, track_code = _canonical(segments, _check_columns(segments))
     n = segments.num_rows
-    starts = np.concatenate([[0], np.flatnonzero(np.diff(track_code)) + 1, [n]]).astype(np.int64) if n else np.zeros(1, np.int64)
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(track_code)) + 1,
+                             [n]]).astype(np.int64) if n else np.zeros(1, np.int64)
     # The string ids are gathered once per track, not per segment: a span's ids are its
     # track's, and gathering strings row by row is the dearest part of reordering a table.
     ids = segments.select(list(_ID_COLUMNS))
@@ -312,8 +315,9 @@ def _block_spans(segments: pa.Table, ids: pa.Table, starts: np.ndarray, features
         row = int(bad_rows[0])
         raise BudgetError(
             f"segment table: segment {segments.column('segment_index')[row].as_py()} of "
-            f"{ids.column('source_id')[int(track_of[row])].as_py()!r} / {ids.column('entity_id')[int(track_of[row])].as_py()!r} spans "
-            f"[{seg_start[row]}, {seg_stop[row]}) outside its track of {track_steps[track_of[row]]} steps"
+            f"{ids.column('source_id')[int(track_of[row])].as_py()!r} / "
+            f"{ids.column('entity_id')[int(track_of[row])].as_py()!r} spans [{seg_start[row]}, {seg_stop[row]}) "
+            f"outside its track of {track_steps[track_of[row]]} steps"
         )
 
     if options.span_steps is None and options.span_seconds is None:
@@ -463,4 +467,5 @@ def segment_items(segments: pa.Table) -> pa.Table:
     return pa.table(columns)
 
 
-__all__ = ["PRESENT_FRACTION", "REQUIRED_SEGMENT_COLUMNS", "STATUSES", "STATUS_CODE", "feature_columns", "segment_items", "sorted_codes", "span_items"]
+__all__ = ["PRESENT_FRACTION", "REQUIRED_SEGMENT_COLUMNS", "STATUSES", "STATUS_CODE", "feature_columns",
+           "segment_items", "sorted_codes", "span_items"]

@@ -5,8 +5,8 @@ test pool, so a spread-out priority can never starve test. The pools come from o
 
 - **resolved splits** (``split_assignments.parquet`` of :mod:`kuration.splits.artifacts`):
   a source goes to the stage its samples were resolved to (``predict``, which may overlap
-  the others, is ignored), its group is the split's leakage group. A source whose samples sit in two stages, or a group in two stages, is refused: the
-  plan would otherwise leak it. Scored sources the split does not mention are reported as
+  the others, is ignored), its group is the split's leakage group. A source whose samples sit in two stages, or a group
+  in two stages, is refused: the plan would otherwise leak it. Scored sources the split does not mention are reported as
   ``not_in_split`` and never admitted;
 - **a seeded partition** by ``group_of`` (default: each source is its own group): groups,
   visited in a seeded hash order, each go to the requested split furthest below its share

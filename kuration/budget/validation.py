@@ -55,10 +55,12 @@ def _spread(items: pa.Table, key: str, what: str) -> list[str]:
     counted = items.group_by(key).aggregate([("split", "count_distinct"), ("split", "distinct")])
     bad = counted.filter(pc.greater(counted.column("split_count_distinct"), 1))
     return [f"{what}: {key} {k!r} is in splits {sorted(v)}"
-            for k, v in zip(bad.column(key).to_pylist()[:_EXAMPLES], bad.column("split_distinct").to_pylist(), strict=False)]
+            for k, v in zip(bad.column(key).to_pylist()[:_EXAMPLES], bad.column("split_distinct").to_pylist(),
+                            strict=False)]
 
 
-def validate_budget_plan(items: pa.Table, accounting: dict[str, Any], *, underfill_warn_fraction: float = 0.1) -> BudgetValidation:
+def validate_budget_plan(items: pa.Table, accounting: dict[str, Any], *,
+                         underfill_warn_fraction: float = 0.1) -> BudgetValidation:
     """Check a plan's ``items`` (with decision columns) against its ``accounting`` block."""
     errors: list[str] = []
     warnings: list[str] = []
@@ -99,16 +101,18 @@ def validate_budget_plan(items: pa.Table, accounting: dict[str, Any], *, underfi
         # Half the fill's tolerance: the fill keeps the total before its last item below
         # request - tolerance, and re-summing here drifts far less than that.
         if mine.any() and total - last >= requested - cut_tolerance(requested) / 2:
-            errors.append(f"{name}: admitted {total:g} {unit} against {requested:g} requested; without its last admitted "
-                          f"item ({last:g}) it is still {total - last:g}, more than one item over budget")
+            errors.append(f"{name}: admitted {total:g} {unit} against {requested:g} requested; without its last "
+                          f"admitted item ({last:g}) it is still {total - last:g}, more than one item over budget")
         if not np.isclose(total, float(block.get("admitted", -1.0)), rtol=1e-9, atol=1e-6):
-            errors.append(f"{name}: the budget block says {block.get('admitted')!r} {unit} admitted, the items sum to {total:g}")
+            errors.append(f"{name}: the budget block says {block.get('admitted')!r} {unit} admitted, the items sum to "
+                          f"{total:g}")
         if present is not None:
             in_split = split.codes == split.code(name)
             for key, mask in (("admitted_present_seconds", mine), ("lost_present_seconds", in_split & unrankable)):
                 counted = float(present[mask].sum())
                 if not np.isclose(counted, float(block.get(key, np.nan)), rtol=1e-9, atol=1e-6):
-                    errors.append(f"{name}: the budget block says {key} {block.get(key)!r}, the items sum to {counted:g}")
+                    errors.append(f"{name}: the budget block says {key} {block.get(key)!r}, the items sum to "
+                                  f"{counted:g}")
         if int(mine.sum()) != int(block.get("items", {}).get("admitted", -1)):
             errors.append(f"{name}: the budget block counts {block.get('items', {}).get('admitted')!r} admitted items, "
                           f"the items have {int(mine.sum())}")
@@ -123,8 +127,8 @@ def validate_budget_plan(items: pa.Table, accounting: dict[str, Any], *, underfi
         if requested > 0 and underfill / requested > underfill_warn_fraction:
             excluded = ", ".join(f"{r} {v['items']}" for r, v in block.get("excluded", {}).items() if v["items"])
             warnings.append(
-                f"{name}: underfilled by {underfill:g} of {requested:g} {unit} ({underfill / requested:.0%}); the pool's "
-                f"candidates hold {block.get('candidate', 0.0):g}. Excluded items: {excluded or 'none'}"
+                f"{name}: underfilled by {underfill:g} of {requested:g} {unit} ({underfill / requested:.0%}); the "
+                f"pool's candidates hold {block.get('candidate', 0.0):g}. Excluded items: {excluded or 'none'}"
             )
     verdict = "; ".join(filled) or "nothing requested, nothing admitted"
     if errors:

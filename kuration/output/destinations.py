@@ -136,7 +136,8 @@ class LocalDestination:
         base = self._path(folder)
         if not base.is_dir():
             return []
-        return sorted(str(p.relative_to(self.root).as_posix()) for p in base.rglob("*") if p.is_file() or p.is_symlink())
+        return sorted(str(p.relative_to(self.root).as_posix()) for p in base.rglob("*") if p.is_file()
+                      or p.is_symlink())
 
     def remove(self, relative: str) -> None:
         path = self._path(relative)
@@ -164,8 +165,8 @@ class FsspecDestination:
         bad = sorted(protocols & set(UNSUPPORTED_PROTOCOLS))
         if bad:
             raise InputError(
-                f"{url}: {bad[0]} cannot publish a dataset safely (no reliable atomic move or exclusive create); write to "
-                "a local folder or an object store (s3://...) instead"
+                f"{url}: {bad[0]} cannot publish a dataset safely (no reliable atomic move or exclusive create); write "
+                "to a local folder or an object store (s3://...) instead"
             )
         self.fs, self.path = fsspec.core.url_to_fs(self.url)
 
@@ -273,5 +274,6 @@ def open_destination(url: str | os.PathLike[str]) -> Destination:
     return FsspecDestination(text) if storage.is_remote(text) else LocalDestination(text)
 
 
-__all__ = ["Destination", "DestinationError", "FsspecDestination", "LocalDestination", "Staged", "UNSUPPORTED_PROTOCOLS",
+__all__ = ["Destination", "DestinationError", "FsspecDestination", "LocalDestination", "Staged",
+           "UNSUPPORTED_PROTOCOLS",
            "open_destination"]

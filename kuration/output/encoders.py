@@ -82,19 +82,20 @@ def encode_rows(
     if callable(batch):
         out = batch(list(records), ctx)
         if not isinstance(out, Mapping):
-            raise EncoderError(f"{type(encoder).__name__}.encode_batch returned {type(out).__name__}, not a mapping of hook -> array")
+            raise EncoderError(f"{type(encoder).__name__}.encode_batch returned {type(out).__name__}, not a mapping of "
+                               "hook -> array")
         result: dict[str, list[Any] | np.ndarray] = {}
         for hook in hooks:
             if hook not in out:
                 raise EncoderError(
-                    f"{type(encoder).__name__}.encode_batch returned no {hook!r} for {where(0)} .. {where(len(records) - 1)}; "
-                    f"it returned {sorted(out)}"
+                    f"{type(encoder).__name__}.encode_batch returned no {hook!r} for {where(0)} .. "
+                    f"{where(len(records) - 1)}; it returned {sorted(out)}"
                 )
             values = out[hook]
             if len(values) != len(records):
                 raise EncoderError(
-                    f"{type(encoder).__name__}.encode_batch: {hook!r} has {len(values)} values for {len(records)} records "
-                    f"({where(0)} ..); arrays must lead with len(records)"
+                    f"{type(encoder).__name__}.encode_batch: {hook!r} has {len(values)} values for {len(records)} "
+                    f"records ({where(0)} ..); arrays must lead with len(records)"
                 )
             result[hook] = values
         return result
@@ -104,7 +105,8 @@ def encode_rows(
         for hook in hooks:
             if out is None or hook not in out:
                 got = sorted(out) if isinstance(out, Mapping) else out
-                raise EncoderError(f"{type(encoder).__name__}.timestep returned no {hook!r} for {where(i)}; it returned {got}")
+                raise EncoderError(f"{type(encoder).__name__}.timestep returned no {hook!r} for {where(i)}; it "
+                                   f"returned {got}")
             result[hook].append(out[hook])
     return result
 

@@ -56,8 +56,8 @@ def _cast(values: Any, modality: Modality, what: str) -> np.ndarray:
         )
     if not np.can_cast(array.dtype, modality.numpy_dtype, casting="same_kind") and array.size:
         raise MissingValueError(
-            f"modality {modality.name!r} ({modality.source}): {what} is {array.dtype}, which {modality.dtype} cannot hold "
-            "without changing kind"
+            f"modality {modality.name!r} ({modality.source}): {what} is {array.dtype}, which {modality.dtype} cannot "
+            "hold without changing kind"
         )
     return array.astype(modality.numpy_dtype, copy=False)
 
@@ -86,15 +86,16 @@ def assemble_shard(
         out = np.zeros((rows, *m.shape), m.numpy_dtype)
         if m.kind == "field":
             if m.key not in track.values:
-                raise MissingValueError(f"modality {name!r}: track of source {track.source_id!r} has no field {m.key!r}")
+                raise MissingValueError(f"modality {name!r}: track of source {track.source_id!r} has no field "
+                                        f"{m.key!r}")
             out[:n] = _cast(track.values[m.key][start:stop], m, f"field {m.key!r}")
             out[:n][~present[:n]] = 0  # tracks zero-fill absent rows already; a shard must not depend on it
         elif m.kind == "segment":
             if m.key not in track.meta:
                 raise MissingValueError(
-                    f"modality {name!r}: no segment feature {m.key!r} in the span's meta for source {track.source_id!r}, "
-                    f"entity {entity_key(track.entity_id)}; it has {sorted(track.meta)}. Add the feature to the strategy "
-                    "(segment: modalities read the span-aggregated features)"
+                    f"modality {name!r}: no segment feature {m.key!r} in the span's meta for source "
+                    f"{track.source_id!r}, entity {entity_key(track.entity_id)}; it has {sorted(track.meta)}. Add the "
+                    "feature to the strategy (segment: modalities read the span-aggregated features)"
                 )
             value = canonical_floats(_cast(np.asarray(track.meta[m.key])[None, ...], m, f"segment feature {m.key!r}"))
             out[present_rows] = value[0]
@@ -116,7 +117,8 @@ def assemble_shard(
 def _media(track: Any, start: int, stop: int, rows: int, present_rows: np.ndarray, name: str, m: Modality,
            media: MediaDecoder | None, schema: Schema) -> np.ndarray:
     if media is None:
-        raise MissingValueError(f"modality {name!r} ({m.source}): pass adapter= (something with decode_media) to decode it")
+        raise MissingValueError(f"modality {name!r} ({m.source}): pass adapter= (something with decode_media) to "
+                                "decode it")
     refs = track.media[m.key][start:stop]
     missing = [i for i in present_rows if refs[i] is None]
     if missing:

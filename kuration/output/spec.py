@@ -99,13 +99,15 @@ def _modality(name: Any, raw: Any) -> Modality:
     if not isinstance(shape, (list, tuple)) or any(
         isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in shape
     ):
-        raise OutputSpecError(f"{where}.shape: must be a list of positive integers ([] for a scalar), got {shown(shape)}")
+        raise OutputSpecError(f"{where}.shape: must be a list of positive integers ([] for a scalar), got "
+                              f"{shown(shape)}")
     problem = shape_limit_problem(shape)
     if problem:
         raise OutputSpecError(f"{where}.shape: {problem}")
     source = raw["source"]
     if not isinstance(source, str) or ":" not in source:
-        raise OutputSpecError(f"{where}.source: must be '<kind>:<name>' with kind one of {list(SOURCE_KINDS)}, got {shown(source)}")
+        raise OutputSpecError(f"{where}.source: must be '<kind>:<name>' with kind one of {list(SOURCE_KINDS)}, got "
+                              f"{shown(source)}")
     kind, key = source.split(":", 1)
     if kind not in SOURCE_KINDS:
         raise OutputSpecError(f"{where}.source: kind {shown(kind)} is not one of {list(SOURCE_KINDS)}")
@@ -132,9 +134,11 @@ class OutputSpec:
         length = whole_number(data.get("shard_length"))
         if length is None or length < 1:
             raise OutputSpecError(
-                f"output.shard_length: required, a positive whole number of timesteps, got {shown(data.get('shard_length'))}")
+                "output.shard_length: required, a positive whole number of timesteps, got "
+                f"{shown(data.get('shard_length'))}")
         if length > MAX_SHARD_LENGTH:
-            raise OutputSpecError(f"output.shard_length: {shown(length)} timesteps; a shard holds at most {MAX_SHARD_LENGTH}")
+            raise OutputSpecError(f"output.shard_length: {shown(length)} timesteps; a shard holds at most "
+                                  f"{MAX_SHARD_LENGTH}")
         policy = data.get("short_policy", "keep")
         if not isinstance(policy, str) or policy not in SHORT_POLICIES:
             raise OutputSpecError(f"output.short_policy: must be one of {list(SHORT_POLICIES)}, got {shown(policy)}")
@@ -182,14 +186,16 @@ class OutputSpec:
                 got_dtype, got_shape = spec.numpy_dtype, spec.shape
             elif m.kind == "media":
                 if m.key not in schema.media:
-                    raise OutputSpecError(f"{where}: schema has no media column {m.key!r}; it has {sorted(schema.media)}")
+                    raise OutputSpecError(f"{where}: schema has no media column {m.key!r}; it has "
+                                          f"{sorted(schema.media)}")
                 spec = schema.media[m.key]
                 got_dtype, got_shape = np.dtype(spec.dtype), spec.shape
             else:
                 continue
             if tuple(got_shape) != m.shape:
                 raise OutputSpecError(
-                    f"output.modalities.{name}.shape: {list(m.shape)}, but {m.source} is {list(got_shape)} in the schema"
+                    f"output.modalities.{name}.shape: {list(m.shape)}, but {m.source} is {list(got_shape)} in the "
+                    "schema"
                 )
             if not np.can_cast(got_dtype, m.numpy_dtype, casting="same_kind"):
                 raise OutputSpecError(
@@ -214,5 +220,6 @@ class OutputSpec:
         return self.shard_length if self.short_policy == "pad" else n_steps
 
 
-__all__ = ["CONTAINERS", "DTYPES", "MAX_SHARD_LENGTH", "MODALITY_NAME", "Modality", "N_STEPS", "OutputSpec", "OutputSpecError",
+__all__ = ["CONTAINERS", "DTYPES", "MAX_SHARD_LENGTH", "MODALITY_NAME", "Modality", "N_STEPS", "OutputSpec",
+           "OutputSpecError",
            "PRESENT", "SOURCE_KINDS"]

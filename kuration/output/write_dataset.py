@@ -4,8 +4,8 @@
 The order is the commit protocol's (:mod:`.commit_protocol`): the argument checks (the output
 spec against the schema, the plan against the spec) run first, then the lease is taken
 and everything else that can fail without touching the destination runs under it (the
-destination's state, the sources' identities); only then does publication begin. A failure before it leaves every published
-byte as it was.
+destination's state, the sources' identities); only then does publication begin. A failure before it leaves every
+published byte as it was.
 
 Resume. ``resume=True`` is for the same run (same spec, plan, sources and code: one run
 fingerprint); on a destination another run wrote it raises :class:`DifferentRunError` and
@@ -158,7 +158,8 @@ def _reusable(destination: Destination, resume: bool, record: CommitRecord | Non
     if record.spec_marker_sha256 != sha256_hex(marker) or current != marker:
         return {}, (f"the destination's {SPEC_MARKER_FILE} (pinned by {COMMIT_FILE}) is missing or belongs to another "
                     "run: the spec, plan, sources or code changed")
-    candidates = {e["path"]: e for e in _committed_entries(destination, record) + _journal_entries(destination, run_fingerprint)
+    candidates = {e["path"]: e
+                  for e in _committed_entries(destination, record) + _journal_entries(destination, run_fingerprint)
                   if isinstance(e, dict) and isinstance(e.get("path"), str)}
     kept = {path: e for path, e in candidates.items() if strong.get(e.get("source_id"), False)}
     return kept, "" if kept else "no finished shard of a source with a strong identity was recorded"
@@ -167,7 +168,8 @@ def _reusable(destination: Destination, resume: bool, record: CommitRecord | Non
 def _targets(admitted: pa.Table, spec: OutputSpec, plan: BudgetPlan) -> list[tuple[ShardTarget, dict[str, Any]]]:
     """Every shard the plan implies, from the plan alone. Whole-track spans are named
     without ``_spanNNN``; sub-track spans and counted segments with their index."""
-    whole_tracks = plan.options.unit == "seconds" and plan.options.span_steps is None and plan.options.span_seconds is None
+    options = plan.options
+    whole_tracks = options.unit == "seconds" and options.span_steps is None and options.span_seconds is None
     out = []
     for row in admitted.to_pylist():
         span = None if whole_tracks else int(row[plan.index_column])
@@ -187,8 +189,9 @@ def _check_plan_fits(plan: BudgetPlan, spec: OutputSpec) -> None:
     chunking = plan.options.chunking
     if chunking is not None and chunking != spec.chunking:
         raise DatasetWriteError(
-            f"the budget plan priced shards of {chunking.shard_length} steps ({chunking.short_policy}), the output spec "
-            f"writes {spec.shard_length} ({spec.short_policy}); plan again with the spec's shard_length and short_policy"
+            f"the budget plan priced shards of {chunking.shard_length} steps ({chunking.short_policy}), the output "
+            f"spec writes {spec.shard_length} ({spec.short_policy}); plan again with the spec's shard_length and "
+            "short_policy"
         )
 
 
@@ -212,8 +215,8 @@ def _check_destination(destination: Destination, resume: bool, force: bool, *,
         record, torn = None, str(exc)
     if existing and not (resume or force):
         raise DatasetWriteError(
-            f"{destination.url}: already holds {existing[:5]}{'...' if len(existing) > 5 else ''}; pass resume=True to finish or "
-            "reuse the same run, or force=True to replace it"
+            f"{destination.url}: already holds {existing[:5]}{'...' if len(existing) > 5 else ''}; pass resume=True to "
+            "finish or reuse the same run, or force=True to replace it"
         )
     return record, torn
 
@@ -287,8 +290,9 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
     run_fingerprint = sha256_hex(canonical_json(fingerprints))
     marker = readable_json({"format": 1, "output": spec.to_dict(), "run_fingerprint": run_fingerprint})
     if resume and record is not None and record.run_fingerprint != run_fingerprint:
-        other = (f"{destination.url}: holds a {record.state} dataset of another run (run {record.run_fingerprint[:12]}..., "
-                 f"this one {run_fingerprint[:12]}...: the spec, plan, sources or code changed)")
+        other = (f"{destination.url}: holds a {record.state} dataset of another run (run "
+                 f"{record.run_fingerprint[:12]}..., this one {run_fingerprint[:12]}...: the spec, plan, sources or "
+                 "code changed)")
         if not replace_other_run:
             raise DifferentRunError(f"{other}; resume=True only finishes or re-checks the same run. Pass force=True to "
                                     "replace it")
@@ -313,7 +317,8 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
         destination.write_metadata(_record_name(run_fingerprint, entry["path"]), canonical_json(
             {"run": run_fingerprint, "entry": entry}), durable=False)
 
-    with ShardWriter(destination, spec, schema=schema, encoder=encoder, adapter=adapter, on_entry=record_finished) as shards:
+    with ShardWriter(destination, spec, schema=schema, encoder=encoder, adapter=adapter,
+                     on_entry=record_finished) as shards:
         for done, source in enumerate(sources, start=1):
             pending = []
             for target, row in by_source.get(source, []):
@@ -345,7 +350,8 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
                     "written_shards": written, "reused_shards": reused,
                     "resume": {"requested": resume, "reuse_refused": no_reuse_reason if resume and not reused else ""},
                     **(dict(results) if results else {})},
-        "timestamps": {"started": started.isoformat(timespec="seconds"), "finished": finished.isoformat(timespec="seconds")},
+        "timestamps": {"started": started.isoformat(timespec="seconds"),
+                       "finished": finished.isoformat(timespec="seconds")},
         "provenance": {"run_fingerprint": run_fingerprint, **fingerprints,
                        "sources_strong_identity": strong},
     }
@@ -401,27 +407,29 @@ def _check_media(adapter: Any, schema: Schema, spec: OutputSpec, sources: Sequen
 def _same_target(entry: Mapping[str, Any], target: ShardTarget) -> bool:
     return (entry.get("split"), entry.get("source_id"), entry.get("entity_id"), entry.get("span_index"),
             entry.get("shard_index"), entry.get("start"), entry.get("stop")) == (
-        target.split, target.source_id, target.entity_id, target.span_index, target.shard_index, target.start, target.stop)
+        target.split, target.source_id, target.entity_id, target.span_index, target.shard_index, target.start,
+        target.stop)
 
 
 def _span_track(tracks: Mapping[str, Any], target: ShardTarget, row: Mapping[str, Any], features: Sequence[str]) -> Any:
     track = tracks.get(target.entity_id)
     if track is None:
         raise DatasetWriteError(
-            f"source {target.source_id!r} has no entity {target.entity_id} any more, but the budget plan admitted its span "
-            f"{target.span_index}; the recording changed after scoring. Re-score and plan again"
+            f"source {target.source_id!r} has no entity {target.entity_id} any more, but the budget plan admitted its "
+            f"span {target.span_index}; the recording changed after scoring. Re-score and plan again"
         )
     if int(row["stop"]) > len(track):
         raise DatasetWriteError(
-            f"source {target.source_id!r}, entity {target.entity_id}: the plan's span [{row['start']}, {row['stop']}) is "
-            f"past the track's {len(track)} rows; the recording changed after scoring. Re-score and plan again"
+            f"source {target.source_id!r}, entity {target.entity_id}: the plan's span [{row['start']}, {row['stop']}) "
+            f"is past the track's {len(track)} rows; the recording changed after scoring. Re-score and plan again"
         )
     meta = {**track.meta, **{key: row[key] for key in features}, "span_index": row.get("span_index"),
             "priority": row.get("priority")}
     return dataclasses.replace(track, meta=meta)
 
 
-def _manifest(entries: list[dict[str, Any]], spec: OutputSpec, plan: BudgetPlan, run_fingerprint: str) -> dict[str, Any]:
+def _manifest(entries: list[dict[str, Any]], spec: OutputSpec, plan: BudgetPlan,
+              run_fingerprint: str) -> dict[str, Any]:
     splits = {}
     for name in EXCLUSIVE_STAGES:
         mine = [e for e in entries if e["split"] == name]
@@ -466,8 +474,9 @@ def _split_identity(split_assignments: Any, group_of: Any) -> dict[str, Any] | N
             f"plan_splits(load_splits('splits.json'), universe).stage_table()), got {type(split_assignments).__name__}")
     missing = [c for c in SPLIT_COLUMNS if c not in split_assignments.column_names]
     if missing:
-        raise DatasetWriteError(f"split_assignments: missing column(s) {missing}; it has {split_assignments.column_names}. "
-                                "Pass a resolved split's assignments (columns stage, source, group)")
+        raise DatasetWriteError(f"split_assignments: missing column(s) {missing}; it has "
+                                f"{split_assignments.column_names}. Pass a resolved split's assignments (columns "
+                                "stage, source, group)")
     distinct = split_assignments.select(list(SPLIT_COLUMNS)).group_by(list(SPLIT_COLUMNS)).aggregate([])
     rows = sorted(zip(*(distinct.column(c).to_pylist() for c in SPLIT_COLUMNS), strict=True),
                   key=lambda row: [(v is None, "" if v is None else str(v)) for v in row])
@@ -482,8 +491,8 @@ def _check_split_names_sources(split_assignments: pa.Table, scored_sources: Sequ
     if scored_sources and not named & set(scored_sources):
         raise DatasetWriteError(
             f"split_assignments names none of the {len(scored_sources)} scored sources (the split has e.g. "
-            f"{sorted(map(str, named))[:3]}, the adapter {sorted(scored_sources)[:3]}); its 'source' column must hold the "
-            "adapter's source ids. Resolve the split over a universe whose sources are those ids")
+            f"{sorted(map(str, named))[:3]}, the adapter {sorted(scored_sources)[:3]}); its 'source' column must hold "
+            "the adapter's source ids. Resolve the split over a universe whose sources are those ids")
 
 
 def write_dataset(

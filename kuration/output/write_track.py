@@ -5,8 +5,8 @@ short policy, assembles each shard (:mod:`.shard_assembly`), writes it atomicall
 SHA-256 (:mod:`.shard_files`) and returns one manifest entry per shard. :class:`ShardWriter`
 does the writing: shard k is hashed and published on a helper thread while shard k+1 is
 assembled and written, so on two cores the hash costs little beyond its own thread.
-It writes under ``<out>/<split>/`` and does not write a manifest or commit record: :func:`kuration.output.write_dataset` (the dataset writer) does that, and it alone
-makes a dataset readable.
+It writes under ``<out>/<split>/`` and does not write a manifest or commit record: :func:`kuration.output.write_dataset`
+(the dataset writer) does that, and it alone makes a dataset readable.
 """
 
 from __future__ import annotations
@@ -154,8 +154,8 @@ def write_track(
     stop: int | None = None,
 ) -> list[dict[str, Any]]:
     """Write the shards of ``track`` rows ``[start, stop)`` (default: all) under
-    ``<out>/<split>/`` (a local folder or an object-store URL) and return their manifest entries, in shard order. ``span_index``
-    names the span in file names and entries (None: the whole track)."""
+    ``<out>/<split>/`` (a local folder or an object-store URL) and return their manifest entries, in shard order.
+    ``span_index`` names the span in file names and entries (None: the whole track)."""
     if split not in EXCLUSIVE_STAGES:
         raise OutputSpecError(f"write_track: split must be one of {list(EXCLUSIVE_STAGES)}, got {split!r}")
     spec.validate_against(schema)

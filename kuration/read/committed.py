@@ -93,7 +93,8 @@ def load_committed(out: str | os.PathLike[str], *, untrusted: bool = False,
     """The committed dataset at ``out`` (a directory or URL, or the path of its manifest).
     ``untrusted=True`` for an artifact someone else wrote: see the module doc."""
     if decode_timeout is not None and not (finite_float(decode_timeout) or 0) > 0:
-        raise ValueError(f"load_committed: decode_timeout must be a positive number of seconds, got {shown(decode_timeout)}")
+        raise ValueError("load_committed: decode_timeout must be a positive number of seconds, got "
+                         f"{shown(decode_timeout)}")
     text = os.fspath(out).rstrip("/")
     if text.endswith("/" + MANIFEST_FILE) or text == MANIFEST_FILE:
         text = text[: -len(MANIFEST_FILE)].rstrip("/") or "."

@@ -24,8 +24,8 @@ such shards are decoded by a worker process:
 The worker is started on first use (about a second, importing Kuration; a worker that
 cannot start raises :class:`IsolatedDecoderError`, a problem of the machine, not of the
 shard), then reused by every thread of this process, one decode at a time; a forked child
-starts its own. It exits when this process does. What it does not do: sandbox the decoder (it runs as the same user, with
-the same files), or check what npz and json shards do (they are decoded here, and bounded by
+starts its own. It exits when this process does. What it does not do: sandbox the decoder (it runs as the same user,
+with the same files), or check what npz and json shards do (they are decoded here, and bounded by
 the shard's size and the declared shapes).
 """
 
@@ -140,7 +140,8 @@ class IsolatedDecoder:
             except _Timeout:
                 self._stop(kill=True)
                 raise ShardFormatError(
-                    f"{container} shard: decoding did not finish within {limit:g} s, so the isolated decoder was stopped"
+                    f"{container} shard: decoding did not finish within {limit:g} s, so the isolated decoder was "
+                    "stopped"
                 ) from None
             except _WorkerGone:
                 code = self._stop(kill=True)
@@ -226,5 +227,6 @@ def decode_isolated(spec: OutputSpec, container: str, data: bytes, *, timeout: f
     return _DECODER.decode(spec, container, data, timeout=timeout)
 
 
-__all__ = ["IsolatedDecoder", "IsolatedDecoderError", "START_TIMEOUT", "TIMEOUT_BASE", "TIMEOUT_BYTES_PER_SECOND", "decode_isolated",
+__all__ = ["IsolatedDecoder", "IsolatedDecoderError", "START_TIMEOUT", "TIMEOUT_BASE", "TIMEOUT_BYTES_PER_SECOND",
+           "decode_isolated",
            "decode_timeout", "memory_allowance"]

@@ -167,14 +167,16 @@ def register_feature(name: str, fn: FeatureFn | None = None, *, replace: bool = 
     a module is re-imported) is a no-op; a different function under a taken name raises
     unless ``replace=True``."""
     if not isinstance(name, str) or not name or name != name.strip():
-        raise FeatureError(f"register_feature: name must be a non-empty string without surrounding spaces, got {name!r}")
+        raise FeatureError("register_feature: name must be a non-empty string without surrounding spaces, got "
+                           f"{name!r}")
     if fn is None:
         def decorator(f: FeatureFn) -> FeatureFn:
             register_feature(name, f, replace=replace)
             return f
         return decorator
     if not callable(fn):
-        raise FeatureError(f"register_feature({name!r}): fn must be callable as fn(track, segment) -> float, got {fn!r}")
+        raise FeatureError(f"register_feature({name!r}): fn must be callable as fn(track, segment) -> float, got "
+                           f"{fn!r}")
     with _LOCK:
         old = _REGISTRY.get(name)
         if old is not None and old is not fn and _origin(old) != _origin(fn) and not replace:
@@ -215,7 +217,8 @@ def registered_features() -> dict[str, str]:
 
 # -- computation ------------------------------------------------------------------------------
 
-def _segment_sum(values: np.ndarray, starts: np.ndarray, stops: np.ndarray, ufunc: np.ufunc = np.add, pad: float = 0.0) -> np.ndarray:
+def _segment_sum(values: np.ndarray, starts: np.ndarray, stops: np.ndarray, ufunc: np.ufunc = np.add,
+                 pad: float = 0.0) -> np.ndarray:
     """``ufunc.reduce(values[start:stop])`` per segment, exact (no cumulative-sum
     cancellation, a NaN stays in its own segments), windows may overlap. Segments are
     non-empty."""
@@ -253,7 +256,8 @@ def _series(track: Any, fk: FeatureKey, n_rows: int) -> np.ndarray:
         )
     arr = np.asarray(values)
     if arr.shape[:1] != (n_rows,):
-        raise FeatureError(f"feature key {fk.key!r}: field {fk.name!r} has {arr.shape[:1]} rows, the track has {n_rows}")
+        raise FeatureError(f"feature key {fk.key!r}: field {fk.name!r} has {arr.shape[:1]} rows, the track has "
+                           f"{n_rows}")
     if arr.dtype.kind not in "biuf":
         raise FeatureError(f"feature key {fk.key!r}: field {fk.name!r} has non-numeric dtype {arr.dtype}")
     if arr.ndim == 1:
@@ -272,7 +276,8 @@ def _series(track: Any, fk: FeatureKey, n_rows: int) -> np.ndarray:
         return np.sqrt(np.einsum("ij,ij->i", flat, flat))
 
 
-def _reduce(reducer: str, x: np.ndarray, present: np.ndarray, starts: np.ndarray, stops: np.ndarray, count: np.ndarray) -> np.ndarray:
+def _reduce(reducer: str, x: np.ndarray, present: np.ndarray, starts: np.ndarray, stops: np.ndarray,
+            count: np.ndarray) -> np.ndarray:
     empty = count == 0
     safe = np.where(empty, 1, count)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -380,7 +385,8 @@ def compute_features(track: Any, segments: Sequence[Any], keys: Iterable[str]) -
     n_rows = len(track)
     present = np.asarray(track.present, dtype=bool)
     if present.shape != (n_rows,):
-        raise FeatureError(f"track {track.source_id!r}/{track.entity_id!r}: present has shape {present.shape}, expected ({n_rows},)")
+        raise FeatureError(f"track {track.source_id!r}/{track.entity_id!r}: present has shape {present.shape}, "
+                           f"expected ({n_rows},)")
     count = _segment_sum(present.astype(np.int64), starts, stops)
     wanted_tags = {fk.name for fk in parsed if fk.kind == "tag"}
     tag_rows = _tag_positions(track, present, wanted_tags) if wanted_tags else {}

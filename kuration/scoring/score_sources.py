@@ -54,7 +54,8 @@ from kuration.sources.tracks import tracks_from_ticks
 logger = logging.getLogger(__name__)
 
 #: Bump when feature or segment semantics change, so old cache entries stop matching.
-SCORING_CODE_VERSION = "4"  # 2: track_steps, sample_hz; 3: canonical floats (no -0.0, one NaN); 4: end-aligned tail window
+# 2: track_steps, sample_hz; 3: canonical floats (no -0.0, one NaN); 4: end-aligned tail window
+SCORING_CODE_VERSION = "4"
 EXECUTORS = ("local", "ray")
 ON_ERROR = ("skip", "raise")
 #: Within one source: the order of the pool (after ``source_id``), and of checkpoints.
@@ -181,7 +182,8 @@ def _batches(tasks: list[str], workers: int) -> list[list[str]]:
     return [tasks[i: i + size] for i in range(0, len(tasks), size)]
 
 
-def _task(adapter: SourceAdapter, source_id: str, segmenter: Segmenter, strategy: Strategy) -> tuple[str, pa.Table | None, str | None, float]:
+def _task(adapter: SourceAdapter, source_id: str, segmenter: Segmenter,
+          strategy: Strategy) -> tuple[str, pa.Table | None, str | None, float]:
     started = time.perf_counter()
     try:
         table = score_one_source(adapter, source_id, segmenter=segmenter, strategy=strategy)
@@ -329,7 +331,8 @@ def score_sources(
         if cache is None or not getattr(cache, "maps_locally", False):
             raise InputError(
                 f"memory_budget={format_bytes(memory_budget)} holds scored results as memory-mapped checkpoints; pass "
-                "cache=FsspecScoreCache(<a local folder>) to keep them in (an object store or an in-memory cache cannot be mapped)"
+                "cache=FsspecScoreCache(<a local folder>) to keep them in (an object store or an in-memory cache "
+                "cannot be mapped)"
             )
     strategy.validate_against(adapter.schema)
     source_ids = sorted(set(adapter.list_sources() if sources is None else sources))
@@ -477,8 +480,8 @@ class _BudgetedPool:
                     f"memory_budget={format_bytes(self.budget)}: scored results that cannot be checkpointed reached "
                     f"{format_bytes(self.resident)} with source {source_id!r}, whose identity is only "
                     f"{identity.kind!r} ({identity.token()[:80]}). A checkpoint keyed by a logical identity could be "
-                    f"reused after the recording changed, so none is written. {provide_fingerprint(self.adapter_name)}, "
-                    "or raise memory_budget")
+                    "reused after the recording changed, so none is written. "
+                    f"{provide_fingerprint(self.adapter_name)}, or raise memory_budget")
         self.pieces[source_id] = table
 
     def table(self) -> pa.Table:

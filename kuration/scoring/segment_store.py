@@ -47,7 +47,8 @@ def write_source_segments(root: str | os.PathLike[str], source_id: str, table: p
 def read_source_segments(root: str | os.PathLike[str], source_id: str, *, columns: list[str] | None = None) -> pa.Table:
     url = segments_url(root, source_id)
     if not storage.exists(url):
-        raise FileNotFoundError(f"no scored segments for {source_id!r} at {url}; materialize that scored_segments partition")
+        raise FileNotFoundError(f"no scored segments for {source_id!r} at {url}; materialize that scored_segments "
+                                "partition")
     return pq.read_table(io.BytesIO(storage.read_bytes(url)), columns=columns)
 
 
@@ -136,7 +137,8 @@ def check_segment_pool(root: str | os.PathLike[str]) -> CheckResult:
                    if SKIPPED_KEY in (t.schema.metadata or {})]
         why = f"; skipped: {first(skipped)}" if skipped else ""
         message = (f"no segments in any of {count(len(stored), 'scored source')}{why}. Check skipped_error on the "
-                   "partitions, the schema against the files, and that the segment window is shorter than the recordings")
+                   "partitions, the schema against the files, and that the segment window is shorter than the "
+                   "recordings")
         return CheckResult(message, (message,), figures=figures)
     verdict = (f"{count(summary['segments'], 'segment')} ({hours(summary['hours'])} of track) from "
                f"{count(summary['sources'], 'source')}; {summary['filtered_out']:,} filtered out, "

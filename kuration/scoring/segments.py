@@ -94,9 +94,11 @@ class Segmenter:
                 raise SegmenterError(f"Segmenter.{name}: must be a positive number of {self.unit}, got {shown(raw)}")
             if self.unit == "steps":
                 if not value.is_integer():
-                    raise SegmenterError(f"Segmenter.{name}: {shown(raw)} is not a whole number of steps; use unit='seconds' for fractions")
+                    raise SegmenterError(f"Segmenter.{name}: {shown(raw)} is not a whole number of steps; use "
+                                         "unit='seconds' for fractions")
                 if value > MAX_WINDOW_STEPS:
-                    raise SegmenterError(f"Segmenter.{name}: {shown(raw)} steps; at most {MAX_WINDOW_STEPS} are allowed")
+                    raise SegmenterError(f"Segmenter.{name}: {shown(raw)} steps; at most {MAX_WINDOW_STEPS} are "
+                                         "allowed")
                 object.__setattr__(self, name, int(value))
             else:
                 object.__setattr__(self, name, value)
@@ -104,10 +106,11 @@ class Segmenter:
             hz = finite_float(self.sample_hz)
             if hz is None or hz <= 0:
                 raise SegmenterError(
-                    f"Segmenter.sample_hz: must be a positive number (timesteps per second) or None, got {shown(self.sample_hz)}")
+                    "Segmenter.sample_hz: must be a positive number (timesteps per second) or None, got "
+                    f"{shown(self.sample_hz)}")
             if not SAMPLE_HZ_RANGE[0] <= hz <= SAMPLE_HZ_RANGE[1]:
-                raise SegmenterError(f"Segmenter.sample_hz: {hz:g} Hz is outside the supported range {SAMPLE_HZ_RANGE[0]:g} "
-                                     f"to {SAMPLE_HZ_RANGE[1]:g} Hz")
+                raise SegmenterError(f"Segmenter.sample_hz: {hz:g} Hz is outside the supported range "
+                                     f"{SAMPLE_HZ_RANGE[0]:g} to {SAMPLE_HZ_RANGE[1]:g} Hz")
             object.__setattr__(self, "sample_hz", hz)
             self.steps()  # fail at construction when the conversion is already known to be bad
 
@@ -129,8 +132,8 @@ class Segmenter:
             seconds = float(getattr(self, name))
             if seconds * hz > MAX_WINDOW_STEPS:  # also catches inf, which round() cannot take
                 raise SegmenterError(
-                    f"Segmenter.{name}: {seconds:g} s at {hz:g} Hz is more than {MAX_WINDOW_STEPS} steps; use a shorter "
-                    f"{name}"
+                    f"Segmenter.{name}: {seconds:g} s at {hz:g} Hz is more than {MAX_WINDOW_STEPS} steps; use a "
+                    f"shorter {name}"
                 )
             n = round(seconds * hz)
             if n < 1:
@@ -174,7 +177,8 @@ class Segmenter:
         return [
             Segment(track.source_id, track.entity_id, i, int(a), int(b), int(ta), int(tb), float(f))
             for i, (a, b, ta, tb, f) in enumerate(
-                zip(starts.tolist(), stops.tolist(), start_ticks.tolist(), stop_ticks.tolist(), fractions.tolist(), strict=True)
+                zip(starts.tolist(), stops.tolist(), start_ticks.tolist(), stop_ticks.tolist(), fractions.tolist(),
+                    strict=True)
             )
         ]
 

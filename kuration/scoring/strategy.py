@@ -48,7 +48,8 @@ CLIP_AGGREGATE = {"inclusion": "max", "avoidance": "mean", "filter": "max"}
 _STRATEGY_KEYS = ("name", "method", "priority", "predicates", "tags", "selection")
 _PREDICATE_KEYS = ("feature", "op", "value")
 _SELECTION_KEYS = ("tag_coverage", "min_tag_frac", "max_group_overshoot")
-_OP_FUNCS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne}
+_OP_FUNCS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
+             "!=": operator.ne}
 
 
 class StrategyError(InputError):
@@ -164,7 +165,8 @@ class Strategy:
         if raw_predicates is None:
             raw_predicates = []
         if not isinstance(raw_predicates, (list, tuple)):
-            raise StrategyError(f"strategy.predicates: must be a list of {{feature, op, value}}, got {shown(raw_predicates)}")
+            raise StrategyError("strategy.predicates: must be a list of {feature, op, value}, got "
+                                f"{shown(raw_predicates)}")
         predicates = []
         for i, raw in enumerate(raw_predicates):
             path = f"strategy.predicates[{i}]"
@@ -173,7 +175,8 @@ class Strategy:
             check_keys(raw, _PREDICATE_KEYS, where=path, error=StrategyError)
             for k in _PREDICATE_KEYS:
                 if k not in raw:
-                    raise StrategyError(f"{path}.{k}: required (a predicate is {{'feature': key, 'op': one of {list(OPS)}, 'value': number}})")
+                    raise StrategyError(f"{path}.{k}: required (a predicate is {{'feature': key, 'op': one of "
+                                        f"{list(OPS)}, 'value': number}})")
             feature = _check_key(raw["feature"], f"{path}.feature")
             op = raw["op"]
             if op not in OPS:
@@ -184,7 +187,8 @@ class Strategy:
             predicates.append(Predicate(feature, op, value))
         if method == "filter" and not predicates:
             raise StrategyError(
-                "strategy.predicates: method 'filter' needs at least one predicate (a failing segment gets priority -inf)"
+                "strategy.predicates: method 'filter' needs at least one predicate (a failing segment gets priority "
+                "-inf)"
             )
 
         raw_tags = data.get("tags", [])
@@ -197,7 +201,8 @@ class Strategy:
             if not isinstance(tag, str) or not tag:
                 raise StrategyError(f"strategy.tags[{i}]: must be a non-empty string, got {shown(tag)}")
             if tag in tags:
-                raise StrategyError(f"strategy.tags[{i}]: {tag!r} is listed twice (first at strategy.tags[{tags.index(tag)}])")
+                raise StrategyError(f"strategy.tags[{i}]: {tag!r} is listed twice (first at "
+                                    f"strategy.tags[{tags.index(tag)}])")
             tags.append(tag)
 
         selection = _selection(data.get("selection"), tags)
@@ -270,7 +275,8 @@ class Strategy:
         lengths = {k: a.shape for k, a in arrays.items()}
         shapes = set(lengths.values())
         if len(shapes) != 1 or len(next(iter(shapes))) != 1:
-            raise StrategyError(f"strategy.score: features must be 1-d arrays of one length (one value per segment), got shapes {lengths}")
+            raise StrategyError("strategy.score: features must be 1-d arrays of one length (one value per segment), "
+                                f"got shapes {lengths}")
         n = next(iter(shapes))[0]
         raw = np.zeros(n, dtype=np.float64)
         with np.errstate(invalid="ignore", over="ignore"):
@@ -297,7 +303,8 @@ def _selection(raw: Any, tags: list[str]) -> Selection:
     if raw is None:
         return Selection()
     if not isinstance(raw, Mapping):
-        raise StrategyError(f"strategy.selection: must be a mapping with keys {list(_SELECTION_KEYS)}, got {shown(raw)}")
+        raise StrategyError(f"strategy.selection: must be a mapping with keys {list(_SELECTION_KEYS)}, got "
+                            f"{shown(raw)}")
     check_keys(raw, _SELECTION_KEYS, where="strategy.selection", error=StrategyError)
     coverage = raw.get("tag_coverage", False)
     if not isinstance(coverage, (bool, np.bool_)):
@@ -312,7 +319,8 @@ def _selection(raw: Any, tags: list[str]) -> Selection:
     overshoot = None if raw_overshoot is None else finite_float(raw_overshoot)
     if raw_overshoot is not None and (overshoot is None or overshoot < 1):
         raise StrategyError(
-            f"strategy.selection.max_group_overshoot: must be a number >= 1 or null (no cap), got {shown(raw_overshoot)}")
+            "strategy.selection.max_group_overshoot: must be a number >= 1 or null (no cap), got "
+            f"{shown(raw_overshoot)}")
     return Selection(bool(coverage), frac, overshoot)
 
 

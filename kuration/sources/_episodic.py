@@ -67,7 +67,8 @@ def synthesized_time(schema: Schema, n: int) -> np.ndarray:
 
 def as_strings(values: Any) -> list[Any]:
     """A string array (bytes, numpy str, object) as Python ``str`` per row."""
-    return [v.decode() if isinstance(v, bytes) else (None if v is None else str(v)) for v in np.asarray(values).tolist()]
+    return [v.decode() if isinstance(v, bytes) else (None if v is None else str(v))
+            for v in np.asarray(values).tolist()]
 
 
 def is_numeric(dtype: np.dtype) -> bool:

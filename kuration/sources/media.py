@@ -362,7 +362,8 @@ def fill_rows(
     for i, row in wanted:
         if row >= array.shape[0]:
             raise MediaError(
-                f"{source_id}: media {spec.name!r}, reference {i}: row {row} out of range, {where} has {array.shape[0]} rows",
+                f"{source_id}: media {spec.name!r}, reference {i}: row {row} out of range, {where} has "
+                f"{array.shape[0]} rows",
                 reference=i,
             )
     rows = sorted({row for _, row in wanted})
@@ -393,7 +394,8 @@ def decode_in_batches(
 
 
 __all__ = [
-    "DEFAULT_MEDIA_CACHE_BYTES", "MediaCache", "MediaError", "MediaProvider", "MediaSpec", "NPY_INDEX_FORM", "NpyIndexProvider",
+    "DEFAULT_MEDIA_CACHE_BYTES", "MediaCache", "MediaError", "MediaProvider", "MediaSpec", "NPY_INDEX_FORM",
+    "NpyIndexProvider",
     "cached", "decode_in_batches", "fill_rows", "get_media_provider", "group_row_refs", "media_cache",
     "media_provider_names", "parse_row_ref", "register_media_provider",
 ]

@@ -75,12 +75,14 @@ class ParquetTickAdapter:
             column = table.column(name).combine_chunks()
             if _is_list(column.type) and name != self.schema.tags and not _is_list(column.type.value_type):
                 raw[name] = _list_column(source_id, name, column, self.schema)
-            elif pa.types.is_integer(column.type) or pa.types.is_floating(column.type) or pa.types.is_boolean(column.type):
+            elif (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
+                  or pa.types.is_boolean(column.type)):
                 _no_nulls(source_id, name, column)
                 raw[name] = column.to_numpy(zero_copy_only=False)
             elif name == self.schema.tags and _is_list(column.type):
                 raw[name] = column  # Ticks reads the offsets, touching only tagged rows
-            elif name == self.schema.entity and (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
+            elif name == self.schema.entity and (pa.types.is_string(column.type)
+                                                 or pa.types.is_large_string(column.type)
                                                 or pa.types.is_integer(column.type)):
                 raw[name] = pc.dictionary_encode(column)  # canonical forms once per distinct entity
             else:  # other strings, dictionaries, nested lists: row by row, Ticks checks each
@@ -102,7 +104,9 @@ class ParquetTickAdapter:
         parts = [own] + [self._file_identity(fsspec.core.url_to_fs(url)[1], url) for url in dependencies]
         if not all(p.strong for p in parts):
             return SourceIdentity("logical", " | ".join(p.token() for p in parts))
-        digest = hashlib.sha256("\n".join([own.token(), *(f"{u}={p.token()}" for u, p in zip(dependencies, parts[1:], strict=True))]).encode())
+        digest = hashlib.sha256("\n".join([own.token(),
+                                           *(f"{u}={p.token()}"
+                                             for u, p in zip(dependencies, parts[1:], strict=True))]).encode())
         return SourceIdentity("fingerprint", digest.hexdigest())
 
     def _file_identity(self, path: str, name: str) -> SourceIdentity:
@@ -180,12 +184,14 @@ def _list_column(source_id: str, name: str, column: pa.Array, schema: Schema) ->
         if len(bad):
             r = int(bad[0])
             raise TickDataError(
-                f"{source_id}: column {name!r}, row {r}: expected shape {list(spec.shape)} ({spec.size} values), got {int(lengths[r])}"
+                f"{source_id}: column {name!r}, row {r}: expected shape {list(spec.shape)} ({spec.size} values), got "
+                f"{int(lengths[r])}"
             )
     if values.null_count:  # a null inside a vector would otherwise come back as NaN
         item = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
         row = int(np.searchsorted(np.cumsum(lengths), item, side="right"))
-        raise TickDataError(f"{source_id}: column {name!r}, row {row}: null element inside the list; every element needs a value")
+        raise TickDataError(f"{source_id}: column {name!r}, row {row}: null element inside the list; every element "
+                            "needs a value")
     if not (pa.types.is_integer(values.type) or pa.types.is_floating(values.type) or pa.types.is_boolean(values.type)):
         return np.asarray(column.to_pylist() + [None], dtype=object)[:-1]  # Ticks names the bad row
     flat = values.to_numpy(zero_copy_only=False)

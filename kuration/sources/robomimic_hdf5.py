@@ -195,7 +195,8 @@ class RobomimicHDF5Adapter:
                 if name in schema.media and _episodic.is_numeric(ds.dtype):
                     provider = schema.media[name].provider
                     raw[name] = _episodic.media_refs(
-                        source_id, name, provider, HDF5_ROWS_PROVIDER, f"{demo.name.lstrip('/')}/{path}", 0, ds.shape[0], ds.dtype
+                        source_id, name, provider, HDF5_ROWS_PROVIDER, f"{demo.name.lstrip('/')}/{path}", 0,
+                        ds.shape[0], ds.dtype
                     )
                 elif name in schema.media or name == schema.tags:
                     raw[name] = _episodic.as_strings(ds[()])

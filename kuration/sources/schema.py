@@ -146,7 +146,8 @@ def _shape(value: Any, key: str) -> tuple[int, ...]:
         return ()
     if isinstance(value, int) and not isinstance(value, bool):
         value = [value]
-    if not isinstance(value, (list, tuple)) or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in value):
+    if not isinstance(value, (list, tuple)) or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0
+                                                       for d in value):
         raise SchemaError(f"{key}: must be a list of positive ints ([] for a scalar), got {shown(value)}")
     problem = shape_limit_problem(value)
     if problem:
@@ -174,10 +175,12 @@ def _dtype(value: Any, key: str) -> str:
 def _specs(raw: Any, section: str, *, required: bool) -> dict[str, FieldSpec]:
     if raw is None:
         if required:
-            raise SchemaError(f"schema.{section}: at least one field is required, e.g. {{'speed': {{'dtype': 'float32'}}}}")
+            raise SchemaError(f"schema.{section}: at least one field is required, e.g. {{'speed': {{'dtype': "
+                              "'float32'}}")
         return {}
     if not isinstance(raw, Mapping) or (required and not raw):
-        raise SchemaError(f"schema.{section}: must be a non-empty mapping of name -> {{dtype, shape}}, got {shown(raw)}")
+        raise SchemaError(f"schema.{section}: must be a non-empty mapping of name -> {{dtype, shape}}, got "
+                          f"{shown(raw)}")
     out = {}
     for name, spec in raw.items():
         _name(name, f"schema.{section}: key {shown(name)}", "a column")
@@ -185,7 +188,8 @@ def _specs(raw: Any, section: str, *, required: bool) -> dict[str, FieldSpec]:
         if not isinstance(spec, Mapping):
             raise SchemaError(f"{key}: must be a mapping with 'dtype' and optional 'shape', got {shown(spec)}")
         check_keys(spec, ("dtype", "shape"), where=key, error=SchemaError)
-        out[name] = FieldSpec(name, _dtype(spec.get("dtype"), f"{key}.dtype"), _shape(spec.get("shape"), f"{key}.shape"))
+        out[name] = FieldSpec(name, _dtype(spec.get("dtype"), f"{key}.dtype"),
+                              _shape(spec.get("shape"), f"{key}.shape"))
     return out
 
 

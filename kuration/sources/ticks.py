@@ -68,7 +68,8 @@ class Ticks:
         if schema.entity:
             entity, codes = _entities(source_id, schema.entity, _required(raw, schema.entity, source_id), n)
         _check_order(source_id, schema, tick, entity, codes)
-        columns = {name: _numeric(source_id, spec, _required(raw, name, source_id), n) for name, spec in schema.all_fields().items()}
+        columns = {name: _numeric(source_id, spec, _required(raw, name, source_id), n)
+                   for name, spec in schema.all_fields().items()}
         for name in schema.globals:
             _check_global(source_id, name, tick, columns[name])
         media = {name: _refs(source_id, name, _required(raw, name, source_id), n) for name in schema.media}
@@ -106,7 +107,8 @@ def _ticks(schema: Schema, source_id: str, values: Any, n: int) -> np.ndarray:
     arr = np.asarray(values) if not isinstance(values, np.ndarray) else values
     if arr.dtype == object or arr.dtype.kind not in "iuf" or arr.ndim != 1:
         if arr.ndim > 1:
-            raise TickDataError(f"{source_id}: column {schema.time!r}, row 0: one time value per row expected, got shape {list(arr.shape[1:])}")
+            raise TickDataError(f"{source_id}: column {schema.time!r}, row 0: one time value per row expected, got "
+                                f"shape {list(arr.shape[1:])}")
         row, value = _first_non_numeric(values)
         raise TickDataError(
             f"{source_id}: column {schema.time!r}, row {row}: time must be a number ({schema.time_unit}), got {value!r}"
@@ -115,7 +117,8 @@ def _ticks(schema: Schema, source_id: str, values: Any, n: int) -> np.ndarray:
         if arr.dtype.kind == "f":
             bad = np.flatnonzero(~np.isfinite(arr) | (arr != np.round(arr)))
             if len(bad):
-                raise TickDataError(f"{source_id}: column {schema.time!r}, row {int(bad[0])}: tick {arr[bad[0]].item()!r} is not a whole number")
+                raise TickDataError(f"{source_id}: column {schema.time!r}, row {int(bad[0])}: tick "
+                                    f"{arr[bad[0]].item()!r} is not a whole number")
         return arr.astype(np.int64)
     scaled = arr.astype(np.float64) * schema.sample_hz
     ticks = np.round(scaled)
@@ -123,8 +126,9 @@ def _ticks(schema: Schema, source_id: str, values: Any, n: int) -> np.ndarray:
     if len(off):
         r = int(off[0])
         raise TickDataError(
-            f"{source_id}: column {schema.time!r}, row {r}: time {arr[r].item()!r} s is not on the {schema.sample_hz:g} Hz sample grid "
-            f"(nearest sample {float(ticks[r]) / schema.sample_hz!r} s); resample the recording or fix sample_hz"
+            f"{source_id}: column {schema.time!r}, row {r}: time {arr[r].item()!r} s is not on the "
+            f"{schema.sample_hz:g} Hz sample grid (nearest sample {float(ticks[r]) / schema.sample_hz!r} s); resample "
+            "the recording or fix sample_hz"
         )
     return ticks.astype(np.int64)
 
@@ -233,7 +237,8 @@ def _numeric(source_id: str, spec: FieldSpec, values: Any, n: int) -> np.ndarray
     if isinstance(values, np.ndarray) and values.dtype != object:
         arr = values
         if arr.dtype.kind not in "biuf":
-            raise TickDataError(f"{where}, row 0: value {arr[0].item()!r} ({arr.dtype}) is not a number; declared {spec.dtype}")
+            raise TickDataError(f"{where}, row 0: value {arr[0].item()!r} ({arr.dtype}) is not a number; declared "
+                                f"{spec.dtype}")
     else:
         arr = _stack_rows(where, spec, values)
     target = spec.numpy_dtype
@@ -263,7 +268,8 @@ def _numeric(source_id: str, spec: FieldSpec, values: Any, n: int) -> np.ndarray
         if len(bad):
             r = int(bad[0])
             raise TickDataError(
-                f"{where}, row {r}: value {arr[r].tolist()!r} does not fit declared {spec.dtype} [{info.min}, {info.max}]"
+                f"{where}, row {r}: value {arr[r].tolist()!r} does not fit declared {spec.dtype} [{info.min}, "
+                f"{info.max}]"
             )
     if target.kind == "f" and target.itemsize < arr.dtype.itemsize:
         bad = np.flatnonzero((np.isfinite(flat_in) & ~np.isfinite(flat_out)).any(axis=1))
@@ -283,10 +289,12 @@ def _stack_rows(where: str, spec: FieldSpec, values: Any) -> np.ndarray:
             raise TickDataError(f"{where}, row {row}: value {value!r} is not a number; declared {spec.dtype}")
         a = np.asarray(value)
         if a.dtype.kind not in "biuf":
-            raise TickDataError(f"{where}, row {row}: value {value!r} is not numeric; declared {spec.dtype} {list(spec.shape)}")
+            raise TickDataError(f"{where}, row {row}: value {value!r} is not numeric; declared {spec.dtype} "
+                                f"{list(spec.shape)}")
         if a.shape != spec.shape and not (a.ndim <= 1 and a.size == spec.size):
             raise TickDataError(
-                f"{where}, row {row}: expected shape {list(spec.shape)} ({spec.size} values), got {list(a.shape)} ({a.size} values)"
+                f"{where}, row {row}: expected shape {list(spec.shape)} ({spec.size} values), got {list(a.shape)} "
+                f"({a.size} values)"
             )
         rows.append(a.reshape(spec.shape))
     return np.stack(rows)
@@ -351,5 +359,6 @@ def _tags(source_id: str, name: str, values: Any, n: int) -> list[tuple[str, ...
         elif isinstance(value, (Sequence, np.ndarray)) and all(isinstance(t, str) for t in value):
             out.append(tuple(str(t) for t in value))
         else:
-            raise TickDataError(f"{source_id}: column {name!r}, row {row}: tags must be a string or a list of strings, got {value!r}")
+            raise TickDataError(f"{source_id}: column {name!r}, row {row}: tags must be a string or a list of strings, "
+                                f"got {value!r}")
     return out

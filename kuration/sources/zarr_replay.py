@@ -117,15 +117,16 @@ class ZarrReplayAdapter:
             )
         ends = np.asarray(node[...])
         if ends.ndim != 1 or ends.dtype.kind not in "iu":
-            raise SourceError(f"{self.url}: meta/episode_ends must be a 1-D integer array, got {ends.dtype} {list(ends.shape)}")
+            raise SourceError(f"{self.url}: meta/episode_ends must be a 1-D integer array, got {ends.dtype} "
+                              f"{list(ends.shape)}")
         ends = ends.astype(np.int64)
         starts = np.concatenate([[0], ends[:-1]])
         bad = np.flatnonzero(ends < starts)
         if len(bad):
             r = int(bad[0])
             raise SourceError(
-                f"{self.url}: meta/episode_ends, row {r}: end {int(ends[r])} is before the previous end {int(starts[r])}; "
-                "ends are cumulative and must never decrease"
+                f"{self.url}: meta/episode_ends, row {r}: end {int(ends[r])} is before the previous end "
+                f"{int(starts[r])}; ends are cumulative and must never decrease"
             )
         return ends
 
@@ -145,8 +146,8 @@ class ZarrReplayAdapter:
             i = ids.index(source_id)
         except ValueError:
             raise TickDataError(
-                f"{source_id}: no such source in {self.url}; sources are {ids[:1] + ['...'] + ids[-1:] if len(ids) > 2 else ids} "
-                f"({len(ids)} episodes)"
+                f"{source_id}: no such source in {self.url}; sources are "
+                f"{ids[:1] + ['...'] + ids[-1:] if len(ids) > 2 else ids} ({len(ids)} episodes)"
             ) from None
         return (int(ends[i - 1]) if i else 0), int(ends[i])
 

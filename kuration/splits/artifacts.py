@@ -108,7 +108,8 @@ def validate_universe_table(table: pa.Table) -> CheckResult:
         expected_uid = df["source"].where(whole, df["source"] + "#" + pd.Series(index, index=df.index).astype(str))
         bad = np.flatnonzero((expected_uid != df["uid"]).to_numpy())
         if len(bad):
-            errors.append(f"row {int(bad[0])}: uid {df['uid'].iat[bad[0]]!r} is not source#index ({expected_uid.iat[bad[0]]!r})")
+            errors.append(f"row {int(bad[0])}: uid {df['uid'].iat[bad[0]]!r} is not source#index "
+                          f"({expected_uid.iat[bad[0]]!r})")
         order = np.lexsort((index, df["source"].to_numpy().astype(str)))
         if not np.array_equal(order, np.arange(len(df))):
             errors.append("rows are not in canonical (source, index) order")
@@ -120,7 +121,8 @@ def validate_universe_table(table: pa.Table) -> CheckResult:
         except UniverseError as exc:
             errors.append(str(exc))
         if actual and pinned != actual:
-            errors.append(f"pinned universe_hash {pinned[:12] or '(none)'}... does not match the rows ({actual[:12]}...)")
+            errors.append(f"pinned universe_hash {pinned[:12] or '(none)'}... does not match the rows "
+                          f"({actual[:12]}...)")
     figures = {
         "samples": len(df), "sources": int(df["source"].nunique()) if len(df) else 0,
         "groups": int(df["group"].nunique()) if len(df) else 0, "universe_hash": pinned,
@@ -164,7 +166,8 @@ class SplitRequest:
 
     def __post_init__(self) -> None:
         chosen = [name for name, on in (
-            ("splits_json", self.splits_json), ("strategy", self.strategy), ("from_split_column", self.from_split_column)
+            ("splits_json", self.splits_json), ("strategy", self.strategy),
+            ("from_split_column", self.from_split_column)
         ) if on]
         if len(chosen) != 1:
             raise SplitConfigError(
@@ -182,7 +185,8 @@ class SplitRequest:
             return f"rule {self.splits_json}"
         if self.from_split_column:
             return "universe split column"
-        return f"{self.strategy} split, seed {self.seed}, group_by {self.group_by}, val {self.val_ratio}, test {self.test_ratio}"
+        return (f"{self.strategy} split, seed {self.seed}, group_by {self.group_by}, val {self.val_ratio}, "
+                f"test {self.test_ratio}")
 
 
 def _bake(request: SplitRequest, universe: Universe) -> tuple[DataSplitConfig, DriftReport | None]:
@@ -258,7 +262,8 @@ def read_split_report(root: str | os.PathLike[str]) -> dict[str, Any]:
         raise SplitConfigError(f"no split report at {url}; materialize the 'resolved_splits' asset first")
     report = parse_strict_json(storage.read_bytes(url), where=url, what="split report", error=SplitConfigError)
     if not isinstance(report, dict):
-        raise SplitConfigError(f"{url}: a split report is a JSON object, got {type(report).__name__}; re-materialize 'resolved_splits'")
+        raise SplitConfigError(f"{url}: a split report is a JSON object, got {type(report).__name__}; re-materialize "
+                               "'resolved_splits'")
     return report
 
 

@@ -85,7 +85,8 @@ def bake_from_split_column(universe: Universe, *, leakage: str = "error", check:
         )
     values = np.asarray(column, dtype=object)
     positions = {stage: np.flatnonzero(values == stage) for stage in EXCLUSIVE_STAGES}
-    return _checked(universe, baked_config(universe, positions, constraints=constraints_for_leakage_check(leakage)), check)
+    return _checked(universe, baked_config(universe, positions, constraints=constraints_for_leakage_check(leakage)),
+                    check)
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,8 @@ def _groups(universe: Universe, group_by: str) -> _Groups:
     if group_by not in GROUP_BY:
         raise SplitGenerationError(f"group_by must be one of {list(GROUP_BY)}, got {group_by!r}")
     codes, names = (
-        (universe.group_codes, universe.group_names) if group_by == "group" else (universe.source_codes, universe.source_names)
+        (universe.group_codes, universe.group_names) if group_by == "group" else (universe.source_codes,
+                                                                                  universe.source_names)
     )
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
@@ -164,7 +166,8 @@ def _checked(universe: Universe, cfg: DataSplitConfig, check: bool) -> DataSplit
 
 
 def _bake_assignment(
-    universe: Universe, groups: _Groups, assigned: Mapping[str, Sequence[int]], *, ad_aware: bool, leakage: str, check: bool
+    universe: Universe, groups: _Groups, assigned: Mapping[str, Sequence[int]], *, ad_aware: bool, leakage: str,
+    check: bool
 ) -> DataSplitConfig:
     """The baked config for whole groups assigned to stages (group indices per stage)."""
     positions = {

@@ -39,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--from-csv", metavar="U.csv", help="import this universe.csv's 'split' column (train/val/test)")
+    source.add_argument("--from-csv", metavar="U.csv",
+                        help="import this universe.csv's 'split' column (train/val/test)")
     source.add_argument("--universe-csv", metavar="U.csv", help="the universe to split (with --strategy or --rule)")
     how = parser.add_mutually_exclusive_group()
     how.add_argument("--strategy", choices=["random", "stratified"], help="compute a split over --universe-csv")
@@ -48,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--val-ratio", type=float, default=0.2,
                         help="share for val: of groups with random, of samples (per tag) with stratified (default 0.2)")
     parser.add_argument("--test-ratio", type=float, default=0.2,
-                        help="share for test: of groups with random, of samples (per tag) with stratified (default 0.2)")
+                        help="share for test: of groups with random, of samples (per tag) with stratified (default "
+                             "0.2)")
     parser.add_argument(
         "--group-by", choices=list(GROUP_BY), default="group",
         help="unit kept whole in one stage: the universe's 'group' column (defaults to source) or the source "
@@ -61,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="leakage policy written into the file for generated splits (default: error)")
     parser.add_argument("--one-file-per-row", action="store_true",
                         help="require a distinct materialized_path on every universe row")
-    parser.add_argument("--out", required=True, metavar="splits.json", help="where to write the baked file (path or URL)")
+    parser.add_argument("--out", required=True, metavar="splits.json",
+                        help="where to write the baked file (path or URL)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     return parser
 
@@ -96,8 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.quiet:
         counts, groups = resolution.counts(), resolution.group_counts()
         stages = ", ".join(f"{s}={counts[s]} samples/{groups[s]} groups" for s in EXCLUSIVE_STAGES)
-        print(f"wrote {written}: {stages}; universe {len(universe)} samples, universe_hash {cfg.universe_hash[:12]}...; "
-              f"{resolution.leakage.summary()}")
+        print(f"wrote {written}: {stages}; universe {len(universe)} samples, universe_hash "
+              f"{cfg.universe_hash[:12]}...; {resolution.leakage.summary()}")
     return 0
 
 

@@ -214,7 +214,8 @@ class DataSplitConfig:
             if not isinstance(raw, list):
                 # false / 0 / "" / {} / null are not an empty stage: a typo must not shrink a split
                 raise SplitConfigError(
-                    f"{where}: '{stage}' must be a list of selectors (use [] for an empty stage), got {_json_shown(raw)}"
+                    f"{where}: '{stage}' must be a list of selectors (use [] for an empty stage), got "
+                    f"{_json_shown(raw)}"
                 )
             try:
                 stages[stage] = tuple(
@@ -249,7 +250,8 @@ def _read_leakage_check(data: Mapping[str, Any], where: str) -> str | None:
         return None
     value = data["leakage_check"]
     if not isinstance(value, str):
-        raise SplitConfigError(f"{where}: 'leakage_check' must be one of {list(LEAKAGE_MODES)}, got {_json_shown(value)}")
+        raise SplitConfigError(f"{where}: 'leakage_check' must be one of {list(LEAKAGE_MODES)}, got "
+                               f"{_json_shown(value)}")
     return value
 
 

@@ -102,8 +102,9 @@ def drift_check(universe_hash: str, baked_hash: str | None, input_drift: Mapping
         message = (input_drift or {}).get("message") or "the split run was refused and wrote no splits.json"
         return DriftCheck(f"split refused: {message}", (message,), **fields)
     if baked_hash != universe_hash:
-        message = (f"splits.json pins universe {str(baked_hash)[:12]}..., but universe.parquet is {universe_hash[:12]}...; "
-                   "the universe changed after the split was baked. Re-materialize 'resolved_splits'.")
+        message = (f"splits.json pins universe {str(baked_hash)[:12]}..., but universe.parquet is "
+                   f"{universe_hash[:12]}...; the universe changed after the split was baked. Re-materialize "
+                   "'resolved_splits'.")
         return DriftCheck(message, (message,), **fields)
     verdict = f"split is baked against the current universe {universe_hash[:12]}..."
     if input_drift and input_drift.get("status") == "position_independent":

@@ -192,7 +192,8 @@ def _split_overlap(
     )
 
 
-def _sources_spanning(severity: str, source_keys: Mapping[str, np.ndarray], names: Callable[[np.ndarray], list[str]]) -> ConstraintResult:
+def _sources_spanning(severity: str, source_keys: Mapping[str, np.ndarray],
+                      names: Callable[[np.ndarray], list[str]]) -> ConstraintResult:
     spanning = _union_sorted(_overlap_pairs(source_keys))
     if not len(spanning):
         return ConstraintResult(ConstraintKind.NO_SOURCE_OVERLAP.value, severity, "satisfied")
@@ -232,7 +233,8 @@ def evaluate_constraints(
             if "category_ids" not in attrs.loaded:
                 results.append(ConstraintResult(
                     c.kind.value, severity, "unavailable",
-                    reason="no category labels in the universe (no annotation files), so anomalous samples cannot be told apart",
+                    reason="no category labels in the universe (no annotation files), so anomalous samples cannot be "
+                           "told apart",
                 ))
                 continue
             train = np.asarray(stages.get("train", []), np.int64)

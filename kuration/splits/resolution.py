@@ -68,7 +68,8 @@ class SplitResolution:
         }
 
 
-def plan_splits(cfg: DataSplitConfig, universe: Universe, *, name_to_id: Mapping[str, int] | None = None) -> SplitResolution:
+def plan_splits(cfg: DataSplitConfig, universe: Universe, *,
+                name_to_id: Mapping[str, int] | None = None) -> SplitResolution:
     """Resolve every stage and evaluate the constraints; raise only on drift or bad selectors."""
     drift = verify_universe(cfg, universe)
     positions: dict[str, np.ndarray] = {}

@@ -167,7 +167,8 @@ class _Resolver:
     def _attributes(self, name: str, scope: np.ndarray | None):
         if scope is None:
             return self.universe.attributes(self._load_together | {name})
-        return self.universe.attributes(frozenset({name}), sources=np.unique(self.universe.source_codes[scope]).tolist())
+        return self.universe.attributes(frozenset({name}),
+                                        sources=np.unique(self.universe.source_codes[scope]).tolist())
 
     @staticmethod
     def _within(mask: np.ndarray, scope: np.ndarray | None) -> np.ndarray:

@@ -34,7 +34,8 @@ def _items(values: object, kinds: tuple[type, ...], name: str, source: str) -> t
     items = tuple(values)
     wrong = [v for v in items if isinstance(v, bool) or not isinstance(v, kinds)]
     if wrong:
-        raise UniverseError(f"SampleRef.{name} entries must be {kinds[0].__name__}s, got {shown(wrong)} for source {source!r}")
+        raise UniverseError(f"SampleRef.{name} entries must be {kinds[0].__name__}s, got {shown(wrong)} for source "
+                            f"{source!r}")
     return items
 
 
@@ -145,4 +146,5 @@ class SampleRef:
         return out
 
 
-_FIELDS = ("source", "index", "stem", "annotation", "group", "tags", "category_ids", "materialized_path", "format", "uid")
+_FIELDS = ("source", "index", "stem", "annotation", "group", "tags", "category_ids", "materialized_path", "format",
+           "uid")

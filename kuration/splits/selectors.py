@@ -261,7 +261,8 @@ def _id_runs(ids: Sequence[int | str], *, what: str, limit: int = MAX_IDS) -> li
                 )
             start, stop, step = (bounded_index(g) for g in (match.group(1), match.group(2), match.group(3) or "1"))
             if start is None or stop is None or step is None:
-                raise SelectorError(f"{what}: range {shown(item)} has a number above the largest index {MAX_ID} (2**63 - 1)")
+                raise SelectorError(f"{what}: range {shown(item)} has a number above the largest index {MAX_ID} (2**63 "
+                                    "- 1)")
             if step <= 0:
                 raise SelectorError(f"{what}: range {item!r}: step must be > 0")
             if start > stop:
@@ -293,7 +294,8 @@ def expand_ids(ids: Sequence[int | str], *, what: str = "ids", limit: int = MAX_
     reversed range, a non-positive step, a number above :data:`MAX_ID`, or more than
     ``limit`` values in all (counted before expanding).
     """
-    return [i for start, step, count in _id_runs(ids, what=what, limit=limit) for i in range(start, start + count * step, step)]
+    return [i for start, step, count in _id_runs(ids, what=what, limit=limit)
+            for i in range(start, start + count * step, step)]
 
 
 def compress_ids(indices: Iterable[int]) -> list[int | str]:

@@ -88,7 +88,8 @@ class SampleAttributes:
     def tags_for_rows(self, rows: np.ndarray) -> list[tuple[str, ...]]:
         """Each given row's tags, in the order given (rows without tags get ``()``)."""
         names = np.asarray(self.tag_names, dtype=object)
-        return _values_for_rows(self.tag_rows, names[self.tag_codes] if len(self.tag_codes) else np.empty(0, object), rows)
+        return _values_for_rows(self.tag_rows, names[self.tag_codes] if len(self.tag_codes) else np.empty(0, object),
+                                rows)
 
     def categories_for_rows(self, rows: np.ndarray) -> list[tuple[int, ...]]:
         return _values_for_rows(self.category_rows, self.category_ids, rows)
@@ -106,7 +107,8 @@ def _values_for_rows(pair_rows: np.ndarray, pair_values: np.ndarray, rows: np.nd
     values = np.asarray(pair_values, dtype=object)[keep][order].tolist()
     starts = np.flatnonzero(np.r_[True, sorted_rows[1:] != sorted_rows[:-1]])
     ends = np.r_[starts[1:], len(sorted_rows)]
-    by_row = {row: tuple(values[a:b]) for row, a, b in zip(sorted_rows[starts].tolist(), starts.tolist(), ends.tolist(), strict=True)}
+    by_row = {row: tuple(values[a:b])
+              for row, a, b in zip(sorted_rows[starts].tolist(), starts.tolist(), ends.tolist(), strict=True)}
     return [by_row.get(row, ()) for row in rows.tolist()]
 
 
@@ -247,7 +249,8 @@ def _read_coco(url: str) -> tuple[dict[int, set[int]], dict[int, list[str]], dic
     image_tags: dict[int, list[str]] = {}
     for i, ann in enumerate(entries("annotations")):
         image_id = checked(ann.get("image_id"), int, f"annotations[{i}].image_id")
-        image_cats.setdefault(image_id, set()).add(checked(ann.get("category_id"), int, f"annotations[{i}].category_id"))
+        image_cats.setdefault(image_id, set()).add(checked(ann.get("category_id"), int,
+                                                           f"annotations[{i}].category_id"))
     for i, img in enumerate(entries("images")):
         tags = img.get("tags") or []
         if not isinstance(tags, list):
@@ -388,7 +391,8 @@ class Universe(Sequence[SampleRef]):
                 first = int(np.flatnonzero(same)[0])
                 a, b = sorted((int(key_order[first]), int(key_order[first + 1])))
                 name = source_names[source_codes[a]]
-                what = f"whole-file sample {name!r}" if idx[a] == WHOLE_FILE else f"(source, index)=({name!r}, {idx[a]})"
+                what = (f"whole-file sample {name!r}" if idx[a] == WHOLE_FILE
+                        else f"(source, index)=({name!r}, {idx[a]})")
                 raise UniverseError(
                     f"{where}: duplicate identity {what} at {_two_rows(rows, a, b)}; each (source, index) must be "
                     "unique (drop the repeated sample)"
@@ -583,8 +587,10 @@ class Universe(Sequence[SampleRef]):
             "uid": _uid_array(self, np.arange(len(self))),
             "source": pa.array(names[self.source_codes] if len(self) else [], pa.string()),
             "index": pa.array(self.indices, pa.int64(), mask=self.indices == WHOLE_FILE),
-            "stem": pa.array(np.asarray(self.stems(), dtype=object)[self.source_codes] if len(self) else [], pa.string()),
-            "group": pa.array(np.asarray(self.group_names, dtype=object)[self.group_codes] if len(self) else [], pa.string()),
+            "stem": pa.array(np.asarray(self.stems(), dtype=object)[self.source_codes] if len(self) else [],
+                             pa.string()),
+            "group": pa.array(np.asarray(self.group_names, dtype=object)[self.group_codes] if len(self) else [],
+                              pa.string()),
         }
         for name, col in (
             ("annotation", self.annotation_column),
@@ -600,7 +606,8 @@ class Universe(Sequence[SampleRef]):
         })
 
     @classmethod
-    def from_arrow(cls, table: pa.Table, *, attributes: AttributeLoader | None = None, origin: str | None = None) -> Universe:
+    def from_arrow(cls, table: pa.Table, *, attributes: AttributeLoader | None = None,
+                   origin: str | None = None) -> Universe:
         """Inverse of :meth:`to_arrow`; re-checks uniqueness, the pinned hash and the digest
         of every column (so an edited ``group`` or path is caught, not only identity)."""
         data = table.to_pydict()
@@ -790,7 +797,8 @@ def _refuse_mixed_sources(
             f"and has indexed samples too (index {indices[k + 1]} at {_row_label(rows, b)}); a source is either one "
             "whole-file sample or indexed samples"
         )
-    indexed = {(str(source_names[c]), int(i)) for c, i in zip(codes[~whole].tolist(), indices[~whole].tolist(), strict=True)} if any(
+    indexed = {(str(source_names[c]), int(i))
+               for c, i in zip(codes[~whole].tolist(), indices[~whole].tolist(), strict=True)} if any(
         "#" in str(source_names[c]) for c in codes[whole].tolist()
     ) else set()
     for k in np.flatnonzero(whole).tolist():

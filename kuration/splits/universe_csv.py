@@ -70,7 +70,9 @@ def _cell_schema(columns: list[str]) -> pdv.DataFrameSchema:
     checks: dict[str, pdv.Column] = {
         "source": pdv.Column(str, [pdv.Check.str_length(min_value=1, error="must not be empty"),
                                    pdv.Check(_no_escape, error="must not contain a '..' path component")]),
-        "index": pdv.Column(str, pdv.Check.str_matches(_INDEX_PATTERN, error="must be a non-negative integer or an 'a-b' range")),
+        "index": pdv.Column(str,
+                            pdv.Check.str_matches(_INDEX_PATTERN,
+                                                  error="must be a non-negative integer or an 'a-b' range")),
     }
     for name in ("materialized_path", "annotation"):
         if name in columns:
@@ -165,21 +167,25 @@ def _refuse_long_cells(raw: bytes, text: str, header: list[str], where: str) -> 
                 )
 
 
-def _raise_schema_errors(where: str, errors: pdv.errors.SchemaErrors, line_numbers: np.ndarray, *, limit: int = 5) -> None:
+def _raise_schema_errors(where: str, errors: pdv.errors.SchemaErrors, line_numbers: np.ndarray, *,
+                         limit: int = 5) -> None:
     cases = errors.failure_cases.dropna(subset=["index"]).sort_values("index", kind="stable")
     lines = []
     for case in cases.head(limit).itertuples():
         check = str(case.check)
-        lines.append(f"line {line_numbers[int(case.index)]}, column {case.column!r}: value {shown(case.failure_case)} {check}")
+        lines.append(f"line {line_numbers[int(case.index)]}, column {case.column!r}: value {shown(case.failure_case)} "
+                     f"{check}")
     more = len(cases) - limit
     raise UniverseError(
-        f"{where}: {len(cases)} invalid cell(s):\n  " + "\n  ".join(lines) + (f"\n  ... and {more} more" if more > 0 else "")
+        f"{where}: {len(cases)} invalid cell(s):\n  " + "\n  ".join(lines) + (f"\n  ... and {more} more" if more > 0
+                                                                              else "")
     ) from None
 
 
 def _resolve_relative(values: pd.Series, csv_dir: str) -> pd.Series:
     """Relative paths are relative to the CSV's folder; absolute paths and URLs pass through."""
-    absolute = values.str.startswith("/") | values.str.contains("://", regex=False) | values.str.match(r"^[A-Za-z]:[/\\]")
+    absolute = (values.str.startswith("/") | values.str.contains("://", regex=False)
+                | values.str.match(r"^[A-Za-z]:[/\\]"))
     prefix = csv_dir.rstrip("/") + "/"
     return values.where(absolute | (values == ""), prefix + values)
 
@@ -208,11 +214,13 @@ def read_universe_csv(
     except FileNotFoundError:
         raise UniverseError(f"universe file not found: {where}") from None
     if not raw.strip():
-        raise UniverseError(f"{where}: the file is empty; expected a header with columns {list(REQUIRED_COLUMNS)} and rows")
+        raise UniverseError(f"{where}: the file is empty; expected a header with columns {list(REQUIRED_COLUMNS)} and "
+                            "rows")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise UniverseError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start}); save the file as UTF-8") from None
+        raise UniverseError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start}); save the file as "
+                            "UTF-8") from None
     header = _header(text, where)
     _refuse_long_cells(raw, text, header, where)
     try:
@@ -248,7 +256,8 @@ def read_universe_csv(
     csv_dir = storage.parent_url(where)
     mat = df["materialized_path"] if "materialized_path" in df.columns else pd.Series("", index=df.index)
     mat = _resolve_relative(mat.where(mat != "", df["source"]).str.replace("\\", "/", regex=False), csv_dir)
-    annotation = _resolve_relative(df["annotation"].str.replace("\\", "/", regex=False), csv_dir) if "annotation" in df.columns else None
+    annotation = _resolve_relative(df["annotation"].str.replace("\\", "/", regex=False),
+                                   csv_dir) if "annotation" in df.columns else None
     group = df["group"].str.replace("\\", "/", regex=False) if "group" in df.columns else None
 
     if one_file_per_row:
@@ -258,7 +267,8 @@ def read_universe_csv(
             first, second = np.flatnonzero(dup)[:2]
             raise UniverseError(
                 f"{where}: duplicate materialized_path {expanded_paths[first]!r} on lines "
-                f"{line_numbers[row_of[first]]} and {line_numbers[row_of[second]]}; each row must point at a distinct file"
+                f"{line_numbers[row_of[first]]} and {line_numbers[row_of[second]]}; each row must point at a distinct "
+                "file"
             )
 
     def column(values: pd.Series | None) -> np.ndarray | None:

@@ -74,7 +74,8 @@ def hash_name(name: str) -> int:
 
 
 def strategy(method: str = "inclusion", *, cap: float | None = 1.5) -> Strategy:
-    data = {"method": method, "priority": {"speed.max": 1.0}, "tags": ["near_miss", "low_battery", "rare_hazard", "bird_strike"],
+    data = {"method": method, "priority": {"speed.max": 1.0},
+            "tags": ["near_miss", "low_battery", "rare_hazard", "bird_strike"],
             "selection": {"tag_coverage": True, "min_tag_frac": 0.1, "max_group_overshoot": cap}}
     if method == "filter":
         data["predicates"] = [{"feature": "speed.max", "op": ">", "value": -0.5}]
@@ -146,7 +147,8 @@ CASES = {
 def _assignments(group_of: dict[str, str]) -> pa.Table:
     sources = sorted(group_of)
     groups = sorted(set(group_of.values()))
-    stage = {g: ("train", "train", "val", "test", "train", "predict", "train", "val", "test")[i % 9] for i, g in enumerate(groups)}
+    stage = {g: ("train", "train", "val", "test", "train", "predict", "train", "val", "test")[i % 9]
+             for i, g in enumerate(groups)}
     rows = [(stage[group_of[s]], s, group_of[s]) for s in sources[:-5]]  # the last 5 are in no split
     return pa.table({"stage": [r[0] for r in rows], "uid": [f"{r[1]}#0" for r in rows], "source": [r[1] for r in rows],
                      "index": [0] * len(rows), "group": [r[2] for r in rows], "position": list(range(len(rows)))})

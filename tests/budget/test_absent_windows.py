@@ -80,12 +80,14 @@ def test_the_budget_block_reports_the_present_seconds_lost_and_validation_checks
     assert plan.accounting["totals"]["lost_present_seconds"] == pytest.approx(1.8)
     assert validate_budget_plan(plan.items, plan.accounting).ok
 
-    tampered = {**plan.accounting, "splits": {**plan.accounting["splits"], "train": {**train, "lost_present_seconds": 0.0}}}
+    tampered = {**plan.accounting,
+                "splits": {**plan.accounting["splits"], "train": {**train, "lost_present_seconds": 0.0}}}
     result = validate_budget_plan(plan.items, tampered)
     assert not result.ok and any("lost_present_seconds 0.0, the items sum to 1.8" in e for e in result.errors)
     absent_admitted = plan.items.set_column(
         plan.items.column_names.index("status"), "status",
-        pc.if_else(pc.equal(plan.items.column("source_id"), "t"), "absent", plan.items.column("status").cast(pa.string())))
+        pc.if_else(pc.equal(plan.items.column("source_id"), "t"), "absent",
+                   plan.items.column("status").cast(pa.string())))
     assert any("1 admitted item(s) without a finite priority, e.g. t/e#0 (status absent" in e
                for e in validate_budget_plan(absent_admitted, plan.accounting).errors)
 
@@ -129,7 +131,8 @@ def test_the_review_names_the_present_data_lost_and_explains_an_absent_span():
     assert "absent 3" in review.render()
     assert review.explain("s", "e", 1) == ("s / e / span_index 1 (train): never admissible: its entity is absent from "
                                            "every window overlapping it, so there is nothing to rank")
-    lossy = plan_budget(_with_presence(ROWS, FRACTIONS), BudgetOptions(train_hours=1, span_steps=20), strategy=strategy(),
+    lossy = plan_budget(_with_presence(ROWS, FRACTIONS), BudgetOptions(train_hours=1, span_steps=20),
+                        strategy=strategy(),
                         group_of={"s": "g"})
     assert "present data lost in items that could not be ranked (non_finite, unscored, absent): 1.8 s" in \
         hours_selection_review(lossy).render()

@@ -298,7 +298,8 @@ def test_statuses_and_span_priorities_follow_the_segments(case):
 
 
 @SETTINGS
-@given(cases(unit="segments", coverage=True, cap=True), st.sampled_from([1e-12, 1e-10, 1e-6, 1e-3, 0.01, 0.1, 0.3, 2 / 3, 1.0]))
+@given(cases(unit="segments", coverage=True, cap=True),
+       st.sampled_from([1e-12, 1e-10, 1e-6, 1e-3, 0.01, 0.1, 0.3, 2 / 3, 1.0]))
 def test_count_floors_round_up(case, frac):
     """Count mode: reserve_bound = ceil(min_tag_frac * requested) >= 1 and group_cap =
     ceil(overshoot * requested / groups) >= 1 (ceil up to float slop, never a whole unit
@@ -316,7 +317,8 @@ def test_count_floors_round_up(case, frac):
         if requested < 1 or not cand.any():
             continue
         bound = block["reserve_bound"]
-        assert bound == int(bound) and max(1, frac * requested - 1e-6) <= bound <= max(1, math.ceil(frac * requested - 1e-6))
+        assert bound == int(bound)
+        assert max(1, frac * requested - 1e-6) <= bound <= max(1, math.ceil(frac * requested - 1e-6))
         n_groups = len(set(v["group"][cand]))
         assert block["groups"] == n_groups
         cap = block["group_cap"]

@@ -27,9 +27,11 @@ H = 1 / 3600
     ({"train_hours": math.inf}, "train_hours: must be a finite number"),
     ({"train_count": 2.5}, "train_count: counts whole segments"),
     ({"train_hours": True}, "train_hours: must be"),
-    ({"train_hours": 10**400}, "train_hours: must be a finite number of hours >= 0 or unset, got 1000"),  # not OverflowError
+    # not OverflowError
+    ({"train_hours": 10**400}, "train_hours: must be a finite number of hours >= 0 or unset, got 1000"),
     ({"val_count": 10**5000}, r"val_count: must be a whole number >= 0 or unset, got <int too large to show>"),
-    ({"train_hours": 1, "span_steps": 2**31}, "span_steps: must be a positive whole number of steps, at most 2147483647"),
+    ({"train_hours": 1, "span_steps": 2**31},
+     "span_steps: must be a positive whole number of steps, at most 2147483647"),
     ({"train_hours": 1, "span_seconds": 10**400}, "span_seconds: must be a positive finite number"),
     ({"train_hours": 1, "span_steps": 10, "span_seconds": 1.0}, "set one, not both"),
     ({"train_hours": 1, "span_steps": 0}, "span_steps: must be a positive whole number"),
@@ -62,7 +64,8 @@ def test_shard_chunking_validates(bad, message):
 def test_options_round_trip_and_refuse_unknown_keys():
     options = BudgetOptions(train_hours=2, test_hours=0.5, span_seconds=30.0, chunking=ShardChunking(64, "pad"), seed=4)
     assert BudgetOptions.from_dict(json.loads(json.dumps(options.to_dict()))) == options
-    with pytest.raises(BudgetError, match=r"^budget options: unknown key\(s\) \['train_hour'\]; valid keys: \['train_hours', "):
+    with pytest.raises(BudgetError,
+                       match=r"^budget options: unknown key\(s\) \['train_hour'\]; valid keys: \['train_hours', "):
         BudgetOptions.from_dict({"train_hour": 1})
     with pytest.raises(BudgetError, match=r"^budget options\.chunking: unknown key\(s\) \['shard_len'\]; valid keys: "
                                           r"\['shard_length', 'short_policy'\]$"):
@@ -92,7 +95,8 @@ def _tampered(plan, source, **changes):
         values = items.column(column).to_pylist()
         values = [value if hit else v for v, hit in zip(values, rows, strict=True)]
         items = items.set_column(items.column_names.index(column), column, pa.array(values, items.column(column).type
-                                                                                   if column != "reason" else pa.string()))
+                                                                                   if column != "reason"
+                                                                                    else pa.string()))
     return items
 
 
@@ -128,7 +132,8 @@ def test_underfill_past_the_threshold_is_a_warning_not_an_error():
 def test_a_stored_plan_reads_back_and_refuses_tampering(plan, tmp_path):
     urls = write_budget_plan(plan, tmp_path, inputs={"note": "x"})
     back = read_budget_plan(tmp_path)
-    assert back.items.select(["source_id", "reason", "admitted"]).equals(plan.items.select(["source_id", "reason", "admitted"]))
+    columns = ["source_id", "reason", "admitted"]
+    assert back.items.select(columns).equals(plan.items.select(columns))
     assert back.accounting == json.loads(json.dumps(plan.accounting)) and back.options == plan.options
     admitted = read_admitted(tmp_path)
     assert admitted.column("source_id").to_pylist() == ["s1", "s4", "s6"]
@@ -189,7 +194,8 @@ def test_the_review_explains_each_decision(plan, tmp_path):
     text = review.render()
     assert "train: requested 20 s, admitted 20 s (100.0%)" in text and "[first_left_out] s3 / e" in text
     write_budget_plan(plan, tmp_path)
-    assert hours_selection_review(str(tmp_path)).to_dict() == hours_selection_review(read_budget_plan(tmp_path)).to_dict()
+    from_root = hours_selection_review(str(tmp_path)).to_dict()
+    assert from_root == hours_selection_review(read_budget_plan(tmp_path)).to_dict()
 
 
 def test_the_review_accepts_a_result_carrying_a_plan_and_refuses_anything_else(plan):

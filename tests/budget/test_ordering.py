@@ -16,7 +16,8 @@ def _finish(primary: np.ndarray, *tie_keys: np.ndarray) -> np.ndarray:
 
 
 @settings(max_examples=300, deadline=None)
-@given(n=st.integers(0, 60), primary_values=st.integers(1, 8), tie_values=st.integers(1, 4), seed=st.integers(0, 2**32 - 1))
+@given(n=st.integers(0, 60), primary_values=st.integers(1, 8), tie_values=st.integers(1, 4),
+       seed=st.integers(0, 2**32 - 1))
 def test_equals_a_full_lexsort(n, primary_values, tie_values, seed):
     rng = np.random.default_rng(seed)
     primary = rng.integers(0, primary_values, n).astype(np.float64)

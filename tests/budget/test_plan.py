@@ -48,7 +48,8 @@ def test_filtered_spans_never_top_up_an_underfilled_budget():
     plan = _plan(rows, splits=assignments({s: "train" for s in ("s0", "s1", "s2", "s3", "s4")}),
                  strat=strategy("filter"), train_hours=1.0)
     assert "s0" not in _admitted(plan) and by_id(plan, "reason")[("s0", "e", 0)] == "filtered"
-    assert plan.accounting["splits"]["train"]["excluded"]["filtered"] == {"items": 1, "seconds": 10.0, "present_seconds": 10.0}
+    assert plan.accounting["splits"]["train"]["excluded"]["filtered"] == {"items": 1, "seconds": 10.0,
+                                                                          "present_seconds": 10.0}
 
 
 def test_budgets_are_decoupled_so_priority_elsewhere_cannot_starve_test():
@@ -112,7 +113,8 @@ def test_the_group_cap_skips_a_full_group_and_fills_from_the_others():
     assert _admitted(plan) == ["s1", "s3", "s4"]
     assert by_id(plan, "reason")[("s2", "e", 0)] == "group_cap"
     train = plan.accounting["splits"]["train"]
-    assert train["group_cap"] == 20.0 and train["excluded"]["group_cap"] == {"items": 1, "seconds": 10.0, "present_seconds": 10.0}
+    assert train["group_cap"] == 20.0 and train["excluded"]["group_cap"] == {"items": 1, "seconds": 10.0,
+                                                                             "present_seconds": 10.0}
 
 
 def test_the_group_cap_is_first_fit_a_shorter_later_span_still_fits():

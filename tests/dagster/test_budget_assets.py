@@ -71,7 +71,8 @@ def test_a_plan_that_breaks_the_contract_fails_the_check(scored, instance, tmp_p
     # Admit everything in train, rewrite the plan consistently (hashes match): only the contract is broken.
     items = plan.items
     in_train = [s == "train" and st == "ok" for s, st in zip(items.column("split").to_pylist(),
-                                                           items.column("status").cast("string").to_pylist(), strict=True)]
+                                                           items.column("status").cast("string").to_pylist(),
+                                                             strict=True)]
     admitted = [a or t for a, t in zip(items.column("admitted").to_pylist(), in_train, strict=True)]
     items = items.set_column(items.column_names.index("admitted"), "admitted", pa.array(admitted))
     write_budget_plan(type(plan)(items, plan.accounting, plan.options, plan.strategy), root,
@@ -88,7 +89,8 @@ def test_a_tampered_plan_file_fails_the_check(scored, instance, tmp_path):
     evaluation = budget(storage_root=StorageRootResource(url=str(tmp_path / "storage")))
     assert not evaluation.passed and evaluation.severity.value == "ERROR"
     assert "does not match the SHA-256" in evaluation.metadata["errors"].value[0]
-    assert evaluation.description.startswith("cannot check the budget plan: ") and "does not match" in evaluation.description
+    assert evaluation.description.startswith("cannot check the budget "
+                                             "plan: ") and "does not match" in evaluation.description
 
 
 def test_an_invalid_request_fails_before_anything_is_written(scored, instance, tmp_path, scored_landing):

@@ -23,7 +23,8 @@ def test_code_location_loads_and_merges_every_package():
     assert checks == {("universe", "universe_schema"), ("resolved_splits", "split_leakage"),
                       ("resolved_splits", "universe_drift"), ("scored_segments", "segment_pool"),
                       ("budget_plan", "budget"), ("dataset_manifest", "dataset_integrity")}
-    assert {j.name for j in defs.resolve_all_job_defs()} >= {"curate_splits", "score_recordings", "fill_budget", "build_dataset"}
+    assert {j.name for j in defs.resolve_all_job_defs()} >= {"curate_splits", "score_recordings", "fill_budget",
+                                                             "build_dataset"}
     assert defs.resolve_sensor_def("new_recordings_sensor") is not None
     job = defs.resolve_implicit_global_asset_job_def()
     assert job is not None

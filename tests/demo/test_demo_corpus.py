@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from kuration.demo_corpus import (
-    CATEGORIES, CLIP_SECONDS, DEMO_SCHEMA, DEMO_STRATEGY, EVENTS, FRAME_SHAPE, LOW_BATTERY, NEAR_MISS_M, SAMPLE_HZ, SITES,
+    CATEGORIES, CLIP_SECONDS, DEMO_SCHEMA, DEMO_STRATEGY, EVENTS, FRAME_SHAPE, LOW_BATTERY, NEAR_MISS_M, SAMPLE_HZ,
+    SITES,
     DemoLandingZone, demo_schema, write_demo_landing_zone,
 )
 from kuration.sources.schema import Schema
@@ -33,7 +34,8 @@ def _digests(root: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> tuple[DemoLandingZone, ParquetTickAdapter, dict]:
     """16 recordings of 2-5 minutes, every source read once."""
-    zone = write_demo_landing_zone(tmp_path_factory.mktemp("demo") / "landing", seed=11, recordings_per_site=2, minutes=(2, 5))
+    zone = write_demo_landing_zone(tmp_path_factory.mktemp("demo") / "landing", seed=11, recordings_per_site=2,
+                                   minutes=(2, 5))
     adapter = ParquetTickAdapter(zone.recordings_root, demo_schema())
     ticks = {source: adapter.read_ticks(source) for source in adapter.list_sources()}
     return zone, adapter, ticks
@@ -55,7 +57,8 @@ def test_same_seed_same_bytes_different_seed_different_bytes(tmp_path):
     b = write_demo_landing_zone(tmp_path / "b", seed=5, **kwargs)
     c = write_demo_landing_zone(tmp_path / "c", seed=6, **kwargs)
     da, db, dc = _digests(tmp_path / "a"), _digests(tmp_path / "b"), _digests(tmp_path / "c")
-    assert len(da) == 4 + 3 * len(SITES)  # schema.json, strategy.json, output_spec.json, universe.csv; per recording: parquet, frames, COCO
+    # schema.json, strategy.json, output_spec.json, universe.csv; per recording: parquet, frames, COCO
+    assert len(da) == 4 + 3 * len(SITES)
     assert da == db
     assert a.events == b.events and a.rows == b.rows and a.bytes == b.bytes
     assert set(dc) == set(da)  # same layout...
@@ -190,7 +193,8 @@ def test_frames_decode_to_the_declared_shape(corpus):
         stored = np.load(Path(zone.recordings_root) / f"{stem}.frames.npy", mmap_mode="r")
         assert stored.shape == (seconds * n_drones, *spec.shape)
         # one frame per drone per second
-        assert len(set(refs.tolist())) == len({(t // SAMPLE_HZ, e) for t, e in zip(tk.tick.tolist(), tk.entity.tolist(), strict=True)})
+        assert len(set(refs.tolist())) == len({(t // SAMPLE_HZ, e)
+                                               for t, e in zip(tk.tick.tolist(), tk.entity.tolist(), strict=True)})
         sample = refs[:: max(1, len(refs) // 64)]
         frames = adapter.decode_media("frame", list(sample), source_id=source)
         assert frames.shape == (len(sample), *spec.shape) and frames.dtype == np.dtype(spec.dtype)
@@ -312,7 +316,8 @@ def test_small_corpus_has_one_short_recording_per_site(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs", [
-    {"minutes": (0.5, 2)}, {"minutes": (5, 3)}, {"recordings_per_site": 0}, {"event_rate": 2.0}, {"sites": 0}, {"sites": 9},
+    {"minutes": (0.5, 2)}, {"minutes": (5, 3)}, {"recordings_per_site": 0}, {"event_rate": 2.0}, {"sites": 0},
+    {"sites": 9},
 ])
 def test_bad_options_are_refused(tmp_path, kwargs):
     with pytest.raises(ValueError):
@@ -336,6 +341,8 @@ def test_a_broken_output_spec_names_its_file(tmp_path):
     from kuration.settings import load_output_spec
 
     path = tmp_path / "output_spec.json"
-    path.write_text(json.dumps({"shard_length": 8, "modalities": {"x": {"dtype": "float32", "shape": [], "source": "field:nope"}}}))
-    with pytest.raises(OutputSpecError, match=f"{path}: output.modalities.x.source: schema has no field or global 'nope'"):
+    path.write_text(json.dumps({"shard_length": 8,
+                                "modalities": {"x": {"dtype": "float32", "shape": [], "source": "field:nope"}}}))
+    with pytest.raises(OutputSpecError,
+                       match=f"{path}: output.modalities.x.source: schema has no field or global 'nope'"):
         load_output_spec(path, demo_schema())

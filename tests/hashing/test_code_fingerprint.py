@@ -42,7 +42,8 @@ PROGRAM = textwrap.dedent("""
     strategy = Strategy.from_dict({"name": "s", "method": "inclusion", "priority": {
         "fn.busiest_entity": 1.0, "fn.weather": 1.0, "fn.typed": 1.0, "fn.above_3": 1.0}})
     print(json.dumps({"fingerprints": fingerprints,
-                      "scoring_run": run_fingerprint(SimpleNamespace(schema=SCHEMA), Segmenter(window=4, stride=2), strategy)},
+                      "scoring_run": run_fingerprint(SimpleNamespace(schema=SCHEMA), Segmenter(window=4, stride=2),
+                                                     strategy)},
                       sort_keys=True))
 """)
 

@@ -65,4 +65,5 @@ def comparable_record(out: Path) -> dict:
 
 def data_files(out: Path) -> dict[str, bytes]:
     """What must be byte-identical between two runs of one job: shards, manifest, marker."""
-    return {k: v for k, v in snapshot(out).items() if k not in (CONFIG_FILE, COMMIT_FILE) and not k.startswith(".kuration_resume")}
+    return {k: v for k, v in snapshot(out).items() if k not in (CONFIG_FILE, COMMIT_FILE)
+            and not k.startswith(".kuration_resume")}

@@ -163,7 +163,8 @@ class DestinationContract:
         staged = dest.stage_shard("train/s.npz", box, shard())
         assert dest.read("train/s.npz") in (None, container_bytes(box, shard()))
         assert leftovers(dest.files_under("train")) in ([], ["train/s.npz"])
-        assert all(n.rsplit("/", 1)[-1].startswith(TEMP_PREFIX) for n in dest.files_under("train") if n != "train/s.npz")
+        assert all(n.rsplit("/", 1)[-1].startswith(TEMP_PREFIX) for n in dest.files_under("train")
+                   if n != "train/s.npz")
         staged.seal()
         assert dest.read("train/s.npz") == container_bytes(box, shard())
         assert dest.files_under("train") == ["train/s.npz"]

@@ -201,7 +201,8 @@ class ShardContainerContract:
         shard = ShardArrays({"frame": frame}, np.ones(64, bool), 60)
         data = write(container, shard)
         assert_file_is_the_stream(container, shard, data)
-        self.assert_same(container.read(data, {"frame": modality("frame", "uint8", (150, 280, 3))}, presence=True), shard)
+        self.assert_same(container.read(data, {"frame": modality("frame", "uint8", (150, 280, 3))}, presence=True),
+                         shard)
 
     def test_sequential_stream_gets_the_bytes_a_bytesio_gets(self, container):
         mods, shard = small_case()
@@ -214,7 +215,8 @@ class ShardContainerContract:
         sink = io.BytesIO()
         writer = HashingWriter(sink)
         container.write(writer, shard)
-        assert writer.bytes_written == len(sink.getvalue()) and writer.sha256 == hashlib.sha256(sink.getvalue()).hexdigest()
+        assert writer.bytes_written == len(sink.getvalue())
+        assert writer.sha256 == hashlib.sha256(sink.getvalue()).hexdigest()
         self.assert_same(container.read(sink.getvalue(), mods, presence=True), shard)
 
     def test_arrays_in_any_layout_or_byte_order_write_the_same_bytes(self, container):
@@ -227,7 +229,8 @@ class ShardContainerContract:
 
     def test_zero_rows(self, container):
         mods = {"t": modality("t", "float16", (4, 5, 3)), "s": modality("s", "uint64")}
-        shard = ShardArrays({"t": np.empty((0, 4, 5, 3), np.float16), "s": np.empty(0, np.uint64)}, np.empty(0, bool), 0)
+        shard = ShardArrays({"t": np.empty((0, 4, 5, 3), np.float16), "s": np.empty(0, np.uint64)}, np.empty(0, bool),
+                            0)
         assert_file_is_the_stream(container, shard, write(container, shard))
         self.assert_same(container.read(write(container, shard), mods, presence=True), shard)
 
@@ -248,12 +251,14 @@ class ShardContainerContract:
     def test_missing_modality(self, container):
         mods, shard = small_case()
         declared = {**mods, "vel": modality("vel", "float32", (3,))}
-        with pytest.raises(ShardFormatError, match=r"modality 'vel' is missing; the shard holds \['_present', 'label', 'pos'\]"):
+        with pytest.raises(ShardFormatError,
+                           match=r"modality 'vel' is missing; the shard holds \['_present', 'label', 'pos'\]"):
             container.read(write(container, shard), declared, presence=True)
 
     def test_extra_array(self, container):
         mods, shard = small_case()
-        with pytest.raises(ShardFormatError, match=r"unexpected \w+\(s\) \['pos'\]; the declared modalities are \['label'\]"):
+        with pytest.raises(ShardFormatError,
+                           match=r"unexpected \w+\(s\) \['pos'\]; the declared modalities are \['label'\]"):
             container.read(write(container, shard), {"label": mods["label"]}, presence=True)
 
     def test_presence_mismatch(self, container):
@@ -275,21 +280,25 @@ class ShardContainerContract:
         mods, shard = small_case()
         arrays = {**shard.arrays, "label": np.array([0, 300, 2, 3], np.int64)}
         declared = {**mods, "label": modality("label", "uint8")}
-        with pytest.raises(ShardFormatError, match=r"modality 'label': value 300 at row 1 is out of range for uint8 \(0\.\.255\)"):
+        with pytest.raises(ShardFormatError,
+                           match=r"modality 'label': value 300 at row 1 is out of range for uint8 \(0\.\.255\)"):
             container.read(write(container, ShardArrays(arrays, shard.present, 3)), declared, presence=True)
 
     def test_non_integral_float_for_int_modality(self, container):
         mods, shard = small_case()
         arrays = {**shard.arrays, "label": np.array([0, 1, 2.5, 3])}
-        with pytest.raises(ShardFormatError, match=r"'label': value 2\.5 at row 2 is not a whole number, so it cannot be int64"):
+        with pytest.raises(ShardFormatError,
+                           match=r"'label': value 2\.5 at row 2 is not a whole number, so it cannot be int64"):
             container.read(write(container, ShardArrays(arrays, shard.present, 3)), mods, presence=True)
 
     def test_inexact_float_for_narrower_float(self, container):
         mods, shard = small_case()
         pos = np.zeros((4, 3))
         pos[1, 2] = 0.1
-        with pytest.raises(ShardFormatError, match=r"'pos': value 0\.1 at row 1, element \[2\] is not exactly representable as float32"):
-            container.read(write(container, ShardArrays({**shard.arrays, "pos": pos}, shard.present, 3)), mods, presence=True)
+        with pytest.raises(ShardFormatError,
+                           match=r"'pos': value 0\.1 at row 1, element \[2\] is not exactly representable as float32"):
+            container.read(write(container, ShardArrays({**shard.arrays, "pos": pos}, shard.present, 3)), mods,
+                           presence=True)
 
     def test_booleans_for_a_number_modality(self, container):
         mods, shard = small_case()
@@ -319,7 +328,8 @@ class ShardContainerContract:
         mods, shard = small_case()
         permissive_write(monkeypatch, container)
         data = write(container, ShardArrays({**shard.arrays, "label": np.arange(5)}, shard.present, 3))
-        with pytest.raises(ShardFormatError, match=r"modality 'label' has 5 rows, expected 4 \(the rows of '_present'\)"):
+        with pytest.raises(ShardFormatError,
+                           match=r"modality 'label' has 5 rows, expected 4 \(the rows of '_present'\)"):
             container.read(data, mods, presence=True)
 
     # hostile bytes
@@ -350,7 +360,8 @@ class ShardContainerContract:
         (lambda s: ShardArrays({**s.arrays, "a/b": np.arange(4)}, s.present, 3), "'a/b' is not allowed"),
         (lambda s: ShardArrays({**s.arrays, "x": np.array(4)}, s.present, 3), "'x': is 0-d"),
         (lambda s: ShardArrays({**s.arrays, "x": np.arange(5)}, s.present, 3), "'x' has 5 rows but 'label' has 4"),
-        (lambda s: ShardArrays({**s.arrays, "x": np.zeros(4, complex)}, s.present, 3), "dtype complex128 is not one of"),
+        (lambda s: ShardArrays({**s.arrays, "x": np.zeros(4, complex)}, s.present, 3),
+         "dtype complex128 is not one of"),
         (lambda s: ShardArrays({**s.arrays, "x": [1, 2, 3, 4]}, s.present, 3), "expected a numpy array, got list"),
         (lambda s: ShardArrays(s.arrays, np.ones(4, np.uint8), 3), r"_present must be bool of shape \(4,\)"),
         (lambda s: ShardArrays({}, None, 0), "needs at least one modality"),
@@ -394,7 +405,8 @@ class TestNpzContainer(ShardContainerContract):
         mods, shard = small_case()
         plain = io.BytesIO()
         np.savez(plain, _present=shard.present, **shard.arrays)
-        with pytest.raises(ShardFormatError, match=r"expected one _n_steps\.npy member \(the real step count\), found 0"):
+        with pytest.raises(ShardFormatError,
+                           match=r"expected one _n_steps\.npy member \(the real step count\), found 0"):
             container.read(plain.getvalue(), mods, presence=True)
         plain = io.BytesIO()
         np.savez(plain, _n_steps=np.float64(3), _present=shard.present, **shard.arrays)
@@ -434,7 +446,8 @@ class TestNpzContainer(ShardContainerContract):
         buffer = io.BytesIO()
         with zipfile.ZipFile(io.BytesIO(write(container, shard))) as source, zipfile.ZipFile(buffer, "w") as target:
             for info in source.infolist():  # a valid zip (CRCs right) of a crafted header
-                target.writestr(info.filename, source.read(info).replace(b"(4, 3), }" + b" " * 10, b"(1000000000000, 3)}"))
+                target.writestr(info.filename,
+                                source.read(info).replace(b"(4, 3), }" + b" " * 10, b"(1000000000000, 3)}"))
         data = buffer.getvalue()
         # 12 TB of float32 if believed: refused from the header, before any allocation
         with pytest.raises(ShardFormatError, match=r"npz shard: modality 'pos' declares shape \(1000000000000, 3\), "
@@ -474,7 +487,8 @@ class TestJsonContainer(ShardContainerContract):
     def test_non_finite_floats_use_python_tokens(self, container):
         shard = ShardArrays({"x": np.array([np.nan, np.inf, -np.inf, -0.0], np.float32)}, None, 4)
         data = write(container, shard)
-        assert data == b'{"format":"kuration-shard-json/1","n_steps":4,"modalities":{"x":[NaN,Infinity,-Infinity,-0.0]}}\n'
+        assert data == (b'{"format":"kuration-shard-json/1","n_steps":4,'
+                        b'"modalities":{"x":[NaN,Infinity,-Infinity,-0.0]}}\n')
         self.assert_same(container.read(data, {"x": modality("x", "float32")}, presence=False), shard)
 
     def test_uint64_beyond_int64_round_trips(self, container):
@@ -485,7 +499,8 @@ class TestJsonContainer(ShardContainerContract):
     def test_uint8_value_out_of_range(self, container):
         doc = self.doc(container)
         doc["modalities"]["label"][1] = 300
-        with pytest.raises(ShardFormatError, match=r"json shard: modality 'label': value 300 at row 1 is out of range for uint8"):
+        with pytest.raises(ShardFormatError,
+                           match=r"json shard: modality 'label': value 300 at row 1 is out of range for uint8"):
             self.read_doc(container, doc, {**small_case()[0], "label": modality("label", "uint8")})
 
     @pytest.mark.parametrize("value, message", [
@@ -564,7 +579,8 @@ class TestJsonContainer(ShardContainerContract):
     def test_a_shard_longer_than_its_spec_allows_is_refused_unparsed(self, container):
         mods, shard = small_case()
         data = write(container, shard).replace(b'"format"', b" " * text_limit(mods, 4) + b'"format"')
-        with pytest.raises(ShardFormatError, match=rf"json shard: {len(data)} bytes, more than the {text_limit(mods, 4)} "
+        with pytest.raises(ShardFormatError,
+                           match=rf"json shard: {len(data)} bytes, more than the {text_limit(mods, 4)} "
                                                    "a shard of 4 rows of the declared modalities takes"):
             container.read(data, mods, presence=True, max_rows=4)
 
@@ -625,10 +641,12 @@ class TestHdf5Container(ShardContainerContract):
         assert struct.unpack_from("<Q", data, size)[0] == len("kuration-shard-hdf5/1")
         data[size] ^= 0x40  # in process, libhdf5 never returns from reading the attribute
         started = time.monotonic()
-        with pytest.raises(ShardFormatError, match=rf"hdf5 shard: decoding did not finish within {HOSTILE_TIMEOUT:g} s, "
+        with pytest.raises(ShardFormatError,
+                           match=rf"hdf5 shard: decoding did not finish within {HOSTILE_TIMEOUT:g} s, "
                                                    "so the isolated decoder was stopped"):
             decode_hostile(container, bytes(data), mods)
-        assert time.monotonic() - started < HOSTILE_TIMEOUT + 30  # only catches a hang; the message says the limit fired
+        # only catches a hang; the message says the limit fired
+        assert time.monotonic() - started < HOSTILE_TIMEOUT + 30
         self.assert_same(decode_hostile(container, write(container, shard), mods), shard)  # a new worker
 
     def test_missing_h5py_names_the_extra(self, container, monkeypatch):
@@ -701,14 +719,16 @@ class TestParquetContainer(ShardContainerContract):
         mods, shard = small_case()
         data = write(container, shard)
         assert data.count(b"label") == 2
-        with pytest.raises(ShardFormatError, match="parquet shard: not a readable Parquet file .*can't decode byte 0xe9"):
+        with pytest.raises(ShardFormatError,
+                           match="parquet shard: not a readable Parquet file .*can't decode byte 0xe9"):
             container.read(data.replace(b"label", b"\xe9abel"), mods, presence=True)
 
     def test_a_footer_claiming_more_rows_than_the_spec_allows_is_refused_undecoded(self, container, monkeypatch):
         mods, shard = small_case()
         decoded = []
         monkeypatch.setattr(pq.ParquetFile, "read", lambda *a, **k: decoded.append(1))
-        with pytest.raises(ShardFormatError, match=r"parquet shard: 4 rows, more than the 2 a shard of this spec holds"):
+        with pytest.raises(ShardFormatError,
+                           match=r"parquet shard: 4 rows, more than the 2 a shard of this spec holds"):
             container.read(write(container, shard), mods, presence=True, max_rows=2)
         assert not decoded
 
@@ -730,5 +750,7 @@ def test_registry_has_every_container_the_spec_allows():
 
 
 def test_unknown_container_lists_the_valid_ones():
-    with pytest.raises(OutputSpecError, match=r"unknown shard container 'zip'; valid containers are \['npz', 'json', 'hdf5', 'parquet'\]"):
+    with pytest.raises(OutputSpecError,
+                       match=r"unknown shard container 'zip'; valid containers are \['npz', 'json', 'hdf5', "
+                             r"'parquet'\]"):
         get_container("zip")

@@ -68,9 +68,11 @@ def _crash_and_resume(corpus, tmp_path, kills, seed, previous_plan=None):
                 outcomes["complete"] += 1
         # A kill before publication leaves the old run's dataset, which only force replaces.
         intact = previous is not None and snapshot(out) == previous
-        assert run_writer(corpus, out, plan, **({"force": True} if intact else {"resume": True}))[0], f"kill {i}: rerun failed"
+        assert run_writer(corpus, out, plan,
+                          **({"force": True} if intact else {"resume": True}))[0], f"kill {i}: rerun failed"
         assert data_files(out) == expected, f"kill {i}: resume did not reproduce the uninterrupted run"
-        assert comparable_record(out) == expected_record, f"kill {i}: config or commit differ beyond timestamps and counts"
+        assert comparable_record(out) == expected_record, (
+            f"kill {i}: config or commit differ beyond timestamps and counts")
         assert verify_dataset(out).ok
         assert debris(out) == [], f"kill {i}: the rerun left files its commit does not cover"
     return outcomes
@@ -99,7 +101,8 @@ def test_a_kill_inside_a_metadata_write_leaves_no_debris_after_the_rerun(corpus,
     if replacing:
         assert run_writer(corpus, out, corpus.plan(train_hours=60 / 3600))[0]
         previous = snapshot(out)
-    finished, _ = run_writer(corpus, out, plan, kill_on_rename=(name, occurrence), **({"force": True} if replacing else {}))
+    finished, _ = run_writer(corpus, out, plan, kill_on_rename=(name, occurrence),
+                             **({"force": True} if replacing else {}))
     assert not finished
     left = [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
     assert left, "the kill landed between the temp file and its rename, so a temp file is left"

@@ -47,7 +47,8 @@ def test_closures_partials_and_methods_carry_their_state():
 
     def split_at(source_id, depth):
         return source_id.split("/")[depth]
-    assert code_fingerprint(functools.partial(split_at, depth=0)) != code_fingerprint(functools.partial(split_at, depth=1))
+    at_0, at_1 = functools.partial(split_at, depth=0), functools.partial(split_at, depth=1)
+    assert code_fingerprint(at_0) != code_fingerprint(at_1)
     assert code_fingerprint(Scaler(2).timestep)["state"]["self"]["state"]["factor"] == 2
     assert code_fingerprint(len)["name"] == "builtins.len"
 
@@ -107,7 +108,8 @@ def test_edited_callback_or_adapter_code_is_another_run(corpus, tmp_path):
         def __repr__(self):
             return f"ParquetTickAdapter({self.root_url!r})"  # the same description, other code
     with pytest.raises(DifferentRunError):
-        _write(corpus, out, group_of=by_site, resume=True, adapter=PatchedAdapter(corpus.adapter.root_url, corpus.schema))
+        _write(corpus, out, group_of=by_site, resume=True,
+               adapter=PatchedAdapter(corpus.adapter.root_url, corpus.schema))
 
 
 def test_a_group_of_mapping_is_fingerprinted_by_its_content(corpus, tmp_path):

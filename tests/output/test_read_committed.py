@@ -63,18 +63,23 @@ ENTRY_CASES = [
     *[(lambda m, k=k: m["entries"][0].pop(k), rf"entries\[0\]: lacks \['{k}'\]")
       for k in ("path", "bytes", "sha256", "split", "n_steps")],
     (lambda m: m["entries"][0].update(path=3), r"entries\[0\]\.path: a path must be a string, got int"),
-    (lambda m: m["entries"][0].update(bytes="4096"), r"entries\[0\]\.bytes: must be a whole number of bytes, got '4096'"),
+    (lambda m: m["entries"][0].update(bytes="4096"),
+     r"entries\[0\]\.bytes: must be a whole number of bytes, got '4096'"),
     (lambda m: m["entries"][0].update(bytes=True), r"entries\[0\]\.bytes: must be a whole number of bytes, got True"),
     (lambda m: m["entries"][0].update(bytes=-1), r"entries\[0\]\.bytes: must be a whole number of bytes, got -1"),
     (lambda m: m["entries"][0].update(bytes=1.5), r"entries\[0\]\.bytes: must be a whole number of bytes, got 1\.5"),
-    (lambda m: m["entries"][0].update(sha256="XYZ"), r"entries\[0\]\.sha256: must be 64 lowercase hex digits, got 'XYZ'"),
+    (lambda m: m["entries"][0].update(sha256="XYZ"),
+     r"entries\[0\]\.sha256: must be 64 lowercase hex digits, got 'XYZ'"),
     (lambda m: m["entries"][0].update(sha256=None), r"entries\[0\]\.sha256: must be 64 lowercase hex digits, got None"),
-    (lambda m: m["entries"][0].update(split="holdout"), r"entries\[0\]\.split: must be one of \['train', 'val', 'test'\]"),
+    (lambda m: m["entries"][0].update(split="holdout"),
+     r"entries\[0\]\.split: must be one of \['train', 'val', 'test'\]"),
     (lambda m: m["entries"][0].update(split={"a": 1}), r"entries\[0\]\.split: must be one of"),
     (lambda m: m["entries"][0].update(n_steps="8"), r"entries\[0\]\.n_steps: must be a whole number from 0 to"),
-    (lambda m: m["entries"][0].update(n_steps=9), r"entries\[0\]\.n_steps: must be a whole number from 0 to the shard's "
+    (lambda m: m["entries"][0].update(n_steps=9),
+     r"entries\[0\]\.n_steps: must be a whole number from 0 to the shard's "
                                                    r"rows \(8\), got 9"),
-    (lambda m: m["entries"][0].update(rows=99), r"entries\[0\]\.rows: must be a whole number from 0 to the shard length 8"),
+    (lambda m: m["entries"][0].update(rows=99),
+     r"entries\[0\]\.rows: must be a whole number from 0 to the shard length 8"),
     (lambda m: m["entries"][0].update(container="tar"), r"entries\[0\]\.container: must be one of"),
     (lambda m: m["entries"][1].update(path=m["entries"][0]["path"]), r"entries\[1\]\.path .* is also entries\[0\]'s"),
     (lambda m: m.pop("output"), r"has no output spec \('output'\)"),
@@ -178,7 +183,8 @@ def test_a_special_file_in_place_of_a_shard_is_refused_without_blocking(dataset,
     with pytest.raises(DatasetIntegrityError, match=rf"src_0_shard0000\.npz: is {kind}, expected a regular file"):
         read_shard(loaded, loaded.entries[0])
     assert not verify_dataset(dataset).ok
-    assert time.monotonic() - started < 30  # a fifo opened for reading would block forever; this catches that, not speed
+    # a fifo opened for reading would block forever; this catches that, not speed
+    assert time.monotonic() - started < 30
 
 
 def test_an_unreadable_split_folder_is_refused_naming_it(dataset, monkeypatch):

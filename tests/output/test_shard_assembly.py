@@ -73,7 +73,8 @@ def test_a_present_row_without_a_media_reference_raises():
     track = make_track()
     track.media["frame"][1] = None
     spec = _spec(frame={"dtype": "uint8", "shape": [4, 5, 3], "source": "media:frame"})
-    with pytest.raises(MissingValueError, match=r"no 'frame' reference at source 'src/a', entity str:'drone_1', row 1 \(tick 11\)"):
+    with pytest.raises(MissingValueError,
+                       match=r"no 'frame' reference at source 'src/a', entity str:'drone_1', row 1 \(tick 11\)"):
         assemble_shard(track, 0, 4, spec, schema=SCHEMA, media=FakeMedia())
     with pytest.raises(MissingValueError, match="pass adapter="):
         assemble_shard(make_track(), 0, 4, spec, schema=SCHEMA)

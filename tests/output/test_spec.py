@@ -63,7 +63,8 @@ def test_invalid_specs_name_the_key(data, message):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"m_pos__source": "field:speed"}, r"schema has no field or global 'speed'; it has \['battery', 'gear', 'pos', 'wind'\]"),
+    ({"m_pos__source": "field:speed"},
+     r"schema has no field or global 'speed'; it has \['battery', 'gear', 'pos', 'wind'\]"),
     ({"m_frame__source": "media:depth"}, "schema has no media column 'depth'"),
     ({"m_pos__shape": [2]}, r"output.modalities.pos.shape: \[2\], but field:pos is \[3\] in the schema"),
     ({"m_battery__dtype": "int32"}, "output.modalities.battery.dtype: int32 cannot hold field:battery \\(float64\\)"),
@@ -76,7 +77,8 @@ def test_the_schema_check_names_the_modality(change, message):
 def test_same_kind_casts_are_allowed():
     spec = OutputSpec.from_dict(_with(m_battery__dtype="float16", m_pos__dtype="float64"))
     spec.validate_against(SCHEMA)
-    gear = OutputSpec.from_dict({"shard_length": 4, "modalities": {"g": {"dtype": "float32", "shape": [], "source": "field:gear"}}})
+    gear = OutputSpec.from_dict({"shard_length": 4,
+                                 "modalities": {"g": {"dtype": "float32", "shape": [], "source": "field:gear"}}})
     gear.validate_against(SCHEMA)  # int into float is the same kind family (safe widening)
 
 

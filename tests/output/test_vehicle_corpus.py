@@ -116,8 +116,10 @@ def test_a_provider_that_fails_its_first_decode_publishes_nothing(corpus, writte
     shutil.copytree(written[0], out)
     before = snapshot(out)
     broken = AttributeErrorMedia(corpus.recordings, corpus.schema)
-    with pytest.raises(MediaError, match=r"modality 'cam', source 'east/run_0\.parquet', entity str:'\w+', rows \d+-\d+ "
-                                         r"\(ticks \d+-\d+\): the 'npy_index' media provider failed with AttributeError: "
+    with pytest.raises(MediaError,
+                       match=r"modality 'cam', source 'east/run_0\.parquet', entity str:'\w+', rows \d+-\d+ "
+                                         r"\(ticks \d+-\d+\): the 'npy_index' media provider failed with "
+                                         r"AttributeError: "
                                          r"'NpzFile' object has no attribute 'shape'\. A provider must return \(\d+, "
                                          r"\*\[4, 6, 3\]\) values or raise MediaError"):
         corpus.write(out, adapter=broken, force=True, **BUDGET)
@@ -136,12 +138,15 @@ def test_a_bad_reference_is_a_media_error_naming_source_entity_and_row(tmp_path)
     path = corpus.recordings / entry["source_id"]
     table = pq.read_table(path)
     refs = table.column("cam").to_pylist()
-    at = next(i for i, (t, v) in enumerate(zip(table.column("tick").to_pylist(), table.column("vehicle").to_pylist(), strict=True))
+    at = next(i
+              for i, (t, v) in enumerate(zip(table.column("tick").to_pylist(), table.column("vehicle").to_pylist(),
+                                             strict=True))
               if t == row and v == vehicle)
     refs[at] = refs[at].rsplit("/", 1)[0] + "/9999"
     pq.write_table(table.set_column(table.column_names.index("cam"), "cam", pa.array(refs)), path)
     with pytest.raises(MediaError, match=rf"modality 'cam', source '{entry['source_id']}', entity str:'{vehicle}', "
-                                         rf"row {row} \(tick {row}\): .*row 9999 out of range, .*#{vehicle} has \d+ rows"):
+                                         rf"row {row} \(tick {row}\): .*row 9999 out of range, .*#{vehicle} has \d+ "
+                                         r"rows"):
         corpus.write(tmp_path / "bad", **BUDGET)
 
 
@@ -158,7 +163,8 @@ def test_an_adapter_that_cannot_decode_media_is_refused_before_publication(corpu
         decode_media = None
 
     out = tmp_path / "out"
-    with pytest.raises(DatasetWriteError, match=r"the output spec has media modalities \['cam'\], but the adapter NoMedia "
+    with pytest.raises(DatasetWriteError,
+                       match=r"the output spec has media modalities \['cam'\], but the adapter NoMedia "
                                                 r"has no decode_media\(column, refs, source_id=\.\.\.\)"):
         corpus.write(out, adapter=NoMedia(corpus.recordings, corpus.schema), **BUDGET)
     assert not (out / COMMIT_FILE).exists()

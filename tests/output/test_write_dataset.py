@@ -35,7 +35,8 @@ def test_a_written_dataset_is_committed_verified_and_readable(corpus, tmp_path):
     shard = read_shard(dataset, entries[0])
     assert shard.arrays["frame"].dtype.name == "uint8" and shard.arrays["frame"].shape == (32, 12, 16, 3)
     assert result["results"]["budget"]["splits"]["train"]["requested"] == 40.0
-    assert set(result.config["provenance"]) >= {"run_fingerprint", "output_spec", "encoder", "adapter", "sources", "plan"}
+    assert set(result.config["provenance"]) >= {"run_fingerprint", "output_spec", "encoder", "adapter", "sources",
+                                                "plan"}
     assert "train" in hours_selection_review(result).render()
     assert not list((tmp_path / "out").glob(".kuration_resume/*/*"))
 
@@ -127,7 +128,8 @@ def test_weak_source_identities_never_authorize_reuse(corpus, tmp_path):
     adapter = Weak(corpus.adapter.root_url, corpus.schema)
     out = tmp_path / "out"
     write_planned_dataset(out, corpus.plan(), adapter=adapter, schema=corpus.schema, spec=corpus.spec)
-    again = write_planned_dataset(out, corpus.plan(), adapter=adapter, schema=corpus.schema, spec=corpus.spec, resume=True)
+    again = write_planned_dataset(out, corpus.plan(), adapter=adapter, schema=corpus.schema, spec=corpus.spec,
+                                  resume=True)
     assert again.reused == 0 and again.written > 0
 
 
@@ -202,7 +204,8 @@ def test_readers_reject_a_dataset_being_written(corpus, tmp_path):
      "checksum does not match"),
     (lambda out: (out / MANIFEST_FILE).write_bytes((out / MANIFEST_FILE).read_bytes() + b" "),
      "does not match the SHA-256 pinned"),
-    (lambda out: (out / COMMIT_FILE).write_bytes(b'{"state": "committed", "state": "committed"}'), "not a valid commit record"),
+    (lambda out: (out / COMMIT_FILE).write_bytes(b'{"state": "committed", "state": "committed"}'),
+     "not a valid commit record"),
 ])
 def test_readers_reject_tampered_metadata(corpus, tmp_path, tamper, message):
     out = tmp_path / "out"

@@ -35,7 +35,8 @@ class BrokenMedia(ParquetTickAdapter):
 
 
 def _write(corpus, out, *, adapter=None, segmenter=None, **kw):
-    return write_dataset(out, schema=corpus.schema, adapter=adapter or corpus.adapter, strategy=corpus.settings.strategy,
+    return write_dataset(out, schema=corpus.schema, adapter=adapter or corpus.adapter,
+                         strategy=corpus.settings.strategy,
                          segmenter=segmenter or corpus.settings.segmenter, spec=corpus.spec, train_hours=40 / 3600,
                          test_hours=20 / 3600, span_seconds=10.0, **kw)
 
@@ -47,7 +48,8 @@ def _namespaces(out: Path) -> list[str]:
 def test_a_budgeted_write_is_the_same_dataset_with_its_scores_checkpointed(corpus, tmp_path):
     plain = _write(corpus, tmp_path / "plain")
     budgeted = _write(corpus, tmp_path / "budgeted", memory_budget="1KiB")
-    shards_and_manifest = {k: v for k, v in data_files(tmp_path / "budgeted").items() if not k.startswith(CHECKPOINT_DIR)}
+    shards_and_manifest = {k: v for k, v in data_files(tmp_path / "budgeted").items()
+                           if not k.startswith(CHECKPOINT_DIR)}
     assert shards_and_manifest == data_files(tmp_path / "plain")
     assert verify_dataset(tmp_path / "budgeted").ok and load_committed(tmp_path / "budgeted")
     scoring_run = budgeted.config["job"]["scoring_run"]
@@ -75,7 +77,8 @@ def test_weak_identities_over_the_budget_fail_before_publication_saying_how_to_f
     _write(corpus, out)
     before = snapshot(out)
     weak = LogicalOnly(corpus.adapter.root_url, corpus.schema)
-    with pytest.raises(MemoryBudgetError, match=r"Provide a fingerprint: make LogicalOnly\.identity\(\) return a strong"):
+    with pytest.raises(MemoryBudgetError,
+                       match=r"Provide a fingerprint: make LogicalOnly\.identity\(\) return a strong"):
         _write(corpus, out, adapter=weak, memory_budget=2048, force=True)
     assert snapshot(out) == before and load_committed(out)  # the committed dataset is untouched
     # within the budget, weak identities run (held in memory) and nothing is checkpointed for them

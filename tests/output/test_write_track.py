@@ -113,7 +113,8 @@ def test_a_failed_seal_surfaces_and_no_temp_file_outlives_the_writer(tmp_path, m
 
     monkeypatch.setattr(StagedShard, "seal", seal)
     with pytest.raises(OSError, match="disk full"):
-        with ShardWriter(open_destination(tmp_path), spec, schema=SCHEMA, encoder=PassthroughEncoder(), adapter=FakeMedia(),
+        with ShardWriter(open_destination(tmp_path), spec, schema=SCHEMA, encoder=PassthroughEncoder(),
+                         adapter=FakeMedia(),
                          on_entry=entries.append) as writer:
             for target in _targets(spec):
                 writer.write(target, track)
@@ -124,7 +125,8 @@ def test_a_failed_seal_surfaces_and_no_temp_file_outlives_the_writer(tmp_path, m
 def test_an_error_in_the_caller_waits_for_the_pending_seal_and_delivers_nothing_more(tmp_path):
     spec, track, entries = _spec(), make_track(n=10), []
     with pytest.raises(KeyError, match="stop here"):
-        with ShardWriter(open_destination(tmp_path), spec, schema=SCHEMA, encoder=PassthroughEncoder(), adapter=FakeMedia(),
+        with ShardWriter(open_destination(tmp_path), spec, schema=SCHEMA, encoder=PassthroughEncoder(),
+                         adapter=FakeMedia(),
                          on_entry=entries.append) as writer:
             targets = _targets(spec)
             writer.write(targets[0], track)

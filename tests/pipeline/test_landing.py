@@ -14,7 +14,8 @@ def _touch(path, data=b"x"):
 
 
 def test_lists_matching_files_relative_and_sorted(tmp_path):
-    for name in ("site_b/r2.parquet", "site_a/r1.parquet", "r0.parquet", "notes.txt", ".tmp/x.parquet", "site_a/.r9.parquet"):
+    for name in ("site_b/r2.parquet", "site_a/r1.parquet", "r0.parquet", "notes.txt", ".tmp/x.parquet",
+                 "site_a/.r9.parquet"):
         _touch(tmp_path / name)
     assert list(list_recordings(tmp_path)) == ["r0.parquet", "site_a/r1.parquet", "site_b/r2.parquet"]
     assert list_recordings(tmp_path / "missing") == {}

@@ -106,7 +106,8 @@ def test_changing_what_scoring_depends_on_misses_the_cache(recordings):
     other = Strategy.from_dict({"method": "avoidance", "priority": {"battery.min": 1.0}})
     result = score_sources(ParquetTickAdapter(recordings, SCHEMA), segmenter=SEGMENTER, strategy=other, cache=cache)
     assert result.count("scored") == 6
-    result = score_sources(ParquetTickAdapter(recordings, SCHEMA), segmenter=Segmenter(8, 4), strategy=STRATEGY, cache=cache)
+    result = score_sources(ParquetTickAdapter(recordings, SCHEMA), segmenter=Segmenter(8, 4), strategy=STRATEGY,
+                           cache=cache)
     assert result.count("scored") == 6
     wider = Schema.from_dict({**SCHEMA.to_dict(), "sample_hz": 10.0, "globals": {}, "fields": {
         **{k: v.to_dict() for k, v in SCHEMA.fields.items()}, "wind": {"dtype": "float32", "shape": []}}})

@@ -26,7 +26,8 @@ def _score(adapter, **kw):
 
 def test_a_budgeted_pool_is_the_same_pool_held_in_checkpoints(recordings, tmp_path):
     plain = _score(ParquetTickAdapter(recordings, SCHEMA))
-    budgeted = _score(ParquetTickAdapter(recordings, SCHEMA), cache=FsspecScoreCache(tmp_path / "ckpt"), memory_budget=1)
+    budgeted = _score(ParquetTickAdapter(recordings, SCHEMA), cache=FsspecScoreCache(tmp_path / "ckpt"),
+                      memory_budget=1)
     assert budgeted.segments.equals(plain.segments)
     # nothing of the pool in process memory: every source is a mapped checkpoint
     assert budgeted.memory == {"budget_bytes": 1, "resident_bytes": 0, "mapped_bytes": budgeted.segments.nbytes,

@@ -33,7 +33,8 @@ def _objects(s3_client, bucket):
 
 def _data(objects):
     return {k.split("/", 1)[1]: v for k, v in objects.items()
-            if not k.endswith(("config.json", "dataset.commit.json", ".kuration-writer.lock")) and "/.kuration_resume/" not in k}
+            if not k.endswith(("config.json", "dataset.commit.json", ".kuration-writer.lock"))
+            and "/.kuration_resume/" not in k}
 
 
 def test_a_dataset_is_written_committed_and_read_from_s3(corpus, bucket, s3_client, tmp_path):
@@ -50,8 +51,10 @@ def test_a_dataset_is_written_committed_and_read_from_s3(corpus, bucket, s3_clie
     assert not [k for k in keys if ".attempt-" in k or "/.kuration_resume/" in k]
     local = corpus.write(tmp_path / "local")
     assert _data(_objects(s3_client, bucket)) == {
-        k: v for k, v in ((str(p.relative_to(tmp_path / "local")), p.read_bytes()) for p in (tmp_path / "local").rglob("*")
-                          if p.is_file()) if not k.endswith(("config.json", "dataset.commit.json", ".kuration-writer.lock"))
+        k: v for k, v in ((str(p.relative_to(tmp_path / "local")), p.read_bytes())
+                          for p in (tmp_path / "local").rglob("*")
+                          if p.is_file()) if not k.endswith(("config.json", "dataset.commit.json",
+                                                             ".kuration-writer.lock"))
     } and local.manifest == result.manifest  # the same bytes as a local write
 
 

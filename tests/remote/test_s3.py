@@ -220,7 +220,8 @@ def test_universe_csv_on_s3_resolves_relative_paths_and_reads_coco_from_s3(s3_la
     assert resolve_selectors([S(kind="tag", any_of=["anomalous"])], universe).uids() == ["site_b/rec_2.parquet#1"]
     assert resolve_selectors([S(kind="tag", any_of=["night"])], universe).uids() == [
         f"site_a/rec_2.parquet#{i}" for i in range(3)]
-    assert resolve_selectors([S(kind="categories", any_of=["near_miss"])], universe).uids() == ["site_b/rec_2.parquet#1"]
+    assert resolve_selectors([S(kind="categories", any_of=["near_miss"])],
+                             universe).uids() == ["site_b/rec_2.parquet#1"]
     assert len(resolve_selectors([S(kind="tag", any_of=["normal"])], universe)) == 11
 
 
@@ -388,7 +389,8 @@ def test_score_sources_caches_on_s3_and_rescores_a_rewritten_object(bucket, s3_c
     third = run()
     assert {o.source_id: o.status for o in third.outcomes} == {
         sources[0]: "cached", sources[1]: "scored", sources[2]: "cached"}
-    fresh = score_sources(ParquetTickAdapter(root, SCHEMA), segmenter=SEGMENTER, strategy=STRATEGY, sources=[sources[1]])
+    fresh = score_sources(ParquetTickAdapter(root, SCHEMA), segmenter=SEGMENTER, strategy=STRATEGY,
+                          sources=[sources[1]])
     assert third.for_source(sources[1]).equals(fresh.segments)
     assert not third.for_source(sources[1]).equals(first.for_source(sources[1]))
     assert len(keys_under(s3_client, cache_url)) == 4
@@ -473,7 +475,8 @@ def test_landing_tokens_are_etags_and_diff_after_a_rewrite(bucket, s3_client):
     csv_etag2 = put(s3_client, f"{landing}/universe.csv", b"source,index\nsite_a/r1.parquet,0\n")
     after = list_recordings(root)
     diff = diff_recordings(before, after)
-    assert (diff.new, diff.changed, diff.removed) == (("site_c/r4.parquet",), ("site_a/r1.parquet",), ("site_b/r2.parquet",))
+    assert (diff.new, diff.changed, diff.removed) == (("site_c/r4.parquet",), ("site_a/r1.parquet",),
+                                                      ("site_b/r2.parquet",))
     assert after["site_a/r1.parquet"] == f"ETag:{md5(b'one, rewritten')}"
     assert file_token(f"{root}/site_a/r1.parquet") == after["site_a/r1.parquet"]
     assert file_token(f"{root}/site_b/r2.parquet") is None
@@ -512,7 +515,8 @@ def test_dagster_assets_materialize_with_s3_resources(bucket, s3fs_fs, s3_client
         result = materialize(
             [universe, resolved_splits, universe_schema, split_leakage, universe_drift], resources=resources,
             instance=instance, run_config={"ops": {"resolved_splits": {"config": {"strategy": "random", "seed": 1,
-                                                                                  "val_ratio": 0.5, "test_ratio": 0.0}}}},
+                                                                                  "val_ratio": 0.5,
+                                                                                  "test_ratio": 0.0}}}},
         )
         assert result.success
         assert {e.check_name: e.passed for e in result.get_asset_check_evaluations()} == {
@@ -521,7 +525,8 @@ def test_dagster_assets_materialize_with_s3_resources(bucket, s3fs_fs, s3_client
         assert len(stored) == zone.clips and sorted(stored.source_names) == sources
         assert set(stored.to_arrow().column("materialized_path").to_pylist()) == {
             f"{landing}/recordings/{s}" for s in sources}
-        assert keys_under(s3_client, f"{store}/splits") == ["split_assignments.parquet", "split_report.json", "splits.json"]
+        assert keys_under(s3_client, f"{store}/splits") == ["split_assignments.parquet", "split_report.json",
+                                                            "splits.json"]
 
         instance.add_dynamic_partitions(source_partitions.name, sources)
         scored = materialize([scored_segments], resources=resources, instance=instance, partition_key=sources[0])
@@ -558,7 +563,8 @@ def test_dagster_assets_materialize_with_s3_resources(bucket, s3fs_fs, s3_client
             "admitted.parquet", "budget.json", "plan_items.parquet"]
         written = materialize([training_dataset], resources=resources, instance=instance)
         assert written.success
-        assert [(e.check_name, e.passed) for e in written.get_asset_check_evaluations()] == [("dataset_integrity", True)]
+        assert [(e.check_name, e.passed)
+                for e in written.get_asset_check_evaluations()] == [("dataset_integrity", True)]
         assert verify_dataset(f"{store}/dataset").ok
         assert "dataset.commit.json" in keys_under(s3_client, f"{store}/dataset")
 

@@ -33,7 +33,8 @@ def track():
         values={
             "speed": np.asarray(SPEED, dtype=np.float32),
             "braking": np.array([1, 0, 1, 1, 1, 1, 0, 1], dtype=bool),
-            "pos": np.array([[3, 4, 0], [0, 0, 2], [9, 9, 9], [1, 2, 2], [9, 9, 9], [9, 9, 9], [0, 0, 0], [6, 8, 0]], float),
+            "pos": np.array([[3, 4, 0], [0, 0, 2], [9, 9, 9], [1, 2, 2], [9, 9, 9], [9, 9, 9], [0, 0, 0], [6, 8, 0]],
+                            float),
             "temp": np.array([20, 21, 50, 22, 50, 50, 23, 24], float),
         },
         tags=[("brake",), ("brake", "brake"), ("brake",), ("horn", "brake"), ("horn",), (), ("horn",), ()],
@@ -58,13 +59,16 @@ def test_parse_feature_key_grammar():
     ("key", "match"),
     [
         ("speed", r"feature key 'speed': expected '<field>\.<reducer>'"),
-        ("speed.avg", r"feature key 'speed\.avg': unknown reducer 'avg'; valid reducers: \['mean', 'min', 'max', 'std', 'delta', 'frac'\]"),
+        ("speed.avg",
+         r"feature key 'speed\.avg': unknown reducer 'avg'; valid reducers: \['mean', 'min', 'max', 'std', 'delta', "
+         r"'frac'\]"),
         (".mean", r"feature key '\.mean'"),
         ("tag.", r"feature key 'tag\.': 'tag\.' needs a name"),
         ("fn.", r"'fn\.' needs a name"),
         ("pos[x].mean", r"malformed component index in 'pos\[x\]'"),
         ("pos[01].mean", r"malformed component index"),
-        ("pos[" + "9" * 5000 + "].mean", r"feature key 'pos\[9{72}\.\.\.: component index in 'pos\[9+'\.\.\. is too large \(at most 9 digits\)"),
+        ("pos[" + "9" * 5000 + "].mean",
+         r"feature key 'pos\[9{72}\.\.\.: component index in 'pos\[9+'\.\.\. is too large \(at most 9 digits\)"),
         ("", r"must be a non-empty string"),
         (3, r"feature key 3: must be a non-empty string"),
     ],
@@ -77,8 +81,11 @@ def test_parse_feature_key_syntax_errors(key, match):
 @pytest.mark.parametrize(
     ("key", "match"),
     [
-        ("sped.mean", r"feature key 'sped\.mean': unknown field 'sped'; schema fields and globals: \['braking', 'grid', 'pos', 'speed', 'temp'\]"),
-        ("pos[3].mean", r"feature key 'pos\[3\]\.mean': component 3 out of range for field 'pos' with shape \[3\] \(valid 0\.\.2\)"),
+        ("sped.mean",
+         r"feature key 'sped\.mean': unknown field 'sped'; schema fields and globals: \['braking', 'grid', 'pos', "
+         r"'speed', 'temp'\]"),
+        ("pos[3].mean",
+         r"feature key 'pos\[3\]\.mean': component 3 out of range for field 'pos' with shape \[3\] \(valid 0\.\.2\)"),
         ("grid[4].min", r"component 4 out of range for field 'grid' with shape \[2, 2\] \(valid 0\.\.3\)"),
         ("speed[0].mean", r"field 'speed' is a scalar; drop the \[0\]"),
         ("frame.frac", r"'frame' is a media column; features read numeric fields and globals"),
@@ -93,7 +100,8 @@ def test_parse_feature_key_against_schema(key, match):
 
 
 def test_valid_keys_resolve_against_schema():
-    for key in ["speed.frac", "braking.frac", "braking.mean", "pos.std", "pos[2].delta", "grid[3].max", "temp.mean", "tag.brake"]:
+    for key in ["speed.frac", "braking.frac", "braking.mean", "pos.std", "pos[2].delta", "grid[3].max", "temp.mean",
+                "tag.brake"]:
         parse_feature_key(key, SCHEMA)
 
 
@@ -195,7 +203,8 @@ def test_repeated_keys_computed_once_and_empty_segments(track):
 
 
 def test_compute_features_names_a_missing_field(track, segs):
-    with pytest.raises(FeatureError, match=r"feature key 'wheel\.mean': track 'src'/'a' has no field 'wheel'; it has \["):
+    with pytest.raises(FeatureError,
+                       match=r"feature key 'wheel\.mean': track 'src'/'a' has no field 'wheel'; it has \["):
         compute_features(track, segs, ["wheel.mean"])
     with pytest.raises(FeatureError, match=r"field 'speed' is a scalar"):
         compute_features(track, segs, ["speed[0].mean"])
@@ -247,7 +256,8 @@ def test_register_as_decorator_and_idempotent_reregistration(clean_registry):
         return 1.0
 
     register_feature("deco_test", first)  # same function again: a no-op
-    with pytest.raises(FeatureError, match=r"register_feature\('deco_test'\): already registered to .*first; pass replace=True"):
+    with pytest.raises(FeatureError,
+                       match=r"register_feature\('deco_test'\): already registered to .*first; pass replace=True"):
         register_feature("deco_test", _n_steps)
     register_feature("deco_test", _n_steps, replace=True)
     assert get_feature("deco_test") is _n_steps
@@ -255,7 +265,9 @@ def test_register_as_decorator_and_idempotent_reregistration(clean_registry):
 
 def test_unknown_user_feature_lists_registered_names(track, segs, clean_registry):
     register_feature("known_test", _n_steps)
-    with pytest.raises(FeatureError, match=r"feature fn\.missing_test: no feature function 'missing_test' is registered; registered: \[.*'known_test'"):
+    with pytest.raises(FeatureError,
+                       match=r"feature fn\.missing_test: no feature function 'missing_test' is registered; registered: "
+                             r"\[.*'known_test'"):
         get_feature("missing_test")
     with pytest.raises(FeatureError, match=r"no feature function 'missing_test'"):
         compute_features(track, segs, ["fn.missing_test"])
@@ -269,7 +281,8 @@ def test_register_rejects_bad_names(name):
 
 def test_user_feature_errors_name_the_segment(track, segs, clean_registry):
     register_feature("bad_type_test", lambda t, s: "high")
-    with pytest.raises(FeatureError, match=r"feature 'fn\.bad_type_test' .* returned 'high' \(str\) for track 'src'/'a' segment 0"):
+    with pytest.raises(FeatureError,
+                       match=r"feature 'fn\.bad_type_test' .* returned 'high' \(str\) for track 'src'/'a' segment 0"):
         compute_features(track, segs, ["fn.bad_type_test"])
 
     def boom(t, s):
@@ -292,7 +305,9 @@ def test_a_field_named_like_a_reserved_prefix_is_reported_ambiguous():
     from kuration.sources.schema import Schema
 
     schema = Schema.from_dict({"sample_hz": 1, "time": "t", "fields": {"tag": {"dtype": "float32"}}, "tags": "events"})
-    with pytest.raises(FeatureError, match=r"feature key 'tag\.mean': ambiguous: 'tag' is both a schema field and the reserved 'tag\.' prefix"):
+    with pytest.raises(FeatureError,
+                       match=r"feature key 'tag\.mean': ambiguous: 'tag' is both a schema field and the reserved "
+                             r"'tag\.' prefix"):
         parse_feature_key("tag.mean", schema)
     parse_feature_key("tag.brake", schema)  # a tag that is not a reducer name is unambiguous
 

@@ -23,7 +23,8 @@ STRATEGY = Strategy.from_dict({
     "predicates": [{"feature": "braking.frac", "op": ">=", "value": 0.5}],
     "tags": ["brake", "horn"],
 })
-LEADING = ["source_id", "entity_id", "segment_index", "start", "stop", "start_tick", "stop_tick", "seconds", "present_fraction", "track_steps", "sample_hz"]
+LEADING = ["source_id", "entity_id", "segment_index", "start", "stop", "start_tick", "stop_tick", "seconds",
+           "present_fraction", "track_steps", "sample_hz"]
 FEATURES = ["braking.frac", "fn.present_steps_x2", "speed.mean", "tag.brake", "tag.horn"]
 TRAILING = ["tags", "priority", "passed"]
 
@@ -78,7 +79,8 @@ def test_score_track_rows_and_values(tracks):
     assert [r["segment_index"] for r in rows] == [0, 1]
     assert [r["seconds"] for r in rows] == [0.4, 0.4]
     assert [r["present_fraction"] for r in rows] == [0.5, 0.5]
-    assert [(r["track_steps"], r["sample_hz"]) for r in rows] == [(len(two), 10.0)] * 2  # the whole track, not the windows
+    # the whole track, not the windows
+    assert [(r["track_steps"], r["sample_hz"]) for r in rows] == [(len(two), 10.0)] * 2
     assert [r["speed.mean"] for r in rows] == [5.5, 7.5]  # absent ticks 2, 3 are not zeros
     assert [r["fn.present_steps_x2"] for r in rows] == [4.0, 4.0]
     assert [r["braking.frac"] for r in rows] == [0.5, 0.5]
@@ -144,7 +146,8 @@ def test_user_feature_rebuilt_in_a_spawned_worker_by_importing_its_module(tracks
     ("entity", "key"),
     [
         (None, "none:None"), (True, "bool:True"), (1, "int:1"), (np.int64(1), "int:1"), (np.bool_(False), "bool:False"),
-        (1.5, "float:1.5"), (np.float32(0.5), "float:0.5"), ("a", "str:'a'"), ("1", "str:'1'"), (np.str_("a"), "str:'a'"),
+        (1.5, "float:1.5"), (np.float32(0.5), "float:0.5"), ("a", "str:'a'"), ("1", "str:'1'"),
+        (np.str_("a"), "str:'a'"),
         (b"a", "bytes:b'a'"), ((1, "a"), "tuple:(int:1,str:'a')"), (frozenset({2, 1}), "frozenset:{int:1,int:2}"),
         ((), "tuple:()"),
     ],
@@ -153,7 +156,8 @@ def test_entity_key_is_type_tagged(entity, key):
     assert entity_key(entity) == key
 
 
-@pytest.mark.parametrize("entity", [float("nan"), float("inf"), [1], {"a": 1}, object(), (1, [2]), np.datetime64("2024-01-01")])
+@pytest.mark.parametrize("entity",
+                         [float("nan"), float("inf"), [1], {"a": 1}, object(), (1, [2]), np.datetime64("2024-01-01")])
 def test_entity_key_rejects_non_canonical_ids(entity):
     with pytest.raises(EntityIdError, match=r"entity id .* (has no canonical representation|non-finite)"):
         entity_key(entity)

@@ -34,7 +34,8 @@ def test_every_track_ends_with_a_window_that_ends_at_its_last_step(n, window, st
             covered[a:b] = True
         assert covered.all()
     regular = np.arange(0, n - window + 1, stride)
-    assert starts[: len(regular)].tolist() == regular.tolist() and len(starts) - len(regular) == int(regular[-1] + window < n)
+    assert starts[: len(regular)].tolist() == regular.tolist()
+    assert len(starts) - len(regular) == int(regular[-1] + window < n)
 
 
 def test_window_equal_to_track_gives_one_segment():

@@ -63,7 +63,8 @@ def test_fingerprint_is_canonical():
 def test_default_clip_aggregate():
     assert S().default_clip_aggregate == "max"
     assert S(method="avoidance").default_clip_aggregate == "mean"
-    assert S(method="filter", predicates=[{"feature": "speed.mean", "op": ">", "value": 0}]).default_clip_aggregate == "max"
+    assert S(method="filter",
+             predicates=[{"feature": "speed.mean", "op": ">", "value": 0}]).default_clip_aggregate == "max"
 
 
 @pytest.mark.parametrize(
@@ -71,37 +72,56 @@ def test_default_clip_aggregate():
     [
         ([], r"^strategy: expected a mapping, got list"),
         ({**BASE, "prio": 1}, r"^strategy: unknown key\(s\) \['prio'\]; valid keys: \['name', 'method', 'priority'"),
-        ({"priority": {"speed.mean": 1}}, r"^strategy\.method: required; one of \['inclusion', 'avoidance', 'filter'\]"),
-        ({**BASE, "method": "include"}, r"^strategy\.method: must be one of \['inclusion', 'avoidance', 'filter'\], got 'include'"),
+        ({"priority": {"speed.mean": 1}},
+         r"^strategy\.method: required; one of \['inclusion', 'avoidance', 'filter'\]"),
+        ({**BASE, "method": "include"},
+         r"^strategy\.method: must be one of \['inclusion', 'avoidance', 'filter'\], got 'include'"),
         ({"method": "inclusion"}, r"^strategy\.priority: required"),
         ({**BASE, "priority": {}}, r"^strategy\.priority: must be a non-empty mapping"),
         ({**BASE, "priority": ["speed.mean"]}, r"^strategy\.priority: must be a non-empty mapping"),
-        ({**BASE, "priority": {"speed.avg": 1}}, r"^strategy\.priority\['speed\.avg'\]: feature key 'speed\.avg': unknown reducer 'avg'"),
-        ({**BASE, "priority": {"speed.mean": "1"}}, r"^strategy\.priority\['speed\.mean'\]: weight must be a finite number, got '1'"),
-        ({**BASE, "priority": {"speed.mean": float("inf")}}, r"^strategy\.priority\['speed\.mean'\]: weight must be a finite number"),
-        ({**BASE, "priority": {"speed.mean": True}}, r"^strategy\.priority\['speed\.mean'\]: weight must be a finite number, got True"),
+        ({**BASE, "priority": {"speed.avg": 1}},
+         r"^strategy\.priority\['speed\.avg'\]: feature key 'speed\.avg': unknown reducer 'avg'"),
+        ({**BASE, "priority": {"speed.mean": "1"}},
+         r"^strategy\.priority\['speed\.mean'\]: weight must be a finite number, got '1'"),
+        ({**BASE, "priority": {"speed.mean": float("inf")}},
+         r"^strategy\.priority\['speed\.mean'\]: weight must be a finite number"),
+        ({**BASE, "priority": {"speed.mean": True}},
+         r"^strategy\.priority\['speed\.mean'\]: weight must be a finite number, got True"),
         ({**BASE, "predicates": {"feature": "x"}}, r"^strategy\.predicates: must be a list"),
         ({**BASE, "predicates": ["speed.mean > 1"]}, r"^strategy\.predicates\[0\]: must be a mapping"),
         (
-            {**BASE, "predicates": [{"feature": "speed.mean", "op": ">", "value": 1}, {"feature": "speed.mean", "op": "=>", "value": 1}]},
+            {**BASE,
+             "predicates": [{"feature": "speed.mean", "op": ">", "value": 1},
+                            {"feature": "speed.mean", "op": "=>", "value": 1}]},
             r"^strategy\.predicates\[1\]\.op: must be one of \['<', '<=', '>', '>=', '==', '!='\], got '=>'",
         ),
-        ({**BASE, "predicates": [{"feature": "speed.mean", "op": ">"}]}, r"^strategy\.predicates\[0\]\.value: required"),
-        ({**BASE, "predicates": [{"feature": "speed.mean", "op": ">", "value": 1, "x": 1}]}, r"^strategy\.predicates\[0\]: unknown key\(s\) \['x'\]"),
-        ({**BASE, "predicates": [{"feature": "speed", "op": ">", "value": 1}]}, r"^strategy\.predicates\[0\]\.feature: feature key 'speed'"),
-        ({**BASE, "predicates": [{"feature": "speed.mean", "op": ">", "value": None}]}, r"^strategy\.predicates\[0\]\.value: must be a finite number, got None"),
-        ({**BASE, "predicates": [{"feature": "speed.mean", "op": ">", "value": float("nan")}]}, r"^strategy\.predicates\[0\]\.value: must be a finite number"),
+        ({**BASE, "predicates": [{"feature": "speed.mean", "op": ">"}]},
+         r"^strategy\.predicates\[0\]\.value: required"),
+        ({**BASE, "predicates": [{"feature": "speed.mean", "op": ">", "value": 1, "x": 1}]},
+         r"^strategy\.predicates\[0\]: unknown key\(s\) \['x'\]"),
+        ({**BASE, "predicates": [{"feature": "speed", "op": ">", "value": 1}]},
+         r"^strategy\.predicates\[0\]\.feature: feature key 'speed'"),
+        ({**BASE, "predicates": [{"feature": "speed.mean", "op": ">", "value": None}]},
+         r"^strategy\.predicates\[0\]\.value: must be a finite number, got None"),
+        ({**BASE, "predicates": [{"feature": "speed.mean", "op": ">", "value": float("nan")}]},
+         r"^strategy\.predicates\[0\]\.value: must be a finite number"),
         ({**BASE, "method": "filter"}, r"^strategy\.predicates: method 'filter' needs at least one predicate"),
         ({**BASE, "tags": "brake"}, r"^strategy\.tags: must be a list of event tag names"),
         ({**BASE, "tags": ["brake", ""]}, r"^strategy\.tags\[1\]: must be a non-empty string"),
-        ({**BASE, "tags": ["brake", "horn", "brake"]}, r"^strategy\.tags\[2\]: 'brake' is listed twice \(first at strategy\.tags\[0\]\)"),
+        ({**BASE, "tags": ["brake", "horn", "brake"]},
+         r"^strategy\.tags\[2\]: 'brake' is listed twice \(first at strategy\.tags\[0\]\)"),
         ({**BASE, "selection": []}, r"^strategy\.selection: must be a mapping"),
-        ({**BASE, "selection": {"coverage": True}}, r"^strategy\.selection: unknown key\(s\) \['coverage'\]; valid keys: \['tag_coverage', 'min_tag_frac', 'max_group_overshoot'\]"),
-        ({**BASE, "selection": {"tag_coverage": "yes"}}, r"^strategy\.selection\.tag_coverage: must be true or false, got 'yes'"),
+        ({**BASE, "selection": {"coverage": True}},
+         r"^strategy\.selection: unknown key\(s\) \['coverage'\]; valid keys: \['tag_coverage', 'min_tag_frac', "
+         r"'max_group_overshoot'\]"),
+        ({**BASE, "selection": {"tag_coverage": "yes"}},
+         r"^strategy\.selection\.tag_coverage: must be true or false, got 'yes'"),
         ({**BASE, "selection": {"tag_coverage": True}}, r"^strategy\.selection\.tag_coverage: needs strategy\.tags"),
-        ({**BASE, "selection": {"min_tag_frac": 1.5}}, r"^strategy\.selection\.min_tag_frac: must be a number in \[0, 1\], got 1\.5"),
+        ({**BASE, "selection": {"min_tag_frac": 1.5}},
+         r"^strategy\.selection\.min_tag_frac: must be a number in \[0, 1\], got 1\.5"),
         ({**BASE, "selection": {"min_tag_frac": -0.1}}, r"^strategy\.selection\.min_tag_frac"),
-        ({**BASE, "selection": {"max_group_overshoot": 0.5}}, r"^strategy\.selection\.max_group_overshoot: must be a number >= 1 or null"),
+        ({**BASE, "selection": {"max_group_overshoot": 0.5}},
+         r"^strategy\.selection\.max_group_overshoot: must be a number >= 1 or null"),
         ({**BASE, "name": ""}, r"^strategy\.name: must be a non-empty string"),
     ],
 )
@@ -122,12 +142,18 @@ def test_validate_against_schema():
         tags=["brake"],
     )
     assert s.validate_against(SCHEMA) is s
-    with pytest.raises(StrategyError, match=r"^strategy\.priority\['pos\[3\]\.max'\]: feature key 'pos\[3\]\.max': component 3 out of range"):
+    with pytest.raises(StrategyError,
+                       match=r"^strategy\.priority\['pos\[3\]\.max'\]: feature key 'pos\[3\]\.max': component 3 out of "
+                             r"range"):
         S(priority={"pos[3].max": 1}).validate_against(SCHEMA)
-    bad_pred = S(predicates=[{"feature": "speed.mean", "op": ">", "value": 0}, {"feature": "wheel.max", "op": ">", "value": 0}])
-    with pytest.raises(StrategyError, match=r"^strategy\.predicates\[1\]\.feature: feature key 'wheel\.max': unknown field 'wheel'"):
+    bad_pred = S(predicates=[{"feature": "speed.mean", "op": ">", "value": 0},
+                             {"feature": "wheel.max", "op": ">", "value": 0}])
+    with pytest.raises(StrategyError,
+                       match=r"^strategy\.predicates\[1\]\.feature: feature key 'wheel\.max': unknown field 'wheel'"):
         bad_pred.validate_against(SCHEMA)
-    with pytest.raises(StrategyError, match=r"^strategy\.priority\['fn\.curv_test'\]: .*no feature function 'curv_test' is registered"):
+    with pytest.raises(StrategyError,
+                       match=r"^strategy\.priority\['fn\.curv_test'\]: .*no feature function 'curv_test' is "
+                             r"registered"):
         S(priority={"fn.curv_test": 1}).validate_against(SCHEMA)
     register_feature("curv_test", lambda t, s: 0.0)
     try:
@@ -140,7 +166,8 @@ def test_tags_need_a_schema_tag_column():
     from kuration.sources.schema import Schema
 
     schema = Schema.from_dict({"sample_hz": 1, "time": "t", "fields": {"speed": {"dtype": "float32"}}})
-    with pytest.raises(StrategyError, match=r"^strategy\.tags\[0\]: feature key 'tag\.brake': the schema declares no tag column"):
+    with pytest.raises(StrategyError,
+                       match=r"^strategy\.tags\[0\]: feature key 'tag\.brake': the schema declares no tag column"):
         S(tags=["brake"]).validate_against(schema)
 
 
@@ -186,10 +213,13 @@ def test_filter_keeps_nan_priority_of_passing_segment():
     assert r.priority[0] == 1.0 and math.isnan(r.priority[2]) and r.priority[3] == -np.inf
 
 
-@pytest.mark.parametrize(("op", "expected"), [("<", [1, 0, 0, 0]), ("<=", [1, 1, 0, 0]), (">", [0, 0, 0, 1]), (">=", [0, 1, 0, 1]), ("==", [0, 1, 0, 0]), ("!=", [1, 0, 0, 1])])
+@pytest.mark.parametrize(("op", "expected"),
+                         [("<", [1, 0, 0, 0]), ("<=", [1, 1, 0, 0]), (">", [0, 0, 0, 1]), (">=", [0, 1, 0, 1]),
+                          ("==", [0, 1, 0, 0]), ("!=", [1, 0, 0, 1])])
 def test_each_op_and_nan_fails(op, expected):
     s = Strategy.from_dict({**BASE, "predicates": [{"feature": "a.mean", "op": op, "value": 2}]})
-    assert s.score({"a.mean": FEATURES["a.mean"], "speed.mean": np.zeros(4)}).passed.tolist() == [bool(e) for e in expected]
+    assert s.score({"a.mean": FEATURES["a.mean"],
+                    "speed.mean": np.zeros(4)}).passed.tolist() == [bool(e) for e in expected]
 
 
 def test_inf_features_and_zero_weight_propagate_as_non_finite():

@@ -138,7 +138,8 @@ class AdapterContract:
             whole = adapter.decode_media("frame", refs, source_id=source_id)
             assert whole.dtype == np.uint8 and whole.shape == episode["frame"].shape
             np.testing.assert_array_equal(whole, episode["frame"])
-            batches = [adapter.decode_media("frame", refs[i: i + 2], source_id=source_id) for i in range(0, len(refs), 2)]
+            batches = [adapter.decode_media("frame", refs[i: i + 2], source_id=source_id)
+                       for i in range(0, len(refs), 2)]
             assert all(len(b) <= 2 for b in batches)
             np.testing.assert_array_equal(np.concatenate(batches), episode["frame"])
 

@@ -10,7 +10,13 @@ import fsspec
 import numpy as np
 import pytest
 
-from kuration.sources.media import MediaError, NpyIndexProvider, decode_in_batches, get_media_provider, register_media_provider
+from kuration.sources.media import (
+    MediaError,
+    NpyIndexProvider,
+    decode_in_batches,
+    get_media_provider,
+    register_media_provider,
+)
 from kuration.sources.schema import MediaSpec, Schema
 from kuration.sources import ParquetTickAdapter
 
@@ -137,7 +143,9 @@ def test_decode_in_batches_is_bounded_and_covers_every_reference(local_root):
 def test_unknown_provider_lists_the_registered_ones():
     import kuration.sources  # noqa: F401  (registers hdf5_rows and zarr_rows)
 
-    with pytest.raises(MediaError, match=r"no media provider named 'png'; registered: \[.*'hdf5_rows', 'npy_index', 'zarr_rows'.*\]"):
+    with pytest.raises(MediaError,
+                       match=r"no media provider named 'png'; registered: \[.*'hdf5_rows', 'npy_index', "
+                             r"'zarr_rows'.*\]"):
         get_media_provider("png")
 
 

@@ -162,14 +162,16 @@ def test_fractional_tick_counter(tmp_path):
 
 
 def test_time_in_seconds_off_the_sample_grid(tmp_path):
-    seconds = Schema.from_dict({"sample_hz": 20, "time": "ts", "time_unit": "seconds", "fields": {"speed": {"dtype": "float64"}}})
+    seconds = Schema.from_dict({"sample_hz": 20, "time": "ts", "time_unit": "seconds",
+                                "fields": {"speed": {"dtype": "float64"}}})
     write_table(tmp_path / "rec" / "bad.parquet", {"ts": [0.0, 0.05, 0.1, 0.17], "speed": [1.0, 2.0, 3.0, 4.0]})
     with pytest.raises(TickDataError, match=where("ts", 3) + r".*0\.17 s is not on the 20 Hz sample grid"):
         ParquetTickAdapter(tmp_path / "rec", seconds).read_ticks("bad.parquet")
 
 
 def test_time_in_seconds_on_the_grid_becomes_ticks(tmp_path):
-    seconds = Schema.from_dict({"sample_hz": 30, "time": "ts", "time_unit": "seconds", "fields": {"speed": {"dtype": "float64"}}})
+    seconds = Schema.from_dict({"sample_hz": 30, "time": "ts", "time_unit": "seconds",
+                                "fields": {"speed": {"dtype": "float64"}}})
     write_table(tmp_path / "rec" / "ok.parquet", {"ts": np.arange(100) / 30, "speed": np.ones(100)})
     ticks = ParquetTickAdapter(tmp_path / "rec", seconds).read_ticks("ok.parquet")
     np.testing.assert_array_equal(ticks.tick, np.arange(100))
@@ -186,7 +188,8 @@ def test_tags_of_a_wrong_type(tmp_path):
 
 
 def test_tags_list_of_bytes_is_not_tags(tmp_path):
-    with pytest.raises(TickDataError, match=where("tags", 1) + r".*tags must be a string or a list of strings, got \[b'go'\]"):
+    with pytest.raises(TickDataError,
+                       match=where("tags", 1) + r".*tags must be a string or a list of strings, got \[b'go'\]"):
         read_bad(tmp_path, tags=pa.array([[], [b"go"], [], [], [], []], pa.list_(pa.binary())))
 
 

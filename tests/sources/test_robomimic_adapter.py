@@ -37,7 +37,8 @@ def write_robomimic(target, episodes, *, num_samples=True, names=None) -> None:
             demo.create_dataset("actions", data=np.zeros((n, 7)))
             demo.create_dataset("rewards", data=episode["speed"])
             demo.create_dataset("dones", data=np.eye(1, n, n - 1, dtype=np.int64)[0])
-            demo.create_dataset("obs/robot0_eef_pos", data=episode["pos"].astype(np.float64))  # robomimic stores float64
+            # robomimic stores float64
+            demo.create_dataset("obs/robot0_eef_pos", data=episode["pos"].astype(np.float64))
             demo.create_dataset("obs/frame", data=episode["frame"], chunks=(1, 2, 2))
 
 
@@ -98,10 +99,14 @@ def test_filter_key_restricts_sources(lift):
 
 
 def test_missing_dataset_names_demo_column_and_paths_tried(lift):
-    schema = Schema.from_dict({"sample_hz": 20, "time": "t", "fields": {"joint_pos": {"dtype": "float32", "shape": [7]}}})
-    with pytest.raises(TickDataError, match=r"demo_0: missing column 'joint_pos': no dataset joint_pos or obs/joint_pos in /data/demo_0"):
+    schema = Schema.from_dict({"sample_hz": 20, "time": "t",
+                               "fields": {"joint_pos": {"dtype": "float32", "shape": [7]}}})
+    with pytest.raises(TickDataError,
+                       match=r"demo_0: missing column 'joint_pos': no dataset joint_pos or obs/joint_pos in "
+                             r"/data/demo_0"):
         RobomimicHDF5Adapter(lift, schema).read_ticks("demo_0")
-    with pytest.raises(TickDataError, match=re.escape("no dataset obs/robot0_joint_pos in /data/demo_0 (mapped by columns=")):
+    with pytest.raises(TickDataError,
+                       match=re.escape("no dataset obs/robot0_joint_pos in /data/demo_0 (mapped by columns=")):
         RobomimicHDF5Adapter(lift, schema, columns={"joint_pos": "obs/robot0_joint_pos"}).read_ticks("demo_0")
 
 
@@ -109,7 +114,8 @@ def test_dataset_shorter_than_num_samples_names_column_and_row(lift):
     with h5py.File(lift, "a") as f:
         del f["data/demo_1/dones"]
         f.create_dataset("data/demo_1/dones", data=np.zeros(5, np.int64))
-    with pytest.raises(TickDataError, match=re.escape("demo_1: column 'dones', row 5: column has 5 rows, the time column has 6")):
+    with pytest.raises(TickDataError,
+                       match=re.escape("demo_1: column 'dones', row 5: column has 5 rows, the time column has 6")):
         RobomimicHDF5Adapter(lift, SCHEMA).read_ticks("demo_1")
 
 
@@ -146,7 +152,8 @@ def test_schema_with_an_entity_or_unknown_mapping_is_rejected(lift):
 def test_image_media_needs_the_hdf5_rows_provider(lift):
     schema = Schema.from_dict({"sample_hz": 20, "time": "t", "fields": {"dones": {"dtype": "int64"}},
                                "media": {"frame": {"dtype": "uint8", "shape": [2, 2], "provider": "npy_index"}}})
-    with pytest.raises(TickDataError, match=r"demo_0: column 'frame', row 0: data/demo_0/obs/frame holds uint8 arrays.*'hdf5_rows'"):
+    with pytest.raises(TickDataError,
+                       match=r"demo_0: column 'frame', row 0: data/demo_0/obs/frame holds uint8 arrays.*'hdf5_rows'"):
         RobomimicHDF5Adapter(lift, schema).read_ticks("demo_0")
 
 
@@ -171,7 +178,8 @@ def test_media_provider_errors_name_source_and_column(lift, tmp_path):
         adapter.decode_media("frame", ["data/demo_0/obs/frame#99"], source_id="demo_0")
     with pytest.raises(MediaError, match=r"demo_0: media 'frame': no dataset data/demo_0/obs/nope"):
         adapter.decode_media("frame", ["data/demo_0/obs/nope#0"], source_id="demo_0")
-    with pytest.raises(MediaError, match=r"demo_0: media 'frame', reference 0: 'frame-3' is not '<dataset path>#<row>'"):
+    with pytest.raises(MediaError,
+                       match=r"demo_0: media 'frame', reference 0: 'frame-3' is not '<dataset path>#<row>'"):
         adapter.decode_media("frame", ["frame-3"], source_id="demo_0")
     moved = RobomimicHDF5Adapter(tmp_path / "gone.hdf5", schema)
     with pytest.raises(MediaError, match=r"demo_0: media 'frame': .*gone\.hdf5: no such HDF5 file"):
@@ -195,8 +203,10 @@ def test_reads_through_fsspec_url_with_the_same_identity(lift):
     url = f"memory://kuration-test-{uuid.uuid4().hex}/{FILE}"
     fs.pipe_file(url, lift.read_bytes())
     try:
-        schema = Schema.from_dict({"sample_hz": 20, "time": "t", "fields": {"robot0_eef_pos": {"dtype": "float32", "shape": [3]}},
-                                   "media": {"frame": {"dtype": "uint8", "shape": [2, 2], "provider": HDF5_ROWS_PROVIDER}}})
+        schema = Schema.from_dict({"sample_hz": 20, "time": "t",
+                                   "fields": {"robot0_eef_pos": {"dtype": "float32", "shape": [3]}},
+                                   "media": {"frame": {"dtype": "uint8", "shape": [2, 2],
+                                                       "provider": HDF5_ROWS_PROVIDER}}})
         remote, local = RobomimicHDF5Adapter(url, schema), RobomimicHDF5Adapter(lift, schema)
         assert remote.list_sources() == ["demo_0", "demo_1", "demo_2"]
         ticks = remote.read_ticks("demo_2")

@@ -122,7 +122,8 @@ def test_field_names_must_be_strings():
     ("path", "value", "keys"),
     [
         ("globals.pos", {"dtype": "float32"}, "'pos' at schema.fields.pos and schema.globals.pos"),
-        ("media.speed", {"dtype": "uint8", "shape": [1], "provider": "npy_index"}, "'speed' at schema.fields.speed and schema.media.speed"),
+        ("media.speed", {"dtype": "uint8", "shape": [1], "provider": "npy_index"},
+         "'speed' at schema.fields.speed and schema.media.speed"),
         ("time", "agent", "'agent' at schema.time and schema.entity"),
         ("tags", "light", "'light' at schema.globals.light and schema.tags"),
         ("entity", "pos", "'pos' at schema.entity and schema.fields.pos"),

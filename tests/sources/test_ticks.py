@@ -19,7 +19,8 @@ MULTI = Schema.from_dict({
 
 
 def build(**changes):
-    raw = {"t": [0, 0, 1], "e": ["a", "b", "a"], "v": [[0, 1, 2]] * 3, "n": [1, 2, 3], "cam": ["c.npy#0", "c.npy#1", "c.npy#2"]}
+    raw = {"t": [0, 0, 1], "e": ["a", "b", "a"], "v": [[0, 1, 2]] * 3, "n": [1, 2, 3],
+           "cam": ["c.npy#0", "c.npy#1", "c.npy#2"]}
     raw.update(changes)
     return Ticks.from_columns(MULTI, "src", raw)
 
@@ -87,7 +88,8 @@ def test_empty_source_has_declared_shapes():
 
 
 def test_sample_grid_is_a_fraction_of_a_sample_at_any_rate():
-    fast = Schema.from_dict({"sample_hz": 1000, "time": "ts", "time_unit": "seconds", "fields": {"x": {"dtype": "float32"}}})
+    fast = Schema.from_dict({"sample_hz": 1000, "time": "ts", "time_unit": "seconds",
+                             "fields": {"x": {"dtype": "float32"}}})
     ok = Ticks.from_columns(fast, "src", {"ts": np.arange(10_000) / 1000 + 120.0, "x": np.zeros(10_000)})
     np.testing.assert_array_equal(ok.tick, np.arange(120_000, 130_000))
     with pytest.raises(TickDataError, match=where("ts", 1) + r"0\.0014 s is not on the 1000 Hz sample grid"):

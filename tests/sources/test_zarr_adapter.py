@@ -117,7 +117,9 @@ def test_episode_ends_beyond_the_data_names_column_and_row(tmp_path):
 
 def test_missing_array_names_source_column_and_key(pusht):
     schema = Schema.from_dict({"sample_hz": 10, "time": "t", "fields": {"action": {"dtype": "float32", "shape": [2]}}})
-    with pytest.raises(TickDataError, match=r"episode_0000: missing column 'action': no array data/action .*data/ has \['frame', 'speed', 'state'\]"):
+    with pytest.raises(TickDataError,
+                       match=r"episode_0000: missing column 'action': no array data/action .*data/ has \['frame', "
+                             r"'speed', 'state'\]"):
         ZarrReplayAdapter(pusht, schema).read_ticks("episode_0000")
 
 
@@ -130,7 +132,8 @@ def test_not_a_replay_buffer(tmp_path):
 
 
 def test_schema_with_an_entity_is_rejected(pusht):
-    multi = Schema.from_dict({"sample_hz": 10, "time": "t", "entity": "robot", "fields": {"speed": {"dtype": "float64"}}})
+    multi = Schema.from_dict({"sample_hz": 10, "time": "t", "entity": "robot",
+                              "fields": {"speed": {"dtype": "float64"}}})
     with pytest.raises(SchemaError, match=r"schema\.entity: ZarrReplayAdapter reads single-entity episodes"):
         ZarrReplayAdapter(pusht, multi)
 
@@ -172,7 +175,9 @@ def test_media_errors_name_source_and_column(pusht):
     schema = Schema.from_dict({"sample_hz": 10, "time": "t", "fields": {"speed": {"dtype": "float64"}},
                                "media": {"frame": {"dtype": "uint8", "shape": [4], "provider": ZARR_ROWS_PROVIDER}}})
     adapter = ZarrReplayAdapter(pusht, schema)
-    with pytest.raises(MediaError, match=re.escape("episode_0000: media 'frame': ") + r".*holds items of shape \[2, 2\], declared \[4\]"):
+    with pytest.raises(MediaError,
+                       match=re.escape("episode_0000: media 'frame': ")
+                       + r".*holds items of shape \[2, 2\], declared \[4\]"):
         adapter.decode_media("frame", ["data/frame#0"], source_id="episode_0000")
     with pytest.raises(MediaError, match=r"episode_0000: media 'frame': no array data/nope"):
         adapter.decode_media("frame", ["data/nope#0"], source_id="episode_0000")
@@ -182,7 +187,8 @@ def test_sparse_media_batch_reads_only_named_rows(pusht):
     schema = Schema.from_dict({"sample_hz": 10, "time": "t", "fields": {"speed": {"dtype": "float64"}},
                                "media": {"frame": {"dtype": "uint8", "shape": [2, 2], "provider": ZARR_ROWS_PROVIDER}}})
     everything = np.concatenate([make_episode(s, n)["frame"] for s, n in enumerate((4, 6, 2))])
-    got = ZarrReplayAdapter(pusht, schema).decode_media("frame", ["data/frame#11", "data/frame#0", "data/frame#11"], source_id="x")
+    got = ZarrReplayAdapter(pusht, schema).decode_media("frame", ["data/frame#11", "data/frame#0", "data/frame#11"],
+                                                        source_id="x")
     np.testing.assert_array_equal(got, everything[[11, 0, 11]])
 
 

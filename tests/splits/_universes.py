@@ -112,7 +112,8 @@ def ref_resolve_one(sel: Selector, refs: Sequence[SampleRef], name_to_id: Mappin
     if kind is SelectorKind.STEMS:
         return [r for r in refs if r.stem in set(sel.stems)]
     if kind is SelectorKind.GLOB:
-        return [r for r in refs if fnmatch.fnmatchcase(r.stem, sel.pattern) or fnmatch.fnmatchcase(r.source, sel.pattern)]
+        return [r for r in refs if fnmatch.fnmatchcase(r.stem, sel.pattern)
+                or fnmatch.fnmatchcase(r.source, sel.pattern)]
     if kind is SelectorKind.TAG:
         return [r for r in refs if set(r.tags) & set(sel.any_of)]
     if kind is SelectorKind.CATEGORIES:

@@ -47,7 +47,8 @@ CONSOLE_SCRIPT = Path(sys.executable).with_name("resolve-splits")
 # -- universes -----------------------------------------------------------------------------
 
 
-def write_universe(folder: Path, recordings: list[dict], *, with_group: bool = True, with_annotation: bool = True) -> Path:
+def write_universe(folder: Path, recordings: list[dict], *, with_group: bool = True,
+                   with_annotation: bool = True) -> Path:
     """One row per recording (``index`` as a range) plus one COCO file per recording.
 
     A recording is ``{"source", "frames", "group", "tags", "anomalous", "background"}``:
@@ -205,7 +206,8 @@ def test_split_column_is_required(tmp_path):
     with pytest.raises(SplitGenerationError, match=r"universe\.csv: no 'split' column values to import"):
         bake_from_split_column(read_universe_csv(path))
     path.write_text("source,index,split\nrec/a.cu3s,0,\nrec/a.cu3s,1,\n")
-    with pytest.raises(SplitGenerationError, match=r"no 'split' column values to import.*--strategy random\|stratified"):
+    with pytest.raises(SplitGenerationError,
+                       match=r"no 'split' column values to import.*--strategy random\|stratified"):
         bake_from_split_column(read_universe_csv(path))
 
 
@@ -233,7 +235,8 @@ def test_sources_stay_whole_with_group_by_source(bake, seed, source_universe):
     cfg = bake(source_universe, seed=seed, group_by="source")
     assert_baked_shape(cfg, source_universe)
     sources = keys_by_stage(cfg, source_universe, "source")
-    assert not (sources["train"] & sources["val"] or sources["train"] & sources["test"] or sources["val"] & sources["test"])
+    assert not (sources["train"] & sources["val"] or sources["train"] & sources["test"]
+                or sources["val"] & sources["test"])
     assert sum(len(s) for s in sources.values()) == 12
     # one selector per source, and it names every frame of that source
     for stage in EXCLUSIVE:
@@ -256,7 +259,8 @@ def test_group_by_source_never_writes_a_split_that_breaks_up_a_group(bake, site_
             refused += 1
             continue
         groups = keys_by_stage(cfg, site_universe, "group")
-        assert not (groups["train"] & groups["val"] or groups["train"] & groups["test"] or groups["val"] & groups["test"])
+        assert not (groups["train"] & groups["val"] or groups["train"] & groups["test"]
+                    or groups["val"] & groups["test"])
     assert refused > 0
 
 
@@ -323,7 +327,8 @@ def test_too_few_groups_is_an_error(bake, tmp_path):
         match=r"^only 2 group\(s\) to split: a test ratio of 0\.2 gets no whole group\. Use fewer stages \(ratio 0\)",
     ):
         bake(universe, seed=0)
-    with pytest.raises(SplitGenerationError, match=r"^only 2 source\(s\) to split: a val ratio of 0\.2 gets no whole source"):
+    with pytest.raises(SplitGenerationError,
+                       match=r"^only 2 source\(s\) to split: a val ratio of 0\.2 gets no whole source"):
         bake(universe, seed=0, group_by="source", test_ratio=0.0)
     # with val and test switched off, everything is train
     train_only = bake(universe, seed=0, val_ratio=0.0, test_ratio=0.0)
@@ -347,7 +352,8 @@ def test_stratified_fills_every_stage_whenever_the_group_count_allows(tmp_path, 
     recs = [{"source": f"rec/r{i}.cu3s", "frames": 5 + 7 * i} for i in range(n_groups)]
     universe = read_universe_csv(write_universe(tmp_path, recs, with_annotation=False))
     for seed in range(5):
-        counts = plan_splits(bake_stratified(universe, seed=seed, val_ratio=val, test_ratio=test), universe).group_counts()
+        counts = plan_splits(bake_stratified(universe, seed=seed, val_ratio=val, test_ratio=test),
+                             universe).group_counts()
         assert all(counts[s] >= 1 for s in ("train", "val", "test")), (seed, counts)
 
 
@@ -416,7 +422,8 @@ def test_ad_aware_drops_anomalous_samples_from_train_only(bake, seed, site_unive
 @pytest.mark.parametrize("bake", BAKERS)
 def test_ad_aware_needs_annotations(bake, tmp_path):
     universe = read_universe_csv(write_universe(tmp_path, day_night_recordings(), with_annotation=False))
-    with pytest.raises(SplitGenerationError, match=r"universe\.csv: --ad-aware needs labels to tell anomalous samples apart"):
+    with pytest.raises(SplitGenerationError,
+                       match=r"universe\.csv: --ad-aware needs labels to tell anomalous samples apart"):
         bake(universe, seed=0, ad_aware=True)
 
 
@@ -521,7 +528,8 @@ def test_cli_from_csv(tmp_path, capsys):
         ((), lambda u: bake_random(u, seed=7)),
         (("--strategy", "stratified"), lambda u: bake_stratified(u, seed=7)),
         (
-            ("--strategy", "stratified", "--group-by", "group", "--ad-aware", "--val-ratio", "0.3", "--test-ratio", "0.2"),
+            ("--strategy", "stratified", "--group-by", "group", "--ad-aware", "--val-ratio", "0.3",
+             "--test-ratio", "0.2"),
             lambda u: bake_stratified(u, seed=7, ad_aware=True, val_ratio=0.3, test_ratio=0.2),
         ),
         (("--leakage", "warn"), lambda u: bake_random(u, seed=7, leakage="warn")),
@@ -540,7 +548,8 @@ def test_cli_strategy_writes_what_the_library_bakes(sites_csv, tmp_path, capsys,
 def test_cli_group_by_source(tmp_path, capsys):
     csv_path = write_universe(tmp_path / "u", day_night_recordings(), with_group=False)
     out = tmp_path / "splits.json"
-    code, _, _ = run(capsys, "--universe-csv", csv_path, "--strategy", "random", "--seed", "3", "--group-by", "source", "--out", out)
+    code, _, _ = run(capsys, "--universe-csv", csv_path, "--strategy", "random", "--seed", "3", "--group-by", "source",
+                     "--out", out)
     assert code == 0
     assert out.read_text() == dumps_splits(bake_random(read_universe_csv(csv_path), seed=3, group_by="source"))
 
@@ -570,15 +579,21 @@ def test_cli_rule(sites_csv, tmp_path, capsys):
     ("argv", "message"),
     [
         (["--universe-csv", "U.csv", "--strategy", "random", "--out", "o.json"], r"--strategy needs --seed N"),
-        (["--universe-csv", "U.csv", "--seed", "1", "--out", "o.json"], r"--universe-csv needs --strategy random\|stratified or --rule R\.json"),
-        (["--from-csv", "U.csv", "--strategy", "random", "--seed", "1", "--out", "o.json"], r"--from-csv imports the split column; it takes neither --strategy nor --rule"),
+        (["--universe-csv", "U.csv", "--seed", "1", "--out", "o.json"],
+         r"--universe-csv needs --strategy random\|stratified or --rule R\.json"),
+        (["--from-csv", "U.csv", "--strategy", "random", "--seed", "1", "--out", "o.json"],
+         r"--from-csv imports the split column; it takes neither --strategy nor --rule"),
         (["--from-csv", "U.csv", "--rule", "r.json", "--out", "o.json"], r"--from-csv imports the split column"),
-        (["--from-csv", "U.csv", "--universe-csv", "U.csv", "--out", "o.json"], r"argument --universe-csv: not allowed with argument --from-csv"),
-        (["--universe-csv", "U.csv", "--strategy", "random", "--rule", "r.json", "--seed", "1", "--out", "o.json"], r"argument --rule: not allowed with argument --strategy"),
-        (["--universe-csv", "U.csv", "--strategy", "kmeans", "--seed", "1", "--out", "o.json"], r"argument --strategy: invalid choice: 'kmeans'"),
+        (["--from-csv", "U.csv", "--universe-csv", "U.csv", "--out", "o.json"],
+         r"argument --universe-csv: not allowed with argument --from-csv"),
+        (["--universe-csv", "U.csv", "--strategy", "random", "--rule", "r.json", "--seed", "1", "--out", "o.json"],
+         r"argument --rule: not allowed with argument --strategy"),
+        (["--universe-csv", "U.csv", "--strategy", "kmeans", "--seed", "1", "--out", "o.json"],
+         r"argument --strategy: invalid choice: 'kmeans'"),
         (["--from-csv", "U.csv"], r"the following arguments are required: --out"),
         (["--out", "o.json"], r"one of the arguments --from-csv --universe-csv is required"),
-        (["--universe-csv", "U.csv", "--strategy", "random", "--seed", "x", "--out", "o.json"], r"argument --seed: invalid int value: 'x'"),
+        (["--universe-csv", "U.csv", "--strategy", "random", "--seed", "x", "--out", "o.json"],
+         r"argument --seed: invalid int value: 'x'"),
     ],
 )
 def test_cli_usage_errors_exit_2(tmp_path, capsys, monkeypatch, argv, message):
@@ -608,13 +623,18 @@ def validation_cases(tmp_path: Path, sites_csv: Path) -> dict[str, tuple[list, s
         "missing universe": (["--from-csv", tmp_path / "nope.csv"], r"universe file not found: .*nope\.csv"),
         "no split column": (["--from-csv", nosplit], r"no 'split' column values to import"),
         "leaking import": (["--from-csv", span], r"no_split_overlap violated .*'rec/a\.cu3s'"),
-        "ratios": ([*strat, "--val-ratio", "0.6", "--test-ratio", "0.4"], r"val_ratio \+ test_ratio must leave something for train"),
-        "too few groups": ([*strat, "--test-ratio", "0.01"], r"only 6 group\(s\) to split: a test ratio of 0\.01 gets no whole group"),
+        "ratios": ([*strat, "--val-ratio", "0.6", "--test-ratio", "0.4"],
+                   r"val_ratio \+ test_ratio must leave something for train"),
+        "too few groups": ([*strat, "--test-ratio", "0.01"],
+                           r"only 6 group\(s\) to split: a test ratio of 0\.01 gets no whole group"),
         "ad-aware without labels": (["--universe-csv", plain, "--strategy", "stratified", "--seed", "1", "--ad-aware"],
                                     r"--ad-aware needs labels"),
-        "bad rule": (["--universe-csv", sites_csv, "--rule", bad_rule], r"rule\.json: train\[0\]: selector kind 'glob' must not set field\(s\) \['ids'\]"),
-        "missing rule": (["--universe-csv", sites_csv, "--rule", tmp_path / "none.json"], r"splits file not found: .*none\.json"),
-        "one file per row": (["--from-csv", span, "--one-file-per-row"], r"line 2, column 'materialized_path': required"),
+        "bad rule": (["--universe-csv", sites_csv, "--rule", bad_rule],
+                     r"rule\.json: train\[0\]: selector kind 'glob' must not set field\(s\) \['ids'\]"),
+        "missing rule": (["--universe-csv", sites_csv, "--rule", tmp_path / "none.json"],
+                         r"splits file not found: .*none\.json"),
+        "one file per row": (["--from-csv", span, "--one-file-per-row"],
+                             r"line 2, column 'materialized_path': required"),
     }
 
 

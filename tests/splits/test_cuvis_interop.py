@@ -119,14 +119,18 @@ def test_a_whole_file_universe_round_trips_through_universe_parquet(tmp_path, ti
 def test_a_whole_file_universe_bakes_to_files_selectors_that_resolve_back(tmp_path, tiffs):
     universe = Universe.from_refs(tiffs)
     cfg = bake_random(universe, seed=3, val_ratio=0.34, test_ratio=0.34, group_by="source")
-    kinds = {sel.source or sel.paths[0]: sel.kind.value for stage in ("train", "val", "test") for sel in cfg.stage(stage)}
-    assert kinds == {"cubes/a.tif": "files", "cubes/b.tif": "files", "cubes/c.tif": "files", "rec/x.cu3s": "file_indices"}
+    kinds = {sel.source or sel.paths[0]: sel.kind.value for stage in ("train", "val", "test")
+             for sel in cfg.stage(stage)}
+    assert kinds == {"cubes/a.tif": "files", "cubes/b.tif": "files", "cubes/c.tif": "files",
+                     "rec/x.cu3s": "file_indices"}
     assert cfg.universe_hash == universe.hash
     save_splits(cfg, tmp_path / "splits.json")
     resolution = plan_splits(load_splits(tmp_path / "splits.json"), universe)
-    assert sorted(u for s in ("train", "val", "test") for u in universe.uids(resolution.positions[s])) == sorted(universe.uids())
+    assert sorted(u for s in ("train", "val", "test")
+                  for u in universe.uids(resolution.positions[s])) == sorted(universe.uids())
     table = resolution.stage_table()
-    whole = [uid for uid, index in zip(table.column("uid").to_pylist(), table.column("index").to_pylist(), strict=True) if index is None]
+    whole = [uid for uid, index in zip(table.column("uid").to_pylist(), table.column("index").to_pylist(), strict=True)
+             if index is None]
     assert set(whole) == {"cubes/a.tif", "cubes/b.tif", "cubes/c.tif"}
 
 
@@ -190,7 +194,8 @@ def test_uid_equal_to_the_derived_one_is_accepted():
 def test_a_different_uid_is_refused_not_ignored(index, uid):
     with pytest.raises(
         UniverseError,
-        match=rf"^SampleRef\.uid {re.escape(repr(uid))} differs from the uid '[^']+' of source 'a\.cu3s', index {index}; "
+        match=rf"^SampleRef\.uid {re.escape(repr(uid))} differs from the uid '[^']+' of source 'a\.cu3s', index "
+              rf"{index}; "
         r"identity is derived from \(source, index\) only\. Drop uid=",
     ):
         SampleRef("a.cu3s", index, uid=uid)
@@ -200,10 +205,12 @@ def test_a_different_uid_is_refused_not_ignored(index, uid):
     ("kwargs", "message"),
     [
         ({"source": 5, "index": 0}, r"SampleRef\.source must be a non-empty string, got 5"),
-        ({"source": "a", "index": 2**63}, r"SampleRef\.index must be None \(a whole-file sample\) or an int in \[0, 2\*\*63 - 1\]"),
+        ({"source": "a", "index": 2**63},
+         r"SampleRef\.index must be None \(a whole-file sample\) or an int in \[0, 2\*\*63 - 1\]"),
         ({"source": "a", "index": 1.0}, r"SampleRef\.index must be None"),
         ({"source": "a", "index": 0, "tags": "normal"}, r"SampleRef\.tags must be a list, got 'normal'"),
-        ({"source": "a", "index": 0, "category_ids": [1.5]}, r"SampleRef\.category_ids entries must be ints, got \[1\.5\]"),
+        ({"source": "a", "index": 0, "category_ids": [1.5]},
+         r"SampleRef\.category_ids entries must be ints, got \[1\.5\]"),
         ({"source": "a", "index": 0, "group": 7}, r"SampleRef\.group must be a string, got 7"),
     ],
 )
@@ -219,9 +226,11 @@ def test_categories_errors_open_with_the_cuvis_wording():
     refs = [SampleRef("a.cu3s", 0, category_ids=(1,)), SampleRef("a.cu3s", 1)]
     with pytest.raises(SelectorError, match=r"^category 'ghost' not in dataset categories \['scrap'\]"):
         resolve_selectors([S(kind="categories", any_of=["ghost"])], refs, name_to_id={"scrap": 1})
-    with pytest.raises(SelectorError, match=r"^category 'ghost' not in dataset categories \[\]; also unknown: \['rust'\]"):
+    with pytest.raises(SelectorError,
+                       match=r"^category 'ghost' not in dataset categories \[\]; also unknown: \['rust'\]"):
         resolve_selectors([S(kind="categories", any_of=["scrap", "ghost", "rust"][1:])], refs, name_to_id={})
-    with pytest.raises(SelectorError, match=r"^a 'categories' selector needs a category name->id map, but this dataset has none"):
+    with pytest.raises(SelectorError,
+                       match=r"^a 'categories' selector needs a category name->id map, but this dataset has none"):
         resolve_selectors([S(kind="categories", any_of=["scrap"])], refs)
 
 
@@ -238,7 +247,8 @@ def test_no_split_overlap_offenders_are_sorted_as_text():
 
 def test_a_group_only_overlap_counts_its_samples():
     universe = Universe.from_columns(["r1", "r2", "r3"], [0, 0, 0], group=["site", "site", "other"])
-    report = evaluate_constraints({"train": np.asarray([0, 2]), "val": np.asarray([1])}, universe, [Constraint("no_split_overlap")])
+    report = evaluate_constraints({"train": np.asarray([0, 2]), "val": np.asarray([1])}, universe,
+                                  [Constraint("no_split_overlap")])
     (result,) = report.results
     assert result.status == "violated" and result.shared_groups == ("site",)
     assert result.count == 2 and result.offending == ("r1#0", "r2#0")

@@ -182,7 +182,8 @@ def selector_docs(draw, depth: int = 0) -> dict:
         if kind == "file_indices":
             doc["source"] = "a.cu3s"
     elif kind in ("files", "stems", "tag", "categories"):
-        doc[{"files": "paths", "stems": "stems"}.get(kind, "any_of")] = draw(st.lists(scalars(), min_size=1, max_size=2))
+        key = {"files": "paths", "stems": "stems"}.get(kind, "any_of")
+        doc[key] = draw(st.lists(scalars(), min_size=1, max_size=2))
     elif kind == "glob":
         doc["pattern"] = draw(scalars())
     if draw(st.integers(0, 9)) == 0:
@@ -193,7 +194,8 @@ def selector_docs(draw, depth: int = 0) -> dict:
 @st.composite
 def config_docs(draw):
     doc = {stage: draw(st.lists(selector_docs(), max_size=2)) for stage in draw(st.sets(st.sampled_from(STAGES)))}
-    for key in draw(st.sets(st.sampled_from(["universe_hash", "splits_path", "constraints", "leakage_check", "extra"]))):
+    for key in draw(st.sets(st.sampled_from(["universe_hash", "splits_path", "constraints", "leakage_check",
+                                             "extra"]))):
         doc[key] = draw(json_values(6))
     if draw(st.integers(0, 9)) == 0:
         doc[draw(st.sampled_from(STAGES))] = draw(scalars())  # false, 0, "", null ...
@@ -278,7 +280,8 @@ def test_from_dict_raises_only_documented_errors(data):
 @FUZZ
 @given(
     kwargs=st.dictionaries(
-        st.sampled_from(["universe_hash", "train", "val", "test", "predict", "constraints", "splits_path", "leakage_check"]),
+        st.sampled_from(["universe_hash", "train", "val", "test", "predict", "constraints", "splits_path",
+                         "leakage_check"]),
         st.one_of(scalars(), st.lists(st.one_of(scalars(), st.just(Selector(kind="all"))), max_size=3)),
         max_size=4,
     )

@@ -168,7 +168,8 @@ def positions(**stages: list[int]) -> dict[str, np.ndarray]:
 class TestEvaluateConstraints:
     def test_split_overlap_by_position(self, universe: Universe) -> None:
         report = evaluate_constraints(
-            positions(train=[0, 2], val=[2], test=[4], predict=[0, 1, 2, 3, 4]), universe, [Constraint("no_split_overlap")]
+            positions(train=[0, 2], val=[2], test=[4], predict=[0, 1, 2, 3, 4]), universe,
+            [Constraint("no_split_overlap")]
         )
         (result,) = report.results
         assert result.status == "violated" and not report.ok
@@ -241,7 +242,8 @@ class TestEvaluateConstraints:
             "categories": [{"id": 0, "name": "background"}, {"id": 3, "name": "crack"}],
         }))
         # rows: 0 day1#0 normal | 1 day1#1 anomalous | 2 day1#2 background only | 3 day2#0 no annotation
-        return Universe.from_columns(["day1", "day1", "day1", "day2"], [0, 1, 2, 0], annotation=[str(coco)] * 3 + [None])
+        return Universe.from_columns(["day1", "day1", "day1", "day2"], [0, 1, 2, 0],
+                                     annotation=[str(coco)] * 3 + [None])
 
     def test_no_train_anomalous_satisfied(self, annotated: Universe) -> None:
         (result,) = evaluate_constraints(
@@ -258,7 +260,9 @@ class TestEvaluateConstraints:
         with pytest.raises(SplitConstraintError, match=r"no_train_anomalous violated \(1 source"):
             enforce(report)
 
-    def test_error_overlap_raises_leakage_error_source_overlap_raises_constraint_error(self, universe: Universe) -> None:
+    def test_error_overlap_raises_leakage_error_source_overlap_raises_constraint_error(
+        self, universe: Universe
+    ) -> None:
         with pytest.raises(SplitLeakageError):
             enforce(evaluate_constraints(positions(train=[0], test=[0]), universe, [Constraint("no_split_overlap")]))
         with pytest.raises(SplitConstraintError, match="no_source_overlap violated") as info:
@@ -266,11 +270,13 @@ class TestEvaluateConstraints:
         assert not isinstance(info.value, SplitLeakageError)
 
     def test_results_serialize(self, universe: Universe) -> None:
-        report = evaluate_constraints(positions(train=[2], test=[3]), universe, [Constraint("no_split_overlap", "warn")])
+        report = evaluate_constraints(positions(train=[2], test=[3]), universe,
+                                      [Constraint("no_split_overlap", "warn")])
         d = report.to_dict()
         assert d["ok"] is True
         assert d["results"][0] | {"reason": ""} == {
-            "kind": "no_split_overlap", "severity": "warn", "status": "violated", "count": 2, "offending": ["rec2#0", "rec2#1"],
+            "kind": "no_split_overlap", "severity": "warn", "status": "violated", "count": 2,
+            "offending": ["rec2#0", "rec2#1"],
             "shared_groups": ["rec2"], "group_count": 1, "reason": "",
         }
 
@@ -285,7 +291,8 @@ class TestDrift:
         assert has_dir_indices(DataSplitConfig(test=(S(kind="dir_indices", ids=[0]),)))
         nested = S(kind="except", of=[S(kind="all"), S(kind="union", of=[S(kind="dir_indices", ids=[1])])])
         assert has_dir_indices(DataSplitConfig(predict=(nested,)))
-        assert not has_dir_indices(DataSplitConfig(predict=(S(kind="except", of=[S(kind="all"), S(kind="glob", pattern="x")]),)))
+        assert not has_dir_indices(DataSplitConfig(predict=(S(kind="except",
+                                                              of=[S(kind="all"), S(kind="glob", pattern="x")]),)))
 
     @pytest.fixture
     def old(self) -> Universe:
@@ -325,7 +332,8 @@ class TestDrift:
             "Re-run resolve-splits, or remove dir_indices in favor of files/file_indices."
         )
         assert report.message == expected_message
-        with pytest.raises(UniverseDriftError, match=r"universe changed since splits.json was committed .*Re-run resolve-splits") as info:
+        with pytest.raises(UniverseDriftError,
+                           match=r"universe changed since splits.json was committed .*Re-run resolve-splits") as info:
             verify_universe(cfg, new)
         assert str(info.value) == expected_message
         assert report.to_dict() == {

@@ -75,7 +75,8 @@ def leaves(refs: list[SampleRef]) -> st.SearchStrategy[Selector]:
     n = len(refs)
     present = sorted({r.source for r in refs})
     indices = sorted({r.index for r in refs})
-    paths = st.sampled_from([*present, *present, "missing.npz", *(p.replace("/", "\\") for p in present), "./d1/../d1/A.npz"])
+    paths = st.sampled_from([*present, *present, "missing.npz", *(p.replace("/", "\\") for p in present),
+                             "./d1/../d1/A.npz"])
     sources = st.sampled_from([*present, *present, *(p.replace("/", "\\").upper() for p in present), "missing.npz"])
     ids = st.lists(st.one_of(st.sampled_from(indices), st.integers(0, 12)), min_size=1, max_size=4)
     stems = st.sampled_from([*(r.stem for r in refs), "zz"])
@@ -292,11 +293,13 @@ def test_leakage_detector_matches_brute_force(case) -> None:
     leaked = bool(shared_uids or shared_groups)
 
     positions = {s: np.asarray(rows, np.int64) for s, rows in stages.items()}
-    report = evaluate_constraints(positions, universe, [Constraint("no_split_overlap"), Constraint("no_source_overlap")])
+    report = evaluate_constraints(positions, universe,
+                                  [Constraint("no_split_overlap"), Constraint("no_source_overlap")])
     split, source = report.results
     assert split.status == ("violated" if leaked else "satisfied")
     # the offenders are the samples that leak (shared, or of a shared group), sorted as text
-    leaking = {refs[p].uid for s in exclusive for p in stages[s] if refs[p].uid in shared_uids or refs[p].group in shared_groups}
+    leaking = {refs[p].uid for s in exclusive for p in stages[s] if refs[p].uid in shared_uids
+               or refs[p].group in shared_groups}
     assert split.count == len(leaking) and split.group_count == len(shared_groups)
     assert list(split.offending) == sorted(leaking)[:MAX_LISTED]
     assert list(split.shared_groups) == sorted(shared_groups)[:MAX_LISTED]

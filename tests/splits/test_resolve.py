@@ -139,7 +139,8 @@ class TestUniverseSequence:
             Universe.from_columns(["d/a.npz", "d\\a.npz"], [4, 4])
 
     def test_from_columns_rejects_negative_index(self) -> None:
-        with pytest.raises(UniverseError, match=r"'index': -1 must be an int in \[0, 2\*\*63 - 1\], or None for a whole-file sample"):
+        with pytest.raises(UniverseError,
+                           match=r"'index': -1 must be an int in \[0, 2\*\*63 - 1\], or None for a whole-file sample"):
             Universe.from_columns(["a", "b"], [0, -1])
 
     def test_empty_universe(self) -> None:
@@ -360,7 +361,10 @@ class TestKinds:
         assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
     def test_file_indices_nothing_matching_raises_without_warning(self, universe: Universe, caplog) -> None:
-        with caplog.at_level(logging.WARNING), pytest.raises(SelectorError, match=r"selector #0 \(kind 'file_indices', source='day1/cam_a.npz', ids=\(7, 9\)\) matched 0 samples"):
+        with caplog.at_level(logging.WARNING), pytest.raises(SelectorError,
+                                                             match=r"selector #0 \(kind 'file_indices', "
+                                                                   r"source='day1/cam_a.npz', ids=\(7, 9\)\) matched 0 "
+                                                                   r"samples"):
             resolve_selectors([S(kind="file_indices", source="day1/cam_a.npz", ids=[7, 9])], universe)
         assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
         with pytest.raises(SelectorError, match="matched 0 samples"):
@@ -417,7 +421,9 @@ class TestKinds:
         assert [r.category_ids for r in refs] == [(2,), (1, 2)]
 
     def test_categories_unknown_name_lists_valid_names(self, universe: Universe) -> None:
-        with pytest.raises(SelectorError, match=r"^category 'rust' not in dataset categories \['background', 'dent', 'scratch'\] \(selector"):
+        with pytest.raises(SelectorError,
+                           match=r"^category 'rust' not in dataset categories \['background', 'dent', 'scratch'\] "
+                                 r"\(selector"):
             resolve_selectors([S(kind="categories", any_of=["scratch", "rust"])], universe)
 
     def test_categories_unknown_name_raises_even_nested(self, universe: Universe) -> None:
@@ -432,7 +438,8 @@ class TestKinds:
 
     def test_categories_without_any_name_map_raises(self) -> None:
         u = Universe.from_columns(["a.npz"], [0], attributes=CountingLoader({"a.npz#0": ((), (1,))}, name_to_id=None))
-        with pytest.raises(SelectorError, match=r"^a 'categories' selector needs a category name->id map, but this dataset has none"):
+        with pytest.raises(SelectorError,
+                           match=r"^a 'categories' selector needs a category name->id map, but this dataset has none"):
             resolve_selectors([S(kind="categories", any_of=["scratch"])], u)
 
 
@@ -549,7 +556,8 @@ class TestPlainListInput:
         assert got == refs[1:] and got[0] is refs[1]
         got = resolve_selectors([S(kind="categories", any_of=["dent"])], refs, name_to_id=NAME_TO_ID)
         assert len(got) == 1 and got[0] is refs[1]
-        with pytest.raises(SelectorError, match=r"^a 'categories' selector needs a category name->id map, but this dataset has none"):
+        with pytest.raises(SelectorError,
+                           match=r"^a 'categories' selector needs a category name->id map, but this dataset has none"):
             resolve_selectors([S(kind="categories", any_of=["dent"])], refs)
 
     def test_duplicate_uid_in_list_raises(self) -> None:
@@ -592,7 +600,8 @@ class TestLazyAttributes:
         assert loader.calls == []
 
     def test_tag_loads_tags_once(self, universe: Universe, loader: CountingLoader) -> None:
-        sels = [S(kind="tag", any_of=["anomalous"]), S(kind="except", of=[S(kind="all"), S(kind="tag", any_of=["normal"])])]
+        sels = [S(kind="tag", any_of=["anomalous"]),
+                S(kind="except", of=[S(kind="all"), S(kind="tag", any_of=["normal"])])]
         assert required_attrs(sels) == frozenset({"tags"})
         assert picked(sels, universe) == at(1, 3, 5)
         assert loader.calls == [frozenset({"tags"})]
@@ -720,10 +729,14 @@ class TestCocoAnnotations:
     ("text", "message"),
     [
         ('{"categories": [{"id": 1, "name": "dent", "id": 2}]}', r"not a valid COCO JSON file \(duplicate key 'id'"),
-        ('{"annotations": [{"image_id": 0, "category_id": NaN}]}', r"not a valid COCO JSON file \(non-finite number NaN"),
-        ('{"annotations": [{"image_id": 0, "category_id": 1.5}]}', r"annotations\[0\]\.category_id must be an integer, got 1\.5"),
-        ('{"annotations": [{"image_id": 0, "category_id": 1e300}]}', r"annotations\[0\]\.category_id must be an integer, got 1e\+300"),
-        ('{"annotations": [{"image_id": true, "category_id": 1}]}', r"annotations\[0\]\.image_id must be an integer, got True"),
+        ('{"annotations": [{"image_id": 0, "category_id": NaN}]}',
+         r"not a valid COCO JSON file \(non-finite number NaN"),
+        ('{"annotations": [{"image_id": 0, "category_id": 1.5}]}',
+         r"annotations\[0\]\.category_id must be an integer, got 1\.5"),
+        ('{"annotations": [{"image_id": 0, "category_id": 1e300}]}',
+         r"annotations\[0\]\.category_id must be an integer, got 1e\+300"),
+        ('{"annotations": [{"image_id": true, "category_id": 1}]}',
+         r"annotations\[0\]\.image_id must be an integer, got True"),
         ('{"images": [{"id": 0, "tags": "night"}]}', r"images\[0\]\.tags must be a list of strings, got 'night'"),
         ('{"categories": [{"id": 1, "name": 7}]}', r"categories\[0\]\.name must be a string, got 7"),
         ('{"annotations": {"image_id": 0}}', r"'annotations' must be a list of objects"),
@@ -744,7 +757,8 @@ def test_a_split_report_that_is_not_strict_json_is_refused(tmp_path) -> None:
 
     (tmp_path / "splits").mkdir()
     (tmp_path / "splits" / "split_report.json").write_text('{"status": "refused", "status": "resolved"}')
-    with pytest.raises(SplitConfigError, match=r"split_report\.json: not a valid split report \(duplicate key 'status'"):
+    with pytest.raises(SplitConfigError,
+                       match=r"split_report\.json: not a valid split report \(duplicate key 'status'"):
         read_split_report(tmp_path)
     (tmp_path / "splits" / "split_report.json").write_text('["resolved"]')
     with pytest.raises(SplitConfigError, match=r"split_report\.json: a split report is a JSON object, got list"):

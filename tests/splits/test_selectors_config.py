@@ -140,7 +140,8 @@ def test_an_extra_field_is_rejected(kind, field):
     data = selector(kind, **VALID[kind], **{field: FIELD_VALUES[field]})
     takes = re.escape(str(list(VALID[kind]))) if VALID[kind] else "no fields"
     with pytest.raises(
-        SelectorError, match=rf"^selector: selector kind '{kind}' must not set field\(s\) \['{field}'\]; it takes exactly {takes}$"
+        SelectorError,
+        match=rf"^selector: selector kind '{kind}' must not set field\(s\) \['{field}'\]; it takes exactly {takes}$"
     ):
         Selector.from_dict(data)
 
@@ -161,7 +162,8 @@ def test_an_empty_pattern_string_is_set():
 
 @pytest.mark.parametrize("kind", ["except", "intersect"])
 def test_except_and_intersect_need_two_operands(kind):
-    with pytest.raises(SelectorError, match=rf"^selector: selector kind '{kind}' requires at least 2 operands in 'of', got 1$"):
+    with pytest.raises(SelectorError,
+                       match=rf"^selector: selector kind '{kind}' requires at least 2 operands in 'of', got 1$"):
         Selector.from_dict(selector(kind, of=[ALL]))
     assert len(Selector.from_dict(selector(kind, of=[ALL, STEMS, ALL])).of) == 3
 
@@ -281,7 +283,8 @@ def test_malformed_config_json_is_rejected(doc, message):
 
 
 def test_invalid_json_text_is_rejected():
-    with pytest.raises(SplitConfigError, match=r"^s\.json: not a valid splits\.json \(Expecting value: line 1 column 12"):
+    with pytest.raises(SplitConfigError,
+                       match=r"^s\.json: not a valid splits\.json \(Expecting value: line 1 column 12"):
         loads_splits('{"train": [', where="s.json")
 
 
@@ -303,7 +306,8 @@ def test_config_errors_are_value_errors():
 def test_a_stage_that_is_not_a_list_is_refused_not_read_as_empty(stage, value, shown):
     with pytest.raises(
         SplitConfigError,
-        match=rf"^s\.json: '{stage}' must be a list of selectors \(use \[\] for an empty stage\), got {re.escape(shown)}$",
+        match=rf"^s\.json: '{stage}' must be a list of selectors \(use \[\] for an empty stage\), got "
+              rf"{re.escape(shown)}$",
     ):
         loads_splits(json.dumps({stage: value}), where="s.json")
 
@@ -334,7 +338,8 @@ def test_strict_json_refusals_name_the_file(text, message):
 def test_load_splits_refuses_duplicate_keys_naming_the_path(tmp_path):
     path = tmp_path / "splits.json"
     path.write_text('{"universe_hash": "aa", "universe_hash": "bb"}')
-    with pytest.raises(SplitConfigError, match=rf"^{re.escape(str(path))}: not a valid splits\.json \(duplicate key 'universe_hash'"):
+    with pytest.raises(SplitConfigError,
+                       match=rf"^{re.escape(str(path))}: not a valid splits\.json \(duplicate key 'universe_hash'"):
         load_splits(path)
 
 
@@ -377,7 +382,8 @@ def test_the_constructor_takes_leakage_check_exactly_as_from_dict_does(doc, mode
         ({"leakage_check": 1}, r"^leakage_check must be one of \['error', 'warn', 'off'\], got 1$"),
         (
             {"leakage_check": "warn", "constraints": (Constraint("no_split_overlap"),)},
-            r"^'leakage_check': 'warn' contradicts 'constraints', whose no_split_overlap implies 'error'; keep one spelling$",
+            r"^'leakage_check': 'warn' contradicts 'constraints', whose no_split_overlap implies 'error'; keep one "
+            r"spelling$",
         ),
         ({"constraints": ("no_split_overlap",)}, r"^constraints\[0\]: expected a Constraint, got 'no_split_overlap'$"),
         ({"constraints": 5}, r"^'constraints' must be a list of constraints, got 5$"),
@@ -537,7 +543,8 @@ def test_deep_nesting_is_refused_when_built_in_python():
     assert len(list(sel.walk())) == 2 * MAX_SELECTOR_DEPTH - 1 and sel.to_dict()["kind"] == "except"
     with pytest.raises(
         SelectorError,
-        match=rf"^selector kind 'union': union/except/intersect selectors nest deeper than {MAX_SELECTOR_DEPTH} levels; "
+        match=rf"^selector kind 'union': union/except/intersect selectors nest deeper than {MAX_SELECTOR_DEPTH} "
+              r"levels; "
         "flatten the expression",
     ):
         Selector(kind="union", of=[sel])
@@ -548,7 +555,8 @@ def test_deep_nesting_from_a_dict_is_refused_without_recursing_to_the_limit(dept
     from kuration.splits.selectors import MAX_SELECTOR_DEPTH
 
     location = "train[0]" + ".of[0]" * MAX_SELECTOR_DEPTH
-    with pytest.raises(SplitConfigError, match=rf"^s\.json: {re.escape(location)}: union/except/intersect selectors nest deeper"):
+    with pytest.raises(SplitConfigError,
+                       match=rf"^s\.json: {re.escape(location)}: union/except/intersect selectors nest deeper"):
         DataSplitConfig.from_dict({"train": [nested(depth)]}, where="s.json")
 
 
@@ -624,12 +632,14 @@ def test_constraints_without_split_overlap_mean_leakage_off():
     ("constraints", "message"),
     [
         (
-            [{"kind": "no_split_overlap"}, {"kind": "no_source_overlap"}, {"kind": "no_split_overlap", "severity": "warn"}],
+            [{"kind": "no_split_overlap"}, {"kind": "no_source_overlap"},
+             {"kind": "no_split_overlap", "severity": "warn"}],
             r"^s\.json: duplicate constraint kind\(s\): no_split_overlap$",
         ),
         (
             [{"kind": "no_split_overlap"}, {"kind": "no_source_overlap", "severity": "fatal"}],
-            r"^s\.json: constraints\[1\]: constraint 'no_source_overlap': unknown severity 'fatal'; valid: \['error', 'warn'\]$",
+            r"^s\.json: constraints\[1\]: constraint 'no_source_overlap': unknown severity 'fatal'; valid: \['error', "
+            r"'warn'\]$",
         ),
         (
             [{"kind": "no_leaks"}],
@@ -651,7 +661,8 @@ def test_bad_constraints_are_rejected(constraints, message):
 
 @pytest.mark.parametrize("value", ["strict", "ERROR", 1, True])
 def test_a_bad_leakage_check_is_rejected(value):
-    with pytest.raises(SplitConfigError, match=r"^s\.json: '?leakage_check'? must be one of \['error', 'warn', 'off'\]"):
+    with pytest.raises(SplitConfigError,
+                       match=r"^s\.json: '?leakage_check'? must be one of \['error', 'warn', 'off'\]"):
         loads_splits(json.dumps({"leakage_check": value}), where="s.json")
 
 
@@ -855,7 +866,8 @@ def test_load_splits_reports_a_missing_file(tmp_path):
 def test_load_errors_name_the_file(tmp_path):
     path = tmp_path / "splits.json"
     path.write_text(json.dumps({"train": [{"kind": "glob", "pattern": "*", "stems": ["a"]}]}))
-    with pytest.raises(SplitConfigError, match=rf"^{re.escape(str(path))}: train\[0\]: selector kind 'glob' must not set"):
+    with pytest.raises(SplitConfigError,
+                       match=rf"^{re.escape(str(path))}: train\[0\]: selector kind 'glob' must not set"):
         load_splits(path)
 
 
@@ -963,12 +975,14 @@ def test_the_cuvis_fixture_refuses_a_changed_universe(tmp_path):
     path = tmp_path / "universe.csv"
     path.write_text("source,index\nday1/a.cu3s,0-6\nday1/b.cu3s,0-3\nday2/c.cu3s,0-4\nday2/d.cu3s,0-1\nday3/e.cu3s,0-2\n")
     cfg = load_splits(DATA / "cuvis_authored_splits.json")
-    with pytest.raises(UniverseDriftError, match=r"universe changed since splits\.json was committed \(expected 5683753ca883\.\.\."):
+    with pytest.raises(UniverseDriftError,
+                       match=r"universe changed since splits\.json was committed \(expected 5683753ca883\.\.\."):
         plan_splits(cfg, read_universe_csv(path))
 
 
 def test_null_constraints_are_rejected_not_read_as_the_default():
-    with pytest.raises(SplitConfigError, match=r"'constraints' must be a list \(use \[\] to declare no checks\), got null"):
+    with pytest.raises(SplitConfigError,
+                       match=r"'constraints' must be a list \(use \[\] to declare no checks\), got null"):
         DataSplitConfig.from_dict({"constraints": None})
 
 

@@ -198,7 +198,8 @@ def test_paths_are_resolved_relative_to_the_csv_folder(tmp_path):
     assert uids(universe) == ["raw/a.cu3s#0", "raw/a.cu3s#1", "raw/b.cu3s#0"]
 
 
-@pytest.mark.parametrize("absolute", ["/data/labels/day1.json", "C:/data/labels/day1.json", "s3://bucket/labels/day1.json"])
+@pytest.mark.parametrize("absolute",
+                         ["/data/labels/day1.json", "C:/data/labels/day1.json", "s3://bucket/labels/day1.json"])
 def test_absolute_paths_and_urls_pass_through(tmp_path, absolute):
     path = write_csv(
         tmp_path / "ds",
@@ -277,7 +278,8 @@ def test_one_file_per_row_rejects_a_range_sharing_one_file(tmp_path):
 def test_one_file_per_row_requires_a_materialized_path(tmp_path):
     path = write_csv(tmp_path, "source,index,materialized_path\nrec/a.cu3s,0,a.npz\nrec/b.cu3s,0,\n")
     with pytest.raises(
-        UniverseError, match=r"universe\.csv: line 3, column 'materialized_path': required when each sample is its own file"
+        UniverseError,
+        match=r"universe\.csv: line 3, column 'materialized_path': required when each sample is its own file"
     ):
         read_universe_csv(path, one_file_per_row=True)
 
@@ -298,14 +300,16 @@ def test_duplicate_source_index_names_the_file_and_both_lines(tmp_path):
 def test_a_range_overlapping_a_plain_row_is_a_duplicate(tmp_path):
     path = write_csv(tmp_path, "source,index\nrec/a.cu3s,5\nrec/b.cu3s,0\nrec/a.cu3s,3-7\n")
     with pytest.raises(
-        UniverseError, match=r"universe\.csv: duplicate identity \(source, index\)=\('rec/a\.cu3s', 5\) at line 2 and line 4"
+        UniverseError,
+        match=r"universe\.csv: duplicate identity \(source, index\)=\('rec/a\.cu3s', 5\) at line 2 and line 4"
     ):
         read_universe_csv(path)
 
 
 def test_two_overlapping_ranges_are_a_duplicate(tmp_path):
     path = write_csv(tmp_path, "source,index\nrec/a.cu3s,0-4:2\nrec/a.cu3s,3-4\n")
-    with pytest.raises(UniverseError, match=r"duplicate identity \(source, index\)=\('rec/a\.cu3s', 4\) at line 2 and line 3"):
+    with pytest.raises(UniverseError,
+                       match=r"duplicate identity \(source, index\)=\('rec/a\.cu3s', 4\) at line 2 and line 3"):
         read_universe_csv(path)
 
 
@@ -339,7 +343,8 @@ def test_missing_required_column_names_the_file_and_the_column(tmp_path):
     path = write_csv(tmp_path, "source,frame,group\nrec/a.cu3s,0,g\n")
     with pytest.raises(
         UniverseError,
-        match=rf"^{re.escape(str(path))}: missing required column\(s\) \['index'\]; found \['source', 'frame', 'group'\]",
+        match=rf"^{re.escape(str(path))}: missing required column\(s\) \['index'\]; found \['source', 'frame', "
+              r"'group'\]",
     ):
         read_universe_csv(path)
 
@@ -358,7 +363,8 @@ def test_non_integer_index_is_rejected_naming_line_and_column(tmp_path, value):
 @pytest.mark.parametrize("text", ["", "\n\n", "   \n"])
 def test_empty_file_is_rejected(tmp_path, text):
     path = write_csv(tmp_path, text)
-    with pytest.raises(UniverseError, match=rf"^{re.escape(str(path))}: the file is empty; expected a header with columns"):
+    with pytest.raises(UniverseError,
+                       match=rf"^{re.escape(str(path))}: the file is empty; expected a header with columns"):
         read_universe_csv(path)
 
 
@@ -384,7 +390,8 @@ def test_reversed_or_zero_step_range_is_rejected(tmp_path, value):
     path = write_csv(tmp_path, f"source,index\nrec/a.cu3s,0\nrec/b.cu3s,{value}\n")
     with pytest.raises(
         UniverseError,
-        match=rf"^{re.escape(str(path))}: line 3, column 'index': range '{value}' must have start <= stop and step > 0$",
+        match=rf"^{re.escape(str(path))}: line 3, column 'index': range '{value}' must have start <= stop "
+              r"and step > 0$",
     ):
         read_universe_csv(path)
 
@@ -515,7 +522,8 @@ def test_a_cell_over_the_field_limit_is_refused_naming_the_line(tmp_path, quoted
     path = write_csv(tmp_path, f"source,index,note\nrec/a.cu3s,0,short\nrec/b.cu3s,1,{cell}\n")
     with pytest.raises(
         UniverseError,
-        match=rf"^{re.escape(str(path))}: line 3: a cell is longer than {MAX_CELL_CHARS} characters, the limit for every cell$",
+        match=rf"^{re.escape(str(path))}: line 3: a cell is longer than {MAX_CELL_CHARS} characters, the limit for "
+              r"every cell$",
     ):
         read_universe_csv(path)
 
@@ -539,7 +547,8 @@ def test_a_long_cell_after_a_blank_line_is_refused_the_same_way(tmp_path):
 
 @pytest.mark.parametrize(
     "value",
-    ["9223372036854775808", "9" * 40, "9" * 5000, "0-9223372036854775808", "1-2:99999999999999999999", f"{'9' * 4400}-1"],
+    ["9223372036854775808", "9" * 40, "9" * 5000, "0-9223372036854775808", "1-2:99999999999999999999",
+     f"{'9' * 4400}-1"],
 )
 def test_indices_beyond_int64_are_refused_naming_line_and_column(tmp_path, value):
     path = write_csv(tmp_path, f"source,index\nrec/a.cu3s,0\nrec/b.cu3s,{value}\n")
@@ -566,7 +575,9 @@ def test_a_range_ending_at_int64_max_keeps_every_sample(tmp_path):
 
 def test_no_row_disappears_from_a_full_int64_range(tmp_path):
     path = write_csv(tmp_path, "source,index\na,0-9223372036854775807\nb,0\n")
-    with pytest.raises(UniverseError, match=r"line 2, column 'index': range '0-9223372036854775807' holds 9223372036854775808 samples"):
+    with pytest.raises(UniverseError,
+                       match=r"line 2, column 'index': range '0-9223372036854775807' holds 9223372036854775808 "
+                             r"samples"):
         read_universe_csv(path)
 
 
@@ -596,7 +607,8 @@ def test_a_repeated_header_name_is_refused(tmp_path, header, repeated):
     path = write_csv(tmp_path, f"{header}\nrec/a.cu3s,0{extra}\n")
     with pytest.raises(
         UniverseError,
-        match=rf"^{re.escape(str(path))}: line 1 \(the header\): column name\(s\) \['{repeated}'\] appear more than once",
+        match=rf"^{re.escape(str(path))}: line 1 \(the header\): column name\(s\) \['{repeated}'\] appear more than "
+              r"once",
     ):
         read_universe_csv(path)
 
@@ -609,7 +621,8 @@ def test_non_ascii_digits_are_not_indices(tmp_path):
 
 def test_text_that_is_not_utf8_is_refused(tmp_path):
     path = write_bytes(tmp_path, b"source,index\nrec/\xff.cu3s,0\n")
-    with pytest.raises(UniverseError, match=rf"^{re.escape(str(path))}: not UTF-8 text \(invalid start byte at byte 17\)"):
+    with pytest.raises(UniverseError,
+                       match=rf"^{re.escape(str(path))}: not UTF-8 text \(invalid start byte at byte 17\)"):
         read_universe_csv(path)
 
 
@@ -624,7 +637,8 @@ def test_a_long_cell_is_refused_naming_its_column_even_if_the_csv_limit_was_rais
     try:
         with pytest.raises(
             UniverseError,
-            match=rf"line 2, column 'note': the cell is {MAX_CELL_CHARS + 5} characters long; cells are limited to {MAX_CELL_CHARS}",
+            match=rf"line 2, column 'note': the cell is {MAX_CELL_CHARS + 5} characters long; cells are limited to "
+                  rf"{MAX_CELL_CHARS}",
         ):
             read_universe_csv(path)
     finally:

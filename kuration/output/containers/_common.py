@@ -68,8 +68,8 @@ def check_shard(shard: ShardArrays, container: str) -> tuple[dict[str, np.ndarra
             rows = (name, len(a))
         elif len(a) != rows[1]:
             raise ShardFormatError(
-                f"{where}: modality {name!r} has {len(a)} rows but {rows[0]!r} has {rows[1]}; every array must have the "
-                "same number of rows"
+                f"{where}: modality {name!r} has {len(a)} rows but {rows[0]!r} has {rows[1]}; every array must have "
+                "the same number of rows"
             )
         arrays[name] = a
     assert rows is not None
@@ -328,5 +328,6 @@ def _at(index: tuple[int, ...]) -> str:
     return f"row {row}" + (f", element {list(rest)}" if rest else "")
 
 
-__all__ = ["MissingDependencyError", "assemble", "check_n_steps", "check_names", "check_rows", "check_shard", "check_size",
+__all__ = ["MissingDependencyError", "assemble", "check_n_steps", "check_names", "check_rows", "check_shard",
+           "check_size",
            "raw_bytes", "require", "restore", "value_limit"]

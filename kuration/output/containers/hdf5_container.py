@@ -115,7 +115,8 @@ class Hdf5Container:
 def _read_root(h5py, f, modalities: Mapping[str, Modality], presence: bool, max_rows: int | None,
                size: int) -> tuple[int, dict[str, np.ndarray]]:
     if f.attrs.get("format") != FORMAT:
-        raise ShardFormatError(f"hdf5 shard: root attribute format is {f.attrs.get('format')!r:.80}, expected {FORMAT!r}")
+        raise ShardFormatError(f"hdf5 shard: root attribute format is {f.attrs.get('format')!r:.80}, expected "
+                               f"{FORMAT!r}")
     if N_STEPS not in f.attrs:
         raise ShardFormatError(f"hdf5 shard: no root attribute {N_STEPS} (the real step count)")
     n_steps = check_n_steps("hdf5", f.attrs[N_STEPS])

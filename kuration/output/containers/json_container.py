@@ -117,14 +117,16 @@ class JsonContainer:
             raise
         except json.JSONDecodeError as exc:
             raise ShardFormatError(
-                f"json shard: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}; is the file truncated?"
+                f"json shard: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}; is the file "
+                "truncated?"
             ) from None
         except RecursionError:
             raise ShardFormatError("json shard: nested too deeply to be a shard") from None
         except ValueError as exc:  # an integer literal past Python's 4300-digit conversion limit
             raise ShardFormatError(f"json shard: {exc}") from None
         if not isinstance(doc, dict):
-            raise ShardFormatError(f"json shard: expected an object with keys {list(_KEYS)}, found {type(doc).__name__}")
+            raise ShardFormatError(f"json shard: expected an object with keys {list(_KEYS)}, found "
+                                   f"{type(doc).__name__}")
         check_keys(doc, _KEYS, where="json shard", error=ShardFormatError)
         if doc.get("format") != FORMAT:
             raise ShardFormatError(f"json shard: \"format\" is {doc.get('format')!r}, expected {FORMAT!r}")
@@ -133,7 +135,8 @@ class JsonContainer:
         n_steps = check_n_steps("json", doc["n_steps"])
         body = doc.get("modalities")
         if not isinstance(body, dict):
-            raise ShardFormatError(f"json shard: \"modalities\" must be an object of name -> nested lists, found {body!r:.80}")
+            raise ShardFormatError("json shard: \"modalities\" must be an object of name -> nested lists, found "
+                                   f"{body!r:.80}")
         # the mask lives in "present"; a "_present" among the modalities is just an unexpected name
         names = [f"modalities.{n}" if n == PRESENT else n for n in body]
         check_names("json", [*names, *([PRESENT] if "present" in doc else [])], modalities, presence=presence)

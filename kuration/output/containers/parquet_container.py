@@ -101,7 +101,8 @@ class ParquetContainer:
         except ShardFormatError:
             raise
         except errors as exc:
-            raise ShardFormatError(f"parquet shard: not a readable Parquet file ({exc}); is the file truncated?") from None
+            raise ShardFormatError(f"parquet shard: not a readable Parquet file ({exc}); is the file "
+                                   "truncated?") from None
         return assemble("parquet", found, present, n_steps, modalities, max_rows)
 
     def __repr__(self) -> str:
