@@ -33,6 +33,7 @@ from kuration.output.containers.protocol import ShardArrays
 from kuration.output.encoders import OutputEncoder, encode_rows
 from kuration.output.spec import Modality, OutputSpec
 from kuration.sources.schema import Schema
+from kuration.sources.tracks import Track
 
 
 class MissingValueError(OutputError, ValueError):
@@ -43,7 +44,7 @@ class MediaDecoder(Protocol):
     def decode_media(self, column: str, refs: list[Any], *, source_id: str) -> np.ndarray: ...
 
 
-def _where(track: Any, row: int) -> str:
+def _where(track: Track, row: int) -> str:
     return f"source {track.source_id!r}, entity {entity_key(track.entity_id)}, row {row} (tick {int(track.ticks[row])})"
 
 
@@ -63,7 +64,7 @@ def _cast(values: Any, modality: Modality, what: str) -> np.ndarray:
 
 
 def assemble_shard(
-    track: Any,
+    track: Track,
     start: int,
     stop: int,
     spec: OutputSpec,
@@ -114,7 +115,7 @@ def assemble_shard(
     return ShardArrays(arrays, present if spec.presence_mask else None, n)
 
 
-def _media(track: Any, start: int, stop: int, rows: int, present_rows: np.ndarray, name: str, m: Modality,
+def _media(track: Track, start: int, stop: int, rows: int, present_rows: np.ndarray, name: str, m: Modality,
            media: MediaDecoder | None, schema: Schema) -> np.ndarray:
     if media is None:
         raise MissingValueError(f"modality {name!r} ({m.source}): pass adapter= (something with decode_media) to "
@@ -136,7 +137,7 @@ def _media(track: Any, start: int, stop: int, rows: int, present_rows: np.ndarra
     return out
 
 
-def decode_media_rows(track: Any, rows: np.ndarray, name: str, m: Modality, media: MediaDecoder,
+def decode_media_rows(track: Track, rows: np.ndarray, name: str, m: Modality, media: MediaDecoder,
                       schema: Schema) -> np.ndarray:
     """The references at track ``rows`` (present rows that have one) decoded by ``media``
     and cast to modality ``m``. Any failure, the provider's own or an unexpected exception
@@ -169,13 +170,13 @@ def decode_media_rows(track: Any, rows: np.ndarray, name: str, m: Modality, medi
     return decoded
 
 
-def _rows_where(track: Any, rows: np.ndarray) -> str:
+def _rows_where(track: Track, rows: np.ndarray) -> str:
     first, last = int(rows[0]), int(rows[-1])
     return (f"source {track.source_id!r}, entity {entity_key(track.entity_id)}, rows {first}-{last} (ticks "
             f"{int(track.ticks[first])}-{int(track.ticks[last])})")
 
 
-def _records(track: Any, start: int, present_rows: np.ndarray):
+def _records(track: Track, start: int, present_rows: np.ndarray):
     for i in present_rows:
         row = start + int(i)
         record: dict[str, Any] = {name: arr[row] for name, arr in track.values.items()}

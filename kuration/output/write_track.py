@@ -26,6 +26,7 @@ from kuration.output.shard_assembly import MediaDecoder, assemble_shard
 from kuration.output.shard_files import WrittenShard, shard_name, shard_stem
 from kuration.output.spec import OutputSpec, OutputSpecError
 from kuration.sources.schema import Schema
+from kuration.sources.tracks import Track
 from kuration.splits.stages import EXCLUSIVE_STAGES
 
 
@@ -91,7 +92,7 @@ class ShardWriter:
         self._helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kuration-seal")
         return self
 
-    def write(self, target: ShardTarget, track: Any) -> None:
+    def write(self, target: ShardTarget, track: Track) -> None:
         """Assemble and write ``target``'s shard; the previous shard's entry is delivered
         after this one's file is written."""
         if self._helper is None:
@@ -142,7 +143,7 @@ class ShardWriter:
 
 def write_track(
     out: str | os.PathLike[str],
-    track: Any,
+    track: Track,
     spec: OutputSpec,
     *,
     schema: Schema,

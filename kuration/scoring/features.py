@@ -45,7 +45,9 @@ import numpy as np
 
 from kuration.errors import ScoringError, shown
 from kuration.floats import canonical_floats
+from kuration.scoring.segments import Segment
 from kuration.sources.schema import Schema
+from kuration.sources.tracks import Track
 
 REDUCERS = ("mean", "min", "max", "std", "delta", "frac")
 KINDS = ("field", "tag", "fn")
@@ -53,7 +55,7 @@ _COMPONENT = re.compile(r"(?P<name>.+)\[(?P<index>0|[1-9][0-9]*)\]")
 #: Elements gathered at once by the per-segment std pass (bounds memory for overlapping windows).
 _GATHER_CHUNK = 1 << 22
 
-FeatureFn = Callable[[Any, Any], float]
+FeatureFn = Callable[[Track, Segment], float]
 
 
 class FeatureError(ScoringError, ValueError):
@@ -247,7 +249,7 @@ def _gathered(starts: np.ndarray, stops: np.ndarray) -> Iterable[tuple[slice, np
         i = j
 
 
-def _series(track: Any, fk: FeatureKey, n_rows: int) -> np.ndarray:
+def _series(track: Track, fk: FeatureKey, n_rows: int) -> np.ndarray:
     values = track.values.get(fk.name)
     if values is None:
         raise FeatureError(
@@ -314,7 +316,7 @@ def _reduce(reducer: str, x: np.ndarray, present: np.ndarray, starts: np.ndarray
     return out
 
 
-def _tag_positions(track: Any, present: np.ndarray, wanted: set[str] | None) -> dict[str, np.ndarray]:
+def _tag_positions(track: Track, present: np.ndarray, wanted: set[str] | None) -> dict[str, np.ndarray]:
     """Tag -> sorted rows (present timesteps only) carrying it; each row at most once."""
     rows: dict[str, list[int]] = {}
     for i, tags in enumerate(track.tags):
@@ -329,7 +331,7 @@ def _tag_counts(positions: np.ndarray, starts: np.ndarray, stops: np.ndarray) ->
     return (np.searchsorted(positions, stops) - np.searchsorted(positions, starts)).astype(np.float64)
 
 
-def _bounds(track: Any, segments: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+def _bounds(track: Track, segments: Sequence[Segment]) -> tuple[np.ndarray, np.ndarray]:
     n = len(segments)
     starts = np.fromiter((s.start for s in segments), dtype=np.intp, count=n)
     stops = np.fromiter((s.stop for s in segments), dtype=np.intp, count=n)
@@ -343,7 +345,7 @@ def _bounds(track: Any, segments: Sequence[Any]) -> tuple[np.ndarray, np.ndarray
     return starts, stops
 
 
-def segment_tags(track: Any, segments: Sequence[Any]) -> list[list[str]]:
+def segment_tags(track: Track, segments: Sequence[Segment]) -> list[list[str]]:
     """Per segment: the sorted distinct event tags on its present timesteps."""
     starts, stops = _bounds(track, segments)
     present = np.asarray(track.present, dtype=bool)
@@ -354,7 +356,7 @@ def segment_tags(track: Any, segments: Sequence[Any]) -> list[list[str]]:
     return out
 
 
-def _user_feature(track: Any, segments: Sequence[Any], fk: FeatureKey) -> np.ndarray:
+def _user_feature(track: Track, segments: Sequence[Segment], fk: FeatureKey) -> np.ndarray:
     fn = get_feature(fk.name)
     out = np.empty(len(segments), dtype=np.float64)
     for i, seg in enumerate(segments):
@@ -376,7 +378,7 @@ def _user_feature(track: Any, segments: Sequence[Any], fk: FeatureKey) -> np.nda
     return out
 
 
-def compute_features(track: Any, segments: Sequence[Any], keys: Iterable[str]) -> dict[str, np.ndarray]:
+def compute_features(track: Track, segments: Sequence[Segment], keys: Iterable[str]) -> dict[str, np.ndarray]:
     """One float64 array of ``len(segments)`` values per key (in the order given; a
     repeated key is computed once), canonical (see the module docstring). ``segments``
     must come from ``track``."""

@@ -40,6 +40,7 @@ from kuration.errors import InputError, check_keys, shown
 from kuration.hashing import canonical_digest
 from kuration.numbers import finite_float
 from kuration.sources.schema import SAMPLE_HZ_RANGE
+from kuration.sources.tracks import Track
 
 UNITS = ("seconds", "steps")
 _SEGMENTER_KEYS = ("window", "stride", "unit", "sample_hz")
@@ -157,7 +158,7 @@ class Segmenter:
             starts = np.append(starts, np.int64(n_steps - window))
         return starts, starts + window
 
-    def segments(self, track: Any) -> list[Segment]:
+    def segments(self, track: Track) -> list[Segment]:
         """The segments of ``track`` (a :class:`kuration.sources.tracks.Track`), in start order."""
         if self.unit == "seconds" and self.sample_hz is not None and not math.isclose(self.sample_hz, track.sample_hz):
             raise SegmenterError(

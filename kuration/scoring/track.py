@@ -27,6 +27,7 @@ from kuration.sources.entities import EntityIdError, entity_key
 from kuration.scoring.features import compute_features, segment_tags
 from kuration.scoring.segments import Segmenter
 from kuration.scoring.strategy import Strategy
+from kuration.sources.tracks import Track
 
 _LEADING = [
     ("source_id", pa.string()),
@@ -52,7 +53,7 @@ def segment_table_schema(strategy: Strategy) -> pa.Schema:
     return pa.schema(_LEADING + features + _TRAILING)
 
 
-def score_track(track: Any, *, segmenter: Segmenter, strategy: Strategy) -> pa.Table:
+def score_track(track: Track, *, segmenter: Segmenter, strategy: Strategy) -> pa.Table:
     """Segment ``track``, compute ``strategy``'s features, score them: one row per segment,
     in segment order. A track without segments (empty) gives an empty table of the same schema."""
     schema = segment_table_schema(strategy)
