@@ -43,6 +43,7 @@ import pyarrow as pa
 from kuration import _version, storage
 from kuration.budget import BudgetOptions, BudgetPlan, plan_budget
 from kuration.budget.spans import feature_columns
+from kuration.budget.split_pools import GroupOf
 from kuration.sources.entities import entity_key
 from kuration.errors import CommitError, InputError, OutputError
 from kuration.hashing import canonical_json, code_fingerprint, readable_json, sha256_hex, stable_repr
@@ -58,8 +59,9 @@ from kuration.output.shard_assembly import decode_media_rows
 from kuration.output.spec import OutputSpec
 from kuration.output.write_track import ShardTarget, ShardWriter, shard_targets
 from kuration.sources.schema import Schema
-from kuration.scoring.cache import FsspecScoreCache
-from kuration.sources.tracks import tracks_from_ticks
+from kuration.scoring import FsspecScoreCache, ScoreCache, Segmenter, Strategy, score_sources
+from kuration.sources.protocol import SourceAdapter
+from kuration.sources.tracks import Track, tracks_from_ticks
 from kuration.splits.stages import EXCLUSIVE_STAGES
 
 MANIFEST_FORMAT = 1
@@ -225,7 +227,7 @@ def write_planned_dataset(
     out: str | os.PathLike[str],
     plan: BudgetPlan,
     *,
-    adapter: Any,
+    adapter: SourceAdapter,
     schema: Schema,
     spec: OutputSpec,
     encoder: OutputEncoder | None = None,
@@ -261,9 +263,9 @@ def write_planned_dataset(
                         started=_dt.datetime.now(_dt.timezone.utc), replace_other_run=replace, replaced=torn)
 
 
-def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | None, *, adapter: Any, schema: Schema,
-             spec: OutputSpec, encoder: OutputEncoder | None, resume: bool, job: Mapping[str, Any] | None,
-             progress: Callable[[int, int, str], None] | None, started: _dt.datetime,
+def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | None, *, adapter: SourceAdapter,
+             schema: Schema, spec: OutputSpec, encoder: OutputEncoder | None, resume: bool,
+             job: Mapping[str, Any] | None, progress: Callable[[int, int, str], None] | None, started: _dt.datetime,
              results: Mapping[str, Any] | None = None, callbacks: Mapping[str, Any] | None = None,
              inputs: Mapping[str, Any] | None = None, replace_other_run: bool = False,
              replaced: str = "") -> DatasetWriteResult:
@@ -367,9 +369,9 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
     return DatasetWriteResult(destination.url, committed, manifest, config, plan, written, reused, replaced)
 
 
-def _check_media(adapter: Any, schema: Schema, spec: OutputSpec, sources: Sequence[str],
+def _check_media(adapter: SourceAdapter, schema: Schema, spec: OutputSpec, sources: Sequence[str],
                  by_source: Mapping[str, list[tuple[ShardTarget, dict[str, Any]]]],
-                 features: Sequence[str]) -> dict[str, dict[str, Any]]:
+                 features: Sequence[str]) -> dict[str, dict[str, Track]]:
     """Before publication: decode the first present reference of every media modality,
     through the path the shards take, so a provider that is missing, misconfigured or
     cannot read these references fails while every published byte is as it was.
@@ -385,7 +387,7 @@ def _check_media(adapter: Any, schema: Schema, spec: OutputSpec, sources: Sequen
     if not callable(getattr(adapter, "decode_media", None)):
         raise DatasetWriteError(f"the output spec has media modalities {sorted(unchecked)}, but the adapter "
                                 f"{type(adapter).__name__} has no decode_media(column, refs, source_id=...)")
-    read_ahead: dict[str, dict[str, Any]] = {}
+    read_ahead: dict[str, dict[str, Track]] = {}
     for source in sources:
         tracks = {entity_key(t.entity_id): t for t in tracks_from_ticks(schema, adapter.read_ticks(source), source)}
         if not read_ahead:
@@ -411,7 +413,8 @@ def _same_target(entry: Mapping[str, Any], target: ShardTarget) -> bool:
         target.stop)
 
 
-def _span_track(tracks: Mapping[str, Any], target: ShardTarget, row: Mapping[str, Any], features: Sequence[str]) -> Any:
+def _span_track(tracks: Mapping[str, Track], target: ShardTarget, row: Mapping[str, Any],
+                features: Sequence[str]) -> Track:
     track = tracks.get(target.entity_id)
     if track is None:
         raise DatasetWriteError(
@@ -459,7 +462,7 @@ def _remove_leftovers(destination: Destination, keep: set[str]) -> None:
 SPLIT_COLUMNS = ("stage", "source", "group")
 
 
-def _split_identity(split_assignments: Any, group_of: Any) -> dict[str, Any] | None:
+def _split_identity(split_assignments: pa.Table | None, group_of: GroupOf) -> dict[str, Any] | None:
     """The baked split's identity for the provenance, after checking the argument (before
     anything is scored): the SHA-256 of its distinct (stage, source, group) rows, what the
     split pools are made of, in canonical order."""
@@ -499,9 +502,9 @@ def write_dataset(
     out: str | os.PathLike[str],
     *,
     schema: Schema,
-    adapter: Any,
-    strategy: Any,
-    segmenter: Any,
+    adapter: SourceAdapter,
+    strategy: Strategy,
+    segmenter: Segmenter,
     spec: OutputSpec,
     sources: Sequence[str] | None = None,
     encoder: OutputEncoder | None = None,
@@ -510,7 +513,7 @@ def write_dataset(
     test_hours: float | None = None,
     sample_hz: float | None = None,
     seed: int = 0,
-    group_of: Any = None,
+    group_of: GroupOf = None,
     split_assignments: pa.Table | None = None,
     clip_aggregate: str | None = None,
     span_steps: int | None = None,
@@ -520,7 +523,7 @@ def write_dataset(
     on_error: str = "skip",
     resume: bool = False,
     force: bool = False,
-    cache: Any = None,
+    cache: ScoreCache | None = None,
     memory_budget: int | str | None = None,
     progress: Callable[[str, int, int, str], None] | None = None,
 ) -> DatasetWriteResult:
@@ -547,8 +550,6 @@ def write_dataset(
 
     ``progress(stage, done, total, source_id)`` is called after each source of each stage:
     ``"score"`` (the feature pass), then ``"write"`` (its shards are written and hashed)."""
-    from kuration.scoring import score_sources
-
     _check_intents(resume, force)
     if sample_hz is not None and not np.isclose(sample_hz, schema.sample_hz):
         raise DatasetWriteError(f"sample_hz={sample_hz:g} but the schema says {schema.sample_hz:g} Hz; leave sample_hz "

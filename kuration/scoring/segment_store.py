@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import math
 import os
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,11 @@ import pyarrow.parquet as pq
 
 from kuration import storage
 from kuration.checks import CheckResult, count, first, hours
+from kuration.scoring.cache import FsspecScoreCache
+from kuration.scoring.score_sources import SourceOutcome, score_sources
+from kuration.scoring.segments import Segmenter
+from kuration.scoring.strategy import Strategy
+from kuration.sources.protocol import SourceAdapter
 
 SEGMENTS_DIR = "scored_segments"
 #: Schema metadata of a stored segment file: the scoring run it came from, and why a source was skipped.
@@ -152,28 +158,26 @@ def check_segment_pool(root: str | os.PathLike[str]) -> CheckResult:
 
 
 def score_and_store(
-    adapter,
+    adapter: SourceAdapter,
     *,
-    segmenter,
-    strategy,
-    sources,
+    segmenter: Segmenter,
+    strategy: Strategy,
+    sources: Sequence[str] | None,
     root: str | os.PathLike[str],
     workers: int = 1,
     executor: str = "local",
-    progress=None,
-):
-    """Score ``sources`` (reusing the cache under ``root``) and write one segment file
-    each. A skipped source gets an empty file recording its error, so stale segments of
-    an earlier version never outlive a failure. Returns ``[(outcome, url, summary)]``."""
-    from kuration.scoring.cache import FsspecScoreCache
-    from kuration.scoring import score_sources
-
+    progress: Callable[[SourceOutcome, int, int], None] | None = None,
+) -> list[tuple[SourceOutcome, str, dict[str, Any]]]:
+    """Score ``sources`` (all the adapter lists, if None; reusing the cache under ``root``)
+    and write one segment file each. A skipped source gets an empty file recording its
+    error, so stale segments of an earlier version never outlive a failure. Returns
+    ``[(outcome, url, summary)]``, one per source, sorted by source id."""
     result = score_sources(
         adapter, segmenter=segmenter, strategy=strategy, sources=sources, workers=workers, executor=executor,
         cache=FsspecScoreCache(score_cache_url(root)), progress=progress,
         allow_empty=True,
     )
-    stored = []
+    stored: list[tuple[SourceOutcome, str, dict[str, Any]]] = []
     for outcome in result.outcomes:
         table = result.for_source(outcome.source_id)
         # The run fingerprint lets a reader of many stored sources refuse a mix of strategies.
