@@ -77,6 +77,36 @@ class SplitFill:
     tags: dict[str, dict] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class FillItems:
+    """Every item of a plan (span, or segment for a count) as parallel arrays indexed by the
+    item's canonical position. One instance serves all the splits: each :func:`fill_split`
+    reads the first five for its candidates and writes its decisions into the last three."""
+
+    #: Priority (float64); the fill's candidates are finite.
+    priority: np.ndarray
+    #: Seeded 64-bit hash of the item's identity (:func:`tiebreak_keys`), the tie after priority.
+    tiebreak: np.ndarray
+    #: What the item costs the budget: seconds, or 1 per segment for a count.
+    weight: np.ndarray
+    #: Group code, -1 for none.
+    group: np.ndarray
+    #: Tag -> the ascending items carrying it.
+    tag_items: dict[str, np.ndarray]
+    #: Written: a :data:`CODE`, -1 until some step decides it.
+    reason: np.ndarray
+    #: Written: the item's place in its split's admission sequence, -1 if it had none.
+    fill_rank: np.ndarray
+    #: Written: index into the selection's tags of the tag the item was reserved for, -1 for none.
+    reserved_tag: np.ndarray
+
+    def __post_init__(self) -> None:
+        lengths = {name: len(getattr(self, name))
+                   for name in ("priority", "tiebreak", "weight", "group", "reason", "fill_rank", "reserved_tag")}
+        if len(set(lengths.values())) > 1:
+            raise ValueError(f"FillItems: the per-item arrays differ in length: {lengths}")
+
+
 #: Items per block of :func:`tiebreak_keys`: its scratch stays in cache.
 MIX_BLOCK = 1 << 16
 
@@ -196,21 +226,16 @@ def _cap_eligible(groups: np.ndarray, weights: np.ndarray, cap: float) -> np.nda
 
 def fill_split(
     candidates: np.ndarray,
+    items: FillItems,
     *,
-    priority: np.ndarray,
-    tiebreak: np.ndarray,
-    weight: np.ndarray,
-    group: np.ndarray,
-    tag_items: dict[str, np.ndarray],
     requested: float,
     selection: FillSelection,
     whole_units: bool,
-    reason: np.ndarray,
-    fill_rank: np.ndarray,
-    reserved_tag: np.ndarray,
 ) -> SplitFill:
-    """Fill one split from ``candidates`` (item indices); writes ``reason``, ``fill_rank`` and
-    ``reserved_tag`` (index into ``selection.tags``, -1 for none) in place for those items."""
+    """Fill one split from ``candidates`` (ascending item indices); writes ``items.reason``,
+    ``items.fill_rank`` and ``items.reserved_tag`` in place for those items."""
+    priority, tiebreak, weight, group = items.priority, items.tiebreak, items.weight, items.group
+    tag_items, reason, fill_rank, reserved_tag = items.tag_items, items.reason, items.fill_rank, items.reserved_tag
     info = SplitFill(requested=requested)
     if not len(candidates):
         return info
@@ -300,5 +325,5 @@ def _carries(items: np.ndarray, item: int) -> bool:
     return i < len(items) and items[i] == item
 
 
-__all__ = ["ADMITTED_REASONS", "CANDIDATE_REASONS", "CODE", "FillSelection", "REASONS", "SplitFill", "best_first",
-           "cut_tolerance", "fill_split", "tiebreak_keys"]
+__all__ = ["ADMITTED_REASONS", "CANDIDATE_REASONS", "CODE", "FillItems", "FillSelection", "REASONS", "SplitFill",
+           "best_first", "cut_tolerance", "fill_split", "tiebreak_keys"]

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kuration.budget.accounting import budget_accounting
-from kuration.budget.fill import ADMITTED_REASONS, CODE, REASONS, FillSelection, fill_split, tiebreak_keys
+from kuration.budget.fill import ADMITTED_REASONS, CODE, REASONS, FillItems, FillSelection, fill_split, tiebreak_keys
 from kuration.budget.options import BudgetOptions
 from kuration.budget.spans import STATUS_CODE, segment_items, sorted_codes, span_items
 from kuration.budget.split_pools import GroupOf, SplitPools, seeded_hash, pools_from_assignments, seeded_pools
@@ -156,14 +156,12 @@ def plan_budget(
     tiebreak = _tiebreak(source_code, source_names, items, index_column, options.seed) if n else np.zeros(0, np.uint64)
     tag_items = _tag_items(items.column("tags"), selection.tags) if n else {t: np.zeros(0, np.int64)
                                                                             for t in selection.tags}
+    fill_items = FillItems(priority, tiebreak, weight, group_code, tag_items, reason, fill_rank, reserved_tag)
     fills = {}
     for k, name in enumerate(EXCLUSIVE_STAGES):
         candidates = np.flatnonzero((split_code == k) & (reason == -1))
-        fills[name] = fill_split(
-            candidates, priority=priority, tiebreak=tiebreak, weight=weight, group=group_code,
-            tag_items=tag_items, requested=requested[name], selection=selection, whole_units=counting,
-            reason=reason, fill_rank=fill_rank, reserved_tag=reserved_tag,
-        )
+        fills[name] = fill_split(candidates, fill_items, requested=requested[name], selection=selection,
+                                 whole_units=counting)
     assert (reason >= 0).all(), "every item gets a reason"
     admitted = np.isin(reason, [CODE[r] for r in ADMITTED_REASONS])
     _assert_exclusive(admitted, source_code, group_code, split_code)
