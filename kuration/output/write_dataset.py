@@ -163,7 +163,9 @@ def _reusable(destination: Destination, resume: bool, record: CommitRecord | Non
     candidates = {e["path"]: e
                   for e in _committed_entries(destination, record) + _journal_entries(destination, run_fingerprint)
                   if isinstance(e, dict) and isinstance(e.get("path"), str)}
-    kept = {path: e for path, e in candidates.items() if strong.get(e.get("source_id"), False)}
+    # Entries are read from files: a source_id that is not a string (even an unhashable one) is not kept.
+    kept = {path: e for path, e in candidates.items()
+            if isinstance(e.get("source_id"), str) and strong.get(e["source_id"], False)}
     return kept, "" if kept else "no finished shard of a source with a strong identity was recorded"
 
 

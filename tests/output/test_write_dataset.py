@@ -1,6 +1,7 @@
 """write_dataset / write_planned_dataset: the commit protocol, protection, resume, the lease,
 and readers that accept only committed, consistent datasets."""
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -93,6 +94,20 @@ def test_resume_reuses_verified_shards_and_rebuilds_corrupt_or_missing_ones(corp
     assert (again.written, again.reused) == (3, len(reference.manifest["entries"]) - 3)
     assert again.manifest == reference.manifest and verify_dataset(out).ok
     assert comparable_record(out) == reference_record
+
+
+def test_resume_rebuilds_a_shard_whose_resume_record_has_an_odd_source_id(corpus, tmp_path):
+    """Was a bug (found by mypy): a resume record is a file, so its entry can hold anything;
+    one whose source_id was unhashable crashed the resume instead of costing a rebuild."""
+    out = tmp_path / "out"
+    reference = corpus.write(out)
+    entry, run = reference.manifest["entries"][0], reference.record.run_fingerprint
+    record = out / ".kuration_resume" / run[:16] / "odd.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"run": run, "entry": {**entry, "source_id": [entry["source_id"]]}}))
+    again = corpus.write(out, resume=True)
+    assert (again.written, again.reused) == (1, len(reference.manifest["entries"]) - 1)
+    assert again.manifest == reference.manifest and verify_dataset(out).ok
 
 
 def test_resume_refuses_a_destination_of_another_run(corpus, tmp_path):
