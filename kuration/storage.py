@@ -30,7 +30,7 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
@@ -74,7 +74,7 @@ def _forget_s3_instances() -> None:
 _READ_BUFFERS = threading.local()
 
 
-def sha256_of_stream(handle, *, chunk: int = 1 << 20) -> tuple[int, str]:
+def sha256_of_stream(handle: IO[bytes], *, chunk: int = 1 << 20) -> tuple[int, str]:
     """``(bytes, SHA-256 hex)`` of everything left in a binary file object, read in chunks.
 
     A handle with ``readinto`` (local files) is read into one buffer per thread, reused

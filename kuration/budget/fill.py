@@ -258,12 +258,12 @@ def fill_split(
         info.reserve_bound = bound
         best: dict[str, tuple[int, int]] = {}
         for tag in selection.tags:
-            items = tag_items.get(tag, np.zeros(0, np.int64))
+            tagged = tag_items.get(tag, np.zeros(0, np.int64))
             # Both ascending: membership by binary search, not a mask as long as all items.
-            at = np.minimum(np.searchsorted(candidates, items), len(candidates) - 1)
-            items = items[candidates[at] == items]
-            if len(items):
-                best[tag] = (len(items), int(best_first(items, priority, tiebreak)[0]))
+            at = np.minimum(np.searchsorted(candidates, tagged), len(candidates) - 1)
+            tagged = tagged[candidates[at] == tagged]
+            if len(tagged):
+                best[tag] = (len(tagged), int(best_first(tagged, priority, tiebreak)[0]))
             else:
                 info.tags[tag] = {"reserve": "not_in_pool"}
         carried: set[str] = set()

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+import numpy as np
 
 from kuration.errors import BudgetError, check_keys, shown
 from kuration.numbers import finite_float, whole_number
@@ -24,6 +26,9 @@ from kuration.splits.stages import EXCLUSIVE_STAGES
 
 SHORT_POLICIES = ("keep", "pad", "drop")
 CLIP_AGGREGATES = ("max", "mean", "min")
+
+#: A step count: one, or an array of them.
+_Steps = TypeVar("_Steps", int, np.ndarray)
 
 
 @dataclass(frozen=True)
@@ -41,7 +46,7 @@ class ShardChunking:
         if self.short_policy not in SHORT_POLICIES:
             raise BudgetError(f"short_policy: must be one of {list(SHORT_POLICIES)}, got {self.short_policy!r}")
 
-    def emitted_steps(self, steps):
+    def emitted_steps(self, steps: _Steps) -> _Steps:
         """Real (not padding) steps written for a span of ``steps`` (an int or an int array)."""
         if self.short_policy == "drop":
             return (steps // self.shard_length) * self.shard_length

@@ -91,7 +91,8 @@ def _tiebreak(source_code: np.ndarray, source_names: list[str], items: pa.Table,
               seed: int) -> np.ndarray:
     # Entity names coded chunk by chunk (a chunk holds a handful of names), so the column is
     # never copied into one array first.
-    codes, names = [], []
+    codes: list[np.ndarray] = []
+    names: list[str] = []
     for chunk in items.column("entity_id").chunks:
         encoded = pc.dictionary_encode(chunk)
         codes.append(encoded.indices.to_numpy().astype(np.int64) + len(names))
@@ -142,7 +143,8 @@ def plan_budget(
                                 for s in source_names] + [-1], np.int8)
     group_names = sorted(set(pools.group_of.values()))
     group_index = {g: i for i, g in enumerate(group_names)}
-    group_of_source = np.array([group_index.get(pools.group_of.get(s), -1) for s in source_names] + [-1], np.int64)
+    group_of_source = np.array([group_index[pools.group_of[s]] if s in pools.group_of else -1 for s in source_names]
+                               + [-1], np.int64)
     split_code = split_of_source[source_code]
     group_code = group_of_source[source_code]
 

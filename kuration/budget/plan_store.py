@@ -83,7 +83,9 @@ def load_scored_pool(root: str | os.PathLike[str], sources: list[str], *, expect
     if not sources:
         raise BudgetError("scored pool: no sources; add recordings and materialize scored_segments first")
     mapped = None if memory_budget is None else _MappedCheckpoints(root, memory_budget)
-    tables, skipped, runs = [], {}, {}
+    tables: list[pa.Table] = []
+    skipped: dict[str, str] = {}
+    runs: dict[str | None, list[str]] = {}
     for source in sorted(sources):
         try:
             table, meta = _read_stored(root, source, mapped)

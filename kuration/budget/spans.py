@@ -164,7 +164,7 @@ def _rows(table: pa.Table, order: np.ndarray | None, a: int, b: int) -> pa.Table
     return table.take(pa.array(order[a:b]))
 
 
-def _column(table: pa.Table, name: str, dtype) -> np.ndarray:
+def _column(table: pa.Table, name: str, dtype: type[np.generic]) -> np.ndarray:
     return table.column(name).to_numpy().astype(dtype, copy=False)
 
 
@@ -352,9 +352,8 @@ def _block_spans(segments: pa.Table, ids: pa.Table, starts: np.ndarray, features
         return values if identity else values[pair_seg]
 
     priority, fraction, present, usable, bad = _segment_decisions(segments)
-    some_absent = present is not None and not present.all()
-    pair_present = per_pair(present) if some_absent else None
-    n_present = groups.count(pair_present) if some_absent else groups.sizes
+    pair_present = per_pair(present) if present is not None and not present.all() else None
+    n_present = groups.sizes if pair_present is None else groups.count(pair_present)
     n_bad = groups.count(per_pair(bad))
     n_usable = groups.count(per_pair(usable))
     status = _status(groups.sizes, n_present, n_bad, n_usable)
@@ -365,7 +364,7 @@ def _block_spans(segments: pa.Table, ids: pa.Table, starts: np.ndarray, features
     # Features aggregate over the segments the priority used; a span with none usable shows
     # its present segments' figures, so a review can say why it was filtered.
     feature_use = pair_usable | (n_usable == 0)[pair_span]
-    if some_absent:
+    if pair_present is not None:
         feature_use &= pair_present
     aggregated = {
         key: groups.aggregate(per_pair(_column(segments, key, np.float64)), feature_use, clip_aggregate)
@@ -378,7 +377,7 @@ def _block_spans(segments: pa.Table, ids: pa.Table, starts: np.ndarray, features
     else:
         present_seconds = seconds * _present_share(groups, per_pair(seg_start), per_pair(seg_stop), per_pair(fraction),
                                                    span_start[pair_span], span_stop[pair_span])
-    if some_absent:  # an absent window carries no tags of the entity
+    if pair_present is not None:  # an absent window carries no tags of the entity
         pair_seg, pair_span = pair_seg[pair_present], pair_span[pair_present]
     columns = {
         "source_id": ids.column("source_id").take(pa.array(span_track)),

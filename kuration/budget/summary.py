@@ -56,12 +56,11 @@ class PlanSummary:
 def summarize_plan(accounting: Mapping[str, Any]) -> PlanSummary:
     """The accounting block of a plan (``plan.accounting``) in hours or segments."""
     scale = 1 / 3600.0 if accounting["unit"] == "seconds" else 1.0
-    splits, excluded = {}, {}
+    splits: dict[str, SplitAmounts] = {}
+    excluded: dict[str, int] = {}
     for name, block in accounting["splits"].items():
-        splits[name] = SplitAmounts(
-            *(float(block[k]) * scale for k in ("requested", "candidate", "admitted", "emitted", "underfill")),
-            utilization=block["utilization"],
-        )
+        amounts = {k: float(block[k]) * scale for k in ("requested", "candidate", "admitted", "emitted", "underfill")}
+        splits[name] = SplitAmounts(**amounts, utilization=block["utilization"])
         for reason, figures in block["excluded"].items():
             excluded[reason] = excluded.get(reason, 0) + figures["items"]
     excluded["not_in_split"] = accounting["not_in_split"]["items"]

@@ -99,7 +99,7 @@ def encode_rows(
                 )
             result[hook] = values
         return result
-    result = {hook: [] for hook in hooks}
+    per_record: dict[str, list[Any]] = {hook: [] for hook in hooks}
     for i, record in enumerate(records):
         out = encoder.timestep(record, ctx)
         for hook in hooks:
@@ -107,8 +107,8 @@ def encode_rows(
                 got = sorted(out) if isinstance(out, Mapping) else out
                 raise EncoderError(f"{type(encoder).__name__}.timestep returned no {hook!r} for {where(i)}; it "
                                    f"returned {got}")
-            result[hook].append(out[hook])
-    return result
+            per_record[hook].append(out[hook])
+    return dict(per_record)
 
 
 __all__ = ["EncoderError", "OutputEncoder", "PassthroughEncoder", "encode_rows", "get_encoder", "register_encoder"]

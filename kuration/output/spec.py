@@ -182,14 +182,14 @@ class OutputSpec:
             if m.kind == "field":
                 if m.key not in fields:
                     raise OutputSpecError(f"{where}: schema has no field or global {m.key!r}; it has {sorted(fields)}")
-                spec = fields[m.key]
-                got_dtype, got_shape = spec.numpy_dtype, spec.shape
+                field_spec = fields[m.key]
+                got_dtype, got_shape = field_spec.numpy_dtype, field_spec.shape
             elif m.kind == "media":
                 if m.key not in schema.media:
                     raise OutputSpecError(f"{where}: schema has no media column {m.key!r}; it has "
                                           f"{sorted(schema.media)}")
-                spec = schema.media[m.key]
-                got_dtype, got_shape = np.dtype(spec.dtype), spec.shape
+                media_spec = schema.media[m.key]
+                got_dtype, got_shape = np.dtype(media_spec.dtype), media_spec.shape
             else:
                 continue
             if tuple(got_shape) != m.shape:

@@ -113,8 +113,8 @@ def main() -> None:
     _write_all(out, b"R")
     while True:
         header = _read_frame(source)
-        data = _read_frame(source) if header is not None else None
-        if data is None:
+        data = None if header is None else _read_frame(source)
+        if header is None or data is None:
             return
         status, payload = _decode(header, data)
         _write_all(out, status + _LENGTH.pack(len(payload)))

@@ -42,6 +42,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import IO
 
 from kuration.errors import KurationError
 from kuration.output.containers import NpzContainer
@@ -85,6 +86,13 @@ class _WorkerGone(Exception):
     pass
 
 
+def _pipes(proc: subprocess.Popen[bytes]) -> tuple[IO[bytes], IO[bytes]]:
+    """The worker's stdin and stdout; it is started with both as pipes, so neither is None."""
+    if proc.stdin is None or proc.stdout is None:
+        raise IsolatedDecoderError("the isolated shard decoder was started without its stdin and stdout pipes")
+    return proc.stdin, proc.stdout
+
+
 def _send(fd: int, data: bytes | memoryview, deadline: float) -> None:
     view = memoryview(data)
     while view:
@@ -120,7 +128,7 @@ class IsolatedDecoder:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
 
     def decode(self, spec: OutputSpec, container: str, data: bytes, *, timeout: float | None = None) -> ShardArrays:
         """The shard ``data`` of ``container``, decoded in the worker within ``timeout``
@@ -131,7 +139,8 @@ class IsolatedDecoder:
         with self._lock:
             proc = self._worker()  # a worker that died while idle is replaced here
             deadline = time.monotonic() + limit
-            send, receive = proc.stdin.fileno(), proc.stdout.fileno()
+            stdin, stdout = _pipes(proc)
+            send, receive = stdin.fileno(), stdout.fileno()
             try:
                 _send(send, _LENGTH.pack(len(header)) + header + _LENGTH.pack(len(data)), deadline)
                 _send(send, data, deadline)
@@ -152,7 +161,7 @@ class IsolatedDecoder:
             raise ShardFormatError(payload.decode(errors="replace"))
         return NpzContainer().read(payload, spec.modalities, presence=spec.presence_mask, max_rows=spec.shard_length)
 
-    def _worker(self) -> subprocess.Popen:
+    def _worker(self) -> subprocess.Popen[bytes]:
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
         self._stop(kill=True)
@@ -164,11 +173,12 @@ class IsolatedDecoder:
                "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
         proc = subprocess.Popen([sys.executable, "-m", "kuration.read._decode_worker"], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, env=env, close_fds=True)
-        os.set_blocking(proc.stdin.fileno(), False)
-        os.set_blocking(proc.stdout.fileno(), False)
+        stdin, stdout = _pipes(proc)
+        os.set_blocking(stdin.fileno(), False)
+        os.set_blocking(stdout.fileno(), False)
         self._proc = proc
         try:
-            ready = _receive(proc.stdout.fileno(), 1, time.monotonic() + START_TIMEOUT)
+            ready = _receive(stdout.fileno(), 1, time.monotonic() + START_TIMEOUT)
         except (_Timeout, _WorkerGone):
             ready = b""
         if ready != b"R":
@@ -184,7 +194,7 @@ class IsolatedDecoder:
         if kill:
             proc.kill()
         else:
-            proc.stdin.close()  # the worker exits at the end of its input
+            _pipes(proc)[0].close()  # the worker exits at the end of its input
         try:
             code = proc.wait(timeout=5)
         except subprocess.TimeoutExpired:

@@ -361,7 +361,7 @@ def _user_feature(track: Track, segments: Sequence[Segment], fk: FeatureKey) -> 
     out = np.empty(len(segments), dtype=np.float64)
     for i, seg in enumerate(segments):
         try:
-            value = fn(track, seg)
+            value: object = fn(track, seg)  # user code: checked below, whatever it declares
         except Exception as exc:
             raise FeatureError(
                 f"feature {fk.key!r} ({_origin(fn)}) failed on track {track.source_id!r}/{track.entity_id!r} "

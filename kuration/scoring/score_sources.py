@@ -31,7 +31,7 @@ import logging
 import math
 import multiprocessing
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -161,11 +161,18 @@ def score_one_source(adapter: SourceAdapter, source_id: str, *, segmenter: Segme
     return pa.concat_tables(tables) if tables else schema.empty_table()  # score_track writes this schema
 
 
-def _task_batch(adapter: SourceAdapter, source_ids: Sequence[str], segmenter: Segmenter, strategy: Strategy) -> tuple:
+#: What one task returns: one table of its sources' rows, and per source ``(source_id, rows,
+#: error, elapsed seconds)`` in the table's order.
+_Batch = tuple[pa.Table, list[tuple[str, int, str | None, float]]]
+
+
+def _task_batch(adapter: SourceAdapter, source_ids: Sequence[str], segmenter: Segmenter,
+                strategy: Strategy) -> _Batch:
     """Several sources in one task, returned as ONE table plus ``(source_id, rows, error,
     elapsed)`` per source: a worker round trip, and unpickling a table, per source cost
     more than a small source's scoring."""
-    items, tables = [], []
+    items: list[tuple[str, int, str | None, float]] = []
+    tables: list[pa.Table] = []
     for source_id in source_ids:
         _, table, error, elapsed = _task(adapter, source_id, segmenter, strategy)
         items.append((source_id, 0 if table is None else table.num_rows, error, elapsed))
@@ -232,7 +239,8 @@ def _worker_context(modules: Sequence[str]) -> multiprocessing.context.BaseConte
     return context
 
 
-def _run_local(tasks: list[str], call: Callable[[Sequence[str]], tuple], workers: int, modules: Sequence[str]):
+def _run_local(tasks: list[str], call: Callable[[Sequence[str]], _Batch], workers: int,
+               modules: Sequence[str]) -> Iterator[_Batch]:
     """Yields ``(batch table, items)`` per batch (see :func:`_task_batch`)."""
     if workers <= 1:
         for source_id in tasks:
@@ -259,7 +267,8 @@ def _run_local(tasks: list[str], call: Callable[[Sequence[str]], tuple], workers
         pool.shutdown(wait=not finished, cancel_futures=not finished)
 
 
-def _run_ray(tasks: list[str], adapter, segmenter, strategy, workers: int, modules: Sequence[str]):
+def _run_ray(tasks: list[str], adapter: SourceAdapter, segmenter: Segmenter, strategy: Strategy, workers: int,
+             modules: Sequence[str]) -> Iterator[_Batch]:
     try:
         import ray
     except ImportError:
@@ -268,7 +277,7 @@ def _run_ray(tasks: list[str], adapter, segmenter, strategy, workers: int, modul
         ray.init(num_cpus=max(1, workers), include_dashboard=False, log_to_driver=False)
 
     @ray.remote
-    def remote_batch(source_ids):
+    def remote_batch(source_ids: list[str]) -> _Batch:
         _import_modules(modules)
         return _task_batch(adapter, source_ids, segmenter, strategy)
 
@@ -339,10 +348,11 @@ def score_sources(
     fingerprint = run_fingerprint(adapter, segmenter, strategy)
     outcomes: dict[str, SourceOutcome] = {}
     schema = segment_table_schema(strategy)
-    collected: _Compactor | _BudgetedPool = (
-        _Compactor(schema) if memory_budget is None
-        else _BudgetedPool(schema, memory_budget, cache, fingerprint, type(adapter).__name__))
-    identities: dict[str, SourceIdentity | None] = {}
+    collected: _Compactor | _BudgetedPool = _Compactor(schema)
+    if memory_budget is not None and cache is not None:  # a budget always has a cache: checked above
+        collected = _BudgetedPool(schema, memory_budget, cache, fingerprint, type(adapter).__name__)
+    # Only with a cache: a source's identity only decides whether cached work is reused.
+    identities: dict[str, SourceIdentity] = {}
     todo: list[str] = []
     done_count = 0
 
@@ -354,8 +364,7 @@ def score_sources(
             progress(outcome, done_count, len(source_ids))
 
     for source_id in source_ids:
-        if cache is None:  # identity only decides cache reuse; without a cache, skip the hash
-            identities[source_id] = None
+        if cache is None:  # without a cache, skip the hash
             todo.append(source_id)
             continue
         try:
@@ -369,10 +378,10 @@ def score_sources(
         identities[source_id] = identity
         cached = cache.get(fingerprint, source_id, identity)
         if cached is not None:
-            if memory_budget is None:
-                collected.add(cached.cast(schema))
-            else:
+            if isinstance(collected, _BudgetedPool):
                 collected.add_source(cached.cast(schema), source_id, identity, checkpointed=True)
+            else:
+                collected.add(cached.cast(schema))
             report(SourceOutcome(source_id, "cached", identity, cached.num_rows))
         else:
             todo.append(source_id)
@@ -385,28 +394,29 @@ def score_sources(
     for batch_table, items in results:
         offset = 0
         for source_id, rows, error, elapsed in items:
-            identity = identities[source_id]
+            known = identities.get(source_id)
             if error is not None:
                 if on_error == "raise":
                     raise SourceScoringError(f"{source_id}: {error}")
                 logger.warning("skipping source %s: %s", source_id, error)
-                report(SourceOutcome(source_id, "skipped", identity, error=error, elapsed=elapsed))
+                report(SourceOutcome(source_id, "skipped", known, error=error, elapsed=elapsed))
                 continue
             table = batch_table.slice(offset, rows)  # this source's rows: contiguous, zero-copy
             offset += rows
-            if cache is not None:
+            if cache is not None:  # then the source was scored after its identity was known
+                identity = identities[source_id]
                 # Checkpoints are stored in canonical order, so a budgeted pool can chain
                 # them as they are, without a sort that would bring them all into memory.
                 table = table.sort_by(_IN_SOURCE_ORDER)
                 cache.put(fingerprint, source_id, identity, table)
-            if memory_budget is not None:
-                collected.add_source(table, source_id, identity, checkpointed=False)
-            report(SourceOutcome(source_id, "scored", identity, rows, elapsed=elapsed))
-        if memory_budget is None:
+                if isinstance(collected, _BudgetedPool):
+                    collected.add_source(table, source_id, identity, checkpointed=False)
+            report(SourceOutcome(source_id, "scored", known, rows, elapsed=elapsed))
+        if isinstance(collected, _Compactor):
             collected.add(batch_table)
 
     segments = collected.table()
-    if memory_budget is None:  # a budgeted pool is already in this order
+    if isinstance(collected, _Compactor):  # a budgeted pool is already in this order
         segments = segments.sort_by([("source_id", "ascending"), *_IN_SOURCE_ORDER])
     memory = collected.report() if isinstance(collected, _BudgetedPool) else None
     result = ScoringResult(segments, tuple(outcomes[s] for s in source_ids), fingerprint, workers, executor, memory)
@@ -423,7 +433,7 @@ class _Call:
     segmenter: Segmenter
     strategy: Strategy
 
-    def __call__(self, source_ids: Sequence[str]) -> list[tuple]:
+    def __call__(self, source_ids: Sequence[str]) -> _Batch:
         return _task_batch(self.adapter, source_ids, self.segmenter, self.strategy)
 
 

@@ -15,7 +15,7 @@ from kuration.output.containers.hdf5_container import Hdf5Container
 from kuration.output.containers.json_container import JsonContainer
 from kuration.output.containers.npz_container import NpzContainer
 from kuration.output.containers.parquet_container import ParquetContainer
-from kuration.output.containers.protocol import ShardArrays, ShardContainer, ShardFormatError
+from kuration.output.containers.protocol import ShardArrays, ShardContainer, ShardFormatError, ShardStream
 from kuration.output.spec import OutputSpecError
 
 #: Every container by the name ``OutputSpec.container`` uses, in ``spec.CONTAINERS`` order.
@@ -40,5 +40,5 @@ def get_container(name: str) -> ShardContainer:
 
 __all__ = [
     "CONTAINER_TYPES", "Hdf5Container", "JsonContainer", "MissingDependencyError", "NpzContainer", "ParquetContainer",
-    "ShardArrays", "ShardContainer", "ShardFormatError", "get_container",
+    "ShardArrays", "ShardContainer", "ShardFormatError", "ShardStream", "get_container",
 ]

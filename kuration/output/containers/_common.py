@@ -104,7 +104,7 @@ def _native(value: Any, where: str) -> np.ndarray:
 def raw_bytes(a: np.ndarray) -> memoryview:
     """A flat byte view of a C-contiguous array (no copy); zipfile counts ``len()`` of what it
     is given as bytes, so a shaped view would corrupt the sizes it records."""
-    return memoryview(a.reshape(-1).view(np.uint8))
+    return a.reshape(-1).view(np.uint8).data
 
 
 # -- read side ------------------------------------------------------------------------------
@@ -143,8 +143,11 @@ def check_names(
 def value_limit(name: str, modalities: Mapping[str, Modality], max_rows: int | None) -> int | None:
     """The most values array ``name`` may hold in a shard of at most ``max_rows`` rows of the
     declared shapes (None when no bound is given): what a reader may allocate for it."""
-    if max_rows is None:
-        return None
+    return None if max_rows is None else values_in_shard(name, modalities, max_rows)
+
+
+def values_in_shard(name: str, modalities: Mapping[str, Modality], max_rows: int) -> int:
+    """The most values array ``name`` holds in a shard of at most ``max_rows`` rows."""
     if name == N_STEPS:
         return 1
     if name == PRESENT:
@@ -323,11 +326,10 @@ def _raise_at(what: str, a: np.ndarray, bad: np.ndarray, reason: str) -> None:
         raise ShardFormatError(f"{what}: value {value!r} at {_at(index)} {reason}")
 
 
-def _at(index: tuple[int, ...]) -> str:
-    row, rest = index[0], tuple(int(i) for i in index[1:])
+def _at(index: tuple[int | np.integer[Any], ...]) -> str:
+    row, rest = int(index[0]), tuple(int(i) for i in index[1:])
     return f"row {row}" + (f", element {list(rest)}" if rest else "")
 
 
 __all__ = ["MissingDependencyError", "assemble", "check_n_steps", "check_names", "check_rows", "check_shard",
-           "check_size",
-           "raw_bytes", "require", "restore", "value_limit"]
+           "check_size", "raw_bytes", "require", "restore", "value_limit", "values_in_shard"]

@@ -29,14 +29,13 @@ import math
 import os
 import uuid
 from collections.abc import Mapping
-from typing import BinaryIO
 
 import numpy as np
 
 from kuration.output.containers._common import (
     assemble, check_n_steps, check_names, check_shard, check_size, require, value_limit,
 )
-from kuration.output.containers.protocol import ShardArrays, ShardFormatError
+from kuration.output.containers.protocol import ShardArrays, ShardFormatError, ShardStream
 from kuration.output.spec import DTYPES, N_STEPS, PRESENT, Modality
 
 FORMAT = "kuration-shard-hdf5/1"
@@ -69,7 +68,7 @@ class Hdf5Container:
     #: libhdf5 parses the metadata and can loop on crafted bytes: decode untrusted shards isolated
     safe_for_untrusted = False
 
-    def write(self, stream: BinaryIO, shard: ShardArrays) -> None:
+    def write(self, stream: ShardStream, shard: ShardArrays) -> None:
         h5py = _h5py()
         arrays, present, n_steps = check_shard(shard, self.name)
         # HDF5's in-memory ("core") driver: C writes into its own buffer, three times faster

@@ -33,13 +33,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 
 from kuration.errors import check_keys
-from kuration.output.containers._common import assemble, check_n_steps, check_names, check_shard, value_limit
-from kuration.output.containers.protocol import ShardArrays, ShardFormatError
+from kuration.output.containers._common import assemble, check_n_steps, check_names, check_shard, values_in_shard
+from kuration.output.containers.protocol import ShardArrays, ShardFormatError, ShardStream
 from kuration.output.spec import PRESENT, Modality
 
 FORMAT = "kuration-shard-json/1"
@@ -51,7 +51,7 @@ _VALUE_TEXT, _FRAME_TEXT = 26, 4096
 
 def text_limit(modalities: Mapping[str, Modality], max_rows: int) -> int:
     """The most bytes a shard of at most ``max_rows`` rows of ``modalities`` takes as JSON."""
-    values = sum(value_limit(n, modalities, max_rows) * (_VALUE_TEXT + 2 * (len(m.shape) + 1))
+    values = sum(values_in_shard(n, modalities, max_rows) * (_VALUE_TEXT + 2 * (len(m.shape) + 1))
                  for n, m in modalities.items())
     return _FRAME_TEXT + values + max_rows * len("false,") + sum(len(n) + 4 for n in modalities)
 
@@ -88,7 +88,7 @@ class JsonContainer:
     #: the text is bounded by the declared shapes before it is parsed, and parsing is linear in it
     safe_for_untrusted = True
 
-    def write(self, stream: BinaryIO, shard: ShardArrays) -> None:
+    def write(self, stream: ShardStream, shard: ShardArrays) -> None:
         arrays, present, n_steps = check_shard(shard, self.name)
         # written piece by piece so a big shard never exists as one str besides its arrays
         stream.write(b'{"format":' + _dumps(FORMAT) + b',"n_steps":' + _dumps(n_steps))

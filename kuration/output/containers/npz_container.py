@@ -22,7 +22,6 @@ import math
 import struct
 import zipfile
 from collections.abc import Mapping
-from typing import BinaryIO
 
 import numpy as np
 from numpy.lib import format as npy_format
@@ -30,7 +29,7 @@ from numpy.lib import format as npy_format
 from kuration.output.containers._common import (
     assemble, check_n_steps, check_names, check_shard, check_size, raw_bytes, value_limit,
 )
-from kuration.output.containers.protocol import ShardArrays, ShardFormatError
+from kuration.output.containers.protocol import ShardArrays, ShardFormatError, ShardStream
 from kuration.output.spec import DTYPES, N_STEPS, PRESENT, Modality
 
 #: The earliest time a zip header can hold: members carry no wall-clock time.
@@ -47,11 +46,14 @@ class _Sequential:
     """Hides ``tell``/``seek`` from zipfile so it always writes data descriptors, the same
     bytes for a seekable file as for the caller's hashing stream."""
 
-    def __init__(self, stream: BinaryIO) -> None:
+    def __init__(self, stream: ShardStream) -> None:
         self._stream = stream
 
-    def write(self, data) -> int:
+    def write(self, data: bytes) -> int:
         return self._stream.write(data)
+
+    def close(self) -> None:
+        """Nothing: the caller owns the stream (zipfile never closes a stream it was given)."""
 
     def flush(self) -> None:
         flush = getattr(self._stream, "flush", None)
@@ -83,7 +85,7 @@ class NpzContainer:
     #: stored members only, each header checked against the declared shapes before its data is read
     safe_for_untrusted = True
 
-    def write(self, stream: BinaryIO, shard: ShardArrays) -> None:
+    def write(self, stream: ShardStream, shard: ShardArrays) -> None:
         arrays, present, n_steps = check_shard(shard, self.name)
         with zipfile.ZipFile(_Sequential(stream), "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
             for name, a in arrays.items():

@@ -30,12 +30,11 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from typing import BinaryIO
 
 import numpy as np
 
 from kuration.output.containers._common import assemble, check_names, check_rows, check_shard, require
-from kuration.output.containers.protocol import ShardArrays, ShardFormatError
+from kuration.output.containers.protocol import ShardArrays, ShardFormatError, ShardStream
 from kuration.output.spec import PRESENT, Modality
 
 FORMAT = "kuration-shard-parquet/1"
@@ -56,7 +55,7 @@ class ParquetContainer:
     #: pyarrow's native decoders expand encoded pages: decode untrusted shards isolated
     safe_for_untrusted = False
 
-    def write(self, stream: BinaryIO, shard: ShardArrays) -> None:
+    def write(self, stream: ShardStream, shard: ShardArrays) -> None:
         _, pq = _pyarrow()
         table, dictionary = self.table(shard)
         # pyarrow keeps its own offset: it writes the file front to back and never seeks

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import BinaryIO, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -61,6 +61,13 @@ class ShardArrays:
         return len(next(iter(self.arrays.values()))) if self.arrays else self.n_steps
 
 
+class ShardStream(Protocol):
+    """Where a container writes a shard: front to back, never seeking or reading back, so
+    a hashing stream, a file or a BytesIO can take it alike."""
+
+    def write(self, data: bytes, /) -> int: ...
+
+
 class ShardContainer(Protocol):
     """``name`` is what ``OutputSpec.container`` says; ``extension`` includes the dot."""
 
@@ -68,10 +75,10 @@ class ShardContainer(Protocol):
     extension: str
     safe_for_untrusted: bool
 
-    def write(self, stream: BinaryIO, shard: ShardArrays) -> None: ...
+    def write(self, stream: ShardStream, shard: ShardArrays) -> None: ...
 
     def read(self, data: bytes, modalities: Mapping[str, Modality], *, presence: bool,
              max_rows: int | None = None) -> ShardArrays: ...
 
 
-__all__ = ["ShardArrays", "ShardContainer", "ShardFormatError"]
+__all__ = ["ShardArrays", "ShardContainer", "ShardFormatError", "ShardStream"]
