@@ -29,7 +29,8 @@ import numpy as np
 
 from kuration.hashing import canonical_json, canonical_state
 from kuration.sources.media import MediaError, fill_rows, group_row_refs
-from kuration.sources.schema import MediaSpec, Schema, SchemaError
+from kuration.sources.media import MediaSpec
+from kuration.sources.schema import Schema, SchemaError
 from kuration.sources.ticks import SourceError, TickDataError
 
 #: Bytes per read while hashing, so identity never holds a whole image stream in memory.

@@ -34,7 +34,7 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -65,11 +65,17 @@ class MediaError(RecordingError):
 
 
 class MediaProvider(Protocol):
-    """Decodes references. A provider whose references name files may also offer
-    ``dependencies(refs, spec, *, root) -> list[str]`` (the URLs a batch would read), so an
-    adapter can fold those files into the source's identity."""
+    """Decodes references. A provider whose references name files may also be a
+    :class:`MediaDependencies`, so an adapter can fold those files into the source's identity."""
 
     def decode(self, refs: Sequence[str], spec: MediaSpec, *, root: str, source_id: str) -> np.ndarray: ...
+
+
+@runtime_checkable
+class MediaDependencies(Protocol):
+    """A provider that can say which files a batch of references would read."""
+
+    def dependencies(self, refs: Sequence[str], spec: MediaSpec, *, root: str) -> list[str]: ...
 
 
 _PROVIDERS: dict[str, Callable[..., MediaProvider]] = {}
@@ -223,7 +229,7 @@ class NpyIndexProvider:
     def decode(self, refs: Sequence[str | None], spec: MediaSpec, *, root: str, source_id: str) -> np.ndarray:
         out = np.zeros((len(refs), *spec.shape), dtype=spec.dtype)
         rows: dict[tuple[str, str | None], list[tuple[int, int]]] = {}
-        items: dict[tuple[str, str], list[tuple[int, int]]] = {}
+        items: dict[tuple[str, str | None], list[tuple[int, int]]] = {}
         for i, ref in enumerate(refs):
             if ref is None:
                 continue
@@ -394,8 +400,8 @@ def decode_in_batches(
 
 
 __all__ = [
-    "DEFAULT_MEDIA_CACHE_BYTES", "MediaCache", "MediaError", "MediaProvider", "MediaSpec", "NPY_INDEX_FORM",
-    "NpyIndexProvider",
+    "DEFAULT_MEDIA_CACHE_BYTES", "MediaCache", "MediaDependencies", "MediaError", "MediaProvider", "MediaSpec",
+    "NPY_INDEX_FORM", "NpyIndexProvider",
     "cached", "decode_in_batches", "fill_rows", "get_media_provider", "group_row_refs", "media_cache",
     "media_provider_names", "parse_row_ref", "register_media_provider",
 ]

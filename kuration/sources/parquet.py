@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from kuration import storage
-from kuration.sources.media import get_media_provider
+from kuration.sources.media import MediaDependencies, get_media_provider
 from kuration.sources.schema import Schema
 from kuration.sources.protocol import SourceIdentity
 from kuration.sources.ticks import SourceError, TickDataError, Ticks
@@ -129,7 +129,7 @@ class ParquetTickAdapter:
         """Sorted URLs of the files this source's media references read, for providers that
         can say (``dependencies``); reads only the media columns."""
         wanted = [name for name in self.schema.media
-                  if hasattr(get_media_provider(self.schema.media[name].provider), "dependencies")]
+                  if isinstance(get_media_provider(self.schema.media[name].provider), MediaDependencies)]
         if not wanted:
             return []
         try:
@@ -147,7 +147,9 @@ class ParquetTickAdapter:
         for name in wanted:
             spec = self.schema.media[name]
             refs = sorted({r for r in table.column(name).to_pylist() if r is not None})
-            urls.update(get_media_provider(spec.provider).dependencies(refs, spec, root=self.root_url))
+            provider = get_media_provider(spec.provider)
+            if isinstance(provider, MediaDependencies):  # as every wanted column's is
+                urls.update(provider.dependencies(refs, spec, root=self.root_url))
         return sorted(urls)
 
 

@@ -136,7 +136,9 @@ class RobomimicHDF5Adapter:
         data = f.get("data")
         if not isinstance(data, h5py.Group):
             raise SourceError(f"{self.url}: no 'data' group; a robomimic file holds data/demo_0, data/demo_1, ...")
-        names = [k for k in data if _DEMO.fullmatch(k) and data.get(k, getclass=True) is h5py.Group]
+        numbers = {k: int(m.group(1)) for k in data
+                   if (m := _DEMO.fullmatch(k)) and data.get(k, getclass=True) is h5py.Group}
+        names = list(numbers)
         if self.filter_key is not None:
             mask = f.get(f"mask/{self.filter_key}")
             if not isinstance(mask, h5py.Dataset):
@@ -147,7 +149,7 @@ class RobomimicHDF5Adapter:
             if unknown:
                 raise SourceError(f"{self.url}: mask/{self.filter_key} lists demos not in data/: {unknown[:5]}")
             names = listed
-        return sorted(set(names), key=lambda n: int(_DEMO.fullmatch(n).group(1)))
+        return sorted(set(names), key=numbers.__getitem__)
 
     def _demo(self, f: h5py.File, source_id: str) -> h5py.Group:
         names = self._demo_names(f)

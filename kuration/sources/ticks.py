@@ -64,10 +64,11 @@ class Ticks:
         Columns the schema does not declare are ignored."""
         n = len(_required(raw, schema.time, source_id))
         tick = _ticks(schema, source_id, raw[schema.time], n)
-        entity = codes = None
+        entities = None
         if schema.entity:
-            entity, codes = _entities(source_id, schema.entity, _required(raw, schema.entity, source_id), n)
-        _check_order(source_id, schema, tick, entity, codes)
+            entities = _entities(source_id, schema.entity, _required(raw, schema.entity, source_id), n)
+        entity, codes = entities if entities is not None else (None, None)
+        _check_order(source_id, schema, tick, entities)
         columns = {name: _numeric(source_id, spec, _required(raw, name, source_id), n)
                    for name, spec in schema.all_fields().items()}
         for name in schema.globals:
@@ -199,8 +200,10 @@ def _entity_problem(value: Any) -> str:
 
 
 def _check_order(
-    source_id: str, schema: Schema, tick: np.ndarray, entity: np.ndarray | None, codes: np.ndarray | None = None
+    source_id: str, schema: Schema, tick: np.ndarray, entities: tuple[np.ndarray, np.ndarray] | None
 ) -> None:
+    """Ticks ascending; one row per tick, or with ``entities`` (the entity column and its
+    codes) one row per entity and tick."""
     if len(tick) < 2:
         return
     back = np.flatnonzero(tick[1:] < tick[:-1])
@@ -210,7 +213,7 @@ def _check_order(
             f"{source_id}: column {schema.time!r}, row {r}: tick {tick[r]} comes after tick {tick[r - 1]}; "
             "rows must be sorted by time"
         )
-    if entity is None:
+    if entities is None:
         same = np.flatnonzero(tick[1:] == tick[:-1])
         if len(same):
             r = int(same[0]) + 1
@@ -219,6 +222,7 @@ def _check_order(
                 "a single-entity schema has one row per tick (declare 'entity' if rows are per entity)"
             )
         return
+    entity, codes = entities
     order = np.lexsort((codes, tick))
     same = (tick[order][1:] == tick[order][:-1]) & (codes[order][1:] == codes[order][:-1])
     if same.any():

@@ -62,16 +62,16 @@ def _entity_sort_key(entity: Any) -> tuple:
     return (type(entity).__name__, 1, repr(entity), "")
 
 
-def _rows_by_entity(ticks: Ticks) -> list[tuple[Any, np.ndarray]]:
-    """(entity, its rows) per distinct entity. Uses the per-row codes when the ticks carry
-    them; otherwise groups by the type-tagged key (plain ==/hash would merge 1, True, 1.0)."""
-    codes = ticks.entity_codes
+def _rows_by_entity(entity: np.ndarray, codes: np.ndarray | None) -> list[tuple[Any, np.ndarray]]:
+    """(entity, its rows) per distinct value of the ``entity`` column. Uses the per-row
+    ``codes`` when the ticks carry them; otherwise groups by the type-tagged key (plain
+    ==/hash would merge 1, True, 1.0)."""
     if codes is None:
         keys: dict[str, int] = {}
-        codes = np.asarray([keys.setdefault(entity_key(e), len(keys)) for e in ticks.entity.tolist()], dtype=np.int64)
+        codes = np.asarray([keys.setdefault(entity_key(e), len(keys)) for e in entity.tolist()], dtype=np.int64)
     order = np.argsort(codes, kind="stable")
     bounds = np.flatnonzero(np.r_[True, codes[order][1:] != codes[order][:-1], True])
-    return [(ticks.entity[order[a]], order[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    return [(entity[order[a]], order[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 def _tagged_rows(ticks: Ticks) -> np.ndarray | None:
@@ -94,7 +94,7 @@ def tracks_from_ticks(schema: Schema, ticks: Ticks, source_id: str | None = None
     if ticks.entity is None:
         groups = [(SINGLE_ENTITY, np.arange(len(ticks)))]
     else:
-        groups = sorted(_rows_by_entity(ticks), key=lambda g: _entity_sort_key(g[0]))
+        groups = sorted(_rows_by_entity(ticks.entity, ticks.entity_codes), key=lambda g: _entity_sort_key(g[0]))
     tagged = _tagged_rows(ticks)
     tracks = []
     for entity, rows in groups:
@@ -116,7 +116,7 @@ def tracks_from_ticks(schema: Schema, ticks: Ticks, source_id: str | None = None
             col[slots - lo] = refs[rows]
             media[name] = col
         tags: list[tuple[str, ...]] = [()] * length
-        if tagged is not None and len(tagged):
+        if tagged is not None and ticks.tags is not None and len(tagged):  # tagged rows only come with tags
             mine = np.isin(rows, tagged)
             for row, slot in zip(rows[mine].tolist(), (slots[mine] - lo).tolist(), strict=True):
                 tags[slot] = ticks.tags[row]
