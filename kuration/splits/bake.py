@@ -72,7 +72,8 @@ def baked_config(
                     kind=SelectorKind.FILE_INDICES, source=source, ids=tuple(compress_ids(indices.tolist())),
                 ))
         stages[stage] = tuple(selectors)
-    return DataSplitConfig(universe_hash=universe.hash, constraints=tuple(constraints), **stages)
+    return DataSplitConfig(universe_hash=universe.hash, constraints=tuple(constraints), train=stages["train"],
+                           val=stages["val"], test=stages["test"], predict=stages["predict"])
 
 
 def bake_from_split_column(universe: Universe, *, leakage: str = "error", check: bool = True) -> DataSplitConfig:
@@ -254,16 +255,15 @@ def bake_stratified(
         # must go there: a stage asked for by its ratio is never left empty.
         empty = [i for i, stage in enumerate(live) if not assigned[stage]]
         candidates = empty if len(visit) - visited <= len(empty) else range(len(live))
-        best = None
-        for i in candidates:
+
+        def balance(i: int, g: int = g) -> tuple[float, float, int]:
+            """How uneven the stages' fill would be with group ``g`` in stage ``i`` (lower is better)."""
             trial = filled.copy()
             trial[i] += group_counts[g]
             fill = trial / targets
-            cost = float(np.std(fill, axis=0).sum())
-            key = (round(cost, 12), round(float(fill[i, -1]), 12), i)
-            if best is None or key < best[0]:
-                best = (key, i)
-        i = best[1]
+            return round(float(np.std(fill, axis=0).sum()), 12), round(float(fill[i, -1]), 12), i
+
+        i = min(candidates, key=balance)
         filled[i] += group_counts[g]
         assigned[live[i]].append(g)
     return _bake_assignment(universe, groups, assigned, ad_aware=ad_aware, leakage=leakage, check=check)

@@ -100,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         counts, groups = resolution.counts(), resolution.group_counts()
         stages = ", ".join(f"{s}={counts[s]} samples/{groups[s]} groups" for s in EXCLUSIVE_STAGES)
         print(f"wrote {written}: {stages}; universe {len(universe)} samples, universe_hash "
-              f"{cfg.universe_hash[:12]}...; {resolution.leakage.summary()}")
+              f"{universe.hash[:12]}...; {resolution.leakage.summary()}")
     return 0
 
 

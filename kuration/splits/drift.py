@@ -45,15 +45,16 @@ class DriftReport:
 
     @property
     def message(self) -> str:
+        expected = self.expected or ""  # pinned whenever the status is drifted or position_independent
         if self.status == "drifted":
             return (
                 "universe changed since splits.json was committed "
-                f"(expected {self.expected[:12]}..., got {self.actual[:12]}...). "
+                f"(expected {expected[:12]}..., got {self.actual[:12]}...). "
                 "Re-run resolve-splits, or remove dir_indices in favor of files/file_indices."
             )
         if self.status == "position_independent":
             return (
-                f"universe changed since the split was pinned (expected {self.expected[:12]}..., got "
+                f"universe changed since the split was pinned (expected {expected[:12]}..., got "
                 f"{self.actual[:12]}...), but the split holds no dir_indices, so it still selects the same samples"
             )
         if self.status == "unpinned":

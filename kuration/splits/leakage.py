@@ -275,7 +275,7 @@ def evaluate_leakage(
         raise ValueError(f"leakage mode must be one of {list(LEAKAGE_MODES)}, got {mode!r}")
     if mode == "off":
         return LeakageReport(())
-    def keys(values: list[str]) -> np.ndarray:
+    def keys(values: Sequence[str | None]) -> np.ndarray:
         return np.asarray(values, dtype=object).astype(str)
 
     stages = {

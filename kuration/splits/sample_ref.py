@@ -125,7 +125,7 @@ class SampleRef:
         s_source, s_index, s_stem, s_annotation, s_group = (d[f].__set__ for f in _FIELDS[:5])
         s_tags, s_category_ids, s_path, s_format, s_uid = (d[f].__set__ for f in _FIELDS[5:])
         new = object.__new__
-        out = []
+        out: list[SampleRef] = []
         append = out.append
         # Unrolled on purpose: a loop over the ten setters per ref doubles the cost.
         for src, idx, st, ann, grp, tg, cat, mp, fmt, uid_ in zip(

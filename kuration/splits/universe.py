@@ -29,7 +29,7 @@ import hashlib
 import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol, overload
 
 import numpy as np
@@ -273,7 +273,7 @@ def _pairs_to_attributes(
     name_to_id: Mapping[str, int] | None,
 ) -> SampleAttributes:
     """Flatten ``(row, values)`` items into the (row, value) pair arrays."""
-    kwargs: dict[str, object] = {}
+    attributes = SampleAttributes(loaded=frozenset(), name_to_id=name_to_id)
     loaded: set[str] = set()
     if tags is not None:
         names: dict[str, int] = {}
@@ -283,9 +283,8 @@ def _pairs_to_attributes(
             for tag in row_tags:
                 rows.append(row)
                 codes.append(names.setdefault(tag, len(names)))
-        kwargs.update(
-            tag_names=tuple(names), tag_rows=np.asarray(rows, np.int64), tag_codes=np.asarray(codes, np.int64)
-        )
+        attributes = replace(attributes, tag_names=tuple(names), tag_rows=np.asarray(rows, np.int64),
+                             tag_codes=np.asarray(codes, np.int64))
         loaded.add("tags")
     if cats is not None:
         rows, ids = [], []
@@ -293,9 +292,10 @@ def _pairs_to_attributes(
             for c in row_cats:
                 rows.append(row)
                 ids.append(int(c))
-        kwargs.update(category_rows=np.asarray(rows, np.int64), category_ids=np.asarray(ids, np.int64))
+        attributes = replace(attributes, category_rows=np.asarray(rows, np.int64),
+                             category_ids=np.asarray(ids, np.int64))
         loaded.add("category_ids")
-    return SampleAttributes(loaded=frozenset(loaded & required), name_to_id=name_to_id, **kwargs)
+    return replace(attributes, loaded=frozenset(loaded & required))
 
 
 class Universe(Sequence[SampleRef]):
@@ -351,14 +351,14 @@ class Universe(Sequence[SampleRef]):
     @classmethod
     def from_columns(
         cls,
-        source: Sequence[str],
-        index: Sequence[int] | np.ndarray,
+        source: Sequence[str] | np.ndarray,
+        index: Sequence[int | None] | np.ndarray,
         *,
-        group: Sequence[str | None] | None = None,
-        annotation: Sequence[str | None] | None = None,
-        materialized_path: Sequence[str | None] | None = None,
-        format: Sequence[str | None] | None = None,
-        split: Sequence[str | None] | None = None,
+        group: Sequence[str | None] | np.ndarray | None = None,
+        annotation: Sequence[str | None] | np.ndarray | None = None,
+        materialized_path: Sequence[str | None] | np.ndarray | None = None,
+        format: Sequence[str | None] | np.ndarray | None = None,
+        split: Sequence[str | None] | np.ndarray | None = None,
         stem: Sequence[str] | None = None,
         row_numbers: np.ndarray | None = None,
         attributes: AttributeLoader | None = None,
@@ -399,7 +399,7 @@ class Universe(Sequence[SampleRef]):
                 )
             _refuse_mixed_sources(where, source_names, keyed_codes, keyed_idx, key_order, rows)
 
-        def column(values: Sequence[str | None] | None) -> np.ndarray | None:
+        def column(values: Sequence[str | None] | np.ndarray | None) -> np.ndarray | None:
             if values is None:
                 return None
             arr = np.asarray(values, dtype=object)
@@ -676,7 +676,9 @@ class SampleRefs(Sequence[SampleRef]):
             return NotImplemented
         return len(other) == len(self) and all(a == b for a, b in zip(self, other, strict=True))
 
-    __hash__ = None  # mutable-free but list-like: unhashable, as a list is
+    # Mutable-free but list-like: unhashable, as a list is. typeshed types object.__hash__ as a
+    # method, so mypy refuses None here, although it is how Python spells "unhashable".
+    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         shown = ", ".join(self.uids()[:3]) if len(self) else ""
@@ -732,7 +734,7 @@ def _uid_array(universe: Universe, rows: np.ndarray) -> pa.Array:
     return pc.if_else(pa.array(whole), sources, joined) if whole.any() else joined
 
 
-def _source_column(source: Sequence[str], where: str, row_numbers: np.ndarray | None) -> np.ndarray:
+def _source_column(source: Sequence[str] | np.ndarray, where: str, row_numbers: np.ndarray | None) -> np.ndarray:
     values = pd.Series(np.asarray(source, dtype=object), dtype=object)
     if pd.api.types.infer_dtype(values, skipna=False) not in ("string", "empty") or (values == "").any():
         row = next(i for i, v in enumerate(values.tolist()) if not isinstance(v, str) or not v)

@@ -114,7 +114,7 @@ def _header(text: str, where: str) -> list[str]:
 
     Read by the csv module because pandas renames a repeated name (``source.1``) and then
     silently uses only the first column of that name."""
-    header = next((record for _, record in _csv_records(text, where)), [])
+    header: list[str] = next((record for _, record in _csv_records(text, where)), [])
     names = [name.strip() for name in header]
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
@@ -320,10 +320,9 @@ def _expand_indices(
         text = cells.iat[row]
         span, _, step_text = text.partition(":")
         start_text, stop_text = span.split("-")
-        parts = [bounded_index(t) for t in (start_text, stop_text, step_text or "1")]
-        if None in parts:
+        start, stop, step = (bounded_index(t) for t in (start_text, stop_text, step_text or "1"))
+        if start is None or stop is None or step is None:
             raise too_large(int(row), text)
-        start, stop, step = parts
         if start > stop or step <= 0:
             raise refuse(int(row), f"range {text!r} must have start <= stop and step > 0")
         count = (stop - start) // step + 1
