@@ -23,7 +23,7 @@ from kuration.budget import BudgetOptions, ShardChunking
 from kuration.budget.plan_store import StoredBudgetPlan, check_budget_plan, plan_stored_budget
 from kuration.budget.summary import PlanSummary, summarize_plan
 from kuration.scoring import run_fingerprint
-from kuration_assets.scoring_assets import scored_segments, source_partitions
+from kuration_assets.scoring_assets import SOURCE_PARTITIONS, scored_segments
 from kuration_dagster_checks import asset_check_result, markdown_table
 from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
 from splits_assets import resolved_splits
@@ -66,6 +66,9 @@ class BudgetPlanConfig(Config):
         """The request; ``chunking`` (the output spec's shard length and short policy)
         prices the dropped tail and rejects spans shorter than a dropped shard."""
         amounts = {"train": self.train, "val": self.val, "test": self.test}
+        # Passed as given: BudgetOptions checks every value (a fractional count is its error to report).
+        budget: dict[str, Any]
+        spans: dict[str, Any]
         if self.budget_unit == "hours":
             budget = {f"{k}_hours": v for k, v in amounts.items()}
             spans = {"span_seconds": self.span_seconds, "span_steps": self.span_steps}
@@ -98,7 +101,7 @@ def budget_plan(
     # a bad request fails before any read
     options = config.options(curation.output_spec(landing_zone, settings).chunking)
     stored = plan_stored_budget(
-        storage_root.url, context.instance.get_dynamic_partitions(source_partitions.name), options,
+        storage_root.url, context.instance.get_dynamic_partitions(SOURCE_PARTITIONS), options,
         strategy=settings.strategy, memory_budget=config.memory_budget,
         expected_run=run_fingerprint(curation.adapter(landing_zone, settings), settings.segmenter, settings.strategy),
         underfill_warn_fraction=config.underfill_warn_fraction,

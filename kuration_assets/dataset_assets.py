@@ -76,7 +76,7 @@ def training_dataset(
     if result.replaced:
         context.log.info(f"replaced the destination: {result.replaced}")
     summary = summarize_dataset(result, sample_hz=settings.schema.sample_hz)
-    version = DataVersion(result.record.manifest_sha256)
+    version = DataVersion(result.manifest_sha256)
     yield MaterializeResult(asset_key=AssetKey("shards"), metadata=_shards_metadata(out, spec, summary),
                             data_version=version)
     yield MaterializeResult(asset_key=AssetKey("dataset_manifest"), metadata=_manifest_metadata(out, summary),

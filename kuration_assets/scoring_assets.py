@@ -19,7 +19,8 @@ from kuration_dagster_checks import asset_check_result
 from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
 from splits_assets import universe
 
-source_partitions = DynamicPartitionsDefinition(name="sources")
+SOURCE_PARTITIONS = "sources"
+source_partitions = DynamicPartitionsDefinition(name=SOURCE_PARTITIONS)
 
 # Computed in the asset's own step: the asset yields one materialization per partition and
 # no output, so a separate check step (which waits on the output) would never run.

@@ -6,7 +6,7 @@ import json
 from dagster import RunRequest, SensorEvaluationContext, SensorResult, SkipReason, sensor
 
 from kuration.landing import diff_recordings, file_token, list_recordings
-from kuration_assets.scoring_assets import scored_segments, source_partitions
+from kuration_assets.scoring_assets import SOURCE_PARTITIONS, scored_segments, source_partitions
 from kuration_resources import CurationResource, LandingZoneResource
 from splits_assets import universe
 
@@ -22,7 +22,7 @@ def new_recordings_sensor(context: SensorEvaluationContext, landing_zone: Landin
     requests = []
     if csv_token and csv_token != previous.get("universe_csv"):
         requests.append(RunRequest(run_key=f"universe:{csv_token}", asset_selection=[universe.key]))
-    known = set(context.instance.get_dynamic_partitions(source_partitions.name))
+    known = set(context.instance.get_dynamic_partitions(SOURCE_PARTITIONS))
     to_add = [s for s in diff.to_score if s not in known]
     for source_id in diff.to_score:
         requests.append(RunRequest(

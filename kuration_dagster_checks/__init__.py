@@ -32,7 +32,7 @@ def _cell(value: Any) -> str:
         return f"{value:,}"
     if isinstance(value, numbers.Real):
         # Three significant digits below a thousand (4.01, 0.333); whole numbers above it.
-        return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+        return f"{value:.3g}" if abs(float(value)) < 1000 else f"{value:,.0f}"
     # A cell is one line, and '|' or '<' would end it or open an HTML tag.
     text = " ".join(str(value).split())
     return text.replace("|", "\\|").replace("<", "&lt;")

@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from kuration.demo_corpus import write_demo_landing_zone
     from kuration.landing import list_recordings
-    from kuration_assets import source_partitions
+    from kuration_assets.scoring_assets import SOURCE_PARTITIONS
     from kuration_definitions import build_definitions
 
     zone = write_demo_landing_zone(landing, seed=args.seed)
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     _report("curate_splits", splits)
 
     sources = list_recordings(zone.recordings_root)
-    instance.add_dynamic_partitions(source_partitions.name, list(sources))
+    instance.add_dynamic_partitions(SOURCE_PARTITIONS, list(sources))
     first, last = next(iter(sources)), next(reversed(sources))
     scoring = defs.resolve_job_def("score_recordings").execute_in_process(
         instance=instance,

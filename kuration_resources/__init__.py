@@ -41,8 +41,9 @@ class StorageRootResource(ConfigurableResource):
         self._restore_s3 = storage.use_s3_options(s3_fsspec_options(self.s3)) if self.s3 is not None else None
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
-        if getattr(self, "_restore_s3", None) is not None:
-            self._restore_s3()
+        restore = getattr(self, "_restore_s3", None)
+        if restore is not None:
+            restore()
 
 
 def s3_fsspec_options(s3: S3Resource) -> dict:

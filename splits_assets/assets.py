@@ -79,7 +79,7 @@ def resolved_splits(
     """The baked ``splits/splits.json`` and per-sample stage table. Leakage and drift are
     recorded here and gated by the blocking ``split_leakage`` / ``universe_drift`` checks."""
     artifacts = materialize_splits(load_universe(storage_root.url), config.to_request(), storage_root.url)
-    if artifacts.refused:
+    if artifacts.refused and artifacts.input_drift is not None:  # only a drifted rule is refused
         context.log.error(artifacts.input_drift.message)
         return MaterializeResult(metadata=split_metadata(artifacts))
     return MaterializeResult(metadata=split_metadata(artifacts), data_version=DataVersion(artifacts.splits_digest))

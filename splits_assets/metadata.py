@@ -17,7 +17,8 @@ def split_metadata(artifacts: SplitArtifacts) -> dict[str, Any]:
     }
     if artifacts.input_drift is not None:
         meta["input_drift"] = artifacts.input_drift.status
-    if artifacts.resolution is None:
+    # The split files are written exactly when the split resolved.
+    if artifacts.resolution is None or artifacts.splits_url is None or artifacts.assignments_url is None:
         meta["status"] = "refused: the rule's universe drifted (see the universe_drift check)"
         return meta
     resolution = artifacts.resolution

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import functools
 import hashlib
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -95,6 +96,13 @@ class DatasetWriteResult:
 
     def __getitem__(self, key: str) -> Any:
         return self.config[key]
+
+    @property
+    def manifest_sha256(self) -> str:
+        """The committed manifest's SHA-256: what identifies this dataset's content."""
+        if self.record.manifest_sha256 is None:  # a committed record always has it
+            raise DatasetWriteError(f"{self.out}: the commit record holds no manifest digest")
+        return self.record.manifest_sha256
 
 
 def _plan_digest(admitted: pa.Table) -> str:
@@ -341,7 +349,7 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
                     shards.write(target, _span_track(tracks, target, row, features))
                     written += 1
             if progress:
-                shards.after(lambda done=done, source=source: progress(done, len(sources), source))
+                shards.after(functools.partial(progress, done, len(sources), source))
     entries.sort(key=lambda e: (e["source_id"], e["entity_id"], -1 if e["span_index"] is None else e["span_index"],
                                 e["shard_index"]))
     manifest = _manifest(entries, spec, plan, run_fingerprint)
