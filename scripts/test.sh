@@ -1,8 +1,19 @@
 #!/usr/bin/env bash
-# Set up .venv and run the whole test suite. Fails if pytest collected no tests.
+# Set up .venv, lint (ruff) and type-check (mypy), then run the whole test suite. Fails on
+# any lint or type error, and if pytest collected no tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh dev
+# Both read their settings from pyproject.toml ([tool.ruff], [tool.mypy]); the first to fail
+# stops the run before the slower tests.
+if ! .venv/bin/ruff check; then
+  echo "test.sh: ruff found lint errors (above); fix them, or run .venv/bin/ruff check --fix for the fixable ones" >&2
+  exit 1
+fi
+if ! .venv/bin/python -m mypy; then
+  echo "test.sh: mypy found type errors (above) in the packages [tool.mypy] files lists" >&2
+  exit 1
+fi
 # tests build their own instances; a scratch DAGSTER_HOME keeps stray ones out of the repo
 export DAGSTER_HOME="$(mktemp -d)"
 # A real object store for the Ceph integration test (tests/ceph): installed and started
