@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -134,12 +135,14 @@ def test_user_feature_rebuilt_in_a_spawned_worker_by_importing_its_module(tracks
     car = next(t for t in tracks if t.entity_id == "car")
     seg = Segmenter(3, 1, unit="steps")
     expected = score_track(car, segmenter=seg, strategy=STRATEGY).to_pylist()
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
+    # An executor, not multiprocessing.Pool: a worker that dies (say, it cannot import a module)
+    # makes a Pool wait forever, while the executor raises BrokenProcessPool at once.
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         # a fresh worker that never imported the registering module has nothing under that name
         with pytest.raises(Exception, match=r"no feature function 'present_steps_x2' is registered"):
-            pool.apply(score_track, (car,), {"segmenter": seg, "strategy": STRATEGY})
+            pool.submit(score_track, car, segmenter=seg, strategy=STRATEGY).result(timeout=300)
         # unpickling score_in_worker imports _user_features, which registers the feature
-        assert pool.apply(_user_features.score_in_worker, (car, seg, STRATEGY)) == expected
+        assert pool.submit(_user_features.score_in_worker, car, seg, STRATEGY).result(timeout=300) == expected
 
 
 @pytest.mark.parametrize(
