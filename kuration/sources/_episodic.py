@@ -21,6 +21,7 @@ no entity column. The rules here are the same for both, so they live once:
 from __future__ import annotations
 
 import hashlib
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
@@ -28,8 +29,7 @@ from typing import Any
 import numpy as np
 
 from kuration.hashing import canonical_json, canonical_state
-from kuration.sources.media import MediaError, fill_rows, group_row_refs
-from kuration.sources.media import MediaSpec
+from kuration.sources.media import MediaError, MediaSpec, fill_rows, group_row_refs
 from kuration.sources.schema import Schema, SchemaError
 from kuration.sources.ticks import SourceError, TickDataError
 
@@ -113,7 +113,7 @@ class Fingerprint:
         return self._digest.hexdigest()
 
 
-class ArrayRowsProvider:
+class ArrayRowsProvider(ABC):
     """References ``<array path>#<row>`` into the one store at ``root``; reads only the rows
     (and so the chunks) a batch names, with one open of the store per batch.
 
@@ -129,8 +129,9 @@ class ArrayRowsProvider:
     def __init__(self, storage_options: Mapping[str, Any] | None = None) -> None:
         self.storage_options = dict(storage_options or {})
 
+    @abstractmethod
     def open(self, root: str) -> AbstractContextManager[Any]:
-        raise NotImplementedError
+        """The store at ``root``, opened for reading; :class:`SourceError` naming it when there is none."""
 
     def decode(self, refs: Sequence[str | None], spec: MediaSpec, *, root: str, source_id: str) -> np.ndarray:
         out, by_path = group_row_refs(refs, spec, source_id=source_id, form=self.form)
