@@ -12,8 +12,10 @@ import threading
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from kuration.output.lease import HOLDER_WAIT, LEASE_FILE, DestinationLease, LeaseError
+from kuration.output.lease import HOLDER_WAIT, LEASE_FILE, DestinationLease, LeaseError, _recorded_holder
 
 
 class RawHolder:
@@ -99,3 +101,21 @@ def test_release_clears_the_record(tmp_path):
     assert json.loads((tmp_path / "out" / LEASE_FILE).read_bytes())["pid"] == os.getpid()
     lease.release()
     assert (tmp_path / "out" / LEASE_FILE).read_bytes() == b""
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.binary(max_size=300) | st.builds(lambda d: json.dumps(d).encode(), st.dictionaries(
+    st.sampled_from(["pid", "host", "since", "x"]),
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=300) | st.lists(st.integers()))))
+def test_a_hostile_lock_record_is_named_or_ignored_never_raised(tmp_path, data):
+    """Whatever another process left in the lock file, reading it gives a holder with plain,
+    bounded fields or none: no parser error escapes into the lease error."""
+    path = tmp_path / LEASE_FILE
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        holder = _recorded_holder(fd, path)
+    finally:
+        os.close(fd)
+    if holder is not None:
+        assert 0 < holder["pid"] < 2**31 and len(holder["host"]) <= 255 and len(holder["since"]) <= 64
