@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from kuration.budget.fill import ADMITTED_REASONS, CANDIDATE_REASONS, CODE, SplitFill
+from kuration.budget.fill import ADMITTED_REASONS, CANDIDATE_REASONS, CODE, SplitFill, reason_in
 from kuration.budget.options import BudgetOptions
 from kuration.budget.split_pools import SplitPools
 from kuration.splits.stages import EXCLUSIVE_STAGES
@@ -61,13 +61,16 @@ def budget_accounting(
     hz = items.column("sample_hz").to_numpy()
     steps = items.column("steps").to_numpy()
     emitted_seconds = emitted_steps / hz
-    admitted = np.isin(reason, [CODE[r] for r in ADMITTED_REASONS])
+    # Reason masks built once, each in one pass; per split they are only and-ed with it.
+    admitted = reason_in(reason, ADMITTED_REASONS)
+    considered = reason_in(reason, CANDIDATE_REASONS)
+    unrankable = reason_in(reason, UNRANKABLE)
     requested = options.requested()
     blocks: dict[str, Any] = {}
     for k, name in enumerate(EXCLUSIVE_STAGES):
         fill = fills[name]
         in_split = split_code == k
-        candidate = in_split & np.isin(reason, [CODE[r] for r in CANDIDATE_REASONS])
+        candidate = in_split & considered
         took = in_split & admitted
         admitted_amount = float(weight[took].sum()) if took.any() else 0.0
         emitted_amount = (_sum(took, emitted_seconds) if unit == "seconds"
@@ -88,7 +91,7 @@ def budget_accounting(
             "pool_present_seconds": _sum(in_split, present),
             "candidate_present_seconds": _sum(candidate, present),
             "admitted_present_seconds": _sum(took, present),
-            "lost_present_seconds": _sum(in_split & np.isin(reason, [CODE[r] for r in UNRANKABLE]), present),
+            "lost_present_seconds": _sum(in_split & unrankable, present),
             "items": {
                 "pool": int(in_split.sum()), "candidate": int(candidate.sum()), "admitted": int(took.sum()),
                 "reserved": int((in_split & (reason == CODE["reserved"])).sum()),
