@@ -74,9 +74,9 @@ def validate_budget_plan(items: pa.Table, accounting: dict[str, Any], *,
     rank = _numpy(items, "fill_rank")
     # Plans stored before present seconds were recorded have no such column to check.
     present = _numpy(items, "present_seconds").astype(np.float64) if "present_seconds" in items.column_names else None
-    unrankable = np.isin(items.column("reason").cast(pa.string()).to_numpy(zero_copy_only=False), UNRANKABLE)
+    unrankable = None if present is None else _codes(items.column("reason")).among(UNRANKABLE)
 
-    not_ok = admitted & pc.not_equal(items.column("status").cast(pa.string()), "ok").to_numpy(zero_copy_only=False)
+    not_ok = admitted & ~_codes(items.column("status")).among(("ok",))
     priority = _numpy(items, "priority")
     not_ok |= admitted & ~np.isfinite(priority)
     if not_ok.any():
@@ -92,7 +92,8 @@ def validate_budget_plan(items: pa.Table, accounting: dict[str, Any], *,
     for name in SPLITS:
         block = accounting["splits"].get(name, {})
         requested = float(block.get("requested", 0.0))
-        mine = admitted & (split.codes == split.code(name))
+        in_split = split.codes == split.code(name)
+        mine = admitted & in_split
         total = float(weight[mine].sum())
         last = float(weight[mine][np.argmax(rank[mine])]) if mine.any() else 0.0
         figures.update(_split_figures(name, unit, requested, total, last))
@@ -106,8 +107,7 @@ def validate_budget_plan(items: pa.Table, accounting: dict[str, Any], *,
         if not np.isclose(total, float(block.get("admitted", -1.0)), rtol=1e-9, atol=1e-6):
             errors.append(f"{name}: the budget block says {block.get('admitted')!r} {unit} admitted, the items sum to "
                           f"{total:g}")
-        if present is not None:
-            in_split = split.codes == split.code(name)
+        if present is not None and unrankable is not None:
             for key, mask in (("admitted_present_seconds", mine), ("lost_present_seconds", in_split & unrankable)):
                 counted = float(present[mask].sum())
                 if not np.isclose(counted, float(block.get(key, np.nan)), rtol=1e-9, atol=1e-6):
@@ -168,6 +168,11 @@ class _Codes:
 
     def code(self, name: str) -> int:
         return self.names.index(name) if name in self.names else -2
+
+    def among(self, names: tuple[str, ...]) -> np.ndarray:
+        """Whether each value is one of ``names`` (null is not): one lookup-table pass."""
+        table = np.array([name in names for name in self.names] + [False])  # code -1 (null) reads the last
+        return table[self.codes]
 
 
 def _codes(column: pa.ChunkedArray) -> _Codes:
