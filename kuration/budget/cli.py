@@ -15,7 +15,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from kuration.budget.plan_store import read_budget_plan, read_budget_record, stored_underfill_warn_fraction
+from kuration.budget.plan_store import read_plan_to_check
 from kuration.budget.review import hours_selection_review
 from kuration.budget.validation import validate_budget_plan
 from kuration.errors import KurationError
@@ -62,10 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 print(review.render())
             return 0
-        plan = read_budget_plan(args.root)
-        threshold = args.underfill_warn
-        if threshold is None:
-            threshold = stored_underfill_warn_fraction(read_budget_record(args.root))
+        plan, threshold = read_plan_to_check(args.root, underfill_warn_fraction=args.underfill_warn)
         result = validate_budget_plan(plan.items, plan.accounting, underfill_warn_fraction=threshold)
     except KurationError as exc:
         print(f"kuration-budget: {exc}", file=sys.stderr)

@@ -264,12 +264,10 @@ def check_budget_plan(root: str | os.PathLike[str], *,
     """:func:`validate_budget_plan` on the stored plan, warning past ``underfill_warn_fraction``
     (default: what the plan was made with). Never raises: a missing or tampered plan fails."""
     try:
-        plan = read_budget_plan(root)
-        if underfill_warn_fraction is None:
-            underfill_warn_fraction = stored_underfill_warn_fraction(read_budget_record(root))
+        plan, threshold = read_plan_to_check(root, underfill_warn_fraction=underfill_warn_fraction)
     except KurationError as exc:
         return BudgetValidation.cannot_check("the budget plan", exc)
-    return validate_budget_plan(plan.items, plan.accounting, underfill_warn_fraction=underfill_warn_fraction)
+    return validate_budget_plan(plan.items, plan.accounting, underfill_warn_fraction=threshold)
 
 
 _RECORD_KEYS = ("accounting", "options", "strategy", "inputs", "files")
@@ -313,11 +311,26 @@ def _verified(root: str | os.PathLike[str], name: str, record: dict[str, Any]) -
     return data
 
 
-def read_budget_plan(root: str | os.PathLike[str]) -> BudgetPlan:
-    """The stored plan, with its items checked against the SHA-256 in ``budget.json``."""
-    record = read_budget_record(root)
+def _plan_of(root: str | os.PathLike[str], record: dict[str, Any]) -> BudgetPlan:
     items = pq.read_table(io.BytesIO(_verified(root, ITEMS_FILE, record)))
     return BudgetPlan(items, record["accounting"], BudgetOptions.from_dict(record["options"]), record["strategy"])
+
+
+def read_budget_plan(root: str | os.PathLike[str]) -> BudgetPlan:
+    """The stored plan, with its items checked against the SHA-256 in ``budget.json``."""
+    return _plan_of(root, read_budget_record(root))
+
+
+def read_plan_to_check(root: str | os.PathLike[str], *,
+                       underfill_warn_fraction: float | None = None) -> tuple[BudgetPlan, float]:
+    """The stored plan (as :func:`read_budget_plan`) and the underfill threshold to check it
+    with: ``underfill_warn_fraction``, else the one the plan was made with. ``budget.json``
+    is read once. Raises ``BudgetError`` as :func:`read_budget_plan` does."""
+    record = read_budget_record(root)
+    plan = _plan_of(root, record)
+    if underfill_warn_fraction is None:
+        underfill_warn_fraction = stored_underfill_warn_fraction(record)
+    return plan, underfill_warn_fraction
 
 
 def read_admitted(root: str | os.PathLike[str]) -> pa.Table:
@@ -328,5 +341,6 @@ def read_admitted(root: str | os.PathLike[str]) -> pa.Table:
 
 __all__ = [
     "ADMITTED_FILE", "BUDGET_DIR", "BUDGET_FILE", "ITEMS_FILE", "ScoredPool", "budget_url", "load_scored_pool",
-    "read_admitted", "read_budget_plan", "read_budget_record", "stored_underfill_warn_fraction", "write_budget_plan",
+    "read_admitted", "read_budget_plan", "read_budget_record", "read_plan_to_check", "stored_underfill_warn_fraction",
+    "write_budget_plan",
 ]
