@@ -22,15 +22,16 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from kuration.budget.fill import ADMITTED_REASONS, CANDIDATE_REASONS, CODE, SplitFill, reason_in
+from kuration.budget.fill import ADMITTED_REASONS, CANDIDATE_REASONS, CODE, REASONS, SplitFill, reason_in
 from kuration.budget.options import BudgetOptions
+from kuration.budget.spans import UNRANKABLE
 from kuration.budget.split_pools import SplitPools
 from kuration.splits.stages import EXCLUSIVE_STAGES
 
-#: Exclusions reported per split (``not_in_split`` has no split and is reported once).
-SPLIT_EXCLUSIONS = ("budget_full", "group_cap", "not_requested", "filtered", "non_finite", "unscored", "absent")
-#: Exclusions of items that could not be ranked: their present data is what the plan lost.
-UNRANKABLE = ("non_finite", "unscored", "absent")
+#: Exclusions reported per split: every reason but admission and ``not_in_split`` (which has
+#: no split and is reported once). The :data:`~kuration.budget.spans.UNRANKABLE` ones hold
+#: the present data the plan lost.
+SPLIT_EXCLUSIONS = tuple(r for r in REASONS if r not in (*ADMITTED_REASONS, "not_in_split"))
 EXAMPLES = 10
 
 
@@ -159,4 +160,4 @@ def _tag_coverage(fill: SplitFill, tags: tuple[str, ...], tag_items: dict[str, n
     return out
 
 
-__all__ = ["SPLIT_EXCLUSIONS", "UNRANKABLE", "budget_accounting"]
+__all__ = ["SPLIT_EXCLUSIONS", "budget_accounting"]

@@ -21,15 +21,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kuration.budget.accounting import budget_accounting
-from kuration.budget.fill import ADMITTED_REASONS, CODE, REASONS, FillItems, FillSelection, fill_split, tiebreak_keys
+from kuration.budget.fill import (
+    ADMITTED_REASONS, CODE, REASONS, FillItems, FillSelection, fill_split, reason_in, tiebreak_keys,
+)
 from kuration.budget.options import BudgetOptions
-from kuration.budget.spans import STATUS_CODE, segment_items, sorted_codes, span_items
+from kuration.budget.spans import STATUS_CODE, STATUSES, segment_items, sorted_codes, span_items
 from kuration.budget.split_pools import GroupOf, SplitPools, seeded_hash, pools_from_assignments, seeded_pools
 from kuration.errors import BudgetError
 from kuration.scoring.strategy import Strategy
 from kuration.splits.stages import EXCLUSIVE_STAGES
 
-_STATUS_REASON = {"filtered": "filtered", "non_finite": "non_finite", "unscored": "unscored", "absent": "absent"}
+#: Indexed by status code: an item that is not ``ok`` has the reason of its status's name;
+#: an ``ok`` one (-1) is left to the fill.
+_STATUS_REASON = np.array([-1 if name == "ok" else CODE[name] for name in STATUSES], np.int8)
 
 
 @dataclass(frozen=True)
@@ -148,9 +152,7 @@ def plan_budget(
     split_code = split_of_source[source_code]
     group_code = group_of_source[source_code]
 
-    reason = np.full(n, -1, np.int8)
-    for st, why in _STATUS_REASON.items():
-        reason[status == STATUS_CODE[st]] = CODE[why]
+    reason = _STATUS_REASON[status]
     reason[split_code < 0] = CODE["not_in_split"]
     fill_rank = np.full(n, -1, np.int64)
     reserved_tag = np.full(n, -1, np.int16)
@@ -165,7 +167,7 @@ def plan_budget(
         fills[name] = fill_split(candidates, fill_items, requested=requested[name], selection=selection,
                                  whole_units=counting)
     assert (reason >= 0).all(), "every item gets a reason"
-    admitted = np.isin(reason, [CODE[r] for r in ADMITTED_REASONS])
+    admitted = reason_in(reason, ADMITTED_REASONS)
     _assert_exclusive(admitted, source_code, group_code, split_code)
     steps = items.column("steps").to_numpy()
     emitted = np.where(admitted, options.chunking.emitted_steps(steps) if options.chunking else steps, 0)

@@ -66,6 +66,9 @@ _ID_COLUMNS = ("source_id", "entity_id")
 _NOT_FEATURES = set(REQUIRED_SEGMENT_COLUMNS) | {"start_tick", "stop_tick", "present_fraction", "passed",
                                                  "present_seconds"}
 STATUSES = ("ok", "non_finite", "filtered", "unscored", "absent")
+#: The statuses of items that cannot be ranked (priority NaN): never candidates, and the
+#: plan's reasons of the same names, whose present data the budget block counts as lost.
+UNRANKABLE = ("non_finite", "unscored", "absent")
 #: An optional column: without it, every segment counts as present.
 PRESENT_FRACTION = "present_fraction"
 
@@ -232,6 +235,8 @@ class _SpanGroups:
 
 
 STATUS_CODE = {name: i for i, name in enumerate(STATUSES)}
+#: Indexed by status code: whether the status is :data:`UNRANKABLE`.
+_UNRANKABLE_STATUS = np.array([name in UNRANKABLE for name in STATUSES])
 
 
 def _status(n_overlapping: np.ndarray, n_present: np.ndarray, n_bad: np.ndarray, n_usable: np.ndarray) -> np.ndarray:
@@ -360,7 +365,7 @@ def _block_spans(segments: pa.Table, ids: pa.Table, starts: np.ndarray, features
     pair_usable = per_pair(usable)
     span_priority = groups.aggregate(per_pair(priority), pair_usable, clip_aggregate)
     span_priority[status == STATUS_CODE["filtered"]] = -np.inf
-    span_priority[np.isin(status, [STATUS_CODE["non_finite"], STATUS_CODE["unscored"], STATUS_CODE["absent"]])] = np.nan
+    span_priority[_UNRANKABLE_STATUS[status]] = np.nan
     # Features aggregate over the segments the priority used; a span with none usable shows
     # its present segments' figures, so a review can say why it was filtered.
     feature_use = pair_usable | (n_usable == 0)[pair_span]
@@ -445,8 +450,7 @@ def segment_items(segments: pa.Table) -> pa.Table:
     status = _status(ones, ones if present is None else present.astype(np.int64), bad.astype(np.int64),
                      usable.astype(np.int64))
     seconds = _column(segments, "seconds", np.float64)
-    unranked = np.isin(status, [STATUS_CODE["non_finite"], STATUS_CODE["absent"]])
-    priority = canonical_floats(np.where(unranked, np.nan, priority))
+    priority = canonical_floats(np.where(_UNRANKABLE_STATUS[status], np.nan, priority))  # a segment is never unscored
     columns = {
         "source_id": segments.column("source_id"),
         "entity_id": segments.column("entity_id"),
@@ -466,5 +470,5 @@ def segment_items(segments: pa.Table) -> pa.Table:
     return pa.table(columns)
 
 
-__all__ = ["PRESENT_FRACTION", "REQUIRED_SEGMENT_COLUMNS", "STATUSES", "STATUS_CODE", "feature_columns",
+__all__ = ["PRESENT_FRACTION", "REQUIRED_SEGMENT_COLUMNS", "STATUSES", "STATUS_CODE", "UNRANKABLE", "feature_columns",
            "segment_items", "sorted_codes", "span_items"]

@@ -30,8 +30,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kuration.budget.accounting import UNRANKABLE
 from kuration.budget.fill import cut_tolerance
+from kuration.budget.spans import UNRANKABLE
 from kuration.checks import CheckResult, Figure, failed_verdict, hours
 from kuration.splits.stages import EXCLUSIVE_STAGES as SPLITS
 
