@@ -21,7 +21,6 @@ cannot be read.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -37,6 +36,7 @@ from kuration.budget.options import BudgetOptions
 from kuration.budget.plan import BudgetPlan, plan_budget
 from kuration.budget.validation import BudgetValidation, validate_budget_plan
 from kuration.errors import BudgetError, KurationError
+from kuration.hashing import sha256_hex
 from kuration.numbers import format_bytes, parse_bytes
 from kuration.scoring.cache import FsspecScoreCache
 from kuration.scoring import MemoryBudgetError, provide_fingerprint
@@ -214,8 +214,8 @@ def _write_budget_plan(plan: BudgetPlan, root: str | os.PathLike[str],
         "strategy": plan.strategy,
         "inputs": inputs or {},
         "files": {
-            ITEMS_FILE: {"sha256": hashlib.sha256(items).hexdigest(), "bytes": len(items)},
-            ADMITTED_FILE: {"sha256": hashlib.sha256(admitted).hexdigest(), "bytes": len(admitted)},
+            ITEMS_FILE: {"sha256": sha256_hex(items), "bytes": len(items)},
+            ADMITTED_FILE: {"sha256": sha256_hex(admitted), "bytes": len(admitted)},
         },
     }
     urls = {
@@ -303,7 +303,7 @@ def _verified(root: str | os.PathLike[str], name: str, record: dict[str, Any]) -
         raise BudgetError(f"budget plan: {url} is missing; re-materialize budget_plan")
     data = storage.read_bytes(url)
     expected = record["files"][name]
-    if len(data) != expected["bytes"] or hashlib.sha256(data).hexdigest() != expected["sha256"]:
+    if len(data) != expected["bytes"] or sha256_hex(data) != expected["sha256"]:
         raise BudgetError(
             f"budget plan: {url} does not match the SHA-256 and size {BUDGET_FILE} records (changed after the plan "
             "was written); re-materialize budget_plan"
