@@ -100,25 +100,27 @@ def budget_plan(
     settings = curation.settings(landing_zone)
     # a bad request fails before any read
     options = config.options(curation.output_spec(landing_zone, settings).chunking)
+    sources = context.instance.get_dynamic_partitions(SOURCE_PARTITIONS)
     stored = plan_stored_budget(
-        storage_root.url, context.instance.get_dynamic_partitions(SOURCE_PARTITIONS), options,
+        storage_root.url, sources, options,
         strategy=settings.strategy, memory_budget=config.memory_budget,
         expected_run=run_fingerprint(curation.adapter(landing_zone, settings), settings.segmenter, settings.strategy),
         underfill_warn_fraction=config.underfill_warn_fraction,
     )
     summary = summarize_plan(stored.plan.accounting)
     context.log.info(summary.line())
-    return MaterializeResult(metadata=_plan_metadata(stored, summary), data_version=DataVersion(stored.admitted_sha256))
+    return MaterializeResult(metadata=_plan_metadata(stored, summary, len(sources)),
+                             data_version=DataVersion(stored.admitted_sha256))
 
 
-def _plan_metadata(stored: StoredBudgetPlan, summary: PlanSummary) -> dict[str, Any]:
+def _plan_metadata(stored: StoredBudgetPlan, summary: PlanSummary, sources: int) -> dict[str, Any]:
     metadata: dict[str, Any] = {
         "budget": markdown_table(summary.rows()),
         "path": MetadataValue.path(stored.urls["admitted"]),
         "budget_json": MetadataValue.path(stored.urls["budget"]),
         "unit": summary.unit,
-        "sources": stored.sources,
-        "skipped_sources": len(stored.pool.skipped),
+        "sources": sources,
+        "skipped_sources": len(stored.skipped),
         "not_in_split": summary.not_in_split_sources,
     }
     for name, amounts in summary.splits.items():
@@ -127,8 +129,8 @@ def _plan_metadata(stored: StoredBudgetPlan, summary: PlanSummary) -> dict[str, 
         metadata[f"{name}_emitted"] = amounts.emitted
         metadata[f"{name}_utilization"] = amounts.utilization if amounts.utilization is not None else 0.0
     metadata["excluded"] = MetadataValue.json(summary.excluded)
-    if stored.pool.memory is not None:
-        metadata["pool_memory"] = MetadataValue.json(stored.pool.memory)
+    if stored.pool_memory is not None:
+        metadata["pool_memory"] = MetadataValue.json(stored.pool_memory)
     metadata["tag_coverage"] = MetadataValue.json(summary.tag_coverage)
     return metadata
 

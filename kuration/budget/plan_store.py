@@ -229,15 +229,17 @@ def _write_budget_plan(plan: BudgetPlan, root: str | os.PathLike[str],
 
 @dataclass(frozen=True)
 class StoredBudgetPlan:
-    """What :func:`plan_stored_budget` planned and wrote: the plan, the pool it came from,
-    the files' URLs by name (``items``, ``admitted``, ``budget``), and the SHA-256 of
-    ``admitted.parquet`` (the selection's identity)."""
+    """What :func:`plan_stored_budget` planned and wrote: the plan, the files' URLs by name
+    (``items``, ``admitted``, ``budget``), the SHA-256 of ``admitted.parquet`` (the
+    selection's identity), and of the pool it came from only what a report reads (not its
+    segments, which may be gigabytes, mapped): the skipped sources with their errors and,
+    under a ``memory_budget``, its memory figures (:attr:`ScoredPool.memory`)."""
 
     plan: BudgetPlan
-    pool: ScoredPool
     urls: dict[str, str]
     admitted_sha256: str
-    sources: int
+    skipped: dict[str, str]
+    pool_memory: dict[str, int] | None
 
 
 def plan_stored_budget(root: str | os.PathLike[str], sources: Sequence[str], options: BudgetOptions, *,
@@ -256,7 +258,7 @@ def plan_stored_budget(root: str | os.PathLike[str], sources: Sequence[str], opt
         "scoring_run": pool.run_fingerprint, "sources": len(sources), "skipped_sources": pool.skipped,
         "splits_sha256": splits_digest, "check": {"underfill_warn_fraction": underfill_warn_fraction},
     })
-    return StoredBudgetPlan(plan, pool, urls, record["files"][ADMITTED_FILE]["sha256"], len(sources))
+    return StoredBudgetPlan(plan, urls, record["files"][ADMITTED_FILE]["sha256"], pool.skipped, pool.memory)
 
 
 def check_budget_plan(root: str | os.PathLike[str], *,
