@@ -85,19 +85,30 @@ def covered_seconds(table: pa.Table) -> float:
     return total
 
 
+def _priority_and_absent(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """Each segment's priority, and whether its window is absent (the entity never present)."""
+    if not table.num_rows:
+        return np.empty(0), np.zeros(0, bool)
+    return (table.column("priority").to_numpy(zero_copy_only=False),
+            table.column("present_fraction").to_numpy(zero_copy_only=False) == 0)
+
+
+def _non_finite(priority: np.ndarray, absent: np.ndarray) -> int:
+    """Segments with a NaN or +inf priority in a window the entity was present in."""
+    return int(np.count_nonzero((np.isnan(priority) | np.isposinf(priority)) & ~absent))
+
+
 def segment_summary(table: pa.Table) -> dict[str, Any]:
     """Segment count, hours, absent windows (the entity never present: the budget plan
     leaves them out of every span), non-finite priorities of the other windows, and the
     finite priorities' spread."""
-    n = table.num_rows
-    priority = table.column("priority").to_numpy(zero_copy_only=False) if n else np.empty(0)
-    absent = table.column("present_fraction").to_numpy(zero_copy_only=False) == 0 if n else np.zeros(0, bool)
+    priority, absent = _priority_and_absent(table)
     finite = priority[np.isfinite(priority)]
     summary: dict[str, Any] = {
-        "segments": n,
+        "segments": table.num_rows,
         "hours": covered_seconds(table) / 3600.0,
         "absent": int(np.count_nonzero(absent)),
-        "non_finite": int(np.count_nonzero((np.isnan(priority) | np.isposinf(priority)) & ~absent)),
+        "non_finite": _non_finite(priority, absent),
         "filtered_out": int(np.count_nonzero(np.isneginf(priority))),
     }
     if len(finite):
@@ -151,7 +162,7 @@ def check_segment_pool(root: str | os.PathLike[str]) -> CheckResult:
                f"{summary['absent']:,} absent")
     if not summary["non_finite"]:
         return CheckResult(verdict + ", every other priority finite", figures=figures)
-    offenders = [f"{s} ({n:,})" for s, n in ((s, segment_summary(t)["non_finite"]) for s, t in stored) if n]
+    offenders = [f"{s} ({n:,})" for s, n in ((s, _non_finite(*_priority_and_absent(t))) for s, t in stored) if n]
     warning = (f"{count(summary['non_finite'], 'segment')} with a non-finite priority (NaN or +inf) although the "
                f"entity was present, in {first(offenders, shown=5)}")
     return CheckResult(f"{verdict}; {warning}", warnings=(warning,), figures=figures)
