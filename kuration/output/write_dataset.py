@@ -314,7 +314,7 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
     by_source: dict[str, list[tuple[ShardTarget, dict[str, Any]]]] = {}
     for target, row in targets:
         by_source.setdefault(target.source_id, []).append((target, row))
-    read_ahead = _check_media(adapter, schema, spec, sources, by_source, features)
+    read_ahead = _check_media(adapter, schema, spec, sources, by_source, features, reusable)
     # a split folder that is a link would have shards reused from, or written to, wherever it leads
     destination.check_folders(set(EXCLUSIVE_STAGES))
 
@@ -334,8 +334,8 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
         for done, source in enumerate(sources, start=1):
             pending = []
             for target, row in by_source.get(source, []):
-                entry = reusable.get(target.path)
-                if entry is not None and _same_target(entry, target) and destination.shard_matches(target.path, entry):
+                entry = _recorded(reusable, target)
+                if entry is not None and destination.shard_matches(target.path, entry):
                     entries.append(entry)
                     reused += 1
                 else:
@@ -380,17 +380,22 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
 
 
 def _check_media(adapter: SourceAdapter, schema: Schema, spec: OutputSpec, sources: Sequence[str],
-                 by_source: Mapping[str, list[tuple[ShardTarget, dict[str, Any]]]],
-                 features: Sequence[str]) -> dict[str, dict[str, Track]]:
+                 by_source: Mapping[str, list[tuple[ShardTarget, dict[str, Any]]]], features: Sequence[str],
+                 reusable: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, Track]]:
     """Before publication: decode the first present reference of every media modality,
     through the path the shards take, so a provider that is missing, misconfigured or
     cannot read these references fails while every published byte is as it was.
 
-    Sources are read in writing order until each media modality has decoded one reference
-    (the first source, as a rule); the tracks of the first source read are returned so the
-    writer does not read it again. Decoding every reference would mean decoding the data
-    twice: a reference that fails later still fails the write, with publication begun
-    (readers reject the folder; resume finishes it once the reference is fixed)."""
+    Only shards still to be written count: a target resume may keep (recorded in
+    ``reusable`` for this very target, :func:`_recorded`; its bytes are not hashed here) is
+    passed over, and a source with nothing else to write is not read. Sources are read in
+    writing order until each media modality has decoded one reference (the first source
+    to write, as a rule); the tracks of every source read are returned so the writer does
+    not read it again. A kept shard that later fails its hash is rebuilt without this
+    pre-check: a reference it cannot decode then fails the write with publication begun.
+    Decoding every reference would mean decoding the data twice: a reference that fails
+    later still fails the write, with publication begun (readers reject the folder; resume
+    finishes it once the reference is fixed)."""
     unchecked = dict(spec.of_kind("media"))
     if not unchecked or not sources:
         return {}
@@ -399,10 +404,12 @@ def _check_media(adapter: SourceAdapter, schema: Schema, spec: OutputSpec, sourc
                                 f"{type(adapter).__name__} has no decode_media(column, refs, source_id=...)")
     read_ahead: dict[str, dict[str, Track]] = {}
     for source in sources:
+        to_write = [(target, row) for target, row in by_source.get(source, []) if _recorded(reusable, target) is None]
+        if not to_write:
+            continue
         tracks = {entity_key(t.entity_id): t for t in tracks_from_ticks(schema, adapter.read_ticks(source), source)}
-        if not read_ahead:
-            read_ahead[source] = tracks
-        for target, row in by_source.get(source, []):
+        read_ahead[source] = tracks
+        for target, row in to_write:
             track = _span_track(tracks, target, row, features)
             present = target.start + np.flatnonzero(track.present[target.start:target.stop])
             for name, m in list(unchecked.items()):
@@ -414,6 +421,13 @@ def _check_media(adapter: SourceAdapter, schema: Schema, spec: OutputSpec, sourc
             if not unchecked:
                 return read_ahead
     return read_ahead
+
+
+def _recorded(reusable: Mapping[str, dict[str, Any]], target: ShardTarget) -> dict[str, Any] | None:
+    """The entry resume recorded for exactly ``target``, or None: a shard it may keep once
+    its file still has the recorded size and SHA-256."""
+    entry = reusable.get(target.path)
+    return entry if entry is not None and _same_target(entry, target) else None
 
 
 def _same_target(entry: Mapping[str, Any], target: ShardTarget) -> bool:
