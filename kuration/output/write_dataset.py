@@ -44,7 +44,7 @@ import pyarrow as pa
 from kuration import _version, storage
 from kuration.budget import BudgetOptions, BudgetPlan, plan_budget
 from kuration.budget.spans import feature_columns
-from kuration.budget.split_pools import GroupOf
+from kuration.budget.split_pools import ASSIGNMENT_COLUMNS, GroupOf
 from kuration.sources.entities import entity_key
 from kuration.errors import CommitError, InputError, OutputError
 from kuration.hashing import canonical_json, code_fingerprint, readable_json, sha256_hex, stable_repr
@@ -482,10 +482,6 @@ def _remove_leftovers(destination: Destination, keep: set[str]) -> None:
             destination.remove(name)
 
 
-#: The columns of a resolved split's assignments that decide the split pools.
-SPLIT_COLUMNS = ("stage", "source", "group")
-
-
 def _split_identity(split_assignments: pa.Table | None, group_of: GroupOf) -> dict[str, Any] | None:
     """The baked split's identity for the provenance, after checking the argument (before
     anything is scored): the SHA-256 of its distinct (stage, source, group) rows, what the
@@ -499,15 +495,15 @@ def _split_identity(split_assignments: pa.Table | None, group_of: GroupOf) -> di
         raise DatasetWriteError(
             f"split_assignments: expected the pyarrow Table of a resolved split (read_split_assignments(root)[0], or "
             f"plan_splits(load_splits('splits.json'), universe).stage_table()), got {type(split_assignments).__name__}")
-    missing = [c for c in SPLIT_COLUMNS if c not in split_assignments.column_names]
+    missing = [c for c in ASSIGNMENT_COLUMNS if c not in split_assignments.column_names]
     if missing:
         raise DatasetWriteError(f"split_assignments: missing column(s) {missing}; it has "
                                 f"{split_assignments.column_names}. Pass a resolved split's assignments (columns "
                                 "stage, source, group)")
-    distinct = split_assignments.select(list(SPLIT_COLUMNS)).group_by(list(SPLIT_COLUMNS)).aggregate([])
-    rows = sorted(zip(*(distinct.column(c).to_pylist() for c in SPLIT_COLUMNS), strict=True),
+    distinct = split_assignments.select(list(ASSIGNMENT_COLUMNS)).group_by(list(ASSIGNMENT_COLUMNS)).aggregate([])
+    rows = sorted(zip(*(distinct.column(c).to_pylist() for c in ASSIGNMENT_COLUMNS), strict=True),
                   key=lambda row: [(v is None, "" if v is None else str(v)) for v in row])
-    return {"origin": "split_assignments", "columns": list(SPLIT_COLUMNS),
+    return {"origin": "split_assignments", "columns": list(ASSIGNMENT_COLUMNS),
             "sha256": sha256_hex(canonical_json([list(row) for row in rows]))}
 
 
