@@ -60,7 +60,8 @@ COMMIT_FORMAT = 1
 #: The temp files metadata writes left before temp files had one prefix
 #: (:data:`kuration.storage.TEMP_PREFIX`): ``.<metadata file>.<8 mkstemp characters>.tmp``.
 _OLD_METADATA_TEMP = re.compile(
-    r"\.(?:dataset_manifest\.json|config\.json|dataset\.commit\.json|\.kuration_output_spec\.json)\.[a-z0-9_]{8}\.tmp"
+    r"\.(?:" + "|".join(re.escape(name) for name in (MANIFEST_FILE, CONFIG_FILE, COMMIT_FILE, SPEC_MARKER_FILE))
+    + r")\.[a-z0-9_]{8}\.tmp"
 )
 
 
