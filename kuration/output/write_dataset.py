@@ -47,7 +47,7 @@ from kuration.budget.spans import feature_columns
 from kuration.budget.split_pools import ASSIGNMENT_COLUMNS, GroupOf
 from kuration.sources.entities import entity_key
 from kuration.errors import CommitError, InputError, OutputError
-from kuration.hashing import canonical_json, code_fingerprint, readable_json, sha256_hex, stable_repr
+from kuration.hashing import canonical_digest, canonical_json, code_fingerprint, readable_json, sha256_hex, stable_repr
 from kuration.numbers import parse_bytes
 from kuration.sources.media import media_cache
 from kuration.output.commit_protocol import (
@@ -299,7 +299,7 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
         "sources": {s: identities[s].token() for s in sources}, "kuration": _version.__version__,
         **(dict(inputs) if inputs else {}),
     }
-    run_fingerprint = sha256_hex(canonical_json(fingerprints))
+    run_fingerprint = canonical_digest(fingerprints)
     marker = readable_json({"format": 1, "output": spec.to_dict(), "run_fingerprint": run_fingerprint})
     if resume and record is not None and record.run_fingerprint != run_fingerprint:
         other = (f"{destination.url}: holds a {record.state} dataset of another run (run "
@@ -504,7 +504,7 @@ def _split_identity(split_assignments: pa.Table | None, group_of: GroupOf) -> di
     rows = sorted(zip(*(distinct.column(c).to_pylist() for c in ASSIGNMENT_COLUMNS), strict=True),
                   key=lambda row: [(v is None, "" if v is None else str(v)) for v in row])
     return {"origin": "split_assignments", "columns": list(ASSIGNMENT_COLUMNS),
-            "sha256": sha256_hex(canonical_json([list(row) for row in rows]))}
+            "sha256": canonical_digest([list(row) for row in rows])}
 
 
 def _check_split_names_sources(split_assignments: pa.Table, scored_sources: Sequence[str]) -> None:
