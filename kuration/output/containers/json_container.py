@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from kuration.errors import check_keys
-from kuration.output.containers._common import assemble, check_n_steps, check_names, check_shard, values_in_shard
+from kuration.output.containers._common import assemble, check_n_steps, check_names, check_shard, value_limit
 from kuration.output.containers.protocol import ShardArrays, ShardFormatError, ShardStream
 from kuration.output.spec import PRESENT, Modality
 from kuration.strict_json import parse_finite_float
@@ -51,7 +51,7 @@ _VALUE_TEXT, _FRAME_TEXT = 26, 4096
 
 def text_limit(modalities: Mapping[str, Modality], max_rows: int) -> int:
     """The most bytes a shard of at most ``max_rows`` rows of ``modalities`` takes as JSON."""
-    values = sum(values_in_shard(n, modalities, max_rows) * (_VALUE_TEXT + 2 * (len(m.shape) + 1))
+    values = sum(value_limit(n, modalities, max_rows) * (_VALUE_TEXT + 2 * (len(m.shape) + 1))
                  for n, m in modalities.items())
     return _FRAME_TEXT + values + max_rows * len("false,") + sum(len(n) + 4 for n in modalities)
 
