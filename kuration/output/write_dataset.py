@@ -265,8 +265,7 @@ def write_planned_dataset(
     destination = open_destination(out)
     spec.validate_against(schema)
     _check_plan_fits(plan, spec)
-    # One media cache for the write: each media file is read once, within the cache's bound.
-    with destination.lease(), media_cache():
+    with destination.lease():
         record, torn = _check_destination(destination, resume, force, replace=replace)
         return _publish(destination, plan, record, adapter=adapter, schema=schema, spec=spec, encoder=encoder,
                         resume=resume and not torn, job=job, progress=progress,
@@ -314,12 +313,6 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
     by_source: dict[str, list[tuple[ShardTarget, dict[str, Any]]]] = {}
     for target, row in targets:
         by_source.setdefault(target.source_id, []).append((target, row))
-    read_ahead = _check_media(adapter, schema, spec, sources, by_source, features, reusable)
-    # a split folder that is a link would have shards reused from, or written to, wherever it leads
-    destination.check_folders(set(EXCLUSIVE_STAGES))
-
-    # -- publication starts: readers reject the directory until the final commit ------
-    publish_writing(destination, run_fingerprint=run_fingerprint, marker=marker)
     entries: list[dict[str, Any]] = []
     written = reused = 0
 
@@ -329,27 +322,36 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
         destination.write_metadata(_record_name(run_fingerprint, entry["path"]), canonical_json(
             {"run": run_fingerprint, "entry": entry}), durable=False)
 
-    with ShardWriter(destination, spec, schema=schema, encoder=encoder, adapter=adapter,
-                     on_entry=record_finished) as shards:
-        for done, source in enumerate(sources, start=1):
-            pending = []
-            for target, row in by_source.get(source, []):
-                entry = _recorded(reusable, target)
-                if entry is not None and destination.shard_matches(target.path, entry):
-                    entries.append(entry)
-                    reused += 1
-                else:
-                    pending.append((target, row))
-            tracks = read_ahead.pop(source, None)
-            if pending:
-                if tracks is None:
-                    tracks = {entity_key(t.entity_id): t
-                              for t in tracks_from_ticks(schema, adapter.read_ticks(source), source)}
-                for target, row in pending:
-                    shards.write(target, _span_track(tracks, target, row, features))
-                    written += 1
-            if progress:
-                shards.after(functools.partial(progress, done, len(sources), source))
+    # One media cache for the check and the shards: each media file is read once, within the
+    # cache's bound (a cache the caller opened is used, with its bound).
+    with media_cache():
+        read_ahead = _check_media(adapter, schema, spec, sources, by_source, features, reusable)
+        # a split folder that is a link would have shards reused from, or written to, wherever it leads
+        destination.check_folders(set(EXCLUSIVE_STAGES))
+
+        # -- publication starts: readers reject the directory until the final commit ------
+        publish_writing(destination, run_fingerprint=run_fingerprint, marker=marker)
+        with ShardWriter(destination, spec, schema=schema, encoder=encoder, adapter=adapter,
+                         on_entry=record_finished) as shards:
+            for done, source in enumerate(sources, start=1):
+                pending = []
+                for target, row in by_source.get(source, []):
+                    entry = _recorded(reusable, target)
+                    if entry is not None and destination.shard_matches(target.path, entry):
+                        entries.append(entry)
+                        reused += 1
+                    else:
+                        pending.append((target, row))
+                tracks = read_ahead.pop(source, None)
+                if pending:
+                    if tracks is None:
+                        tracks = {entity_key(t.entity_id): t
+                                  for t in tracks_from_ticks(schema, adapter.read_ticks(source), source)}
+                    for target, row in pending:
+                        shards.write(target, _span_track(tracks, target, row, features))
+                        written += 1
+                if progress:
+                    shards.after(functools.partial(progress, done, len(sources), source))
     entries.sort(key=lambda e: (e["source_id"], e["entity_id"], -1 if e["span_index"] is None else e["span_index"],
                                 e["shard_index"]))
     manifest = _manifest(entries, spec, plan, run_fingerprint)
@@ -591,7 +593,7 @@ def write_dataset(
                 "memory-mapped; pass cache=FsspecScoreCache('<a local folder>')")
         cache = FsspecScoreCache(destination.where(CHECKPOINT_DIR))
     started = _dt.datetime.now(_dt.timezone.utc)
-    with destination.lease(), media_cache():
+    with destination.lease():
         record, _ = _check_destination(destination, resume, force)  # before scoring: a refused write costs nothing
         scored = score_sources(adapter, segmenter=segmenter, strategy=strategy, sources=sources, workers=workers,
                                executor=executor, on_error=on_error, cache=cache, memory_budget=budget,
