@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import io
 import os
 import posixpath
 import shutil
@@ -30,7 +31,7 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
@@ -179,30 +180,41 @@ def folder_inside(root: str | os.PathLike[str], relative: str, *, error: type[Ex
     return True
 
 
-def read_inside(root: str | os.PathLike[str], relative: str, *, error: type[Exception] = ValueError) -> bytes | None:
-    """The bytes of ``relative`` below ``root``, opened by :func:`open_inside`; None when missing."""
-    fd = open_inside(root, relative, error=error)
-    if fd is None:
-        return None
-    with open(fd, "rb", closefd=True) as handle:
-        try:
-            return handle.read()
-        except OSError as exc:
-            raise error(f"{os.path.join(os.fspath(root), relative)}: cannot be read ({exc.strerror})") from None
+_T = TypeVar("_T")
 
 
-def sha256_inside(root: str | os.PathLike[str], relative: str, *,
-                  error: type[Exception] = ValueError) -> tuple[int, str] | None:
-    """``(bytes, SHA-256)`` of ``relative`` below ``root``, opened by :func:`open_inside`;
-    None when missing."""
+def _read_inside(root: str | os.PathLike[str], relative: str, error: type[Exception],
+                 read: Callable[[io.FileIO], _T]) -> _T | None:
+    """``read`` applied to ``relative`` below ``root``, opened by :func:`open_inside` (unbuffered);
+    None when missing, ``error`` naming the path when reading fails."""
     fd = open_inside(root, relative, error=error)
     if fd is None:
         return None
     with open(fd, "rb", buffering=0, closefd=True) as handle:
         try:
-            return sha256_of_stream(handle)
+            return read(handle)
         except OSError as exc:
             raise error(f"{os.path.join(os.fspath(root), relative)}: cannot be read ({exc.strerror})") from None
+
+
+def read_inside(root: str | os.PathLike[str], relative: str, *, error: type[Exception] = ValueError) -> bytes | None:
+    """The bytes of ``relative`` below ``root``, opened by :func:`open_inside`; None when missing."""
+    return _read_inside(root, relative, error, io.FileIO.readall)
+
+
+def sha256_inside(root: str | os.PathLike[str], relative: str, *, error: type[Exception] = ValueError,
+                  expected_size: int | None = None) -> tuple[int, str | None] | None:
+    """``(bytes, SHA-256)`` of ``relative`` below ``root``, opened by :func:`open_inside`;
+    None when missing. With ``expected_size``, a file of another size (``os.fstat`` on the
+    opened descriptor) is not read: its SHA-256 is reported as None."""
+
+    def digest(handle: io.FileIO) -> tuple[int, str | None]:
+        size = os.fstat(handle.fileno()).st_size
+        if expected_size is not None and size != expected_size:
+            return size, None
+        return sha256_of_stream(handle)
+
+    return _read_inside(root, relative, error, digest)
 
 
 def is_remote(url: str | os.PathLike[str]) -> bool:

@@ -54,7 +54,10 @@ def _parse_int(text: str) -> int:
     return value
 
 
-def _parse_float(text: str) -> float:
+def parse_finite_float(text: str) -> float:
+    """A ``json.loads`` ``parse_float`` hook: the float of a JSON number literal, or
+    ``ValueError`` (``number <text> is beyond the float range``) for one that overflows
+    (``1e999``), where plain ``json`` gives an infinity."""
     value = float(text)
     if not math.isfinite(value):
         raise _Refused(f"number {text[:24]}{'...' if len(text) > 24 else ''} is beyond the float range")
@@ -86,7 +89,7 @@ def parse_strict_json(data: bytes | str, *, where: str, what: str = "JSON file",
         if isinstance(data, (bytes, bytearray)) and text.startswith("\ufeff"):
             text = text[1:]  # a byte-order mark from an editor is not content
         value = json.loads(text, object_pairs_hook=_object_without_duplicates, parse_constant=_refuse_constant,
-                           parse_int=_parse_int, parse_float=_parse_float)
+                           parse_int=_parse_int, parse_float=parse_finite_float)
     except RecursionError:
         reason = f"nested deeper than {max_depth} levels"
     except UnicodeDecodeError as exc:
@@ -100,4 +103,4 @@ def parse_strict_json(data: bytes | str, *, where: str, what: str = "JSON file",
     raise error(f"{where}: not a valid {what} ({reason})") from None
 
 
-__all__ = ["INT64_MAX", "INT64_MIN", "MAX_DEPTH", "parse_strict_json"]
+__all__ = ["INT64_MAX", "INT64_MIN", "MAX_DEPTH", "parse_finite_float", "parse_strict_json"]

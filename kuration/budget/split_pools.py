@@ -27,6 +27,8 @@ from kuration.errors import BudgetError
 from kuration.splits.stages import EXCLUSIVE_STAGES, STAGES
 
 GroupOf = Callable[[str], str] | Mapping[str, str] | None
+#: The columns of resolved split assignments that decide the split pools.
+ASSIGNMENT_COLUMNS = ("stage", "source", "group")
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ def assert_exclusive(split_of: Mapping[str, str], group_of: Mapping[str, str]) -
 
 def pools_from_assignments(assignments: pa.Table, sources: Iterable[str]) -> SplitPools:
     """Pools from resolved split assignments (columns ``stage``, ``source``, ``group``)."""
-    missing = [c for c in ("stage", "source", "group") if c not in assignments.column_names]
+    missing = [c for c in ASSIGNMENT_COLUMNS if c not in assignments.column_names]
     if missing:
         raise BudgetError(f"split assignments: missing column(s) {missing}; it has {assignments.column_names}")
     stage = assignments.column("stage").to_pylist()
@@ -142,4 +144,5 @@ def seeded_pools(
     return SplitPools(split_of, groups, "seeded_partition")
 
 
-__all__ = ["GroupOf", "SplitPools", "assert_exclusive", "pools_from_assignments", "seeded_hash", "seeded_pools"]
+__all__ = ["ASSIGNMENT_COLUMNS", "GroupOf", "SplitPools", "assert_exclusive", "pools_from_assignments", "seeded_hash",
+           "seeded_pools"]

@@ -40,7 +40,7 @@ from typing import Any
 
 from kuration import storage
 from kuration.errors import CommitError
-from kuration.hashing import canonical_json, readable_json, sha256_hex
+from kuration.hashing import canonical_digest, readable_json, sha256_hex
 from kuration.output.destinations import Destination
 from kuration.strict_json import parse_strict_json
 
@@ -60,7 +60,8 @@ COMMIT_FORMAT = 1
 #: The temp files metadata writes left before temp files had one prefix
 #: (:data:`kuration.storage.TEMP_PREFIX`): ``.<metadata file>.<8 mkstemp characters>.tmp``.
 _OLD_METADATA_TEMP = re.compile(
-    r"\.(?:dataset_manifest\.json|config\.json|dataset\.commit\.json|\.kuration_output_spec\.json)\.[a-z0-9_]{8}\.tmp"
+    r"\.(?:" + "|".join(re.escape(name) for name in (MANIFEST_FILE, CONFIG_FILE, COMMIT_FILE, SPEC_MARKER_FILE))
+    + r")\.[a-z0-9_]{8}\.tmp"
 )
 
 
@@ -84,7 +85,7 @@ class CommitRecord:
 
     def to_bytes(self) -> bytes:
         body = self.body()
-        return readable_json({**body, "checksum": sha256_hex(canonical_json(body))})
+        return readable_json({**body, "checksum": canonical_digest(body)})
 
     @classmethod
     def parse(cls, data: bytes, *, where: str) -> CommitRecord:
@@ -99,7 +100,7 @@ class CommitRecord:
         fields = set(cls.__dataclass_fields__)
         if set(raw) != fields:
             raise CommitError(f"{where}: commit record keys {sorted(raw)}, expected {sorted(fields)}")
-        if sha256_hex(canonical_json(raw)) != checksum:
+        if canonical_digest(raw) != checksum:
             raise CommitError(f"{where}: the commit record's checksum does not match its content (edited or torn); "
                               "do not trust this dataset. Re-run the write with force=True")
         record = cls(**raw)

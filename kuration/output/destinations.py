@@ -86,7 +86,7 @@ class _Published:
         pass
 
 
-def _same(size: int, digest: str, entry: Mapping[str, Any]) -> bool:
+def _same(size: int, digest: str | None, entry: Mapping[str, Any]) -> bool:
     return size == entry.get("bytes") and digest == entry.get("sha256")
 
 
@@ -124,7 +124,7 @@ class LocalDestination:
         return stage_shard_local(self._path(relative), container, shard)
 
     def shard_matches(self, relative: str, entry: Mapping[str, Any]) -> bool:
-        found = storage.sha256_inside(self.root, relative, error=CommitError)
+        found = storage.sha256_inside(self.root, relative, error=CommitError, expected_size=entry.get("bytes"))
         return found is not None and _same(*found, entry)
 
     def check_folders(self, folders: set[str]) -> None:

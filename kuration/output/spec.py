@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from kuration.budget.options import SHORT_POLICIES, ShardChunking
-from kuration.hashing import canonical_json, sha256_hex
+from kuration.hashing import canonical_digest
 from kuration.errors import InputError, check_keys, shown
 from kuration.numbers import whole_number
 from kuration.sources.schema import Schema, shape_limit_problem
@@ -163,7 +163,7 @@ class OutputSpec:
 
     def fingerprint(self) -> str:
         """SHA-256 of the canonical JSON form: what resume pins."""
-        return sha256_hex(canonical_json(self.to_dict()))
+        return canonical_digest(self.to_dict())
 
     @property
     def chunking(self) -> ShardChunking:

@@ -44,10 +44,10 @@ import pyarrow as pa
 from kuration import _version, storage
 from kuration.budget import BudgetOptions, BudgetPlan, plan_budget
 from kuration.budget.spans import feature_columns
-from kuration.budget.split_pools import GroupOf
+from kuration.budget.split_pools import ASSIGNMENT_COLUMNS, GroupOf
 from kuration.sources.entities import entity_key
 from kuration.errors import CommitError, InputError, OutputError
-from kuration.hashing import canonical_json, code_fingerprint, readable_json, sha256_hex, stable_repr
+from kuration.hashing import canonical_digest, canonical_json, code_fingerprint, readable_json, sha256_hex, stable_repr
 from kuration.numbers import parse_bytes
 from kuration.sources.media import media_cache
 from kuration.output.commit_protocol import (
@@ -265,8 +265,7 @@ def write_planned_dataset(
     destination = open_destination(out)
     spec.validate_against(schema)
     _check_plan_fits(plan, spec)
-    # One media cache for the write: each media file is read once, within the cache's bound.
-    with destination.lease(), media_cache():
+    with destination.lease():
         record, torn = _check_destination(destination, resume, force, replace=replace)
         return _publish(destination, plan, record, adapter=adapter, schema=schema, spec=spec, encoder=encoder,
                         resume=resume and not torn, job=job, progress=progress,
@@ -299,7 +298,7 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
         "sources": {s: identities[s].token() for s in sources}, "kuration": _version.__version__,
         **(dict(inputs) if inputs else {}),
     }
-    run_fingerprint = sha256_hex(canonical_json(fingerprints))
+    run_fingerprint = canonical_digest(fingerprints)
     marker = readable_json({"format": 1, "output": spec.to_dict(), "run_fingerprint": run_fingerprint})
     if resume and record is not None and record.run_fingerprint != run_fingerprint:
         other = (f"{destination.url}: holds a {record.state} dataset of another run (run "
@@ -314,12 +313,6 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
     by_source: dict[str, list[tuple[ShardTarget, dict[str, Any]]]] = {}
     for target, row in targets:
         by_source.setdefault(target.source_id, []).append((target, row))
-    read_ahead = _check_media(adapter, schema, spec, sources, by_source, features)
-    # a split folder that is a link would have shards reused from, or written to, wherever it leads
-    destination.check_folders(set(EXCLUSIVE_STAGES))
-
-    # -- publication starts: readers reject the directory until the final commit ------
-    publish_writing(destination, run_fingerprint=run_fingerprint, marker=marker)
     entries: list[dict[str, Any]] = []
     written = reused = 0
 
@@ -329,27 +322,36 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
         destination.write_metadata(_record_name(run_fingerprint, entry["path"]), canonical_json(
             {"run": run_fingerprint, "entry": entry}), durable=False)
 
-    with ShardWriter(destination, spec, schema=schema, encoder=encoder, adapter=adapter,
-                     on_entry=record_finished) as shards:
-        for done, source in enumerate(sources, start=1):
-            pending = []
-            for target, row in by_source.get(source, []):
-                entry = reusable.get(target.path)
-                if entry is not None and _same_target(entry, target) and destination.shard_matches(target.path, entry):
-                    entries.append(entry)
-                    reused += 1
-                else:
-                    pending.append((target, row))
-            tracks = read_ahead.pop(source, None)
-            if pending:
-                if tracks is None:
-                    tracks = {entity_key(t.entity_id): t
-                              for t in tracks_from_ticks(schema, adapter.read_ticks(source), source)}
-                for target, row in pending:
-                    shards.write(target, _span_track(tracks, target, row, features))
-                    written += 1
-            if progress:
-                shards.after(functools.partial(progress, done, len(sources), source))
+    # One media cache for the check and the shards: each media file is read once, within the
+    # cache's bound (a cache the caller opened is used, with its bound).
+    with media_cache():
+        read_ahead = _check_media(adapter, schema, spec, sources, by_source, features, reusable)
+        # a split folder that is a link would have shards reused from, or written to, wherever it leads
+        destination.check_folders(set(EXCLUSIVE_STAGES))
+
+        # -- publication starts: readers reject the directory until the final commit ------
+        publish_writing(destination, run_fingerprint=run_fingerprint, marker=marker)
+        with ShardWriter(destination, spec, schema=schema, encoder=encoder, adapter=adapter,
+                         on_entry=record_finished) as shards:
+            for done, source in enumerate(sources, start=1):
+                pending = []
+                for target, row in by_source.get(source, []):
+                    entry = _recorded(reusable, target)
+                    if entry is not None and destination.shard_matches(target.path, entry):
+                        entries.append(entry)
+                        reused += 1
+                    else:
+                        pending.append((target, row))
+                tracks = read_ahead.pop(source, None)
+                if pending:
+                    if tracks is None:
+                        tracks = {entity_key(t.entity_id): t
+                                  for t in tracks_from_ticks(schema, adapter.read_ticks(source), source)}
+                    for target, row in pending:
+                        shards.write(target, _span_track(tracks, target, row, features))
+                        written += 1
+                if progress:
+                    shards.after(functools.partial(progress, done, len(sources), source))
     entries.sort(key=lambda e: (e["source_id"], e["entity_id"], -1 if e["span_index"] is None else e["span_index"],
                                 e["shard_index"]))
     manifest = _manifest(entries, spec, plan, run_fingerprint)
@@ -380,17 +382,22 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
 
 
 def _check_media(adapter: SourceAdapter, schema: Schema, spec: OutputSpec, sources: Sequence[str],
-                 by_source: Mapping[str, list[tuple[ShardTarget, dict[str, Any]]]],
-                 features: Sequence[str]) -> dict[str, dict[str, Track]]:
+                 by_source: Mapping[str, list[tuple[ShardTarget, dict[str, Any]]]], features: Sequence[str],
+                 reusable: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, Track]]:
     """Before publication: decode the first present reference of every media modality,
     through the path the shards take, so a provider that is missing, misconfigured or
     cannot read these references fails while every published byte is as it was.
 
-    Sources are read in writing order until each media modality has decoded one reference
-    (the first source, as a rule); the tracks of the first source read are returned so the
-    writer does not read it again. Decoding every reference would mean decoding the data
-    twice: a reference that fails later still fails the write, with publication begun
-    (readers reject the folder; resume finishes it once the reference is fixed)."""
+    Only shards still to be written count: a target resume may keep (recorded in
+    ``reusable`` for this very target, :func:`_recorded`; its bytes are not hashed here) is
+    passed over, and a source with nothing else to write is not read. Sources are read in
+    writing order until each media modality has decoded one reference (the first source
+    to write, as a rule); the tracks of every source read are returned so the writer does
+    not read it again. A kept shard that later fails its hash is rebuilt without this
+    pre-check: a reference it cannot decode then fails the write with publication begun.
+    Decoding every reference would mean decoding the data twice: a reference that fails
+    later still fails the write, with publication begun (readers reject the folder; resume
+    finishes it once the reference is fixed)."""
     unchecked = dict(spec.of_kind("media"))
     if not unchecked or not sources:
         return {}
@@ -399,10 +406,12 @@ def _check_media(adapter: SourceAdapter, schema: Schema, spec: OutputSpec, sourc
                                 f"{type(adapter).__name__} has no decode_media(column, refs, source_id=...)")
     read_ahead: dict[str, dict[str, Track]] = {}
     for source in sources:
+        to_write = [(target, row) for target, row in by_source.get(source, []) if _recorded(reusable, target) is None]
+        if not to_write:
+            continue
         tracks = {entity_key(t.entity_id): t for t in tracks_from_ticks(schema, adapter.read_ticks(source), source)}
-        if not read_ahead:
-            read_ahead[source] = tracks
-        for target, row in by_source.get(source, []):
+        read_ahead[source] = tracks
+        for target, row in to_write:
             track = _span_track(tracks, target, row, features)
             present = target.start + np.flatnonzero(track.present[target.start:target.stop])
             for name, m in list(unchecked.items()):
@@ -414,6 +423,13 @@ def _check_media(adapter: SourceAdapter, schema: Schema, spec: OutputSpec, sourc
             if not unchecked:
                 return read_ahead
     return read_ahead
+
+
+def _recorded(reusable: Mapping[str, dict[str, Any]], target: ShardTarget) -> dict[str, Any] | None:
+    """The entry resume recorded for exactly ``target``, or None: a shard it may keep once
+    its file still has the recorded size and SHA-256."""
+    entry = reusable.get(target.path)
+    return entry if entry is not None and _same_target(entry, target) else None
 
 
 def _same_target(entry: Mapping[str, Any], target: ShardTarget) -> bool:
@@ -468,10 +484,6 @@ def _remove_leftovers(destination: Destination, keep: set[str]) -> None:
             destination.remove(name)
 
 
-#: The columns of a resolved split's assignments that decide the split pools.
-SPLIT_COLUMNS = ("stage", "source", "group")
-
-
 def _split_identity(split_assignments: pa.Table | None, group_of: GroupOf) -> dict[str, Any] | None:
     """The baked split's identity for the provenance, after checking the argument (before
     anything is scored): the SHA-256 of its distinct (stage, source, group) rows, what the
@@ -485,16 +497,16 @@ def _split_identity(split_assignments: pa.Table | None, group_of: GroupOf) -> di
         raise DatasetWriteError(
             f"split_assignments: expected the pyarrow Table of a resolved split (read_split_assignments(root)[0], or "
             f"plan_splits(load_splits('splits.json'), universe).stage_table()), got {type(split_assignments).__name__}")
-    missing = [c for c in SPLIT_COLUMNS if c not in split_assignments.column_names]
+    missing = [c for c in ASSIGNMENT_COLUMNS if c not in split_assignments.column_names]
     if missing:
         raise DatasetWriteError(f"split_assignments: missing column(s) {missing}; it has "
                                 f"{split_assignments.column_names}. Pass a resolved split's assignments (columns "
                                 "stage, source, group)")
-    distinct = split_assignments.select(list(SPLIT_COLUMNS)).group_by(list(SPLIT_COLUMNS)).aggregate([])
-    rows = sorted(zip(*(distinct.column(c).to_pylist() for c in SPLIT_COLUMNS), strict=True),
+    distinct = split_assignments.select(list(ASSIGNMENT_COLUMNS)).group_by(list(ASSIGNMENT_COLUMNS)).aggregate([])
+    rows = sorted(zip(*(distinct.column(c).to_pylist() for c in ASSIGNMENT_COLUMNS), strict=True),
                   key=lambda row: [(v is None, "" if v is None else str(v)) for v in row])
-    return {"origin": "split_assignments", "columns": list(SPLIT_COLUMNS),
-            "sha256": sha256_hex(canonical_json([list(row) for row in rows]))}
+    return {"origin": "split_assignments", "columns": list(ASSIGNMENT_COLUMNS),
+            "sha256": canonical_digest([list(row) for row in rows])}
 
 
 def _check_split_names_sources(split_assignments: pa.Table, scored_sources: Sequence[str]) -> None:
@@ -581,7 +593,7 @@ def write_dataset(
                 "memory-mapped; pass cache=FsspecScoreCache('<a local folder>')")
         cache = FsspecScoreCache(destination.where(CHECKPOINT_DIR))
     started = _dt.datetime.now(_dt.timezone.utc)
-    with destination.lease(), media_cache():
+    with destination.lease():
         record, _ = _check_destination(destination, resume, force)  # before scoring: a refused write costs nothing
         scored = score_sources(adapter, segmenter=segmenter, strategy=strategy, sources=sources, workers=workers,
                                executor=executor, on_error=on_error, cache=cache, memory_budget=budget,

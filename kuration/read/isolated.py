@@ -36,7 +36,6 @@ import json
 import math
 import os
 import select
-import struct
 import subprocess
 import sys
 import threading
@@ -48,6 +47,7 @@ from kuration.errors import KurationError
 from kuration.output.containers import NpzContainer
 from kuration.output.containers.protocol import ShardArrays, ShardFormatError
 from kuration.output.spec import OutputSpec
+from kuration.read._decode_worker import _LENGTH
 
 #: Seconds every isolated decode may take, however small the shard.
 TIMEOUT_BASE = 10.0
@@ -56,7 +56,6 @@ TIMEOUT_BASE = 10.0
 TIMEOUT_BYTES_PER_SECOND = 20 * 2**20
 #: Seconds a new worker may take to start (import numpy, h5py and Kuration).
 START_TIMEOUT = 60.0
-_LENGTH = struct.Struct(">Q")
 _CHUNK = 1 << 20
 
 
@@ -91,6 +90,13 @@ def _pipes(proc: subprocess.Popen[bytes]) -> tuple[IO[bytes], IO[bytes]]:
     if proc.stdin is None or proc.stdout is None:
         raise IsolatedDecoderError("the isolated shard decoder was started without its stdin and stdout pipes")
     return proc.stdin, proc.stdout
+
+
+def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
+    """Close this process's ends of the worker's stdin and stdout, those still open."""
+    for stream in (proc.stdin, proc.stdout):
+        if stream is not None and not stream.closed:
+            stream.close()
 
 
 def _send(fd: int, data: bytes | memoryview, deadline: float) -> None:
@@ -200,9 +206,7 @@ class IsolatedDecoder:
         except subprocess.TimeoutExpired:
             proc.kill()
             code = proc.wait()
-        for stream in (proc.stdin, proc.stdout):
-            if stream is not None and not stream.closed:
-                stream.close()
+        _close_pipes(proc)
         return code
 
     def close(self) -> None:
@@ -215,9 +219,7 @@ class IsolatedDecoder:
         self._lock = threading.Lock()
         proc, self._proc = self._proc, None
         if proc is not None:
-            for stream in (proc.stdin, proc.stdout):
-                if stream is not None and not stream.closed:
-                    stream.close()
+            _close_pipes(proc)
 
 
 def _describe(code: int | None) -> str:

@@ -71,6 +71,18 @@ def test_a_split_folder_that_is_a_link_is_refused(tmp_path):
         LocalDestination(tmp_path / "out").check_folders({"train"})
 
 
+def test_a_shard_of_the_wrong_size_is_not_hashed(tmp_path, monkeypatch):
+    (tmp_path / "train").mkdir()
+    (tmp_path / "train" / "s.npz").write_bytes(b"12345")
+
+    def no_hash(handle, **kwargs):
+        raise AssertionError("a shard whose size already differs was hashed")
+
+    monkeypatch.setattr(storage, "sha256_of_stream", no_hash)
+    assert not LocalDestination(tmp_path).shard_matches("train/s.npz", {"bytes": 4, "sha256": "0" * 64})
+    assert storage.sha256_inside(tmp_path, "train/s.npz", expected_size=4) == (5, None)
+
+
 @pytest.mark.parametrize("name, leftover", [
     (storage.temp_name("dataset_manifest.json", "ab12cd34"), True),
     (storage.temp_name("src_0_shard0000.npz", "attempt-0123456789ab"), True),

@@ -13,7 +13,7 @@ import pytest
 from kuration import parse_entity_key
 from kuration.sources.media import MediaError
 from kuration.output.commit_protocol import COMMIT_FILE
-from kuration.output.write_dataset import DatasetWriteError, DifferentRunError
+from kuration.output.write_dataset import DatasetWriteError, DifferentRunError, write_planned_dataset
 from kuration.read import load_committed, read_shard, verify_dataset
 from kuration.sources import ParquetTickAdapter
 from tests.output._vehicle_corpus import TOWNS, VehicleCorpus
@@ -156,6 +156,29 @@ def test_each_archive_is_read_once_per_write(corpus, tmp_path, monkeypatch):
     archives = {e["source_id"].replace(".parquet", ".frames.npz") for e in result.manifest["entries"]}
     assert len(reads) == len(archives) and set(reads.values()) == {1}
     assert len(result.manifest["entries"]) > 2 * len(archives)  # without the cache: one read per shard
+
+
+def test_a_resume_reads_only_the_sources_it_writes_and_each_once(corpus, written, tmp_path, monkeypatch):
+    """The media check before publication passes over the shards resume keeps, and the
+    writer reuses the tracks the check read."""
+    out = tmp_path / "out"
+
+    def write(**kwargs):
+        return write_planned_dataset(out, written[1].budget_plan, adapter=corpus.adapter, schema=corpus.schema,
+                                     spec=corpus.spec, **kwargs)
+
+    entries = write().manifest["entries"]
+    reads = []
+    real = corpus.adapter.read_ticks
+    monkeypatch.setattr(corpus.adapter, "read_ticks", lambda source: reads.append(source) or real(source))
+    assert (write(resume=True).written, reads) == (0, [])  # every shard kept: no source read, not even to check
+    sources = sorted({e["source_id"] for e in entries})
+    for entry in entries:
+        if entry["source_id"] in sources[1:3]:
+            (out / entry["path"]).unlink()
+    again = write(resume=True)
+    assert again.written == sum(e["source_id"] in sources[1:3] for e in entries) and reads == sources[1:3]
+    assert verify_dataset(out).ok
 
 
 def test_an_adapter_that_cannot_decode_media_is_refused_before_publication(corpus, tmp_path):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -140,14 +140,17 @@ def check_names(
         )
 
 
+@overload
+def value_limit(name: str, modalities: Mapping[str, Modality], max_rows: int) -> int: ...
+@overload
+def value_limit(name: str, modalities: Mapping[str, Modality], max_rows: None) -> None: ...
+
+
 def value_limit(name: str, modalities: Mapping[str, Modality], max_rows: int | None) -> int | None:
     """The most values array ``name`` may hold in a shard of at most ``max_rows`` rows of the
     declared shapes (None when no bound is given): what a reader may allocate for it."""
-    return None if max_rows is None else values_in_shard(name, modalities, max_rows)
-
-
-def values_in_shard(name: str, modalities: Mapping[str, Modality], max_rows: int) -> int:
-    """The most values array ``name`` holds in a shard of at most ``max_rows`` rows."""
+    if max_rows is None:
+        return None
     if name == N_STEPS:
         return 1
     if name == PRESENT:
@@ -332,4 +335,4 @@ def _at(index: tuple[int | np.integer[Any], ...]) -> str:
 
 
 __all__ = ["MissingDependencyError", "assemble", "check_n_steps", "check_names", "check_rows", "check_shard",
-           "check_size", "raw_bytes", "require", "restore", "value_limit", "values_in_shard"]
+           "check_size", "raw_bytes", "require", "restore", "value_limit"]

@@ -31,16 +31,16 @@ and nesting beyond the interpreter's recursion limit is refused.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from kuration.errors import check_keys
-from kuration.output.containers._common import assemble, check_n_steps, check_names, check_shard, values_in_shard
+from kuration.output.containers._common import assemble, check_n_steps, check_names, check_shard, value_limit
 from kuration.output.containers.protocol import ShardArrays, ShardFormatError, ShardStream
 from kuration.output.spec import PRESENT, Modality
+from kuration.strict_json import parse_finite_float
 
 FORMAT = "kuration-shard-json/1"
 _KEYS = ("format", "n_steps", "present", "modalities")
@@ -51,7 +51,7 @@ _VALUE_TEXT, _FRAME_TEXT = 26, 4096
 
 def text_limit(modalities: Mapping[str, Modality], max_rows: int) -> int:
     """The most bytes a shard of at most ``max_rows`` rows of ``modalities`` takes as JSON."""
-    values = sum(values_in_shard(n, modalities, max_rows) * (_VALUE_TEXT + 2 * (len(m.shape) + 1))
+    values = sum(value_limit(n, modalities, max_rows) * (_VALUE_TEXT + 2 * (len(m.shape) + 1))
                  for n, m in modalities.items())
     return _FRAME_TEXT + values + max_rows * len("false,") + sum(len(n) + 4 for n in modalities)
 
@@ -66,14 +66,6 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             )
         out[key] = value
     return out
-
-
-def _parse_float(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):  # the writer spells an infinite value Infinity; 1e999 is not what it wrote
-        raise ShardFormatError(f"json shard: number {text[:24]}{'...' if len(text) > 24 else ''} is beyond the float "
-                               "range")
-    return value
 
 
 def _dumps(value: Any) -> bytes:
@@ -112,7 +104,7 @@ class JsonContainer:
         except UnicodeDecodeError as exc:
             raise ShardFormatError(f"json shard: not UTF-8 text ({exc})") from None
         try:
-            doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_float=_parse_float)
+            doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_float=parse_finite_float)
         except ShardFormatError:
             raise
         except json.JSONDecodeError as exc:
@@ -122,7 +114,7 @@ class JsonContainer:
             ) from None
         except RecursionError:
             raise ShardFormatError("json shard: nested too deeply to be a shard") from None
-        except ValueError as exc:  # an integer literal past Python's 4300-digit conversion limit
+        except ValueError as exc:  # a float literal past the float range (1e999), an integer past 4300 digits
             raise ShardFormatError(f"json shard: {exc}") from None
         if not isinstance(doc, dict):
             raise ShardFormatError(f"json shard: expected an object with keys {list(_KEYS)}, found "
