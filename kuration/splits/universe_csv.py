@@ -314,8 +314,22 @@ def _expand_indices(
             if bounded_index(cells.iat[row]) is None:
                 raise too_large(int(row), cells.iat[row]) from None
         raise
+    def over_limit(row: int, total: int) -> UniverseError:
+        return UniverseError(
+            f"{where}: up to line {line_numbers[row]} the rows already hold {total} samples, more than "
+            f"max_samples={max_samples}; pass a larger max_samples if the universe really is this large"
+        )
+
+    def add_plain_rows(total: int, first: int, stop: int) -> int:
+        """``total`` after the plain rows ``first`` to ``stop - 1`` (one sample each)."""
+        if total + (stop - first) > max_samples:
+            raise over_limit(first + max_samples - total, max_samples + 1)
+        return total + (stop - first)
+
+    # Counted in file order, so the line named is the one where the limit is passed.
     ranges: list[tuple[int, int, int, int]] = []
-    total = len(plain_values)
+    total = 0
+    next_row = 0
     for row in rows[is_range]:
         text = cells.iat[row]
         span, _, step_text = text.partition(":")
@@ -331,13 +345,12 @@ def _expand_indices(
                 int(row), f"range {text!r} holds {count} samples, more than max_samples={max_samples}; "
                 "split the file, or pass a larger max_samples if the universe really is this large"
             )
-        total += count
+        total = add_plain_rows(total, next_row, int(row)) + count
         if total > max_samples:
-            raise UniverseError(
-                f"{where}: up to line {line_numbers[row]} the rows already hold {total} samples, more than "
-                f"max_samples={max_samples}; pass a larger max_samples if the universe really is this large"
-            )
+            raise over_limit(int(row), total)
+        next_row = int(row) + 1
         ranges.append((int(row), start, step, count))
+    add_plain_rows(total, next_row, len(df))
     if not ranges:
         return df["source"].to_numpy(dtype=object), plain_values, rows
     index_parts = [plain_values]
