@@ -68,7 +68,9 @@ SET_KINDS = frozenset({SelectorKind.UNION, SelectorKind.EXCEPT, SelectorKind.INT
 _AT_LEAST_TWO_OPERANDS = frozenset({SelectorKind.EXCEPT, SelectorKind.INTERSECT})
 _SCALAR_FIELDS = frozenset({"source", "pattern"})
 _FIELD_ORDER = ("kind", "paths", "source", "ids", "stems", "pattern", "any_of", "of")
-_RANGE = re.compile(r"^\s*(\d+)-(\d+)(?::(\d+))?\s*$")
+#: ASCII digits only, as in ``universe.csv`` and media references: ``\d`` would also take
+#: other scripts' digits ("\u0661"), which ``int`` reads.
+_RANGE = re.compile(r"^\s*([0-9]+)-([0-9]+)(?::([0-9]+))?\s*$")
 #: Deepest nesting of set operations (a leaf selector is depth 1).
 MAX_SELECTOR_DEPTH = 32
 #: Largest id, range bound or step: universe indices are int64.
@@ -255,7 +257,8 @@ def _id_runs(ids: Sequence[int | str], *, what: str, limit: int = MAX_IDS) -> li
             if match is None:
                 # A bare "7" is refused, as the Cuvis.AI resolver refuses it, so that a file
                 # one tool accepts never fails in the other.
-                hint = f"; write the number {item.strip()} without quotes" if item.strip().isdecimal() else ""
+                bare = item.strip()
+                hint = f"; write the number {bare} without quotes" if bare.isascii() and bare.isdecimal() else ""
                 raise SelectorError(
                     f"{what}: ids must be ints or 'a-b' ranges (optionally 'a-b:step'), got {shown(item)}{hint}"
                 )
