@@ -8,6 +8,12 @@ only say whether a value is usable, then words its own error with the key it is 
 Byte counts as people write them (``"512MiB"``, ``"2 GB"``, ``1073741824``) are read by
 :func:`parse_bytes`, which raises :class:`~kuration.errors.InputError` naming the option,
 and printed by :func:`format_bytes`.
+
+Indices written as text (a ``universe.csv`` cell, a selector range, the row of a media
+reference) are ASCII digits only (:func:`is_digits`: ``"\u0661"`` is a decimal to Python,
+and ``int`` reads it) and at most :data:`MAX_INDEX`, the int64 range they are stored in
+(:func:`bounded_index`, which refuses a longer number from its digits, before ``int``,
+which refuses past 4300 digits, sees it).
 """
 
 from __future__ import annotations
@@ -19,6 +25,11 @@ from typing import Any
 import numpy as np
 
 from kuration.errors import InputError
+from kuration.strict_json import INT64_MAX
+
+#: Largest index, id, range bound, step or row written as text: indices are int64 (2**63 - 1).
+MAX_INDEX = INT64_MAX
+_MAX_INDEX_DIGITS = len(str(MAX_INDEX))
 
 _REAL = (int, float, np.integer, np.floating)
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
@@ -47,6 +58,25 @@ def whole_number(value: Any) -> int | None:
     return int(value)
 
 
+def is_digits(text: str) -> bool:
+    """True when ``text`` is ASCII decimal digits and nothing else (no sign, no space, no
+    other script's digits)."""
+    return text.isascii() and text.isdecimal()
+
+
+def bounded_index(digits: str) -> int | None:
+    """The ASCII decimal string ``digits`` as an int (leading zeros allowed), or None when it
+    is above :data:`MAX_INDEX`. Raises ``ValueError`` when ``digits`` fails :func:`is_digits`:
+    callers tell text that is no number from a number too large."""
+    if not is_digits(digits):
+        raise ValueError(f"not ASCII decimal digits: {digits[:20]!r}")
+    significant = digits.lstrip("0") or "0"
+    if len(significant) > _MAX_INDEX_DIGITS:
+        return None
+    value = int(significant)
+    return value if value <= MAX_INDEX else None
+
+
 def parse_bytes(value: int | str, *, name: str = "size") -> int:
     """A positive number of bytes from an int or a string such as ``"512MiB"`` or ``"2 GB"``."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
@@ -73,4 +103,4 @@ def format_bytes(n: float) -> str:
     raise AssertionError("unreachable")
 
 
-__all__ = ["finite_float", "format_bytes", "parse_bytes", "whole_number"]
+__all__ = ["MAX_INDEX", "bounded_index", "finite_float", "format_bytes", "is_digits", "parse_bytes", "whole_number"]

@@ -40,6 +40,7 @@ import numpy as np
 
 from kuration import storage
 from kuration.errors import RecordingError
+from kuration.numbers import bounded_index, is_digits
 
 
 @dataclass(frozen=True)
@@ -190,21 +191,13 @@ def cached(key: Hashable, load: Callable[[], np.ndarray]) -> np.ndarray:
 NPY_INDEX_FORM = "'<file>.npy#<row>' (or '<file>.npz#<row>', '<file>.npz#<key>/<row>', '<file>.npz#<key>')"
 
 
-def _is_row(text: str) -> bool:
-    # ASCII only: "\u0661" (Arabic-Indic one) and "\uff11" (fullwidth one) are decimals to
-    # Python and would read row 1 from a reference no grammar here allows
-    return text.isascii() and text.isdecimal()
-
-
-#: More digits than any row number has (int64 holds 19): a longer one is refused before
-#: ``int()`` sees it, which raises a bare ValueError past 4300 digits.
-ROW_DIGITS_MAX = 18
-
-
 def _row_number(text: str, fail: Callable[[str], MediaError]) -> int:
-    if len(text) > ROW_DIGITS_MAX:
+    """The row ``text`` (ASCII digits: ``"\u0661"`` is a decimal to Python, but no row) names,
+    refused above int64 (see :func:`kuration.numbers.bounded_index`)."""
+    row = bounded_index(text)
+    if row is None:
         raise fail(f"row {text[:20]}... ({len(text)} digits) is out of range")
-    return int(text)
+    return row
 
 
 class NpyIndexProvider:
@@ -259,13 +252,13 @@ def _parse_npy_ref(ref: object, spec: MediaSpec, source_id: str, index: int) -> 
     if not isinstance(ref, str) or not sep or not path or not fragment:
         raise fail(f"{ref!r} is not {NPY_INDEX_FORM}")
     if not path.lower().endswith(".npz"):
-        if not _is_row(fragment):
+        if not is_digits(fragment):
             raise fail(f"{ref!r} is not {NPY_INDEX_FORM}")
         return path, None, _row_number(fragment, fail)
-    if _is_row(fragment):
+    if is_digits(fragment):
         return path, "", _row_number(fragment, fail)
     key, slash, row = fragment.rpartition("/")
-    if slash and key and _is_row(row):
+    if slash and key and is_digits(row):
         return path, key, _row_number(row, fail)
     return path, fragment, None
 
@@ -344,7 +337,7 @@ def parse_row_ref(ref: object, spec: MediaSpec, source_id: str, index: int, form
         return MediaError(f"{source_id}: media {spec.name!r}, reference {index}: {problem}", reference=index)
 
     path, sep, row = str(ref).rpartition("#")
-    if not isinstance(ref, str) or not sep or not path or not _is_row(row):
+    if not isinstance(ref, str) or not sep or not path or not is_digits(row):
         raise fail(f"{ref!r} is not {form}")
     return path, _row_number(row, fail)
 

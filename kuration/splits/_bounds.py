@@ -1,28 +1,67 @@
-"""What the splits parsers share for hostile input: the index bound, and quoting values.
+"""What the splits parsers share for hostile input: index ranges, and quoting values.
 
 Universe indices are int64, so no id, index, range bound or step above
-:data:`MAX_INDEX` can mean anything; such numbers are refused from their digits, before
-``int`` sees them (``int`` refuses past 4300 digits, and numpy overflows past 19). A
-hostile file can also put a megabyte in one cell; an error quoting it whole is
-unreadable, so values are shown cut short.
+:data:`MAX_INDEX` can mean anything; such numbers are refused from their digits (see
+:func:`kuration.numbers.bounded_index`). A range is checked and counted from its
+arithmetic (:func:`parse_range`) and expanded only once its caller has bounded the count
+(:func:`expand_runs`). A hostile file can also put a megabyte in one cell; an error
+quoting it whole is unreadable, so values are shown cut short.
 """
 
 from __future__ import annotations
 
-from kuration.strict_json import INT64_MAX
+import re
+from collections.abc import Sequence
 
-#: Largest index, id, range bound or step (2**63 - 1).
-MAX_INDEX = INT64_MAX
-_MAX_DIGITS = len(str(MAX_INDEX))
+import numpy as np
+
+from kuration.numbers import MAX_INDEX, bounded_index
+
+#: An inclusive range ``a-b`` or ``a-b:step``. ASCII digits only: ``\d`` would also take
+#: other scripts' digits (``"\u0661"``), which ``int`` reads.
+_RANGE = re.compile(r"^\s*([0-9]+)-([0-9]+)(?::([0-9]+))?\s*$")
 
 
-def bounded_index(digits: str) -> int | None:
-    """The decimal string ``digits`` as an int, or None when it is above :data:`MAX_INDEX`."""
-    significant = digits.lstrip("0") or "0"
-    if len(significant) > _MAX_DIGITS:
-        return None
-    value = int(significant)
-    return value if value <= MAX_INDEX else None
+class RangeError(ValueError):
+    """Why a text is no usable range. ``reason`` is ``"form"`` (not ``a-b`` or ``a-b:step``),
+    ``"too_large"`` (a number above :data:`MAX_INDEX`), ``"step"`` (a step of 0) or
+    ``"order"`` (start above stop, both given in ``start`` and ``stop``). Each caller words
+    its own error from it."""
+
+    def __init__(self, reason: str, start: int = 0, stop: int = 0) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.start = start
+        self.stop = stop
+
+
+def parse_range(text: str) -> tuple[int, int, int]:
+    """``(start, step, count)`` of the inclusive range ``text`` (``a-b`` or ``a-b:step``,
+    surrounding whitespace allowed), counted without expanding it. Raises
+    :class:`RangeError`."""
+    match = _RANGE.match(text)
+    if match is None:
+        raise RangeError("form")
+    start, stop, step = (bounded_index(g) for g in (match.group(1), match.group(2), match.group(3) or "1"))
+    if start is None or stop is None or step is None:
+        raise RangeError("too_large")
+    if step <= 0:
+        raise RangeError("step")
+    if start > stop:
+        raise RangeError("order", start, stop)
+    return start, step, (stop - start) // step + 1
+
+
+def expand_runs(runs: Sequence[tuple[int, int, int]]) -> np.ndarray:
+    """The int64 values of ``(start, step, count)`` runs, in order: ``start, start + step,
+    ...``, ``count`` of them per run. The caller bounds the counts (their sum is allocated);
+    ``start + k * step`` never passes a range's stop, so int64 holds every value."""
+    if not runs:
+        return np.empty(0, np.int64)
+    starts, steps, counts = np.asarray(runs, dtype=np.int64).reshape(-1, 3).T
+    run_of = np.repeat(np.arange(len(counts)), counts)
+    within = np.arange(len(run_of), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    return starts[run_of] + within * steps[run_of]
 
 
 def shown(value: object, limit: int = 80) -> str:
@@ -32,3 +71,6 @@ def shown(value: object, limit: int = 80) -> str:
     except ValueError:  # an int past Python's 4300-digit printing limit
         return f"<a {type(value).__name__} too large to print>"
     return text if len(text) <= limit else f"{text[:limit]}... ({len(str(value))} characters)"
+
+
+__all__ = ["MAX_INDEX", "RangeError", "expand_runs", "parse_range", "shown"]

@@ -22,7 +22,6 @@ field, in its field order, so our files and theirs are interchangeable.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -31,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from kuration.errors import SelectorError, check_keys
-from kuration.splits._bounds import MAX_INDEX, bounded_index, shown
+from kuration.numbers import is_digits
+from kuration.splits._bounds import MAX_INDEX, RangeError, expand_runs, parse_range, shown
 
 
 class SelectorKind(StrEnum):
@@ -68,7 +68,6 @@ SET_KINDS = frozenset({SelectorKind.UNION, SelectorKind.EXCEPT, SelectorKind.INT
 _AT_LEAST_TWO_OPERANDS = frozenset({SelectorKind.EXCEPT, SelectorKind.INTERSECT})
 _SCALAR_FIELDS = frozenset({"source", "pattern"})
 _FIELD_ORDER = ("kind", "paths", "source", "ids", "stems", "pattern", "any_of", "of")
-_RANGE = re.compile(r"^\s*(\d+)-(\d+)(?::(\d+))?\s*$")
 #: Deepest nesting of set operations (a leaf selector is depth 1).
 MAX_SELECTOR_DEPTH = 32
 #: Largest id, range bound or step: universe indices are int64.
@@ -251,25 +250,12 @@ def _id_runs(ids: Sequence[int | str], *, what: str, limit: int = MAX_IDS) -> li
             runs.append((item, 1, 1))
             total += 1
         else:
-            match = _RANGE.match(item)
-            if match is None:
-                # A bare "7" is refused, as the Cuvis.AI resolver refuses it, so that a file
-                # one tool accepts never fails in the other.
-                hint = f"; write the number {item.strip()} without quotes" if item.strip().isdecimal() else ""
-                raise SelectorError(
-                    f"{what}: ids must be ints or 'a-b' ranges (optionally 'a-b:step'), got {shown(item)}{hint}"
-                )
-            start, stop, step = (bounded_index(g) for g in (match.group(1), match.group(2), match.group(3) or "1"))
-            if start is None or stop is None or step is None:
-                raise SelectorError(f"{what}: range {shown(item)} has a number above the largest index {MAX_ID} (2**63 "
-                                    "- 1)")
-            if step <= 0:
-                raise SelectorError(f"{what}: range {item!r}: step must be > 0")
-            if start > stop:
-                raise SelectorError(f"{what}: range {item!r}: start {start} must be <= stop {stop}")
-            count = (stop - start) // step + 1
-            runs.append((start, step, count))
-            total += count
+            try:
+                run = parse_range(item)
+            except RangeError as exc:
+                raise SelectorError(f"{what}: {_range_problem(item, exc)}") from None
+            runs.append(run)
+            total += run[2]
         if total > limit:
             raise SelectorError(
                 f"{what}: ids expand to more than {limit} indices (at {shown(item)}); "
@@ -278,13 +264,23 @@ def _id_runs(ids: Sequence[int | str], *, what: str, limit: int = MAX_IDS) -> li
     return runs
 
 
+def _range_problem(item: str, exc: RangeError) -> str:
+    if exc.reason == "form":
+        # A bare "7" is refused, as the Cuvis.AI resolver refuses it, so that a file one
+        # tool accepts never fails in the other.
+        bare = item.strip()
+        hint = f"; write the number {bare} without quotes" if is_digits(bare) else ""
+        return f"ids must be ints or 'a-b' ranges (optionally 'a-b:step'), got {shown(item)}{hint}"
+    if exc.reason == "too_large":
+        return f"range {shown(item)} has a number above the largest index {MAX_ID} (2**63 - 1)"
+    if exc.reason == "step":
+        return f"range {item!r}: step must be > 0"
+    return f"range {item!r}: start {exc.start} must be <= stop {exc.stop}"
+
+
 def expand_ids_array(ids: Sequence[int | str], *, what: str = "ids", limit: int = MAX_IDS) -> np.ndarray:
     """:func:`expand_ids` as an int64 array, built without Python ints per value."""
-    runs = _id_runs(ids, what=what, limit=limit)
-    if not runs:
-        return np.empty(0, np.int64)
-    # start + k*step never passes stop <= MAX_ID, so int64 holds every value
-    return np.concatenate([np.int64(a) + np.arange(n, dtype=np.int64) * np.int64(b) for a, b, n in runs])
+    return expand_runs(_id_runs(ids, what=what, limit=limit))
 
 
 def expand_ids(ids: Sequence[int | str], *, what: str = "ids", limit: int = MAX_IDS) -> list[int]:
@@ -294,8 +290,7 @@ def expand_ids(ids: Sequence[int | str], *, what: str = "ids", limit: int = MAX_
     reversed range, a non-positive step, a number above :data:`MAX_ID`, or more than
     ``limit`` values in all (counted before expanding).
     """
-    return [i for start, step, count in _id_runs(ids, what=what, limit=limit)
-            for i in range(start, start + count * step, step)]
+    return expand_ids_array(ids, what=what, limit=limit).tolist()
 
 
 def compress_ids(indices: Iterable[int]) -> list[int | str]:

@@ -38,7 +38,8 @@ import pandera.pandas as pdv
 
 from kuration import storage
 from kuration.errors import UniverseError
-from kuration.splits._bounds import MAX_INDEX, bounded_index, shown
+from kuration.numbers import MAX_INDEX, bounded_index
+from kuration.splits._bounds import RangeError, expand_runs, parse_range, shown
 from kuration.splits.stages import EXCLUSIVE_STAGES
 from kuration.splits.universe import AttributeLoader, Universe, enumerate_folder
 
@@ -314,40 +315,46 @@ def _expand_indices(
             if bounded_index(cells.iat[row]) is None:
                 raise too_large(int(row), cells.iat[row]) from None
         raise
-    ranges: list[tuple[int, int, int, int]] = []
-    total = len(plain_values)
-    for row in rows[is_range]:
+
+    def over_limit(row: int, total: int) -> UniverseError:
+        return UniverseError(
+            f"{where}: up to line {line_numbers[row]} the rows already hold {total} samples, more than "
+            f"max_samples={max_samples}; pass a larger max_samples if the universe really is this large"
+        )
+
+    def add_plain_rows(total: int, first: int, stop: int) -> int:
+        """``total`` after the plain rows ``first`` to ``stop - 1`` (one sample each)."""
+        if total + (stop - first) > max_samples:
+            raise over_limit(first + max_samples - total, max_samples + 1)
+        return total + (stop - first)
+
+    # Counted in file order, so the line named is the one where the limit is passed.
+    ranges: list[tuple[int, int, int]] = []
+    total = 0
+    next_row = 0
+    for row in rows[is_range].tolist():
         text = cells.iat[row]
-        span, _, step_text = text.partition(":")
-        start_text, stop_text = span.split("-")
-        start, stop, step = (bounded_index(t) for t in (start_text, stop_text, step_text or "1"))
-        if start is None or stop is None or step is None:
-            raise too_large(int(row), text)
-        if start > stop or step <= 0:
-            raise refuse(int(row), f"range {text!r} must have start <= stop and step > 0")
-        count = (stop - start) // step + 1
+        try:
+            start, step, count = parse_range(text)
+        except RangeError as exc:  # the schema admitted only 'a-b' and 'a-b:step' forms
+            if exc.reason == "too_large":
+                raise too_large(row, text) from None
+            raise refuse(row, f"range {text!r} must have start <= stop and step > 0") from None
         if count > max_samples:
             raise refuse(
-                int(row), f"range {text!r} holds {count} samples, more than max_samples={max_samples}; "
+                row, f"range {text!r} holds {count} samples, more than max_samples={max_samples}; "
                 "split the file, or pass a larger max_samples if the universe really is this large"
             )
-        total += count
+        total = add_plain_rows(total, next_row, row) + count
         if total > max_samples:
-            raise UniverseError(
-                f"{where}: up to line {line_numbers[row]} the rows already hold {total} samples, more than "
-                f"max_samples={max_samples}; pass a larger max_samples if the universe really is this large"
-            )
-        ranges.append((int(row), start, step, count))
+            raise over_limit(row, total)
+        next_row = row + 1
+        ranges.append((start, step, count))
+    add_plain_rows(total, next_row, len(df))
     if not ranges:
         return df["source"].to_numpy(dtype=object), plain_values, rows
-    index_parts = [plain_values]
-    row_parts = [rows[plain]]
-    for row, start, step, count in ranges:
-        # start + k*step <= stop for every k, so nothing here can pass int64
-        index_parts.append(np.int64(start) + np.arange(count, dtype=np.int64) * np.int64(step))
-        row_parts.append(np.full(count, row))
-    row_of = np.concatenate(row_parts)
-    return df["source"].to_numpy(dtype=object)[row_of], np.concatenate(index_parts), row_of
+    row_of = np.concatenate([rows[plain], np.repeat(rows[is_range], [count for _, _, count in ranges])])
+    return df["source"].to_numpy(dtype=object)[row_of], np.concatenate([plain_values, expand_runs(ranges)]), row_of
 
 
 def read_landing_universe(

@@ -121,6 +121,15 @@ def test_row_out_of_range(local_root):
         decode(["frames/x.npy#4", "frames/x.npy#5"], local_root)
 
 
+@pytest.mark.parametrize(("row", "message"), [
+    ("0009223372036854775807", r"row 9223372036854775807 out of range, .*x\.npy has 5 rows"),
+    ("9223372036854775808", r"row 9223372036854775808\.\.\. \(19 digits\) is out of range"),
+])
+def test_a_row_is_an_int64_as_every_index_written_as_text(local_root, row, message):
+    with pytest.raises(MediaError, match=named(rf"reference 1: {message}")):
+        decode(["frames/x.npy#4", f"frames/x.npy#{row}"], local_root)
+
+
 def test_decode_in_batches_is_bounded_and_covers_every_reference(local_root):
     class Counting(NpyIndexProvider):
         sizes: list[int] = []

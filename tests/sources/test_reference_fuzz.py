@@ -6,6 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kuration.numbers import MAX_INDEX
 from kuration.sources.media import MediaError, MediaSpec, _parse_npy_ref, parse_row_ref
 
 SPEC = MediaSpec("cam", "uint8", (2, 2), "npy_index")
@@ -21,7 +22,7 @@ def test_row_references_raise_only_media_errors(ref, index):
     except MediaError as exc:
         assert exc.reference == index and str(exc).startswith(f"src: media 'cam', reference {index}: ")
     else:
-        assert isinstance(ref, str) and ref == f"{where}#{row}" and where and 0 <= row < 10**18
+        assert isinstance(ref, str) and ref == f"{where}#{row}" and where and 0 <= row <= MAX_INDEX
 
 
 @settings(max_examples=400, deadline=None)
@@ -33,5 +34,5 @@ def test_npy_references_raise_only_media_errors(ref, index):
         assert exc.reference == index
     else:
         assert isinstance(ref, str) and path and ref.startswith(path)
-        assert row is None or 0 <= row < 10**18
+        assert row is None or 0 <= row <= MAX_INDEX
         assert key is None or key

@@ -416,6 +416,18 @@ def test_expand_ids_examples():
     assert expand_ids([]) == []
 
 
+@pytest.mark.parametrize("item", ["\u0661-\u0663", "0-\u0663", "0-3:\u0661", "\uff11-\uff13", "\u0663"])
+def test_ids_are_ascii_digits_only(item):
+    # "\u0661" (Arabic-Indic one) and "\uff11" (fullwidth one) are decimals to Python; as in
+    # universe.csv and media references, they are no index here
+    with pytest.raises(SelectorError, match=rf"^ids: ids must be ints or 'a-b' ranges \(optionally 'a-b:step'\), got "
+                                            rf"{re.escape(repr(item))}$"):
+        expand_ids([0, item])
+    with pytest.raises(SelectorError,
+                       match=rf"^selector kind 'dir_indices': ids must be ints .*{re.escape(repr(item))}$"):
+        Selector(kind="dir_indices", ids=[item])
+
+
 @pytest.mark.parametrize("ids", [5, None, "0-3", {"0-3": 1}])
 def test_expand_ids_needs_a_list(ids):
     with pytest.raises(SelectorError, match=r"^ids: ids must be a list of ints or 'a-b' ranges, got "):

@@ -598,6 +598,24 @@ def test_many_ranges_together_over_the_limit_are_refused(tmp_path):
         read_universe_csv(path, max_samples=17)
 
 
+def test_plain_rows_over_the_limit_are_refused(tmp_path):
+    # the limit was checked only when the file had a range row
+    path = write_csv(tmp_path, "source,index\na,0\na,1\na,2\n")
+    assert len(read_universe_csv(path, max_samples=3)) == 3
+    with pytest.raises(UniverseError, match=r"up to line 4 the rows already hold 3 samples, more than max_samples=2"):
+        read_universe_csv(path, max_samples=2)
+
+
+def test_the_limit_counts_rows_in_file_order(tmp_path):
+    path = write_csv(tmp_path, "source,index\na,0-5\nb,0\nc,0\n")
+    assert len(read_universe_csv(path, max_samples=8)) == 8
+    with pytest.raises(UniverseError, match=r"up to line 3 the rows already hold 7 samples, more than max_samples=6"):
+        read_universe_csv(path, max_samples=6)
+    path = write_csv(tmp_path, "source,index\nb,0\nc,0\na,0-5\n")
+    with pytest.raises(UniverseError, match=r"up to line 4 the rows already hold 8 samples, more than max_samples=7"):
+        read_universe_csv(path, max_samples=7)
+
+
 @pytest.mark.parametrize(
     ("header", "repeated"),
     [("source,index,source", "source"), ("source,index,group,group", "group"), ("source, index ,index", "index")],
