@@ -27,6 +27,14 @@ if [ "${KURATION_SKIP_CEPH:-0}" != 1 ]; then
   fi
   export KURATION_CEPH_ENDPOINT=http://127.0.0.1:7480
 fi
+# Headless Chromium for the browser tests (tests/browser.py): Debian's package, installed
+# here if missing. KURATION_SKIP_BROWSER=1 runs without it (those tests then skip).
+if [ "${KURATION_SKIP_BROWSER:-0}" != 1 ]; then
+  if ! scripts/chromium.sh; then
+    echo "test.sh: headless Chromium is not usable (see above); KURATION_SKIP_BROWSER=1 runs without the browser tests" >&2
+    exit 1
+  fi
+fi
 set +e
 .venv/bin/python -m pytest --durations=15 "$@"
 status=$?
