@@ -1,11 +1,12 @@
-"""What the splits parsers share for hostile input: index ranges, and quoting values.
+"""What the splits parsers share for hostile input: index ranges.
 
 Universe indices are int64, so no id, index, range bound or step above
 :data:`MAX_INDEX` can mean anything; such numbers are refused from their digits (see
 :func:`kuration.numbers.bounded_index`). A range is checked and counted from its
 arithmetic (:func:`parse_range`) and expanded only once its caller has bounded the count
 (:func:`expand_runs`). A hostile file can also put a megabyte in one cell; an error
-quoting it whole is unreadable, so values are shown cut short.
+quotes such text with :func:`kuration.errors.shown` and ``length=True``, cut short with
+its length said.
 """
 
 from __future__ import annotations
@@ -64,13 +65,4 @@ def expand_runs(runs: Sequence[tuple[int, int, int]]) -> np.ndarray:
     return starts[run_of] + within * steps[run_of]
 
 
-def shown(value: object, limit: int = 80) -> str:
-    """``repr(value)`` cut to about ``limit`` characters, with the full length said."""
-    try:
-        text = repr(value)
-    except ValueError:  # an int past Python's 4300-digit printing limit
-        return f"<a {type(value).__name__} too large to print>"
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(str(value))} characters)"
-
-
-__all__ = ["MAX_INDEX", "RangeError", "expand_runs", "parse_range", "shown"]
+__all__ = ["MAX_INDEX", "RangeError", "expand_runs", "parse_range"]

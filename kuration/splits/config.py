@@ -31,8 +31,7 @@ from enum import StrEnum
 from typing import Any
 
 from kuration import storage
-from kuration.errors import SelectorError, SplitConfigError, check_keys
-from kuration.splits._bounds import shown
+from kuration.errors import SelectorError, SplitConfigError, check_keys, cut, shown
 from kuration.splits.selectors import CONCRETE_KINDS, Selector, required_attrs_of
 from kuration.splits.stages import STAGES
 from kuration.strict_json import parse_strict_json
@@ -238,11 +237,15 @@ class DataSplitConfig:
 
 
 def _json_shown(value: Any) -> str:
-    """A value as the JSON it came from (``false``, ``null``), for messages about files."""
+    """A value as the JSON it came from (``false``, ``null``), for messages about files;
+    a string keeps its quotes."""
+    if isinstance(value, str):
+        return shown(value, length=True)
     try:
-        return shown(json.dumps(value))[1:-1] if not isinstance(value, str) else shown(value)
-    except (TypeError, ValueError):
+        text = json.dumps(value)
+    except (TypeError, ValueError):  # not JSON (a dict built in Python), or an int past 4300 digits
         return shown(value)
+    return cut(text, total=len(text))
 
 
 def _read_leakage_check(data: Mapping[str, Any], where: str) -> str | None:

@@ -19,8 +19,8 @@ from pathlib import PurePosixPath
 
 import numpy as np
 
-from kuration.errors import UniverseError
-from kuration.splits._bounds import MAX_INDEX, shown
+from kuration.errors import UniverseError, shown
+from kuration.splits._bounds import MAX_INDEX
 
 
 def sample_uid(source: str, index: int | None) -> str:

@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from kuration.errors import SelectorError, check_keys
+from kuration.errors import SelectorError, check_keys, shown
 from kuration.numbers import is_digits
-from kuration.splits._bounds import MAX_INDEX, RangeError, expand_runs, parse_range, shown
+from kuration.splits._bounds import MAX_INDEX, RangeError, expand_runs, parse_range
 
 
 class SelectorKind(StrEnum):
@@ -258,7 +258,7 @@ def _id_runs(ids: Sequence[int | str], *, what: str, limit: int = MAX_IDS) -> li
             total += run[2]
         if total > limit:
             raise SelectorError(
-                f"{what}: ids expand to more than {limit} indices (at {shown(item)}); "
+                f"{what}: ids expand to more than {limit} indices (at {shown(item, length=True)}); "
                 "select whole sources with a 'files' selector instead"
             )
     return runs
@@ -270,9 +270,9 @@ def _range_problem(item: str, exc: RangeError) -> str:
         # tool accepts never fails in the other.
         bare = item.strip()
         hint = f"; write the number {bare} without quotes" if is_digits(bare) else ""
-        return f"ids must be ints or 'a-b' ranges (optionally 'a-b:step'), got {shown(item)}{hint}"
+        return f"ids must be ints or 'a-b' ranges (optionally 'a-b:step'), got {shown(item, length=True)}{hint}"
     if exc.reason == "too_large":
-        return f"range {shown(item)} has a number above the largest index {MAX_ID} (2**63 - 1)"
+        return f"range {shown(item, length=True)} has a number above the largest index {MAX_ID} (2**63 - 1)"
     if exc.reason == "step":
         return f"range {item!r}: step must be > 0"
     return f"range {item!r}: start {exc.start} must be <= stop {exc.stop}"

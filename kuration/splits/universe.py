@@ -38,8 +38,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kuration import storage
-from kuration.errors import UniverseError
-from kuration.splits._bounds import MAX_INDEX, shown
+from kuration.errors import UniverseError, shown
+from kuration.splits._bounds import MAX_INDEX
 from kuration.splits.sample_ref import SampleRef, source_stem
 from kuration.strict_json import parse_strict_json
 

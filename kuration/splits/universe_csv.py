@@ -37,9 +37,9 @@ import pandas as pd
 import pandera.pandas as pdv
 
 from kuration import storage
-from kuration.errors import UniverseError
+from kuration.errors import UniverseError, shown
 from kuration.numbers import MAX_INDEX, bounded_index
-from kuration.splits._bounds import RangeError, expand_runs, parse_range, shown
+from kuration.splits._bounds import RangeError, expand_runs, parse_range
 from kuration.splits.stages import EXCLUSIVE_STAGES
 from kuration.splits.universe import AttributeLoader, Universe, enumerate_folder
 
@@ -173,9 +173,8 @@ def _raise_schema_errors(where: str, errors: pdv.errors.SchemaErrors, line_numbe
     cases = errors.failure_cases.dropna(subset=["index"]).sort_values("index", kind="stable")
     lines = []
     for case in cases.head(limit).itertuples():
-        check = str(case.check)
-        lines.append(f"line {line_numbers[int(case.index)]}, column {case.column!r}: value {shown(case.failure_case)} "
-                     f"{check}")
+        value = shown(case.failure_case, length=True)
+        lines.append(f"line {line_numbers[int(case.index)]}, column {case.column!r}: value {value} {case.check}")
     more = len(cases) - limit
     raise UniverseError(
         f"{where}: {len(cases)} invalid cell(s):\n  " + "\n  ".join(lines) + (f"\n  ... and {more} more" if more > 0
@@ -305,7 +304,7 @@ def _expand_indices(
         return UniverseError(f"{where}: line {line_numbers[row]}, column 'index': {problem}")
 
     def too_large(row: int, text: str) -> UniverseError:
-        return refuse(row, f"{shown(text)} is above the largest index {MAX_INDEX} (2**63 - 1)")
+        return refuse(row, f"{shown(text, length=True)} is above the largest index {MAX_INDEX} (2**63 - 1)")
 
     plain = ~is_range
     try:

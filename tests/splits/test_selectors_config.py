@@ -312,6 +312,15 @@ def test_a_stage_that_is_not_a_list_is_refused_not_read_as_empty(stage, value, s
         loads_splits(json.dumps({stage: value}), where="s.json")
 
 
+def test_a_long_value_that_is_not_a_list_is_shown_as_cut_json_with_its_length():
+    value = {"kind": "all", "note": "x" * 300}
+    text = json.dumps(value)
+    with pytest.raises(SplitConfigError) as caught:
+        loads_splits(json.dumps({"train": value}), where="s.json")
+    got = str(caught.value).split(", got ", 1)[1]
+    assert got == f"{text[:77]}... ({len(text)} characters)"
+
+
 @pytest.mark.parametrize("value", [False, 0, "", {}, "all", 5])
 def test_a_stage_that_is_not_a_list_is_refused_in_python_too(value):
     with pytest.raises(SplitConfigError, match=r"^'val' must be a list of selectors, got "):
@@ -492,7 +501,7 @@ def test_expand_ids_follows_python_ranges_in_order(spans):
     ("bad", "message"),
     [
         (2**63, r"index 9223372036854775808 is above the largest index 9223372036854775807"),
-        (10**5000, r"index <a int too large to print> is above the largest index"),
+        (10**5000, r"index <int too large to show> is above the largest index"),
         ("0-9223372036854775808", r"range '0-9223372036854775808' has a number above the largest index"),
         ("1-2:" + "9" * 30, r"range '1-2:9{30}' has a number above the largest index"),
         ("9" * 5000 + "-1", r"range '9+\.\.\. \(5002 characters\) has a number above the largest index"),
