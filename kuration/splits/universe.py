@@ -608,8 +608,9 @@ class Universe(Sequence[SampleRef]):
     @classmethod
     def from_arrow(cls, table: pa.Table, *, attributes: AttributeLoader | None = None,
                    origin: str | None = None) -> Universe:
-        """Inverse of :meth:`to_arrow`; re-checks uniqueness, the pinned hash and the digest
-        of every column (so an edited ``group`` or path is caught, not only identity)."""
+        """Inverse of :meth:`to_arrow`; re-checks uniqueness, the ``uid`` column (each row's
+        ``source#index``, or ``source`` for a whole-file sample), the pinned hash and the
+        digest of every column (so an edited ``group`` or path is caught, not only identity)."""
         data = table.to_pydict()
         universe = cls.from_columns(
             data["source"], table.column("index"),
@@ -631,6 +632,17 @@ class Universe(Sequence[SampleRef]):
                 f"{where}: a column (group, paths, format or split) no longer matches the digest written with it; "
                 "the file was modified after it was written. Re-materialize the universe."
             )
+        if "uid" in data:
+            expected = _uid_array(universe, np.arange(len(universe)))
+            same = pc.fill_null(pc.equal(expected, table.column("uid")), False)
+            differs = np.flatnonzero(~np.asarray(same, dtype=bool))
+            if len(differs):
+                row = int(differs[0])
+                raise UniverseError(
+                    f"{where}: row {row}: uid {shown(data['uid'][row])} is not source#index "
+                    f"({expected[row].as_py()!r}); the file was modified after it was written. Re-materialize the "
+                    "universe."
+                )
         return universe
 
 
