@@ -39,6 +39,7 @@ import pyarrow.compute as pc
 
 from kuration import storage
 from kuration.errors import UniverseError, shown
+from kuration.numbers import whole_number
 from kuration.splits._bounds import MAX_INDEX
 from kuration.splits.sample_ref import SampleRef, source_stem
 from kuration.strict_json import parse_strict_json
@@ -782,7 +783,8 @@ def _index_column(index: Sequence[int | None] | np.ndarray, where: str, row_numb
     for row, value in enumerate(values):
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value <= MAX_INDEX:
+        number = whole_number(value)
+        if number is None or not 0 <= number <= MAX_INDEX:
             raise UniverseError(
                 f"{where}: {_row_label(row_numbers, row)}: column 'index': {shown(value)} must be an int in "
                 "[0, 2**63 - 1], or None for a whole-file sample"
