@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 
 from kuration import storage
 from kuration.errors import UniverseError, shown
-from kuration.numbers import whole_number
+from kuration.numbers import bounded_index, is_digits, whole_number
 from kuration.splits._bounds import MAX_INDEX
 from kuration.splits.sample_ref import SampleRef, source_stem
 from kuration.strict_json import parse_strict_json
@@ -820,10 +820,11 @@ def _refuse_mixed_sources(
     for k in np.flatnonzero(whole).tolist():
         name = str(source_names[codes[k]])
         head, _, tail = name.rpartition("#")
-        if head and tail.isdecimal() and tail.isascii() and (head, int(tail)) in indexed:
+        number = bounded_index(tail) if head and is_digits(tail) else None  # None: above any index
+        if number is not None and (head, number) in indexed:
             raise UniverseError(
                 f"{where}: whole-file sample {name!r} at {_row_label(rows, int(key_order[k]))} has the uid of "
-                f"sample ({head!r}, {int(tail)}); rename the source, every uid must be unique"
+                f"sample ({head!r}, {number}); rename the source, every uid must be unique"
             )
 
 

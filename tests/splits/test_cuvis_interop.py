@@ -166,6 +166,13 @@ def test_ambiguous_whole_file_universes_are_refused(refs, message):
         Universe.from_refs(refs)
 
 
+@pytest.mark.parametrize("tail", ["9" * 5000, "9223372036854775808", "\u0661", "2"])
+def test_a_whole_file_source_named_like_no_indexed_uid_is_accepted(tail):
+    # a '#<digits>' name matching no sample is a plain name, however long its number
+    universe = Universe.from_refs([SampleRef("a", 1), SampleRef(f"a#{tail}")])
+    assert universe.uids() == ["a#1", f"a#{tail}"]
+
+
 # -- a repeated sample: refused (a deliberate difference) ------------------------------
 
 
