@@ -813,19 +813,26 @@ def _refuse_mixed_sources(
             f"and has indexed samples too (index {indices[k + 1]} at {_row_label(rows, b)}); a source is either one "
             "whole-file sample or indexed samples"
         )
-    indexed = {(str(source_names[c]), int(i))
-               for c, i in zip(codes[~whole].tolist(), indices[~whole].tolist(), strict=True)} if any(
-        "#" in str(source_names[c]) for c in codes[whole].tolist()
-    ) else set()
     for k in np.flatnonzero(whole).tolist():
         name = str(source_names[codes[k]])
         head, _, tail = name.rpartition("#")
         number = bounded_index(tail) if head and is_digits(tail) else None  # None: above any index
-        if number is not None and (head, number) in indexed:
+        if number is not None and _holds_sample(source_names, codes, indices, head, number):
             raise UniverseError(
                 f"{where}: whole-file sample {name!r} at {_row_label(rows, int(key_order[k]))} has the uid of "
                 f"sample ({head!r}, {number}); rename the source, every uid must be unique"
             )
+
+
+def _holds_sample(source_names: np.ndarray, codes: np.ndarray, indices: np.ndarray, source: str, index: int) -> bool:
+    """Whether rows in (source, index) order (``codes`` into the sorted ``source_names``)
+    hold the sample ``(source, index)``: binary searches, nothing built."""
+    code = int(np.searchsorted(source_names, source))
+    if code == len(source_names) or source_names[code] != source:
+        return False
+    lo, hi = np.searchsorted(codes, code, "left"), np.searchsorted(codes, code, "right")
+    at = lo + int(np.searchsorted(indices[lo:hi], index))
+    return bool(at < hi and indices[at] == index)
 
 
 def _hash_uid_array(uids: pa.Array) -> str:
