@@ -1,4 +1,4 @@
-"""What the splits parsers share for hostile input: index ranges.
+"""What the splits parsers share for hostile input: index ranges, and lists of one type.
 
 Universe indices are int64, so no id, index, range bound or step above
 :data:`MAX_INDEX` can mean anything; such numbers are refused from their digits (see
@@ -7,12 +7,15 @@ arithmetic (:func:`parse_range`) and expanded only once its caller has bounded t
 (:func:`expand_runs`). A hostile file can also put a megabyte in one cell; an error
 quotes such text with :func:`kuration.errors.shown` and ``length=True``, cut short with
 its length said.
+
+A field that takes a list of one type (a stage's selectors, a sample's tags) is read by
+:func:`typed_items`, whose :class:`ItemsError` each caller words, as with ranges.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -65,4 +68,27 @@ def expand_runs(runs: Sequence[tuple[int, int, int]]) -> np.ndarray:
     return starts[run_of] + within * steps[run_of]
 
 
-__all__ = ["MAX_INDEX", "RangeError", "expand_runs", "parse_range"]
+class ItemsError(ValueError):
+    """Why a value is no list of the wanted type. ``wrong`` is empty when it is no list at
+    all, else the positions of the ``items`` of another type."""
+
+    def __init__(self, items: tuple = (), wrong: tuple[int, ...] = ()) -> None:
+        super().__init__("not a list" if not wrong else f"items of another type at {list(wrong)}")
+        self.items = items
+        self.wrong = wrong
+
+
+def typed_items(value: object, kinds: tuple[type, ...]) -> tuple:
+    """``value``'s items as a tuple, when each is an instance of ``kinds`` (a bool never
+    counts as an int). A string, bytes or a mapping is iterable but never meant as a list.
+    Raises :class:`ItemsError`."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise ItemsError()
+    items = tuple(value)
+    wrong = tuple(i for i, item in enumerate(items) if isinstance(item, bool) or not isinstance(item, kinds))
+    if wrong:
+        raise ItemsError(items, wrong)
+    return items
+
+
+__all__ = ["MAX_INDEX", "ItemsError", "RangeError", "expand_runs", "parse_range", "typed_items"]

@@ -32,6 +32,7 @@ from typing import Any
 
 from kuration import storage
 from kuration.errors import SelectorError, SplitConfigError, check_keys, cut, shown
+from kuration.splits._bounds import ItemsError, typed_items
 from kuration.splits.selectors import CONCRETE_KINDS, Selector, required_attrs_of
 from kuration.splits.stages import STAGES
 from kuration.strict_json import parse_strict_json
@@ -91,15 +92,15 @@ def _leakage_check_of(constraints: Iterable[Constraint]) -> str:
 
 
 def _typed_list(value: object, kind: type, name: str, noun: str) -> tuple:
-    """``value`` as a tuple, refused unless it is a list-like of ``kind`` (a string or a
-    mapping is iterable, but never meant as a list)."""
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-        raise SplitConfigError(f"'{name}' must be a list of {noun}, got {shown(value)}")
-    items = tuple(value)
-    for i, item in enumerate(items):
-        if not isinstance(item, kind):
-            raise SplitConfigError(f"{name}[{i}]: expected a {kind.__name__}, got {shown(item)}")
-    return items
+    """``value`` as a tuple, refused unless it is a list-like of ``kind``
+    (:func:`~kuration.splits._bounds.typed_items`), naming the first item of another type."""
+    try:
+        return typed_items(value, (kind,))
+    except ItemsError as exc:
+        if not exc.wrong:
+            raise SplitConfigError(f"'{name}' must be a list of {noun}, got {shown(value)}") from None
+        first = exc.wrong[0]
+        raise SplitConfigError(f"{name}[{first}]: expected a {kind.__name__}, got {shown(exc.items[first])}") from None
 
 
 def _policy(constraints: Iterable[Constraint] | None, leakage_check: str | None) -> tuple[Constraint, ...]:

@@ -105,7 +105,7 @@ class Selector:
             value = getattr(self, name)
             if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
                 raise SelectorError(
-                    f"selector kind '{kind.value}': field '{name}' must be a list, got {value!r}"
+                    f"selector kind '{kind.value}': field '{name}' must be a list, got {shown(value)}"
                 )
             object.__setattr__(self, name, tuple(value))
         _validate_structure(self)
@@ -121,25 +121,21 @@ class Selector:
         if "kind" not in data:
             raise SelectorError(f"{where}: selector has no 'kind'")
         values: dict[str, Any] = {"kind": data["kind"]}
-        for name in ("paths", "ids", "stems", "any_of"):
+        for name in ("paths", "ids", "stems", "any_of", "of"):
             raw = data.get(name)
             if raw is None:
                 continue
             if not isinstance(raw, list):
-                raise SelectorError(f"{where}: field '{name}' must be a list, got {raw!r}")
+                raise SelectorError(f"{where}: field '{name}' must be a list, got {shown(raw)}")
             values[name] = tuple(raw)
         for name in ("source", "pattern"):
             raw = data.get(name)
             if raw is not None and not isinstance(raw, str):
-                raise SelectorError(f"{where}: field '{name}' must be a string, got {raw!r}")
+                raise SelectorError(f"{where}: field '{name}' must be a string, got {shown(raw)}")
             values[name] = raw
-        raw_of = data.get("of")
-        if raw_of is not None:
-            if not isinstance(raw_of, list):
-                raise SelectorError(f"{where}: field 'of' must be a list, got {raw_of!r}")
-            values["of"] = tuple(
-                cls.from_dict(child, where=f"{where}.of[{i}]", _level=_level + 1) for i, child in enumerate(raw_of)
-            )
+        if "of" in values:
+            values["of"] = tuple(cls.from_dict(child, where=f"{where}.of[{i}]", _level=_level + 1)
+                                 for i, child in enumerate(values["of"]))
         try:
             return cls(**values)
         except SelectorError as exc:

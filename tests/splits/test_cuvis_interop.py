@@ -219,6 +219,10 @@ def test_a_different_uid_is_refused_not_ignored(index, uid):
         ({"source": "a", "index": 0, "category_ids": [1.5]},
          r"SampleRef\.category_ids entries must be ints, got \[1\.5\]"),
         ({"source": "a", "index": 0, "group": 7}, r"SampleRef\.group must be a string, got 7"),
+        ({"source": "a", "index": 0, "tags": {"night": True}},
+         r"^SampleRef\.tags must be a list, got \{'night': True\} for source 'a'$"),
+        ({"source": "a", "index": 0, "category_ids": [1, True, "2", 3]},
+         r"^SampleRef\.category_ids entries must be ints, got \[True, '2'\] for source 'a'$"),
     ],
 )
 def test_bad_sample_ref_fields_are_universe_errors(kwargs, message):

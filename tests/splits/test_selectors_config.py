@@ -312,6 +312,29 @@ def test_a_stage_that_is_not_a_list_is_refused_not_read_as_empty(stage, value, s
         loads_splits(json.dumps({stage: value}), where="s.json")
 
 
+@given(st.one_of(st.text(max_size=5), st.none(), st.booleans(), st.integers(), st.dictionaries(st.text(max_size=3),
+                                                                                            st.integers(), max_size=3),
+                 st.lists(st.one_of(st.booleans(), st.integers(), st.text(max_size=3)), max_size=6)))
+def test_typed_items_takes_exactly_the_lists_of_the_wanted_type(value):
+    from kuration.splits._bounds import ItemsError, typed_items
+
+    is_list = isinstance(value, list)
+    wrong = tuple(i for i, item in enumerate(value) if type(item) is not int) if is_list else ()
+    if is_list and not wrong:
+        assert typed_items(value, (int,)) == tuple(value)
+        return
+    with pytest.raises(ItemsError) as caught:
+        typed_items(value, (int,))
+    assert caught.value.wrong == wrong
+
+
+def test_a_selector_field_of_the_wrong_shape_is_shown_cut():
+    with pytest.raises(SelectorError, match=r"^s: field 'of' must be a list, got \{'k': 'x{70}\.\.\.$"):
+        Selector.from_dict({"kind": "union", "of": {"k": "x" * 500}}, where="s")
+    with pytest.raises(SelectorError, match=r"^s: field 'pattern' must be a string, got \['x{75}\.\.\.$"):
+        Selector.from_dict({"kind": "glob", "pattern": ["x" * 500]}, where="s")
+
+
 def test_a_long_value_that_is_not_a_list_is_shown_as_cut_json_with_its_length():
     value = {"kind": "all", "note": "x" * 300}
     text = json.dumps(value)
