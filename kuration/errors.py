@@ -56,8 +56,9 @@ here because the whole ``kuration.splits`` package shares them). ``tests/test_er
 checks this tree against the classes.
 
 Messages name the file, row, field or selector, show what was found against what was
-expected, and say how to fix it. :func:`shown` quotes a value without failing on it, and
-:func:`check_keys` is the one unknown-key check every ``from_dict`` uses. This module
+expected, and say how to fix it. :func:`shown` quotes a value without failing on it (:func:`cut` shortens text
+already printed), and :func:`check_keys` is the one unknown-key check every
+``from_dict`` uses. This module
 imports nothing from Kuration: everything imports it.
 """
 
@@ -134,15 +135,28 @@ class LeaseError(KurationError, RuntimeError):
     """Another writer holds the destination."""
 
 
-def shown(value: Any, limit: int = 80) -> str:
+def shown(value: Any, limit: int = 80, *, length: bool = False) -> str:
     """``repr(value)`` cut to ``limit`` characters, for an error message. ``repr`` of an int
     past 4300 digits raises ``ValueError`` (and anything holding one does too): such a value
-    is named by its type and size instead."""
+    is named by its type and size instead. ``length=True`` says how long a cut value was (a
+    string's own length, not its repr's), for text read from a file, where a hostile cell
+    can be megabytes long."""
     try:
         text = repr(value)
     except ValueError:
         return f"<{type(value).__name__} too large to show>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    if not length:
+        return cut(text, limit)
+    return cut(text, limit, total=len(value) if isinstance(value, str) else len(text))
+
+
+def cut(text: str, limit: int = 80, *, total: int | None = None) -> str:
+    """``text`` (already printed: a repr, a JSON spelling) cut to ``limit`` characters, with
+    ``...`` where it was cut and, when ``total`` is given, ``(<total> characters)`` after."""
+    if len(text) <= limit:
+        return text
+    kept = text[: limit - 3] + "..."
+    return kept if total is None else f"{kept} ({total} characters)"
 
 
 def check_keys(data: Mapping[Any, Any], allowed: Iterable[str], *, where: str,
@@ -160,5 +174,5 @@ def check_keys(data: Mapping[Any, Any], allowed: Iterable[str], *, where: str,
 __all__ = [
     "BudgetError", "CommitError", "InputError", "KurationError", "LeaseError", "OutputError", "RecordingError",
     "ScoringError", "SelectorError", "SplitConfigError", "SplitConstraintError", "SplitError", "SplitGenerationError",
-    "SplitLeakageError", "UniverseDriftError", "UniverseError", "check_keys", "shown",
+    "SplitLeakageError", "UniverseDriftError", "UniverseError", "check_keys", "cut", "shown",
 ]

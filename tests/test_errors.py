@@ -12,7 +12,7 @@ import pytest
 
 import kuration
 from kuration import errors
-from kuration.errors import InputError, KurationError, check_keys, shown
+from kuration.errors import InputError, KurationError, check_keys, cut, shown
 
 _LINE = re.compile(r"^(?P<prefix>[ │├└─]*)(?P<name>[A-Z]\w+)(?: "
                    r"\((?P<builtin>\w+)\))?(?:\s+(?P<module>kuration[\w.]*))?")
@@ -97,3 +97,14 @@ def test_shown_cuts_long_values_and_names_what_it_cannot_print():
     assert shown("abc") == "'abc'"
     assert shown("x" * 100, 20) == "'" + "x" * 16 + "..."
     assert shown(10**5000) == "<int too large to show>"
+
+
+def test_shown_and_cut_say_the_length_of_what_they_cut_when_asked():
+    assert shown("x" * 100, 20, length=True) == "'" + "x" * 16 + "... (100 characters)"
+    numbers = repr(list(range(50)))
+    assert shown(list(range(50)), 20, length=True) == f"{numbers[:17]}... ({len(numbers)} characters)"
+    assert shown("short", length=True) == "'short'"
+    assert shown(10**5000, length=True) == "<int too large to show>"
+    assert cut("abcdef", 5) == "ab..."
+    assert cut("abcdef", 5, total=6) == "ab... (6 characters)"
+    assert cut("abcde", 5, total=5) == "abcde"

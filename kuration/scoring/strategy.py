@@ -37,7 +37,7 @@ import numpy as np
 
 from kuration.errors import InputError, check_keys, shown
 from kuration.hashing import canonical_digest
-from kuration.scoring.features import _KeyProblem, _parse, _resolve
+from kuration.scoring.features import FeatureError, parse_feature_key
 from kuration.floats import canonical_floats
 from kuration.numbers import finite_float
 from kuration.sources.schema import Schema
@@ -57,13 +57,12 @@ class StrategyError(InputError):
 
 
 def _check_key(key: Any, path: str, schema: Schema | None = None) -> str:
+    """``key`` checked by :func:`parse_feature_key`, its error raised as a
+    :class:`StrategyError` that names where in the strategy the key is."""
     try:
-        fk = _parse(key)
-        if schema is not None:
-            _resolve(fk, schema)
-    except (_KeyProblem, ValueError) as exc:  # ValueError: int() of a component index past 4300 digits
-        raise StrategyError(f"{path}: feature key {shown(key)}: {exc}") from None
-    return fk.key
+        return parse_feature_key(key, schema).key
+    except FeatureError as exc:
+        raise StrategyError(f"{path}: {exc}") from None
 
 
 @dataclass(frozen=True)

@@ -191,6 +191,14 @@ def cached(key: Hashable, load: Callable[[], np.ndarray]) -> np.ndarray:
 NPY_INDEX_FORM = "'<file>.npy#<row>' (or '<file>.npz#<row>', '<file>.npz#<key>/<row>', '<file>.npz#<key>')"
 
 
+def _reference_failure(spec: MediaSpec, source_id: str, index: int) -> Callable[[str], MediaError]:
+    """How a problem with reference ``index`` of a batch is raised: a :class:`MediaError`
+    naming the source, the media column and the reference."""
+    def fail(problem: str) -> MediaError:
+        return MediaError(f"{source_id}: media {spec.name!r}, reference {index}: {problem}", reference=index)
+    return fail
+
+
 def _row_number(text: str, fail: Callable[[str], MediaError]) -> int:
     """The row ``text`` (ASCII digits: ``"\u0661"`` is a decimal to Python, but no row) names,
     refused above int64 (see :func:`kuration.numbers.bounded_index`)."""
@@ -221,33 +229,25 @@ class NpyIndexProvider:
 
     def decode(self, refs: Sequence[str | None], spec: MediaSpec, *, root: str, source_id: str) -> np.ndarray:
         out = np.zeros((len(refs), *spec.shape), dtype=spec.dtype)
-        rows: dict[tuple[str, str | None], list[tuple[int, int]]] = {}
-        items: dict[tuple[str, str | None], list[tuple[int, int]]] = {}
+        # (file, key, whole array?) -> [(batch position, row)]; a whole array is row 0 of itself
+        wanted_by_array: dict[tuple[str, str | None, bool], list[tuple[int, int]]] = {}
         for i, ref in enumerate(refs):
             if ref is None:
                 continue
             path, key, row = _parse_npy_ref(ref, spec, source_id, i)
-            if row is None:
-                items.setdefault((path, key), []).append((i, 0))
-            else:
-                rows.setdefault((path, key), []).append((i, row))
-        for (path, key), wanted in rows.items():
+            wanted_by_array.setdefault((path, key, row is None), []).append((i, 0 if row is None else row))
+        for (path, key, whole), wanted in wanted_by_array.items():
             url = storage.join_url(root, *path.split("/"))
             array = _npy_array(url, key, spec, source_id, wanted[0][0])
-            fill_rows(out, array, wanted, spec, source_id, url if key is None else f"{url}#{key}")
-        for (path, key), wanted in items.items():
-            url = storage.join_url(root, *path.split("/"))
-            array = _npy_array(url, key, spec, source_id, wanted[0][0])
-            fill_rows(out, array[None], wanted, spec, source_id, f"{url}#{key}")
+            fill_rows(out, array[None] if whole else array, wanted, spec, source_id,
+                      url if key is None else f"{url}#{key}")
         return out
 
 
 def _parse_npy_ref(ref: object, spec: MediaSpec, source_id: str, index: int) -> tuple[str, str | None, int | None]:
     """``(file, key, row)``: key None for a ``.npy`` file, ``""`` for an archive's only
     array; row None for a whole-array item."""
-    def fail(problem: str) -> MediaError:
-        return MediaError(f"{source_id}: media {spec.name!r}, reference {index}: {problem}", reference=index)
-
+    fail = _reference_failure(spec, source_id, index)
     path, sep, fragment = str(ref).rpartition("#")
     if not isinstance(ref, str) or not sep or not path or not fragment:
         raise fail(f"{ref!r} is not {NPY_INDEX_FORM}")
@@ -266,11 +266,7 @@ def _parse_npy_ref(ref: object, spec: MediaSpec, source_id: str, index: int) -> 
 def _npy_array(url: str, key: str | None, spec: MediaSpec, source_id: str, index: int) -> np.ndarray:
     """The array a reference reads (the file's, or the archive member's), from the active
     media cache when it holds it."""
-    where = f"{source_id}: media {spec.name!r}, reference {index}"
-
-    def fail(problem: str) -> MediaError:
-        return MediaError(f"{where}: {problem}", reference=index)
-
+    fail = _reference_failure(spec, source_id, index)
     if key is None:
         return cached(("npy_index", url), lambda: _load_npy(url, fail))
     return cached(("npy_index", url, key), lambda: _load_npz_member(url, key, fail))
@@ -333,9 +329,7 @@ def _load_npz_member(url: str, key: str, fail: Callable[[str], MediaError]) -> n
 
 def parse_row_ref(ref: object, spec: MediaSpec, source_id: str, index: int, form: str) -> tuple[str, int]:
     """Split ``<where>#<row>`` into ``(where, row)``, or raise naming the reference."""
-    def fail(problem: str) -> MediaError:
-        return MediaError(f"{source_id}: media {spec.name!r}, reference {index}: {problem}", reference=index)
-
+    fail = _reference_failure(spec, source_id, index)
     path, sep, row = str(ref).rpartition("#")
     if not isinstance(ref, str) or not sep or not path or not is_digits(row):
         raise fail(f"{ref!r} is not {form}")
@@ -360,11 +354,7 @@ def fill_rows(
                          reference=first)
     for i, row in wanted:
         if row >= array.shape[0]:
-            raise MediaError(
-                f"{source_id}: media {spec.name!r}, reference {i}: row {row} out of range, {where} has "
-                f"{array.shape[0]} rows",
-                reference=i,
-            )
+            raise _reference_failure(spec, source_id, i)(f"row {row} out of range, {where} has {array.shape[0]} rows")
     rows = sorted({row for _, row in wanted})
     if not rows:
         return

@@ -128,8 +128,12 @@ class ParquetTickAdapter:
     def _media_dependencies(self, source_id: str, path: str) -> list[str]:
         """Sorted URLs of the files this source's media references read, for providers that
         can say (``dependencies``); reads only the media columns."""
-        wanted = [name for name in self.schema.media
-                  if isinstance(get_media_provider(self.schema.media[name].provider), MediaDependencies)]
+        providers: dict[str, MediaDependencies] = {}
+        for name, spec in self.schema.media.items():
+            provider = get_media_provider(spec.provider)
+            if isinstance(provider, MediaDependencies):
+                providers[name] = provider
+        wanted = list(providers)
         if not wanted:
             return []
         try:
@@ -145,11 +149,8 @@ class ParquetTickAdapter:
             raise TickDataError(f"{source_id}: cannot read media columns {wanted} ({exc})") from None
         urls: set[str] = set()
         for name in wanted:
-            spec = self.schema.media[name]
             refs = sorted({r for r in table.column(name).to_pylist() if r is not None})
-            provider = get_media_provider(spec.provider)
-            if isinstance(provider, MediaDependencies):  # as every wanted column's is
-                urls.update(provider.dependencies(refs, spec, root=self.root_url))
+            urls.update(providers[name].dependencies(refs, self.schema.media[name], root=self.root_url))
         return sorted(urls)
 
 

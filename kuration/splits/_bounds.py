@@ -1,17 +1,21 @@
-"""What the splits parsers share for hostile input: index ranges, and quoting values.
+"""What the splits parsers share for hostile input: index ranges, and lists of one type.
 
 Universe indices are int64, so no id, index, range bound or step above
 :data:`MAX_INDEX` can mean anything; such numbers are refused from their digits (see
 :func:`kuration.numbers.bounded_index`). A range is checked and counted from its
 arithmetic (:func:`parse_range`) and expanded only once its caller has bounded the count
 (:func:`expand_runs`). A hostile file can also put a megabyte in one cell; an error
-quoting it whole is unreadable, so values are shown cut short.
+quotes such text with :func:`kuration.errors.shown` and ``length=True``, cut short with
+its length said.
+
+A field that takes a list of one type (a stage's selectors, a sample's tags) is read by
+:func:`typed_items`, whose :class:`ItemsError` each caller words, as with ranges.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -64,13 +68,27 @@ def expand_runs(runs: Sequence[tuple[int, int, int]]) -> np.ndarray:
     return starts[run_of] + within * steps[run_of]
 
 
-def shown(value: object, limit: int = 80) -> str:
-    """``repr(value)`` cut to about ``limit`` characters, with the full length said."""
-    try:
-        text = repr(value)
-    except ValueError:  # an int past Python's 4300-digit printing limit
-        return f"<a {type(value).__name__} too large to print>"
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(str(value))} characters)"
+class ItemsError(ValueError):
+    """Why a value is no list of the wanted type. ``wrong`` is empty when it is no list at
+    all, else the positions of the ``items`` of another type."""
+
+    def __init__(self, items: tuple = (), wrong: tuple[int, ...] = ()) -> None:
+        super().__init__("not a list" if not wrong else f"items of another type at {list(wrong)}")
+        self.items = items
+        self.wrong = wrong
 
 
-__all__ = ["MAX_INDEX", "RangeError", "expand_runs", "parse_range", "shown"]
+def typed_items(value: object, kinds: tuple[type, ...]) -> tuple:
+    """``value``'s items as a tuple, when each is an instance of ``kinds`` (a bool never
+    counts as an int). A string, bytes or a mapping is iterable but never meant as a list.
+    Raises :class:`ItemsError`."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise ItemsError()
+    items = tuple(value)
+    wrong = tuple(i for i, item in enumerate(items) if isinstance(item, bool) or not isinstance(item, kinds))
+    if wrong:
+        raise ItemsError(items, wrong)
+    return items
+
+
+__all__ = ["MAX_INDEX", "ItemsError", "RangeError", "expand_runs", "parse_range", "typed_items"]

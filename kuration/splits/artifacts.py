@@ -39,7 +39,7 @@ from kuration.splits.config import LEAKAGE_MODES, DataSplitConfig, dumps_splits,
 from kuration.splits.drift import DriftCheck, DriftReport, drift_check, evaluate_drift
 from kuration.splits.leakage import LeakageCheck, leakage_check
 from kuration.splits.resolution import SplitResolution, plan_splits
-from kuration.splits.universe import WHOLE_FILE, Universe
+from kuration.splits.universe import Universe
 from kuration.strict_json import parse_strict_json
 
 UNIVERSE_FILE = ("universe", "universe.parquet")
@@ -102,27 +102,21 @@ def validate_universe_table(table: pa.Table) -> CheckResult:
     except pdv.errors.SchemaErrors as exc:
         for case in exc.failure_cases.head(10).itertuples():
             errors.append(f"column {case.column!r}: {case.check} failed for {case.failure_case!r} (row {case.index})")
-    if not errors:
-        whole = df["index"].isna().to_numpy()
-        index = df["index"].fillna(WHOLE_FILE).to_numpy(dtype=np.int64)
-        expected_uid = df["source"].where(whole, df["source"] + "#" + pd.Series(index, index=df.index).astype(str))
-        bad = np.flatnonzero((expected_uid != df["uid"]).to_numpy())
-        if len(bad):
-            errors.append(f"row {int(bad[0])}: uid {df['uid'].iat[bad[0]]!r} is not source#index "
-                          f"({expected_uid.iat[bad[0]]!r})")
-        order = np.lexsort((index, df["source"].to_numpy().astype(str)))
-        if not np.array_equal(order, np.arange(len(df))):
-            errors.append("rows are not in canonical (source, index) order")
     pinned = (table.schema.metadata or {}).get(b"kuration.universe_hash", b"").decode()
-    actual = ""
     if not errors:
+        # the uid rule and the index conversion are from_arrow's; the pinned hash is compared
+        # here rather than there, so that a missing one is reported too
         try:
-            actual = Universe.from_arrow(table.replace_schema_metadata({})).hash
+            universe = Universe.from_arrow(table.replace_schema_metadata({}))
         except UniverseError as exc:
             errors.append(str(exc))
-        if actual and pinned != actual:
-            errors.append(f"pinned universe_hash {pinned[:12] or '(none)'}... does not match the rows "
-                          f"({actual[:12]}...)")
+        else:
+            order = np.lexsort((universe.indices, universe.source_codes))
+            if not np.array_equal(order, np.arange(len(universe))):
+                errors.append("rows are not in canonical (source, index) order")
+            elif pinned != universe.hash:
+                errors.append(f"pinned universe_hash {pinned[:12] or '(none)'}... does not match the rows "
+                              f"({universe.hash[:12]}...)")
     figures = {
         "samples": len(df), "sources": int(df["source"].nunique()) if len(df) else 0,
         "groups": int(df["group"].nunique()) if len(df) else 0, "universe_hash": pinned,

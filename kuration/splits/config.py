@@ -31,8 +31,8 @@ from enum import StrEnum
 from typing import Any
 
 from kuration import storage
-from kuration.errors import SelectorError, SplitConfigError, check_keys
-from kuration.splits._bounds import shown
+from kuration.errors import SelectorError, SplitConfigError, check_keys, cut, shown
+from kuration.splits._bounds import ItemsError, typed_items
 from kuration.splits.selectors import CONCRETE_KINDS, Selector, required_attrs_of
 from kuration.splits.stages import STAGES
 from kuration.strict_json import parse_strict_json
@@ -92,15 +92,15 @@ def _leakage_check_of(constraints: Iterable[Constraint]) -> str:
 
 
 def _typed_list(value: object, kind: type, name: str, noun: str) -> tuple:
-    """``value`` as a tuple, refused unless it is a list-like of ``kind`` (a string or a
-    mapping is iterable, but never meant as a list)."""
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-        raise SplitConfigError(f"'{name}' must be a list of {noun}, got {shown(value)}")
-    items = tuple(value)
-    for i, item in enumerate(items):
-        if not isinstance(item, kind):
-            raise SplitConfigError(f"{name}[{i}]: expected a {kind.__name__}, got {shown(item)}")
-    return items
+    """``value`` as a tuple, refused unless it is a list-like of ``kind``
+    (:func:`~kuration.splits._bounds.typed_items`), naming the first item of another type."""
+    try:
+        return typed_items(value, (kind,))
+    except ItemsError as exc:
+        if not exc.wrong:
+            raise SplitConfigError(f"'{name}' must be a list of {noun}, got {shown(value)}") from None
+        first = exc.wrong[0]
+        raise SplitConfigError(f"{name}[{first}]: expected a {kind.__name__}, got {shown(exc.items[first])}") from None
 
 
 def _policy(constraints: Iterable[Constraint] | None, leakage_check: str | None) -> tuple[Constraint, ...]:
@@ -238,11 +238,15 @@ class DataSplitConfig:
 
 
 def _json_shown(value: Any) -> str:
-    """A value as the JSON it came from (``false``, ``null``), for messages about files."""
+    """A value as the JSON it came from (``false``, ``null``), for messages about files;
+    a string keeps its quotes."""
+    if isinstance(value, str):
+        return shown(value, length=True)
     try:
-        return shown(json.dumps(value))[1:-1] if not isinstance(value, str) else shown(value)
-    except (TypeError, ValueError):
+        text = json.dumps(value)
+    except (TypeError, ValueError):  # not JSON (a dict built in Python), or an int past 4300 digits
         return shown(value)
+    return cut(text, total=len(text))
 
 
 def _read_leakage_check(data: Mapping[str, Any], where: str) -> str | None:

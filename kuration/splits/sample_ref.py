@@ -19,8 +19,8 @@ from pathlib import PurePosixPath
 
 import numpy as np
 
-from kuration.errors import UniverseError
-from kuration.splits._bounds import MAX_INDEX, shown
+from kuration.errors import UniverseError, shown
+from kuration.splits._bounds import MAX_INDEX, ItemsError, typed_items
 
 
 def sample_uid(source: str, index: int | None) -> str:
@@ -29,14 +29,14 @@ def sample_uid(source: str, index: int | None) -> str:
 
 
 def _items(values: object, kinds: tuple[type, ...], name: str, source: str) -> tuple:
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise UniverseError(f"SampleRef.{name} must be a list, got {shown(values)} for source {source!r}")
-    items = tuple(values)
-    wrong = [v for v in items if isinstance(v, bool) or not isinstance(v, kinds)]
-    if wrong:
+    try:
+        return typed_items(values, kinds)
+    except ItemsError as exc:
+        if not exc.wrong:
+            raise UniverseError(f"SampleRef.{name} must be a list, got {shown(values)} for source {source!r}") from None
+        wrong = [exc.items[i] for i in exc.wrong]
         raise UniverseError(f"SampleRef.{name} entries must be {kinds[0].__name__}s, got {shown(wrong)} for source "
-                            f"{source!r}")
-    return items
+                            f"{source!r}") from None
 
 
 def posix_source(source: str) -> str:

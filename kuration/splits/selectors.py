@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from kuration.errors import SelectorError, check_keys
+from kuration.errors import SelectorError, check_keys, shown
 from kuration.numbers import is_digits
-from kuration.splits._bounds import MAX_INDEX, RangeError, expand_runs, parse_range, shown
+from kuration.splits._bounds import MAX_INDEX, RangeError, expand_runs, parse_range
 
 
 class SelectorKind(StrEnum):
@@ -105,7 +105,7 @@ class Selector:
             value = getattr(self, name)
             if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
                 raise SelectorError(
-                    f"selector kind '{kind.value}': field '{name}' must be a list, got {value!r}"
+                    f"selector kind '{kind.value}': field '{name}' must be a list, got {shown(value)}"
                 )
             object.__setattr__(self, name, tuple(value))
         _validate_structure(self)
@@ -121,25 +121,21 @@ class Selector:
         if "kind" not in data:
             raise SelectorError(f"{where}: selector has no 'kind'")
         values: dict[str, Any] = {"kind": data["kind"]}
-        for name in ("paths", "ids", "stems", "any_of"):
+        for name in ("paths", "ids", "stems", "any_of", "of"):
             raw = data.get(name)
             if raw is None:
                 continue
             if not isinstance(raw, list):
-                raise SelectorError(f"{where}: field '{name}' must be a list, got {raw!r}")
+                raise SelectorError(f"{where}: field '{name}' must be a list, got {shown(raw)}")
             values[name] = tuple(raw)
         for name in ("source", "pattern"):
             raw = data.get(name)
             if raw is not None and not isinstance(raw, str):
-                raise SelectorError(f"{where}: field '{name}' must be a string, got {raw!r}")
+                raise SelectorError(f"{where}: field '{name}' must be a string, got {shown(raw)}")
             values[name] = raw
-        raw_of = data.get("of")
-        if raw_of is not None:
-            if not isinstance(raw_of, list):
-                raise SelectorError(f"{where}: field 'of' must be a list, got {raw_of!r}")
-            values["of"] = tuple(
-                cls.from_dict(child, where=f"{where}.of[{i}]", _level=_level + 1) for i, child in enumerate(raw_of)
-            )
+        if "of" in values:
+            values["of"] = tuple(cls.from_dict(child, where=f"{where}.of[{i}]", _level=_level + 1)
+                                 for i, child in enumerate(values["of"]))
         try:
             return cls(**values)
         except SelectorError as exc:
@@ -258,7 +254,7 @@ def _id_runs(ids: Sequence[int | str], *, what: str, limit: int = MAX_IDS) -> li
             total += run[2]
         if total > limit:
             raise SelectorError(
-                f"{what}: ids expand to more than {limit} indices (at {shown(item)}); "
+                f"{what}: ids expand to more than {limit} indices (at {shown(item, length=True)}); "
                 "select whole sources with a 'files' selector instead"
             )
     return runs
@@ -270,9 +266,9 @@ def _range_problem(item: str, exc: RangeError) -> str:
         # tool accepts never fails in the other.
         bare = item.strip()
         hint = f"; write the number {bare} without quotes" if is_digits(bare) else ""
-        return f"ids must be ints or 'a-b' ranges (optionally 'a-b:step'), got {shown(item)}{hint}"
+        return f"ids must be ints or 'a-b' ranges (optionally 'a-b:step'), got {shown(item, length=True)}{hint}"
     if exc.reason == "too_large":
-        return f"range {shown(item)} has a number above the largest index {MAX_ID} (2**63 - 1)"
+        return f"range {shown(item, length=True)} has a number above the largest index {MAX_ID} (2**63 - 1)"
     if exc.reason == "step":
         return f"range {item!r}: step must be > 0"
     return f"range {item!r}: start {exc.start} must be <= stop {exc.stop}"

@@ -38,8 +38,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kuration import storage
-from kuration.errors import UniverseError
-from kuration.splits._bounds import MAX_INDEX, shown
+from kuration.errors import UniverseError, shown
+from kuration.numbers import bounded_index, is_digits, whole_number
+from kuration.splits._bounds import MAX_INDEX
 from kuration.splits.sample_ref import SampleRef, source_stem
 from kuration.strict_json import parse_strict_json
 
@@ -608,8 +609,9 @@ class Universe(Sequence[SampleRef]):
     @classmethod
     def from_arrow(cls, table: pa.Table, *, attributes: AttributeLoader | None = None,
                    origin: str | None = None) -> Universe:
-        """Inverse of :meth:`to_arrow`; re-checks uniqueness, the pinned hash and the digest
-        of every column (so an edited ``group`` or path is caught, not only identity)."""
+        """Inverse of :meth:`to_arrow`; re-checks uniqueness, the ``uid`` column (each row's
+        ``source#index``, or ``source`` for a whole-file sample), the pinned hash and the
+        digest of every column (so an edited ``group`` or path is caught, not only identity)."""
         data = table.to_pydict()
         universe = cls.from_columns(
             data["source"], table.column("index"),
@@ -631,6 +633,17 @@ class Universe(Sequence[SampleRef]):
                 f"{where}: a column (group, paths, format or split) no longer matches the digest written with it; "
                 "the file was modified after it was written. Re-materialize the universe."
             )
+        if "uid" in data:
+            expected = _uid_array(universe, np.arange(len(universe)))
+            same = pc.fill_null(pc.equal(expected, table.column("uid")), False)
+            differs = np.flatnonzero(~np.asarray(same, dtype=bool))
+            if len(differs):
+                row = int(differs[0])
+                raise UniverseError(
+                    f"{where}: row {row}: uid {shown(data['uid'][row])} is not source#index "
+                    f"({expected[row].as_py()!r}); the file was modified after it was written. Re-materialize the "
+                    "universe."
+                )
         return universe
 
 
@@ -770,7 +783,8 @@ def _index_column(index: Sequence[int | None] | np.ndarray, where: str, row_numb
     for row, value in enumerate(values):
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value <= MAX_INDEX:
+        number = whole_number(value)
+        if number is None or not 0 <= number <= MAX_INDEX:
             raise UniverseError(
                 f"{where}: {_row_label(row_numbers, row)}: column 'index': {shown(value)} must be an int in "
                 "[0, 2**63 - 1], or None for a whole-file sample"
@@ -799,18 +813,26 @@ def _refuse_mixed_sources(
             f"and has indexed samples too (index {indices[k + 1]} at {_row_label(rows, b)}); a source is either one "
             "whole-file sample or indexed samples"
         )
-    indexed = {(str(source_names[c]), int(i))
-               for c, i in zip(codes[~whole].tolist(), indices[~whole].tolist(), strict=True)} if any(
-        "#" in str(source_names[c]) for c in codes[whole].tolist()
-    ) else set()
     for k in np.flatnonzero(whole).tolist():
         name = str(source_names[codes[k]])
         head, _, tail = name.rpartition("#")
-        if head and tail.isdecimal() and tail.isascii() and (head, int(tail)) in indexed:
+        number = bounded_index(tail) if head and is_digits(tail) else None  # None: above any index
+        if number is not None and _holds_sample(source_names, codes, indices, head, number):
             raise UniverseError(
                 f"{where}: whole-file sample {name!r} at {_row_label(rows, int(key_order[k]))} has the uid of "
-                f"sample ({head!r}, {int(tail)}); rename the source, every uid must be unique"
+                f"sample ({head!r}, {number}); rename the source, every uid must be unique"
             )
+
+
+def _holds_sample(source_names: np.ndarray, codes: np.ndarray, indices: np.ndarray, source: str, index: int) -> bool:
+    """Whether rows in (source, index) order (``codes`` into the sorted ``source_names``)
+    hold the sample ``(source, index)``: binary searches, nothing built."""
+    code = int(np.searchsorted(source_names, source))
+    if code == len(source_names) or source_names[code] != source:
+        return False
+    lo, hi = np.searchsorted(codes, code, "left"), np.searchsorted(codes, code, "right")
+    at = lo + int(np.searchsorted(indices[lo:hi], index))
+    return bool(at < hi and indices[at] == index)
 
 
 def _hash_uid_array(uids: pa.Array) -> str:

@@ -37,9 +37,9 @@ import pandas as pd
 import pandera.pandas as pdv
 
 from kuration import storage
-from kuration.errors import UniverseError
+from kuration.errors import UniverseError, shown
 from kuration.numbers import MAX_INDEX, bounded_index
-from kuration.splits._bounds import RangeError, expand_runs, parse_range, shown
+from kuration.splits._bounds import RangeError, expand_runs, parse_range
 from kuration.splits.stages import EXCLUSIVE_STAGES
 from kuration.splits.universe import AttributeLoader, Universe, enumerate_folder
 
@@ -54,6 +54,9 @@ MAX_CELL_CHARS = 131_072
 #: Default for ``max_samples``: the most samples one file may describe, ranges fanned out.
 #: Its columns then take a few GB; pass a larger ``max_samples`` for a larger universe.
 MAX_SAMPLES = 50_000_000
+#: Invalid cells one error names (the rest are counted): a file of a million bad rows
+#: must still give a readable message.
+_CELL_ERRORS_SHOWN = 5
 _ESCAPE = re.compile(r"(?:^|[/\\])\.\.(?:[/\\]|$)")  # non-capturing: pandas warns on groups
 _PATH_COLUMNS = ("source", "materialized_path", "annotation")
 #: The header is line 1, so data row ``i`` (0-based) is on line ``i + 2`` unless blank lines or
@@ -168,15 +171,14 @@ def _refuse_long_cells(raw: bytes, text: str, header: list[str], where: str) -> 
                 )
 
 
-def _raise_schema_errors(where: str, errors: pdv.errors.SchemaErrors, line_numbers: np.ndarray, *,
-                         limit: int = 5) -> None:
+def _raise_schema_errors(where: str, errors: pdv.errors.SchemaErrors, line_numbers: np.ndarray) -> None:
+    """Raise naming the first :data:`_CELL_ERRORS_SHOWN` invalid cells and counting the rest."""
     cases = errors.failure_cases.dropna(subset=["index"]).sort_values("index", kind="stable")
     lines = []
-    for case in cases.head(limit).itertuples():
-        check = str(case.check)
-        lines.append(f"line {line_numbers[int(case.index)]}, column {case.column!r}: value {shown(case.failure_case)} "
-                     f"{check}")
-    more = len(cases) - limit
+    for case in cases.head(_CELL_ERRORS_SHOWN).itertuples():
+        value = shown(case.failure_case, length=True)
+        lines.append(f"line {line_numbers[int(case.index)]}, column {case.column!r}: value {value} {case.check}")
+    more = len(cases) - _CELL_ERRORS_SHOWN
     raise UniverseError(
         f"{where}: {len(cases)} invalid cell(s):\n  " + "\n  ".join(lines) + (f"\n  ... and {more} more" if more > 0
                                                                               else "")
@@ -305,7 +307,7 @@ def _expand_indices(
         return UniverseError(f"{where}: line {line_numbers[row]}, column 'index': {problem}")
 
     def too_large(row: int, text: str) -> UniverseError:
-        return refuse(row, f"{shown(text)} is above the largest index {MAX_INDEX} (2**63 - 1)")
+        return refuse(row, f"{shown(text, length=True)} is above the largest index {MAX_INDEX} (2**63 - 1)")
 
     plain = ~is_range
     try:

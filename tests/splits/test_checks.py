@@ -7,13 +7,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from kuration.checks import CheckResult
 from kuration.splits import SampleRef, Universe, evaluate_leakage
 from kuration.splits.artifacts import (
-    SplitRequest, check_split_leakage, check_universe_drift, check_universe_table, materialize_splits, write_universe,
+    SplitRequest, check_split_leakage, check_universe_drift, check_universe_table, materialize_splits,
+    validate_universe_table, write_universe,
 )
 from kuration.splits.drift import DriftCheck
 from kuration.splits.leakage import LeakageCheck, leakage_check
@@ -60,6 +62,19 @@ def test_a_tampered_universe_table_fails_naming_the_first_problem(tmp_path):
     assert result.severity == "error"
     assert result.verdict.startswith("1 problem; first: pinned universe_hash ")
     assert "does not match the rows" in result.verdict and result.errors[0] in result.verdict
+
+
+def test_an_edited_uid_or_row_order_fails_the_universe_check(tmp_path):
+    table = _universe("site_a", "site_b").to_arrow()
+    uids = table.column("uid").to_pylist()
+    uids[2] = "elsewhere#0"
+    edited = table.set_column(0, "uid", pa.array(uids, pa.string())).replace_schema_metadata(table.schema.metadata)
+    result = validate_universe_table(edited)
+    derived = table["uid"][2].as_py()
+    assert result.errors == (f"universe table: row 2: uid 'elsewhere#0' is not source#index ({derived!r}); "
+                             "the file was modified after it was written. Re-materialize the universe.",)
+    swapped = table.take([1, 0, *range(2, len(table))]).replace_schema_metadata(table.schema.metadata)
+    assert validate_universe_table(swapped).errors == ("rows are not in canonical (source, index) order",)
 
 
 def test_a_missing_universe_fails_instead_of_raising(tmp_path):

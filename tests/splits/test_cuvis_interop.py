@@ -166,6 +166,13 @@ def test_ambiguous_whole_file_universes_are_refused(refs, message):
         Universe.from_refs(refs)
 
 
+@pytest.mark.parametrize("tail", ["9" * 5000, "9223372036854775808", "\u0661", "2"])
+def test_a_whole_file_source_named_like_no_indexed_uid_is_accepted(tail):
+    # a '#<digits>' name matching no sample is a plain name, however long its number
+    universe = Universe.from_refs([SampleRef("a", 1), SampleRef(f"a#{tail}")])
+    assert universe.uids() == ["a#1", f"a#{tail}"]
+
+
 # -- a repeated sample: refused (a deliberate difference) ------------------------------
 
 
@@ -212,6 +219,10 @@ def test_a_different_uid_is_refused_not_ignored(index, uid):
         ({"source": "a", "index": 0, "category_ids": [1.5]},
          r"SampleRef\.category_ids entries must be ints, got \[1\.5\]"),
         ({"source": "a", "index": 0, "group": 7}, r"SampleRef\.group must be a string, got 7"),
+        ({"source": "a", "index": 0, "tags": {"night": True}},
+         r"^SampleRef\.tags must be a list, got \{'night': True\} for source 'a'$"),
+        ({"source": "a", "index": 0, "category_ids": [1, True, "2", 3]},
+         r"^SampleRef\.category_ids entries must be ints, got \[True, '2'\] for source 'a'$"),
     ],
 )
 def test_bad_sample_ref_fields_are_universe_errors(kwargs, message):

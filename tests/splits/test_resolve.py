@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -191,6 +192,17 @@ class TestArrowRoundTrip:
         source[5] = "day2/Renamed.npz"
         with pytest.raises(UniverseError, match=r"universe.parquet: rows hash to .*but the file pins"):
             Universe.from_arrow(self._replace(table, "source", source), origin="universe.parquet")
+
+    @pytest.mark.parametrize("uid", ["day2/Renamed.npz#0", None])
+    def test_an_edited_uid_column_is_refused(self, universe: Universe, uid: str | None) -> None:
+        # uid is derived from source and index, so neither the pinned hash nor the digest covers it
+        table = universe.to_arrow()
+        uids = table.column("uid").to_pylist()
+        uids[3] = uid
+        with pytest.raises(UniverseError, match=rf"^universe\.parquet: row 3: uid {re.escape(repr(uid))} is not "
+                                                rf"source#index \({re.escape(repr(universe.uids()[3]))}\); the file "
+                                                "was modified after it was written"):
+            Universe.from_arrow(self._replace(table, "uid", uids), origin="universe.parquet")
 
     def test_reordered_or_dropped_rows_are_refused(self, universe: Universe) -> None:
         table = universe.to_arrow()

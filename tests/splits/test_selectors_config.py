@@ -312,6 +312,38 @@ def test_a_stage_that_is_not_a_list_is_refused_not_read_as_empty(stage, value, s
         loads_splits(json.dumps({stage: value}), where="s.json")
 
 
+@given(st.one_of(st.text(max_size=5), st.none(), st.booleans(), st.integers(), st.dictionaries(st.text(max_size=3),
+                                                                                            st.integers(), max_size=3),
+                 st.lists(st.one_of(st.booleans(), st.integers(), st.text(max_size=3)), max_size=6)))
+def test_typed_items_takes_exactly_the_lists_of_the_wanted_type(value):
+    from kuration.splits._bounds import ItemsError, typed_items
+
+    is_list = isinstance(value, list)
+    wrong = tuple(i for i, item in enumerate(value) if type(item) is not int) if is_list else ()
+    if is_list and not wrong:
+        assert typed_items(value, (int,)) == tuple(value)
+        return
+    with pytest.raises(ItemsError) as caught:
+        typed_items(value, (int,))
+    assert caught.value.wrong == wrong
+
+
+def test_a_selector_field_of_the_wrong_shape_is_shown_cut():
+    with pytest.raises(SelectorError, match=r"^s: field 'of' must be a list, got \{'k': 'x{70}\.\.\.$"):
+        Selector.from_dict({"kind": "union", "of": {"k": "x" * 500}}, where="s")
+    with pytest.raises(SelectorError, match=r"^s: field 'pattern' must be a string, got \['x{75}\.\.\.$"):
+        Selector.from_dict({"kind": "glob", "pattern": ["x" * 500]}, where="s")
+
+
+def test_a_long_value_that_is_not_a_list_is_shown_as_cut_json_with_its_length():
+    value = {"kind": "all", "note": "x" * 300}
+    text = json.dumps(value)
+    with pytest.raises(SplitConfigError) as caught:
+        loads_splits(json.dumps({"train": value}), where="s.json")
+    got = str(caught.value).split(", got ", 1)[1]
+    assert got == f"{text[:77]}... ({len(text)} characters)"
+
+
 @pytest.mark.parametrize("value", [False, 0, "", {}, "all", 5])
 def test_a_stage_that_is_not_a_list_is_refused_in_python_too(value):
     with pytest.raises(SplitConfigError, match=r"^'val' must be a list of selectors, got "):
@@ -492,7 +524,7 @@ def test_expand_ids_follows_python_ranges_in_order(spans):
     ("bad", "message"),
     [
         (2**63, r"index 9223372036854775808 is above the largest index 9223372036854775807"),
-        (10**5000, r"index <a int too large to print> is above the largest index"),
+        (10**5000, r"index <int too large to show> is above the largest index"),
         ("0-9223372036854775808", r"range '0-9223372036854775808' has a number above the largest index"),
         ("1-2:" + "9" * 30, r"range '1-2:9{30}' has a number above the largest index"),
         ("9" * 5000 + "-1", r"range '9+\.\.\. \(5002 characters\) has a number above the largest index"),
