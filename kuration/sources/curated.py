@@ -60,6 +60,7 @@ shard. This module never writes.
 from __future__ import annotations
 
 import os
+from itertools import pairwise
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -141,7 +142,7 @@ def plan_curated_sources(entries: Sequence[Mapping[str, Any]], *, where: str) ->
     out: dict[str, CuratedSource] = {}
     for (source, key, span), items in spans.items():
         items.sort(key=lambda item: item[1]["start"])
-        for (i, before), (j, after) in zip(items, items[1:]):
+        for (i, before), (j, after) in pairwise(items):
             if after["start"] < before["stop"]:
                 raise SourceError(f"{where}: entries[{i}] ({before['path']}) and entries[{j}] ({after['path']}) "
                                   f"overlap: rows [{before['start']}, {before['stop']}) and [{after['start']}, "
