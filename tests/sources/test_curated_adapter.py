@@ -1,0 +1,439 @@
+"""CuratedDatasetAdapter: the adapter contract over a committed dataset, the write ->
+re-ingest -> write chain with every container, identity, tampering, moves, and the
+manifest rules re-ingesting adds."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kuration.hashing import readable_json
+from kuration.output import OutputSpec
+from kuration.output.commit_protocol import COMMIT_FILE, MANIFEST_FILE, publish_committed
+from kuration.output.destinations import LocalDestination
+from kuration.output.shard_files import shard_stem
+from kuration.output.write_dataset import write_dataset
+from kuration.output.write_track import write_track
+from kuration.read import load_committed, read_shard, verify_dataset
+from kuration.scoring import Segmenter, Strategy
+from kuration.sources import CuratedDatasetAdapter, SourceError, TickDataError
+from kuration.sources.curated import ENTITY_COLUMN, TIME_COLUMN, plan_curated_sources
+from kuration.sources.entities import entity_key
+from kuration.sources.media import MediaError
+from kuration.sources.schema import Schema
+from kuration.sources.ticks import Ticks
+from kuration.sources.tracks import Track, tracks_from_ticks
+
+from tests.output.committed_datasets import build, manifest_of, rechain_shard, recommit
+from tests.output.corpus import SPEC, Corpus
+from tests.sources.adapter_contract import AdapterContract
+
+DATASET = "dataset"
+#: The contract's episodes as a recording: pos, speed and the frame as plain fields.
+EPISODE_SCHEMA = Schema.from_dict({
+    "sample_hz": 10, "time": "t",
+    "fields": {"pos": {"dtype": "float32", "shape": [3]}, "speed": {"dtype": "float64"},
+               "frame": {"dtype": "uint8", "shape": [2, 2]}},
+})
+EPISODE_SPEC = OutputSpec.from_dict({"shard_length": 2, "short_policy": "keep", "container": "npz", "modalities": {
+    "pos": {"dtype": "float32", "shape": [3], "source": "field:pos"},
+    "speed": {"dtype": "float64", "shape": [], "source": "field:speed"},
+    "frame": {"dtype": "uint8", "shape": [2, 2], "source": "field:frame"},
+}})
+
+
+def publish(out: Path, spec: OutputSpec, entries: list[dict], *, config: dict | None = None) -> Path:
+    """Commit ``entries`` (shards already under ``out``) as a dataset, as the writer's last step does."""
+    manifest = {"format": 1, "output": spec.to_dict(), "entries": entries}
+    config = {"job": {"schema": {"sample_hz": 10}}} if config is None else config
+    publish_committed(LocalDestination(out), run_fingerprint="e" * 64, marker=b"{}", manifest=readable_json(manifest),
+                      config=readable_json(config))
+    return out
+
+
+def write_episodes(out: Path, episodes: list[dict[str, np.ndarray]]) -> Path:
+    """Each episode as source ``ep<i>``, one whole single-entity track in 2-step shards."""
+    shutil.rmtree(out, ignore_errors=True)
+    entries = []
+    for i, episode in enumerate(episodes):
+        raw = {"t": np.arange(len(episode["pos"])), **episode}
+        (track,) = tracks_from_ticks(EPISODE_SCHEMA, Ticks.from_columns(EPISODE_SCHEMA, f"ep{i}", raw))
+        entries += write_track(out, track, EPISODE_SPEC, schema=EPISODE_SCHEMA, split="train")
+    return publish(out, EPISODE_SPEC, entries)
+
+
+class TestCuratedContract(AdapterContract):
+    """The shared contract, with the frame a field: a re-ingested dataset has no media columns."""
+
+    @pytest.fixture
+    def schema(self) -> Schema:
+        return Schema.from_dict({"sample_hz": 10, "time": TIME_COLUMN, "fields": {
+            "frame": {"dtype": "uint8", "shape": [2, 2]}, "pos": {"dtype": "float32", "shape": [3]},
+            "speed": {"dtype": "float64"}}})
+
+    def write(self, root, episodes):
+        write_episodes(root / DATASET, episodes)
+
+    def make_adapter(self, root, schema):
+        return CuratedDatasetAdapter(root / DATASET)
+
+    def expected_ids(self, count):
+        return [shard_stem(f"ep{i}", "none:None", None) for i in range(count)]
+
+    def test_read_ticks_has_declared_columns_dtypes_and_shapes(self, adapter, schema, episodes):
+        for source_id, episode in zip(adapter.list_sources(), episodes, strict=True):
+            ticks = adapter.read_ticks(source_id)
+            n = len(episode["pos"])
+            assert ticks.source_id == source_id and ticks.entity is None and not ticks.media
+            np.testing.assert_array_equal(ticks.tick, np.arange(n))
+            assert ticks.tick.dtype == np.int64
+            for name, spec in schema.all_fields().items():
+                assert ticks.columns[name].dtype == spec.numpy_dtype, name
+                np.testing.assert_array_equal(ticks.columns[name], episode[name])
+
+    def test_reading_twice_gives_the_same_ticks(self, adapter):
+        source_id = adapter.list_sources()[0]
+        a, b = adapter.read_ticks(source_id), adapter.read_ticks(source_id)
+        np.testing.assert_array_equal(a.tick, b.tick)
+        for name in a.columns:
+            np.testing.assert_array_equal(a.columns[name], b.columns[name])
+
+    def test_decode_media_returns_the_frames_in_bounded_batches(self, adapter):
+        source_id = adapter.list_sources()[0]
+        with pytest.raises(MediaError, match=re.escape("declare 'field:frame'")):
+            adapter.decode_media("frame", ["x#0"], source_id=source_id)
+
+    def test_decode_media_absent_slot_is_zero_and_order_is_kept(self, adapter, episodes):
+        # No references to decode: the frame is a field, and comes back with every row.
+        source_id = adapter.list_sources()[0]
+        np.testing.assert_array_equal(adapter.read_ticks(source_id).columns["frame"], episodes[0]["frame"])
+
+
+# ---- write -> re-ingest -> write, every container ----------------------------------------
+
+STRATEGY = Strategy.from_dict({"name": "everything", "method": "inclusion", "priority": {"pos.std": 1.0}})
+SEGMENTER = Segmenter(2.0, 2.0, unit="seconds", sample_hz=10)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Corpus:
+    return Corpus(tmp_path_factory.mktemp("curated-corpus"))
+
+
+def spec_with(container: str) -> OutputSpec:
+    spec = copy.deepcopy(SPEC)
+    spec["container"] = container
+    return OutputSpec.from_dict(spec)
+
+
+def present_rows(out: Path, entries: list[dict]) -> dict[str, np.ndarray]:
+    """Every modality's present, unpadded rows over ``entries``, in order."""
+    dataset = load_committed(out)
+    parts: dict[str, list[np.ndarray]] = {}
+    for entry in entries:
+        shard = read_shard(dataset, entry)
+        keep = shard.present[: entry["n_steps"]]
+        for name, values in shard.arrays.items():
+            parts.setdefault(name, []).append(values[: entry["n_steps"]][keep])
+    return {name: np.concatenate(values) for name, values in parts.items()}
+
+
+def rewrite(adapter: CuratedDatasetAdapter, out: Path, **spec_options):
+    return write_dataset(out, schema=adapter.schema, adapter=adapter, strategy=STRATEGY, segmenter=SEGMENTER,
+                         spec=adapter.passthrough_spec(**spec_options), train_hours=1.0, test_hours=1.0,
+                         split_assignments=adapter.split_assignments())
+
+
+@pytest.mark.parametrize("container", ["npz", "json", "hdf5", "parquet"])
+def test_write_reingest_write_round_trips_every_container(corpus, tmp_path, container):
+    # 150 s: enough spans that some hold the demo's radio drop-outs (absent rows)
+    first = corpus.write(tmp_path / "first", plan=corpus.plan(train_hours=100 / 3600, test_hours=50 / 3600),
+                         spec=spec_with(container))
+    adapter = CuratedDatasetAdapter(tmp_path / "first")
+    assert adapter.schema.entity == ENTITY_COLUMN and adapter.schema.sample_hz == corpus.schema.sample_hz
+    assert {name: (f.dtype, f.shape) for name, f in adapter.schema.fields.items()} == {
+        name: (m.dtype, m.shape) for name, m in spec_with(container).modalities.items()}
+
+    second = rewrite(adapter, tmp_path / "second")
+    assert second.record.state == "committed"
+    verification = verify_dataset(tmp_path / "second")
+    assert verification.ok, verification.errors
+    spans = {(e["source_id"], e["entity_id"], e["span_index"]) for e in first.manifest["entries"]}
+    assert len(adapter.list_sources()) == len(spans)
+    by_source: dict[str, list[dict]] = {}
+    for entry in second.manifest["entries"]:
+        assert entry["container"] == container
+        by_source.setdefault(entry["source_id"], []).append(entry)
+    assert sorted(by_source) == adapter.list_sources()  # every span admitted again, whole
+    absent_before = 0
+    for source_id, entries in by_source.items():
+        origin = adapter.curated_source(source_id)
+        assert {(e["entity_id"], e["split"]) for e in entries} == {(origin.entity_key, origin.split)}
+        before = present_rows(tmp_path / "first", list(origin.entries))
+        after = present_rows(tmp_path / "second", sorted(entries, key=lambda e: e["start"]))
+        assert set(after) == set(before)
+        for name, values in before.items():
+            assert after[name].dtype == values.dtype == spec_with(container).modalities[name].numpy_dtype
+            np.testing.assert_array_equal(after[name], values, err_msg=f"{source_id}: {name}")
+        # absent rows are dropped on the way in: the second dataset holds present rows only
+        assert sum(e["n_steps"] for e in entries) == len(before["pos"])
+        absent_before += origin.n_steps - len(before["pos"])
+    assert absent_before > 0
+
+
+def test_the_original_split_is_kept_and_the_grouping_is_the_original_source(corpus, tmp_path):
+    first = corpus.write(tmp_path / "first")
+    adapter = CuratedDatasetAdapter(tmp_path / "first")
+    table = adapter.split_assignments()
+    assert table.column_names == ["stage", "source", "group"]
+    for stage, source, group in zip(*(table.column(c).to_pylist() for c in table.column_names), strict=True):
+        origin = adapter.curated_source(source)
+        assert (stage, group) == (origin.split, origin.original_source_id)
+        assert {e["split"] for e in first.manifest["entries"] if e["source_id"] == group} == {stage}
+    assert adapter.group_of == {row["source"]: row["group"] for row in table.to_pylist()}
+
+
+def test_a_rewrite_can_change_container_and_shard_length(corpus, tmp_path):
+    corpus.write(tmp_path / "first")
+    adapter = CuratedDatasetAdapter(tmp_path / "first")
+    second = rewrite(adapter, tmp_path / "second", container="parquet", shard_length=7, short_policy="keep")
+    assert {e["container"] for e in second.manifest["entries"]} == {"parquet"}
+    assert max(e["n_steps"] for e in second.manifest["entries"]) == 7
+    again = CuratedDatasetAdapter(tmp_path / "second")
+    source = again.list_sources()[0]
+    origin = again.curated_source(source)
+    # re-ingesting the re-ingested: the same rows under the second dataset's sources
+    np.testing.assert_array_equal(again.read_ticks(source).columns["pos"],
+                                  adapter.read_ticks(origin.original_source_id).columns["pos"])
+
+
+# ---- identity ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def dataset(corpus, tmp_path) -> Path:
+    corpus.write(tmp_path / "first")
+    return tmp_path / "first"
+
+
+def test_identity_is_strong_and_the_same_from_two_adapters(dataset):
+    one, two = CuratedDatasetAdapter(dataset), CuratedDatasetAdapter(dataset)
+    ids = one.list_sources()
+    tokens = [one.identity(s) for s in ids]
+    assert all(t.strong and t.kind == "fingerprint" for t in tokens)
+    assert [two.identity(s) for s in ids] == tokens
+    assert len(set(tokens)) == len(ids)
+
+
+def test_identity_changes_when_a_shard_changes_and_only_for_its_source(dataset):
+    adapter = CuratedDatasetAdapter(dataset)
+    ids = adapter.list_sources()
+    before = {s: adapter.identity(s) for s in ids}
+    entries = manifest_of(dataset)["entries"]
+    index = 0
+    changed = next(s for s in ids if entries[index] in adapter.curated_source(s).entries)
+    data = bytearray((dataset / entries[index]["path"]).read_bytes())
+    data[-1] ^= 0xFF
+    rechain_shard(dataset, index, bytes(data))  # a consistent chain over a different shard
+    after = {s: adapter.identity(s) for s in ids}  # the same adapter follows the new commit
+    assert after[changed] != before[changed]
+    assert {s: t for s, t in after.items() if s != changed} == {s: t for s, t in before.items() if s != changed}
+    assert CuratedDatasetAdapter(dataset).identity(changed) == after[changed]
+
+
+def test_a_tampered_shard_is_refused_by_identity_and_read(dataset):
+    adapter = CuratedDatasetAdapter(dataset)
+    source = adapter.list_sources()[0]
+    entry = adapter.curated_source(source).entries[-1]
+    path = dataset / entry["path"]
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))  # the manifest still records the old size and SHA-256
+    with pytest.raises(SourceError, match=re.escape(source) + ".*changed or is corrupt"):
+        adapter.identity(source)
+    with pytest.raises(SourceError, match=re.escape(source) + ".*SHA-256 differs from the manifest"):
+        adapter.read_ticks(source)
+    other = adapter.list_sources()[-1]
+    assert adapter.identity(other).strong and len(adapter.read_ticks(other))  # the others are fine
+    path.unlink()
+    with pytest.raises(SourceError, match="missing"):
+        adapter.identity(source)
+
+
+def test_a_moved_dataset_reads_the_same_and_keeps_its_identities(dataset, tmp_path):
+    before = CuratedDatasetAdapter(dataset)
+    ids = before.list_sources()
+    tokens = [before.identity(s) for s in ids]
+    ticks = before.read_ticks(ids[0])
+    moved = tmp_path / "elsewhere" / "run"
+    moved.parent.mkdir()
+    shutil.move(dataset, moved)
+    after = CuratedDatasetAdapter(moved / MANIFEST_FILE)  # the manifest's path works too
+    assert after.list_sources() == ids and [after.identity(s) for s in ids] == tokens
+    again = after.read_ticks(ids[0])
+    np.testing.assert_array_equal(again.tick, ticks.tick)
+    np.testing.assert_array_equal(again.columns["frame"], ticks.columns["frame"])
+
+
+# ---- what the manifest must hold ----------------------------------------------------------
+
+
+def test_a_dataset_that_is_not_committed_is_refused(dataset, tmp_path):
+    with pytest.raises(SourceError, match="not a committed dataset"):
+        CuratedDatasetAdapter(tmp_path / "nothing_here")
+    record = json.loads((dataset / COMMIT_FILE).read_bytes())
+    (dataset / COMMIT_FILE).unlink()
+    with pytest.raises(SourceError, match=f"not a committed dataset.*no {re.escape(COMMIT_FILE)}"):
+        CuratedDatasetAdapter(dataset)
+    assert record["state"] == "committed"
+
+
+def test_a_dataset_torn_after_the_adapter_was_made_is_refused(dataset):
+    adapter = CuratedDatasetAdapter(dataset)
+    source = adapter.list_sources()[0]
+    (dataset / COMMIT_FILE).write_bytes(b'{"state": "committed"')
+    with pytest.raises(SourceError, match=re.escape(COMMIT_FILE)):
+        adapter.read_ticks(source)
+
+
+def test_a_rewrite_with_other_modalities_needs_a_new_adapter(tmp_path):
+    out = tmp_path / DATASET
+    write_episodes(out, [{"pos": np.zeros((3, 3), np.float32), "speed": np.ones(3),
+                          "frame": np.zeros((3, 2, 2), np.uint8)}])
+    adapter = CuratedDatasetAdapter(out)
+    manifest = manifest_of(out)
+    del manifest["output"]["modalities"]["speed"]
+    recommit(out, manifest)
+    with pytest.raises(SourceError, match="make a new CuratedDatasetAdapter"):
+        adapter.list_sources()
+    assert "speed" not in CuratedDatasetAdapter(out).schema.fields
+
+
+def test_entries_without_the_rows_they_hold_are_refused(tmp_path):
+    out = build(tmp_path / "built")  # a hand-built manifest: no start / stop
+    with pytest.raises(SourceError, match=r"entries\[0\]: lacks \['start', 'stop'\]"):
+        CuratedDatasetAdapter(out)
+
+
+def test_overlapping_shards_of_one_span_are_refused():
+    entries = [{"path": f"train/s{k}.npz", "split": "train", "source_id": "s", "entity_id": "int:1", "span_index": 0,
+                "shard_index": k, "start": start, "stop": start + 4, "n_steps": 4} for k, start in enumerate((0, 2))]
+    with pytest.raises(SourceError, match=r"entries\[0\] \(train/s0.npz\) and entries\[1\] .* overlap"):
+        plan_curated_sources(entries, where="m.json")
+    entries[1].update(start=4, stop=8)
+    (source,) = plan_curated_sources(entries, where="m.json").values()
+    assert (source.entity_id, source.span_index, source.n_steps) == (1, 0, 8)
+    entries[1]["entity_id"] = "int:01"
+    with pytest.raises(SourceError, match=r"entries\[1\]\.entity_id: .*canonical"):
+        plan_curated_sources(entries, where="m.json")
+
+
+def test_presence_mask_false_is_refused(tmp_path):
+    spec = OutputSpec.from_dict({**EPISODE_SPEC.to_dict(), "presence_mask": False})
+    out = tmp_path / DATASET
+    raw = {"t": np.arange(3), "pos": np.zeros((3, 3), np.float32), "speed": np.ones(3),
+           "frame": np.zeros((3, 2, 2), np.uint8)}
+    (track,) = tracks_from_ticks(EPISODE_SCHEMA, Ticks.from_columns(EPISODE_SCHEMA, "ep", raw))
+    publish(out, spec, write_track(out, track, spec, schema=EPISODE_SCHEMA, split="train"))
+    with pytest.raises(SourceError, match="presence_mask: false"):
+        CuratedDatasetAdapter(out)
+
+
+def test_sample_hz_comes_from_the_config_or_the_argument(tmp_path):
+    out = tmp_path / DATASET
+    raw = {"t": np.arange(3), "pos": np.zeros((3, 3), np.float32), "speed": np.ones(3),
+           "frame": np.zeros((3, 2, 2), np.uint8)}
+    (track,) = tracks_from_ticks(EPISODE_SCHEMA, Ticks.from_columns(EPISODE_SCHEMA, "ep", raw))
+    publish(out, EPISODE_SPEC, write_track(out, track, EPISODE_SPEC, schema=EPISODE_SCHEMA, split="val"),
+            config={"job": {}})
+    with pytest.raises(SourceError, match=r"records no job\.schema\.sample_hz.*pass sample_hz="):
+        CuratedDatasetAdapter(out)
+    assert CuratedDatasetAdapter(out, sample_hz=4).schema.sample_hz == 4
+    with pytest.raises(SourceError, match="sample_hz must be a positive number"):
+        CuratedDatasetAdapter(out, sample_hz=float("nan"))
+    assert CuratedDatasetAdapter(write_episodes(tmp_path / "rated", [raw]), sample_hz=10).schema.sample_hz == 10
+    with pytest.raises(SourceError, match=r"sample_hz=4 but .* records 10 Hz"):
+        CuratedDatasetAdapter(tmp_path / "rated", sample_hz=4)
+
+
+def test_importing_kuration_sources_does_not_load_the_read_side():
+    program = "import sys, kuration.sources; print('kuration.read.committed' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
+
+
+# ---- any track, any shards: what comes back is the present rows, at start + row ---------
+
+
+ENTITY_IDS = st.one_of(st.integers(-5, 5), st.text("ab1", min_size=1, max_size=3),
+                       st.tuples(st.integers(0, 3), st.text("xy", max_size=2)), st.booleans())
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(entity=ENTITY_IDS, present=st.lists(st.booleans(), min_size=1, max_size=30),
+       cuts=st.lists(st.integers(0, 30), min_size=2, max_size=5, unique=True),
+       shard_length=st.integers(1, 6), policy=st.sampled_from(["keep", "pad", "drop"]),
+       container=st.sampled_from(["npz", "json"]))
+def test_reingested_rows_are_the_written_present_rows(tmp_path_factory, entity, present, cuts, shard_length, policy,
+                                                      container):
+    schema = Schema.from_dict({"sample_hz": 5, "time": "t", "entity": "e",
+                               "fields": {"pos": {"dtype": "float32", "shape": [2]}}})
+    spec = OutputSpec.from_dict({"shard_length": shard_length, "short_policy": policy, "container": container,
+                                 "modalities": {"pos": {"dtype": "float32", "shape": [2], "source": "field:pos"}}})
+    n = len(present)
+    mask = np.asarray(present)
+    values = np.where(mask[:, None], np.arange(2 * n, dtype=np.float32).reshape(n, 2) + 1, 0).astype(np.float32)
+    track = Track("rec/1", entity, np.arange(n) + 100, mask, {"pos": values}, {}, [()] * n, 5.0)
+    bounds = sorted({min(c, n - 1) for c in cuts} | {n})  # spans [b0, b1), [b1, b2), ...: disjoint, at least one
+    out = tmp_path_factory.mktemp("prop")
+    entries = []
+    for span, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
+        entries += write_track(out, track, spec, schema=schema, split="train", span_index=span, start=a, stop=b)
+    publish(out, spec, entries, config={"job": {"schema": schema.to_dict()}})
+    adapter = CuratedDatasetAdapter(out)
+    if not entries:  # every span shorter than a shard, and dropped
+        assert adapter.list_sources() == [] and adapter.schema.entity is None
+        return
+    assert adapter.schema.entity == ENTITY_COLUMN and adapter.schema.sample_hz == 5
+    written = sorted({(e["span_index"], e["start"], e["stop"]) for e in entries})
+    assert len(adapter.list_sources()) == len({span for span, _, _ in written})
+    for source_id in adapter.list_sources():
+        origin = adapter.curated_source(source_id)
+        rows = np.concatenate([np.arange(a, b) for span, a, b in written if span == origin.span_index])
+        rows = rows[mask[rows]]
+        ticks = adapter.read_ticks(source_id)
+        np.testing.assert_array_equal(ticks.tick, rows)
+        np.testing.assert_array_equal(ticks.columns["pos"], values[rows])
+        assert all(entity_key(e) == entity_key(entity) for e in ticks.entity)
+        assert origin.original_source_id == "rec/1" and origin.entity_key == entity_key(entity)
+
+
+def test_untrusted_decodes_hdf5_shards_in_a_worker_with_the_same_result(corpus, tmp_path):
+    corpus.write(tmp_path / "first", spec=spec_with("hdf5"))
+    trusted, isolated = CuratedDatasetAdapter(tmp_path / "first"), CuratedDatasetAdapter(tmp_path / "first",
+                                                                                          untrusted=True)
+    source = trusted.list_sources()[0]
+    a, b = trusted.read_ticks(source), isolated.read_ticks(source)
+    np.testing.assert_array_equal(a.tick, b.tick)
+    for name in a.columns:
+        np.testing.assert_array_equal(a.columns[name], b.columns[name])
+    assert isolated.identity(source) == trusted.identity(source)
+
+
+def test_an_unknown_source_names_the_dataset_and_how_to_list_sources(dataset):
+    adapter = CuratedDatasetAdapter(dataset)
+    original = adapter.curated_source(adapter.list_sources()[0]).original_source_id
+    for call in (adapter.read_ticks, adapter.identity, adapter.curated_source):
+        with pytest.raises(TickDataError, match=re.escape(f"{original}: no such source in the curated dataset "
+                                                          f"{dataset}") + r".*list_sources\(\)"):
+            call(original)  # the original source id is not a re-ingested one: spans are
