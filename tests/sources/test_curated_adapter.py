@@ -4,7 +4,6 @@ manifest rules re-ingesting adds."""
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 import shutil
@@ -17,15 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kuration.hashing import readable_json
 from kuration.output import OutputSpec
-from kuration.output.commit_protocol import COMMIT_FILE, MANIFEST_FILE, publish_committed
-from kuration.output.destinations import LocalDestination
+from kuration.output.commit_protocol import COMMIT_FILE, MANIFEST_FILE
 from kuration.output.shard_files import shard_stem
-from kuration.output.write_dataset import write_dataset
 from kuration.output.write_track import write_track
-from kuration.read import load_committed, read_shard, verify_dataset
-from kuration.scoring import Segmenter, Strategy
+from kuration.read import verify_dataset
 from kuration.sources import CuratedDatasetAdapter, SourceError, TickDataError
 from kuration.sources.curated import ENTITY_COLUMN, TIME_COLUMN, plan_curated_sources
 from kuration.sources.entities import entity_key
@@ -35,41 +30,11 @@ from kuration.sources.ticks import Ticks
 from kuration.sources.tracks import Track, tracks_from_ticks
 
 from tests.output.committed_datasets import build, manifest_of, rechain_shard, recommit
-from tests.output.corpus import SPEC, Corpus
+from tests.output.corpus import Corpus
 from tests.sources.adapter_contract import AdapterContract
-
-DATASET = "dataset"
-#: The contract's episodes as a recording: pos, speed and the frame as plain fields.
-EPISODE_SCHEMA = Schema.from_dict({
-    "sample_hz": 10, "time": "t",
-    "fields": {"pos": {"dtype": "float32", "shape": [3]}, "speed": {"dtype": "float64"},
-               "frame": {"dtype": "uint8", "shape": [2, 2]}},
-})
-EPISODE_SPEC = OutputSpec.from_dict({"shard_length": 2, "short_policy": "keep", "container": "npz", "modalities": {
-    "pos": {"dtype": "float32", "shape": [3], "source": "field:pos"},
-    "speed": {"dtype": "float64", "shape": [], "source": "field:speed"},
-    "frame": {"dtype": "uint8", "shape": [2, 2], "source": "field:frame"},
-}})
-
-
-def publish(out: Path, spec: OutputSpec, entries: list[dict], *, config: dict | None = None) -> Path:
-    """Commit ``entries`` (shards already under ``out``) as a dataset, as the writer's last step does."""
-    manifest = {"format": 1, "output": spec.to_dict(), "entries": entries}
-    config = {"job": {"schema": {"sample_hz": 10}}} if config is None else config
-    publish_committed(LocalDestination(out), run_fingerprint="e" * 64, marker=b"{}", manifest=readable_json(manifest),
-                      config=readable_json(config))
-    return out
-
-
-def write_episodes(out: Path, episodes: list[dict[str, np.ndarray]]) -> Path:
-    """Each episode as source ``ep<i>``, one whole single-entity track in 2-step shards."""
-    shutil.rmtree(out, ignore_errors=True)
-    entries = []
-    for i, episode in enumerate(episodes):
-        raw = {"t": np.arange(len(episode["pos"])), **episode}
-        (track,) = tracks_from_ticks(EPISODE_SCHEMA, Ticks.from_columns(EPISODE_SCHEMA, f"ep{i}", raw))
-        entries += write_track(out, track, EPISODE_SPEC, schema=EPISODE_SCHEMA, split="train")
-    return publish(out, EPISODE_SPEC, entries)
+from tests.sources.curated_datasets import (
+    DATASET, EPISODE_SCHEMA, EPISODE_SPEC, present_rows, publish, rewrite, spec_with, write_episodes,
+)
 
 
 class TestCuratedContract(AdapterContract):
@@ -121,37 +86,9 @@ class TestCuratedContract(AdapterContract):
 
 # ---- write -> re-ingest -> write, every container ----------------------------------------
 
-STRATEGY = Strategy.from_dict({"name": "everything", "method": "inclusion", "priority": {"pos.std": 1.0}})
-SEGMENTER = Segmenter(2.0, 2.0, unit="seconds", sample_hz=10)
-
-
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Corpus:
     return Corpus(tmp_path_factory.mktemp("curated-corpus"))
-
-
-def spec_with(container: str) -> OutputSpec:
-    spec = copy.deepcopy(SPEC)
-    spec["container"] = container
-    return OutputSpec.from_dict(spec)
-
-
-def present_rows(out: Path, entries: list[dict]) -> dict[str, np.ndarray]:
-    """Every modality's present, unpadded rows over ``entries``, in order."""
-    dataset = load_committed(out)
-    parts: dict[str, list[np.ndarray]] = {}
-    for entry in entries:
-        shard = read_shard(dataset, entry)
-        keep = shard.present[: entry["n_steps"]]
-        for name, values in shard.arrays.items():
-            parts.setdefault(name, []).append(values[: entry["n_steps"]][keep])
-    return {name: np.concatenate(values) for name, values in parts.items()}
-
-
-def rewrite(adapter: CuratedDatasetAdapter, out: Path, **spec_options):
-    return write_dataset(out, schema=adapter.schema, adapter=adapter, strategy=STRATEGY, segmenter=SEGMENTER,
-                         spec=adapter.passthrough_spec(**spec_options), train_hours=1.0, test_hours=1.0,
-                         split_assignments=adapter.split_assignments())
 
 
 @pytest.mark.parametrize("container", ["npz", "json", "hdf5", "parquet"])
