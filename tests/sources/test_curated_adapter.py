@@ -86,6 +86,7 @@ class TestCuratedContract(AdapterContract):
 
 # ---- write -> re-ingest -> write, every container ----------------------------------------
 
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Corpus:
     return Corpus(tmp_path_factory.mktemp("curated-corpus"))
