@@ -55,24 +55,6 @@ class TestCuratedContract(AdapterContract):
     def expected_ids(self, count):
         return [shard_stem(f"ep{i}", "none:None", None) for i in range(count)]
 
-    def test_read_ticks_has_declared_columns_dtypes_and_shapes(self, adapter, schema, episodes):
-        for source_id, episode in zip(adapter.list_sources(), episodes, strict=True):
-            ticks = adapter.read_ticks(source_id)
-            n = len(episode["pos"])
-            assert ticks.source_id == source_id and ticks.entity is None and not ticks.media
-            np.testing.assert_array_equal(ticks.tick, np.arange(n))
-            assert ticks.tick.dtype == np.int64
-            for name, spec in schema.all_fields().items():
-                assert ticks.columns[name].dtype == spec.numpy_dtype, name
-                np.testing.assert_array_equal(ticks.columns[name], episode[name])
-
-    def test_reading_twice_gives_the_same_ticks(self, adapter):
-        source_id = adapter.list_sources()[0]
-        a, b = adapter.read_ticks(source_id), adapter.read_ticks(source_id)
-        np.testing.assert_array_equal(a.tick, b.tick)
-        for name in a.columns:
-            np.testing.assert_array_equal(a.columns[name], b.columns[name])
-
     def test_decode_media_returns_the_frames_in_bounded_batches(self, adapter):
         source_id = adapter.list_sources()[0]
         with pytest.raises(MediaError, match=re.escape("declare 'field:frame'")):
