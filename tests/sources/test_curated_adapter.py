@@ -21,6 +21,7 @@ from kuration.output.commit_protocol import COMMIT_FILE, MANIFEST_FILE
 from kuration.output.shard_files import shard_stem
 from kuration.output.write_track import write_track
 from kuration.read import verify_dataset
+from kuration.scoring import FsspecScoreCache, score_sources
 from kuration.sources import CuratedDatasetAdapter, SourceError, TickDataError
 from kuration.sources.curated import ENTITY_COLUMN, TIME_COLUMN, plan_curated_sources
 from kuration.sources.entities import entity_key
@@ -33,7 +34,8 @@ from tests.output.committed_datasets import build, manifest_of, rechain_shard, r
 from tests.output.corpus import Corpus
 from tests.sources.adapter_contract import AdapterContract
 from tests.sources.curated_datasets import (
-    DATASET, EPISODE_SCHEMA, EPISODE_SPEC, present_rows, publish, rewrite, spec_with, write_episodes,
+    DATASET, EPISODE_SCHEMA, EPISODE_SPEC, SEGMENTER, STRATEGY, present_rows, publish, rewrite, spec_with,
+    write_episodes,
 )
 
 
@@ -137,6 +139,15 @@ def test_a_rewrite_can_change_container_and_shard_length(corpus, tmp_path):
                                   adapter.read_ticks(origin.original_source_id).columns["pos"])
 
 
+
+def test_scoring_in_worker_processes_gives_what_one_process_gives(dataset):
+    adapter = CuratedDatasetAdapter(dataset)
+    one = score_sources(adapter, segmenter=SEGMENTER, strategy=STRATEGY)
+    two = score_sources(adapter, segmenter=SEGMENTER, strategy=STRATEGY, workers=2)  # the adapter is pickled
+    assert not one.skipped and one.count("scored") == len(adapter.list_sources())
+    assert two.segments.equals(one.segments)
+
+
 # ---- identity ---------------------------------------------------------------------------
 
 
@@ -203,6 +214,29 @@ def test_a_moved_dataset_reads_the_same_and_keeps_its_identities(dataset, tmp_pa
     again = after.read_ticks(ids[0])
     np.testing.assert_array_equal(again.tick, ticks.tick)
     np.testing.assert_array_equal(again.columns["frame"], ticks.columns["frame"])
+
+
+
+def test_cached_scores_are_reused_exactly_when_the_content_is_unchanged(dataset, tmp_path):
+    cache = FsspecScoreCache(tmp_path / "cache")
+
+    def score(path: Path) -> dict[str, str]:
+        result = score_sources(CuratedDatasetAdapter(path), segmenter=SEGMENTER, strategy=STRATEGY, cache=cache)
+        return {o.source_id: o.status for o in result.outcomes}
+
+    first = score(dataset)
+    assert set(first.values()) == {"scored"}
+    moved = tmp_path / "moved"
+    shutil.move(dataset, moved)
+    assert set(score(moved).values()) == {"cached"}  # a new adapter over the moved copy: same identities
+    entries = manifest_of(moved)["entries"]
+    donor = next(e for e in entries[1:] if (e["n_steps"], e["rows"]) == (entries[0]["n_steps"], entries[0]["rows"]))
+    rechain_shard(moved, 0, (moved / donor["path"]).read_bytes())  # another valid shard's rows in its place
+    changed = CuratedDatasetAdapter(moved)
+    (source,) = [s for s in changed.list_sources()
+                 if entries[0]["path"] in {e["path"] for e in changed.curated_source(s).entries}]
+    after = score(moved)
+    assert after.pop(source) == "scored" and set(after.values()) == {"cached"}
 
 
 # ---- what the manifest must hold ----------------------------------------------------------
