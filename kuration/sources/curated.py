@@ -54,7 +54,9 @@ reloads the manifest when it changed (a re-written dataset whose modalities chan
 refused: make a new adapter). A dataset that is not committed, a shard that is missing or
 changed, a manifest entry that lacks what re-ingesting needs, and an unknown source id are
 :class:`SourceError` (:class:`TickDataError` for an unknown id) naming the dataset, entry or
-shard. This module never writes.
+shard. This module never writes, and the dataset it reads must not be the destination of
+the write that re-curates it: once that write marks the destination ``writing``, the
+adapter refuses to read it (write elsewhere, then move).
 """
 
 from __future__ import annotations
