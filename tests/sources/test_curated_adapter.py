@@ -148,6 +148,23 @@ def test_scoring_in_worker_processes_gives_what_one_process_gives(dataset):
     assert two.segments.equals(one.segments)
 
 
+def test_overlapping_counted_segments_are_separate_sources(corpus, tmp_path):
+    # a count budget admits windows (10 s every 5 s here): one entity's admitted rows overlap
+    plan = corpus.plan(train_hours=None, test_hours=None, span_seconds=None, train_count=12, test_count=4)
+    corpus.write(tmp_path / "first", plan=plan)
+    adapter = CuratedDatasetAdapter(tmp_path / "first")
+    by_track: dict[tuple[str, str], list[set[int]]] = {}
+    for source in adapter.list_sources():
+        origin = adapter.curated_source(source)
+        ticks = adapter.read_ticks(source).tick
+        assert len(np.unique(ticks)) == len(ticks)  # one span: no tick twice
+        by_track.setdefault((origin.original_source_id, origin.entity_key), []).append(set(ticks.tolist()))
+    assert any(a & b for spans in by_track.values() for i, a in enumerate(spans) for b in spans[i + 1:])
+    again = rewrite(adapter, tmp_path / "again")
+    assert len({e["source_id"] for e in again.manifest["entries"]}) == len(adapter.list_sources())
+    assert verify_dataset(tmp_path / "again").ok
+
+
 # ---- identity ---------------------------------------------------------------------------
 
 
