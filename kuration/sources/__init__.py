@@ -4,11 +4,13 @@
   (tick, entity), local or any fsspec URL.
 * :class:`RobomimicHDF5Adapter` — the demos of a robomimic-layout HDF5 file.
 * :class:`ZarrReplayAdapter` — the episodes of a diffusion_policy replay-buffer Zarr store.
+* :class:`CuratedDatasetAdapter` — a committed training dataset read back, one source per
+  admitted span, so an artifact can be curated again.
 
-The episode-store adapters import h5py and zarr only when first used (every scoring
-worker process pays for what it imports); their media providers (``hdf5_rows``,
-``zarr_rows``) register when their module is imported, and :mod:`kuration.sources.media` imports
-it on first use of the name.
+The episode-store adapters import h5py and zarr, and the curated-dataset adapter the read
+side, only when first used (every scoring worker process pays for what it imports); the
+episode stores' media providers (``hdf5_rows``, ``zarr_rows``) register when their module
+is imported, and :mod:`kuration.sources.media` imports it on first use of the name.
 """
 
 from kuration.lazy_exports import lazy_getattr
@@ -17,6 +19,8 @@ from kuration.sources.protocol import STRONG_KINDS, SourceAdapter, SourceIdentit
 from kuration.sources.ticks import SourceError, TickDataError, Ticks
 
 _LAZY = {
+    "CuratedDatasetAdapter": "kuration.sources.curated",
+    "CuratedSource": "kuration.sources.curated",
     "HDF5_ROWS_PROVIDER": "kuration.sources.robomimic_hdf5",
     "HDF5RowsProvider": "kuration.sources.robomimic_hdf5",
     "RobomimicHDF5Adapter": "kuration.sources.robomimic_hdf5",
@@ -28,6 +32,8 @@ _LAZY = {
 __getattr__ = lazy_getattr(__name__, _LAZY)
 
 __all__ = [
+    "CuratedDatasetAdapter",
+    "CuratedSource",
     "HDF5_ROWS_PROVIDER",
     "STRONG_KINDS",
     "ZARR_ROWS_PROVIDER",
