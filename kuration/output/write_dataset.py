@@ -233,6 +233,22 @@ def _check_destination(destination: Destination, resume: bool, force: bool, *,
     return record, torn
 
 
+def _refuse_the_dataset_being_read(destination: Destination, adapter: SourceAdapter) -> None:
+    """Re-curating a dataset onto itself would replace the shards the adapter is reading
+    (``CuratedDatasetAdapter``, and any adapter exposing ``dataset_url``)."""
+    reads = getattr(adapter, "dataset_url", None)
+    if not isinstance(reads, str):
+        return
+    if storage.is_remote(reads) or storage.is_remote(destination.url):
+        same = reads.rstrip("/") == destination.url.rstrip("/")
+    else:
+        same = os.path.realpath(storage.local_path(reads)) == os.path.realpath(destination.url)
+    if same:
+        raise DatasetWriteError(
+            f"{destination.url}: is the dataset {adapter!r} reads; writing onto it would replace its shards while "
+            "they are read. Write to another folder or URL, then move it into place")
+
+
 def write_planned_dataset(
     out: str | os.PathLike[str],
     plan: BudgetPlan,
@@ -263,6 +279,7 @@ def write_planned_dataset(
                                 "another run's dataset); force=True replaces whatever is there")
     replace = on_other_run == "replace"
     destination = open_destination(out)
+    _refuse_the_dataset_being_read(destination, adapter)
     spec.validate_against(schema)
     _check_plan_fits(plan, spec)
     with destination.lease():
@@ -586,6 +603,7 @@ def write_dataset(
     options = BudgetOptions(train_hours=train_hours, val_hours=val_hours, test_hours=test_hours, span_steps=span_steps,
                             span_seconds=span_seconds, clip_aggregate=clip_aggregate, seed=seed, chunking=spec.chunking)
     destination = open_destination(out)
+    _refuse_the_dataset_being_read(destination, adapter)
     if budget is not None and cache is None:
         if storage.is_remote(destination.url):
             raise DatasetWriteError(

@@ -54,9 +54,9 @@ reloads the manifest when it changed (a re-written dataset whose modalities chan
 refused: make a new adapter). A dataset that is not committed, a shard that is missing or
 changed, a manifest entry that lacks what re-ingesting needs, and an unknown source id are
 :class:`SourceError` (:class:`TickDataError` for an unknown id) naming the dataset, entry or
-shard. This module never writes, and the dataset it reads must not be the destination of
-the write that re-curates it: once that write marks the destination ``writing``, the
-adapter refuses to read it (write elsewhere, then move).
+shard. This module never writes, and the dataset it reads cannot be the destination of the
+write that re-curates it: the writer refuses an adapter whose ``dataset_url`` is its
+destination before it touches anything (write elsewhere, then move).
 """
 
 from __future__ import annotations
@@ -209,6 +209,11 @@ class CuratedDatasetAdapter:
         self._decode_timeout = decode_timeout
         self._view = self._load()
         self.schema = self._view.schema
+
+    @property
+    def dataset_url(self) -> str:
+        """The folder or URL of the dataset read: a write refuses it as its destination."""
+        return self._view.dataset.destination.url
 
     def __repr__(self) -> str:
         return f"CuratedDatasetAdapter({self.url!r})"

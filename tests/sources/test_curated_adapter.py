@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from kuration.output import OutputSpec
 from kuration.output.commit_protocol import COMMIT_FILE, MANIFEST_FILE
 from kuration.output.shard_files import shard_stem
+from kuration.output.write_dataset import DatasetWriteError, write_planned_dataset
 from kuration.output.write_track import write_track
 from kuration.read import verify_dataset
 from kuration.scoring import FsspecScoreCache, score_sources
@@ -172,6 +173,23 @@ def test_overlapping_counted_segments_are_separate_sources(corpus, tmp_path):
 def dataset(corpus, tmp_path) -> Path:
     corpus.write(tmp_path / "first")
     return tmp_path / "first"
+
+
+def test_re_curating_a_dataset_onto_itself_is_refused_before_anything_is_touched(dataset, tmp_path):
+    adapter = CuratedDatasetAdapter(dataset)
+    before = {p.relative_to(dataset): p.read_bytes() for p in sorted(dataset.rglob("*")) if p.is_file()}
+    (tmp_path / "elsewhere").mkdir()
+    alias = tmp_path / "elsewhere" / ".." / dataset.name  # the same folder, spelled otherwise
+    for out in (dataset, alias):
+        with pytest.raises(DatasetWriteError, match=r"is the dataset CuratedDatasetAdapter\(.*\) reads; writing onto "
+                                                    r"it would replace its shards while they are read"):
+            rewrite(adapter, out)
+    first = rewrite(adapter, tmp_path / "second")
+    with pytest.raises(DatasetWriteError, match="is the dataset .* reads"):
+        write_planned_dataset(dataset, first.budget_plan, adapter=adapter, schema=adapter.schema,
+                              spec=adapter.passthrough_spec(), resume=True, on_other_run="replace")
+    assert {p.relative_to(dataset): p.read_bytes() for p in sorted(dataset.rglob("*")) if p.is_file()} == before
+    assert verify_dataset(dataset).ok
 
 
 def test_identity_is_strong_and_the_same_from_two_adapters(dataset):
