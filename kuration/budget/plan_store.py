@@ -335,8 +335,8 @@ def checked_plan_file(data: bytes, name: str, record: dict[str, Any], *, where: 
 
 def plan_from_files(record: dict[str, Any], items: bytes) -> BudgetPlan:
     """The plan a checked ``budget.json`` record and its verified ``plan_items.parquet`` bytes hold."""
-    return BudgetPlan(pq.read_table(io.BytesIO(items)), record["accounting"], BudgetOptions.from_dict(record["options"]),
-                      record["strategy"])
+    return BudgetPlan(pq.read_table(io.BytesIO(items)), record["accounting"],
+                      BudgetOptions.from_dict(record["options"]), record["strategy"])
 
 
 def _plan_of(root: str | os.PathLike[str], record: dict[str, Any]) -> BudgetPlan:

@@ -362,6 +362,7 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
     entries.sort(key=lambda e: (e["source_id"], e["entity_id"], -1 if e["span_index"] is None else e["span_index"],
                                 e["shard_index"]))
     manifest = _manifest(entries, spec, plan, run_fingerprint)
+    plan_pin = _publish_plan(destination, plan)
     finished = _dt.datetime.now(_dt.timezone.utc)
     config = {
         "format": 1,
@@ -370,13 +371,12 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
         "results": {"budget": plan.accounting, "splits": manifest["splits"], "shards": len(entries),
                     "written_shards": written, "reused_shards": reused,
                     "resume": {"requested": resume, "reuse_refused": no_reuse_reason if resume and not reused else ""},
-                    **(dict(results) if results else {})},
+                    "budget_plan": plan_pin, **(dict(results) if results else {})},
         "timestamps": {"started": started.isoformat(timespec="seconds"),
                        "finished": finished.isoformat(timespec="seconds")},
         "provenance": {"run_fingerprint": run_fingerprint, **fingerprints,
                        "sources_strong_identity": strong},
     }
-    config["results"]["budget_plan"] = _publish_plan(destination, plan)
     manifest_bytes = readable_json(manifest)
     config_bytes = readable_json(config)
     # Still unreadable (state=writing): the old run's shards and killed writes' temp files
