@@ -47,6 +47,10 @@ def _refuse_constant(token: str) -> Any:
 
 
 def _parse_int(text: str) -> int:
+    # Up to 18 characters (18 digits, or a sign and 17) always fit: the common case pays for
+    # one length check (this runs once per integer of a 100,000-entry manifest).
+    if len(text) <= 18:
+        return int(text)
     # checked on the digits first: int() of a 5000-digit string is refused by Python anyway,
     # and a 400-digit one would only fail later, as an OverflowError far from the file
     if len(text.lstrip("-")) > 19 or not INT64_MIN <= (value := int(text)) <= INT64_MAX:
@@ -64,6 +68,9 @@ def parse_finite_float(text: str) -> float:
     return value
 
 
+_CONTAINERS = frozenset((dict, list))
+
+
 def _deeper_than(value: Any, limit: int) -> bool:
     stack = [(value, 1)]
     while stack:
@@ -77,6 +84,10 @@ def _deeper_than(value: Any, limit: int) -> bool:
             continue
         if depth > limit:
             return True
+        # The types are collected in C: a container of scalars (every manifest entry) costs
+        # no Python-level step per value.
+        if _CONTAINERS.isdisjoint(map(type, children)):
+            continue
         stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
     return False
 
