@@ -50,6 +50,7 @@ _LAZY = {
     "inspect_dataset": "kuration.inspect.report",
     "compare_datasets": "kuration.inspect.compare",
     "check_quality": "kuration.inspect.quality",
+    "Pipeline": "kuration.pipeline",
 }
 
 __getattr__ = lazy_getattr(__name__, _LAZY)
