@@ -47,6 +47,10 @@ _LAZY = {
     "OutputSpec": "kuration.output.spec",
     "write_track": "kuration.output.write_track",
     "write_dataset": "kuration.output.write_dataset",
+    "inspect_dataset": "kuration.inspect.report",
+    "compare_datasets": "kuration.inspect.compare",
+    "check_quality": "kuration.inspect.quality",
+    "Pipeline": "kuration.pipeline",
 }
 
 __getattr__ = lazy_getattr(__name__, _LAZY)

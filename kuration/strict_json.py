@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+from itertools import chain
 from collections.abc import Iterable
 from typing import Any
 
@@ -34,11 +35,13 @@ class _Refused(ValueError):
 
 
 def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _Refused(f"duplicate key {key!r} in one object (only one value per key is allowed)")
-        result[key] = value
+    result = dict(pairs)  # built in C; a duplicate shows as a shorter dict, then is named
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _Refused(f"duplicate key {key!r} in one object (only one value per key is allowed)")
+            seen.add(key)
     return result
 
 
@@ -46,7 +49,39 @@ def _refuse_constant(token: str) -> Any:
     raise _Refused(f"non-finite number {token} is not allowed")
 
 
+#: Bytes with every ASCII digit as ``0`` and every other byte as ``.``: runs of digits show as runs of ``0``.
+_DIGIT_RUNS = bytes(48 if 48 <= b <= 57 else 46 for b in range(256))
+#: What precedes an integer literal (after its ``-``) in JSON text: a literal of 19 or more
+#: digits elsewhere is inside a string (a SHA-256, a name), not a number.
+_BEFORE_NUMBER = frozenset(b":,[ \t\n\r")
+_LONG_DIGITS = b"0" * 19
+
+
+def _may_hold_long_int(data: bytes) -> bool:
+    """Whether the JSON text ``data`` may hold an integer literal of 19 or more digits (the
+    only ones that can leave the int64 range): a run of 19 digits preceded by what precedes a
+    number. Never False for text that holds one; True for some that do not (then the exact
+    hook decides)."""
+    runs = data.translate(_DIGIT_RUNS)
+    start = 0
+    while (at := runs.find(_LONG_DIGITS, start)) >= 0:
+        before = at - 1
+        if before >= 0 and data[before] == 45:  # '-'
+            before -= 1
+        if before < 0 or data[before] in _BEFORE_NUMBER:
+            return True
+        end = runs.find(b".", at)
+        if end < 0:
+            return False
+        start = end
+    return False
+
+
 def _parse_int(text: str) -> int:
+    # Up to 18 characters (18 digits, or a sign and 17) always fit: the common case pays for
+    # one length check (this runs once per integer of a 100,000-entry manifest).
+    if len(text) <= 18:
+        return int(text)
     # checked on the digits first: int() of a 5000-digit string is refused by Python anyway,
     # and a 400-digit one would only fail later, as an OverflowError far from the file
     if len(text.lstrip("-")) > 19 or not INT64_MIN <= (value := int(text)) <= INT64_MAX:
@@ -64,6 +99,9 @@ def parse_finite_float(text: str) -> float:
     return value
 
 
+_CONTAINERS = frozenset((dict, list))
+
+
 def _deeper_than(value: Any, limit: int) -> bool:
     stack = [(value, 1)]
     while stack:
@@ -77,8 +115,26 @@ def _deeper_than(value: Any, limit: int) -> bool:
             continue
         if depth > limit:
             return True
+        # The types are collected in C, so the common shapes cost no Python-level step per
+        # value: a container of scalars, and a container of records of scalars (a
+        # manifest's entries), whose records are one level deeper and hold no container.
+        types = set(map(type, children))
+        if _CONTAINERS.isdisjoint(types):
+            continue
+        if types == {dict} and _CONTAINERS.isdisjoint(map(type, chain.from_iterable(map(dict.values, children)))):
+            if depth + 1 > limit:
+                return True
+            continue
         stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
     return False
+
+
+def _utf8_of(data: bytes | str, text: str) -> bytes:
+    """The UTF-8 bytes of ``text`` (``data`` decoded, a byte-order mark dropped), reusing
+    ``data`` when it is them: bytes.translate runs in C, str.translate looks characters up."""
+    if isinstance(data, bytes):
+        return data[3:] if data.startswith(b"\xef\xbb\xbf") else data
+    return text.encode("utf-8", "surrogatepass")
 
 
 def parse_strict_json(data: bytes | str, *, where: str, what: str = "JSON file",
@@ -88,8 +144,11 @@ def parse_strict_json(data: bytes | str, *, where: str, what: str = "JSON file",
         text = data.decode("utf-8") if isinstance(data, (bytes, bytearray, memoryview)) else data
         if isinstance(data, (bytes, bytearray)) and text.startswith("\ufeff"):
             text = text[1:]  # a byte-order mark from an editor is not content
+        # Integers are converted in C unless the text may hold one past the int64 range:
+        # the range hook runs once per integer, the largest cost of a big manifest's parse.
         value = json.loads(text, object_pairs_hook=_object_without_duplicates, parse_constant=_refuse_constant,
-                           parse_int=_parse_int, parse_float=parse_finite_float)
+                           parse_int=_parse_int if _may_hold_long_int(_utf8_of(data, text)) else None,
+                           parse_float=parse_finite_float)
     except RecursionError:
         reason = f"nested deeper than {max_depth} levels"
     except UnicodeDecodeError as exc:

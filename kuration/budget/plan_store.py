@@ -203,8 +203,10 @@ def write_budget_plan(plan: BudgetPlan, root: str | os.PathLike[str], *,
     return _write_budget_plan(plan, root, inputs)[0]
 
 
-def _write_budget_plan(plan: BudgetPlan, root: str | os.PathLike[str],
-                       inputs: dict[str, Any] | None) -> tuple[dict[str, str], dict[str, Any]]:
+def budget_plan_files(plan: BudgetPlan, inputs: dict[str, Any] | None = None) -> dict[str, bytes]:
+    """The bytes of the three files a stored plan is made of, by file name, in the order
+    they must be written (``budget.json``, which pins the other two, last). The dataset
+    writer stores the same files in a dataset's ``budget/`` folder."""
     items = _parquet_bytes(plan.items)
     admitted = _parquet_bytes(plan.admitted())
     record = {
@@ -218,13 +220,19 @@ def _write_budget_plan(plan: BudgetPlan, root: str | os.PathLike[str],
             ADMITTED_FILE: {"sha256": sha256_hex(admitted), "bytes": len(admitted)},
         },
     }
-    urls = {
-        "items": storage.write_bytes_atomic(budget_url(root, ITEMS_FILE), items),
-        "admitted": storage.write_bytes_atomic(budget_url(root, ADMITTED_FILE), admitted),
-    }
     body = json.dumps(record, indent=1, sort_keys=True, allow_nan=False).encode()
-    urls["budget"] = storage.write_bytes_atomic(budget_url(root, BUDGET_FILE), body)
-    return urls, record
+    return {ITEMS_FILE: items, ADMITTED_FILE: admitted, BUDGET_FILE: body}
+
+
+def _write_budget_plan(plan: BudgetPlan, root: str | os.PathLike[str],
+                       inputs: dict[str, Any] | None) -> tuple[dict[str, str], dict[str, Any]]:
+    files = budget_plan_files(plan, inputs)
+    urls = {
+        "items": storage.write_bytes_atomic(budget_url(root, ITEMS_FILE), files[ITEMS_FILE]),
+        "admitted": storage.write_bytes_atomic(budget_url(root, ADMITTED_FILE), files[ADMITTED_FILE]),
+        "budget": storage.write_bytes_atomic(budget_url(root, BUDGET_FILE), files[BUDGET_FILE]),
+    }
+    return urls, json.loads(files[BUDGET_FILE])
 
 
 @dataclass(frozen=True)
@@ -284,13 +292,20 @@ def read_budget_record(root: str | os.PathLike[str]) -> dict[str, Any]:
         record = storage.read_json(url, what="budget plan")
     except KurationError as exc:
         raise BudgetError(f"{exc}; re-materialize budget_plan") from None
+    return checked_budget_record(record, where=url)
+
+
+def checked_budget_record(record: Any, *, where: str, fix: str = "re-materialize budget_plan") -> dict[str, Any]:
+    """``record`` (a parsed ``budget.json``) when it has what every reader relies on;
+    ``BudgetError`` naming ``where`` and saying ``fix`` otherwise."""
+    if not isinstance(record, dict):
+        raise BudgetError(f"{where}: must be a JSON object, found {type(record).__name__}; {fix}")
     missing = [k for k in _RECORD_KEYS if k not in record]
     files = record.get("files")
     if missing or not isinstance(files, dict) or any(
             not isinstance(files.get(n), dict) or {"sha256", "bytes"} - set(files[n])
             for n in (ITEMS_FILE, ADMITTED_FILE)):
-        raise BudgetError(f"{url}: not a complete budget plan record (missing {missing or 'file digests'}); "
-                          "re-materialize budget_plan")
+        raise BudgetError(f"{where}: not a complete budget plan record (missing {missing or 'file digests'}); {fix}")
     return record
 
 
@@ -303,19 +318,29 @@ def _verified(root: str | os.PathLike[str], name: str, record: dict[str, Any]) -
     url = budget_url(root, name)
     if not storage.exists(url):
         raise BudgetError(f"budget plan: {url} is missing; re-materialize budget_plan")
-    data = storage.read_bytes(url)
+    return checked_plan_file(storage.read_bytes(url), name, record, where=url)
+
+
+def checked_plan_file(data: bytes, name: str, record: dict[str, Any], *, where: str,
+                      fix: str = "re-materialize budget_plan") -> bytes:
+    """``data``, the plan file ``name``, when it has the size and SHA-256 ``record`` pins."""
     expected = record["files"][name]
     if len(data) != expected["bytes"] or sha256_hex(data) != expected["sha256"]:
         raise BudgetError(
-            f"budget plan: {url} does not match the SHA-256 and size {BUDGET_FILE} records (changed after the plan "
-            "was written); re-materialize budget_plan"
+            f"budget plan: {where} does not match the SHA-256 and size {BUDGET_FILE} records (changed after the plan "
+            f"was written); {fix}"
         )
     return data
 
 
+def plan_from_files(record: dict[str, Any], items: bytes) -> BudgetPlan:
+    """The plan a checked ``budget.json`` record and its verified ``plan_items.parquet`` bytes hold."""
+    return BudgetPlan(pq.read_table(io.BytesIO(items)), record["accounting"],
+                      BudgetOptions.from_dict(record["options"]), record["strategy"])
+
+
 def _plan_of(root: str | os.PathLike[str], record: dict[str, Any]) -> BudgetPlan:
-    items = pq.read_table(io.BytesIO(_verified(root, ITEMS_FILE, record)))
-    return BudgetPlan(items, record["accounting"], BudgetOptions.from_dict(record["options"]), record["strategy"])
+    return plan_from_files(record, _verified(root, ITEMS_FILE, record))
 
 
 def read_budget_plan(root: str | os.PathLike[str]) -> BudgetPlan:
@@ -342,7 +367,8 @@ def read_admitted(root: str | os.PathLike[str]) -> pa.Table:
 
 
 __all__ = [
-    "ADMITTED_FILE", "BUDGET_DIR", "BUDGET_FILE", "ITEMS_FILE", "ScoredPool", "budget_url", "load_scored_pool",
+    "ADMITTED_FILE", "BUDGET_DIR", "BUDGET_FILE", "ITEMS_FILE", "ScoredPool", "budget_plan_files", "budget_url",
+    "checked_budget_record", "checked_plan_file", "load_scored_pool", "plan_from_files",
     "read_admitted", "read_budget_plan", "read_budget_record", "read_plan_to_check", "stored_underfill_warn_fraction",
     "write_budget_plan",
 ]

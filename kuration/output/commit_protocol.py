@@ -8,6 +8,8 @@ Files a dataset directory holds besides its shards::
     dataset.commit.json          {"state": "writing" | "committed", the SHA-256 of the manifest,
                                  the config and the output-spec marker, a checksum of itself}
     .kuration_output_spec.json   the resolved output spec and run fingerprint (what resume pins)
+    budget/                      the budget plan the shards come from (budget.json, pinned by
+                                 config.json, pins plan_items.parquet and admitted.parquet)
 
 The order, which every writer follows (:mod:`kuration.output.write_dataset`):
 
@@ -23,7 +25,7 @@ The order, which every writer follows (:mod:`kuration.output.write_dataset`):
 Between 4 and 5, with the directory still unreadable, the writer removes what the new
 commit does not cover: an earlier run's shards, and every temp file or attempt object a
 killed writer left (:func:`is_writer_leftover`), so a committed directory holds only the
-files above, its shards, and the documented folders (``.kuration_checkpoints/``; the
+files above, its shards, its ``budget/`` plan, and the documented folders (``.kuration_checkpoints/``; the
 local lease file ``.kuration-writer.lock``).
 
 Only a ``committed`` record whose checksum holds and whose manifest and config hashes match

@@ -20,6 +20,12 @@ takes a third intent for a pipeline that rematerializes: ``resume=True,
 on_other_run="replace"`` resumes the same run and replaces another run's dataset (or one
 whose commit record is torn) under the same lease, instead of raising.
 
+The plan. The dataset carries the budget plan it was written from, in ``budget/``
+(``plan_items.parquet``, ``admitted.parquet``, ``budget.json``: the storage-root layout of
+:mod:`kuration.budget.plan_store`), and ``config.json`` pins ``budget/budget.json`` under
+``results.budget_plan`` (path, SHA-256, bytes), which pins the two tables: the commit covers
+the plan, and ``hours_selection_review(out)`` explains the selection without the job.
+
 Checkpoints. ``write_dataset`` keeps the scored segments of sources with a strong identity
 as checkpoints when asked to bound memory (``memory_budget``): under
 ``.kuration_checkpoints/<scoring run fingerprint>/`` at a local destination. They are not
@@ -43,6 +49,7 @@ import pyarrow as pa
 
 from kuration import _version, storage
 from kuration.budget import BudgetOptions, BudgetPlan, plan_budget
+from kuration.budget.plan_store import BUDGET_DIR, BUDGET_FILE, budget_plan_files
 from kuration.budget.spans import feature_columns
 from kuration.budget.split_pools import ASSIGNMENT_COLUMNS, GroupOf
 from kuration.sources.entities import entity_key
@@ -343,8 +350,8 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
     # cache's bound (a cache the caller opened is used, with its bound).
     with media_cache():
         read_ahead = _check_media(adapter, schema, spec, sources, by_source, features, reusable)
-        # a split folder that is a link would have shards reused from, or written to, wherever it leads
-        destination.check_folders(set(EXCLUSIVE_STAGES))
+        # a split (or plan) folder that is a link would have shards reused from, or written to, wherever it leads
+        destination.check_folders({*EXCLUSIVE_STAGES, BUDGET_DIR})
 
         # -- publication starts: readers reject the directory until the final commit ------
         publish_writing(destination, run_fingerprint=run_fingerprint, marker=marker)
@@ -372,6 +379,7 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
     entries.sort(key=lambda e: (e["source_id"], e["entity_id"], -1 if e["span_index"] is None else e["span_index"],
                                 e["shard_index"]))
     manifest = _manifest(entries, spec, plan, run_fingerprint)
+    plan_pin = _publish_plan(destination, plan)
     finished = _dt.datetime.now(_dt.timezone.utc)
     config = {
         "format": 1,
@@ -380,7 +388,7 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
         "results": {"budget": plan.accounting, "splits": manifest["splits"], "shards": len(entries),
                     "written_shards": written, "reused_shards": reused,
                     "resume": {"requested": resume, "reuse_refused": no_reuse_reason if resume and not reused else ""},
-                    **(dict(results) if results else {})},
+                    "budget_plan": plan_pin, **(dict(results) if results else {})},
         "timestamps": {"started": started.isoformat(timespec="seconds"),
                        "finished": finished.isoformat(timespec="seconds")},
         "provenance": {"run_fingerprint": run_fingerprint, **fingerprints,
@@ -396,6 +404,18 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
     for name in destination.files_under(RESUME_DIR):  # the manifest now records every shard
         destination.remove(name)
     return DatasetWriteResult(destination.url, committed, manifest, config, plan, written, reused, replaced)
+
+
+def _publish_plan(destination: Destination, plan: BudgetPlan) -> dict[str, Any]:
+    """Store the plan in the dataset's ``budget/`` folder, laid out as under a storage root
+    (:mod:`kuration.budget.plan_store`), so ``hours_selection_review(out)`` explains the
+    selection from the dataset alone; returns the pin of ``budget/budget.json`` (which pins
+    the two tables) that ``config.json`` records, so the commit covers the plan too."""
+    files = budget_plan_files(plan)
+    for name, data in files.items():  # budget.json, which pins the tables, last
+        destination.write_metadata(f"{BUDGET_DIR}/{name}", data)
+    record = files[BUDGET_FILE]
+    return {"path": f"{BUDGET_DIR}/{BUDGET_FILE}", "sha256": sha256_hex(record), "bytes": len(record)}
 
 
 def _check_media(adapter: SourceAdapter, schema: Schema, spec: OutputSpec, sources: Sequence[str],
@@ -488,7 +508,7 @@ def _manifest(entries: list[dict[str, Any]], spec: OutputSpec, plan: BudgetPlan,
 def _remove_leftovers(destination: Destination, keep: set[str]) -> None:
     """Files the new commit does not cover: in the split folders every file the new manifest
     does not list (an earlier run's shards, killed writes' temp files and attempt objects);
-    at the top level and among the checkpoints, the temp files of killed writes."""
+    at the top level, in ``budget/`` and among the checkpoints, the temp files of killed writes."""
     for split in EXCLUSIVE_STAGES:
         for name in destination.files_under(split):
             if name not in keep:
@@ -496,9 +516,10 @@ def _remove_leftovers(destination: Destination, keep: set[str]) -> None:
     for name in destination.top_level():
         if is_writer_leftover(name):
             destination.remove(name)
-    for name in destination.files_under(CHECKPOINT_DIR):
-        if is_writer_leftover(name.rsplit("/", 1)[-1]):
-            destination.remove(name)
+    for folder in (BUDGET_DIR, CHECKPOINT_DIR):
+        for name in destination.files_under(folder):
+            if is_writer_leftover(name.rsplit("/", 1)[-1]):
+                destination.remove(name)
 
 
 def _split_identity(split_assignments: pa.Table | None, group_of: GroupOf) -> dict[str, Any] | None:

@@ -18,7 +18,9 @@ from kuration.output.commit_protocol import (
     CHECKPOINT_DIR, COMMIT_FILE, CONFIG_FILE, MANIFEST_FILE, SPEC_MARKER_FILE, CommitError,
 )
 from kuration.output.lease import LEASE_FILE
+from kuration.budget.plan_store import ADMITTED_FILE, BUDGET_DIR, ITEMS_FILE
 from kuration.read import load_committed, verify_dataset
+from kuration.read.dataset_plan import plan_pin
 from tests.output.corpus import Corpus, comparable_record, data_files, snapshot
 from tests.output.writer_processes import race_two_writers, run_writer
 
@@ -32,7 +34,11 @@ def debris(out) -> list[str]:
     """Files in ``out`` that are neither covered by its commit (the metadata and the shards
     its manifest lists) nor in a documented folder (checkpoints) nor the local lease file."""
     covered = {COMMIT_FILE, MANIFEST_FILE, CONFIG_FILE, SPEC_MARKER_FILE, LEASE_FILE}
-    covered |= {entry["path"] for entry in load_committed(out).entries}
+    dataset = load_committed(out)
+    covered |= {entry["path"] for entry in dataset.entries}
+    pin = plan_pin(dataset)  # budget/budget.json, which pins the plan's two tables
+    if pin is not None:
+        covered |= {pin["path"], *(f"{BUDGET_DIR}/{name}" for name in (ITEMS_FILE, ADMITTED_FILE))}
     files = (p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() or p.is_symlink())
     return sorted(f for f in files if f not in covered and not f.startswith(f"{CHECKPOINT_DIR}/"))
 

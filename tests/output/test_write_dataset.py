@@ -16,8 +16,12 @@ from kuration.output.destinations import open_destination
 from kuration.output.lease import DestinationLease, LeaseError
 from kuration.output.write_dataset import DatasetWriteError, DifferentRunError, write_dataset, write_planned_dataset
 from kuration.read import load_committed, read_shard, verify_dataset
+from kuration.read.dataset_plan import read_dataset_budget_plan
 from kuration.sources import ParquetTickAdapter
 from tests.output.corpus import SPEC, Corpus, comparable_record, snapshot
+
+#: The plan a dataset carries (the new run's, after a replacement), besides its shards.
+PLAN_FILES = {"budget/budget.json", "budget/plan_items.parquet", "budget/admitted.parquet"}
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +80,8 @@ def test_force_replaces_and_removes_the_old_runs_shards(corpus, tmp_path):
     second = corpus.write(out, plan=corpus.plan(train_hours=20 / 3600), force=True)
     assert len(second.manifest["entries"]) < len(first.manifest["entries"])
     on_disk = {str(p.relative_to(out)) for p in out.glob("*/*")}
-    assert on_disk == {e["path"] for e in second.manifest["entries"]} and verify_dataset(out).ok
+    assert on_disk == {e["path"] for e in second.manifest["entries"]} | PLAN_FILES and verify_dataset(out).ok
+    assert read_dataset_budget_plan(out).items.equals(corpus.plan(train_hours=20 / 3600).items)
 
 
 def test_resume_reuses_verified_shards_and_rebuilds_corrupt_or_missing_ones(corpus, tmp_path):
@@ -157,7 +162,8 @@ def test_on_other_run_replace_resumes_the_same_run_and_replaces_another(corpus, 
     assert other.reused == 0 and other.replaced.startswith(f"{out}: holds a committed dataset of another run (run ")
     assert not other.config["results"]["resume"]["requested"]  # replaced as force=True would
     on_disk = {str(p.relative_to(out)) for p in out.glob("*/*")}
-    assert on_disk == {e["path"] for e in other.manifest["entries"]} and verify_dataset(out).ok
+    assert on_disk == {e["path"] for e in other.manifest["entries"]} | PLAN_FILES and verify_dataset(out).ok
+    assert read_dataset_budget_plan(out).items.equals(corpus.plan(train_hours=20 / 3600).items)
 
 
 def test_on_other_run_replace_replaces_a_torn_commit_record_which_refuse_keeps(corpus, tmp_path):
