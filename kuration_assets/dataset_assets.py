@@ -1,12 +1,18 @@
 """``shards`` and ``dataset_manifest``: the committed training dataset, written in one step
-(so the destination lease and the commit stay in one process), and its blocking
-``dataset_integrity`` check."""
+(so the destination lease and the commit stay in one process), its blocking
+``dataset_integrity`` check, and the advisory ``dataset_quality`` check (a ``kur-check``
+policy). The ``dataset_manifest`` materialization carries the inspect report as Markdown and
+the path of its self-contained HTML version (``reports/dataset_report.html`` under the
+storage root, beside the dataset rather than inside it: the dataset's files are pinned by
+its commit record)."""
 
 # No "from __future__ import annotations": Dagster reads config annotations at decoration time.
 
-from typing import Any
+from typing import Any, Optional
 
 from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
@@ -15,12 +21,17 @@ from dagster import (
     DataVersion,
     MaterializeResult,
     MetadataValue,
+    asset_check,
     multi_asset,
 )
 from pydantic import Field
 
 from kuration import storage
-from kuration.budget.plan_store import read_budget_plan
+from kuration.budget.plan_store import read_budget_plan, read_budget_record
+from kuration.checks import CheckResult
+from kuration.errors import KurationError
+from kuration.inspect import check_quality, inspect_dataset, load_policy, parse_policy, render_report_html
+from kuration.inspect.markdown import report_markdown
 from kuration.output.dataset_summary import DatasetSummary, summarize_dataset
 from kuration.output.spec import OutputSpec
 from kuration.output.write_dataset import write_planned_dataset
@@ -30,6 +41,7 @@ from kuration_dagster_checks import asset_check_result, markdown_table
 from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
 
 DATASET_DIR = "dataset"
+REPORT_FILE = ("reports", "dataset_report.html")
 
 dataset_integrity = AssetCheckSpec(
     "dataset_integrity", asset="dataset_manifest", blocking=True,
@@ -67,9 +79,12 @@ def training_dataset(
     out = storage_root.path(DATASET_DIR)
     settings = curation.settings(landing_zone)
     spec = curation.output_spec(landing_zone, settings)
+    # What the scoring pass skipped travels with the dataset (kur-check's max_skipped_sources).
+    scoring = read_budget_record(storage_root.url)["inputs"]
     result = write_planned_dataset(
         out, read_budget_plan(storage_root.url), adapter=curation.adapter(landing_zone, settings),
         schema=settings.schema, spec=spec, resume=True,
+        job={"scoring_run": scoring.get("scoring_run"), "skipped_sources": scoring.get("skipped_sources", {})},
         on_other_run="replace" if config.replace_other_runs else "refuse",
         progress=lambda done, total, source: context.log.info(f"{done}/{total} sources written ({source})"),
     )
@@ -77,10 +92,14 @@ def training_dataset(
         context.log.info(f"replaced the destination: {result.replaced}")
     summary = summarize_dataset(result, sample_hz=settings.schema.sample_hz)
     version = DataVersion(result.manifest_sha256)
+    # From the manifest and config alone (the shards are verified by dataset_integrity below).
+    report = inspect_dataset(out, untrusted=False)
+    html_url = storage.write_bytes_atomic(storage_root.path(*REPORT_FILE), render_report_html(report).encode())
     yield MaterializeResult(asset_key=AssetKey("shards"), metadata=_shards_metadata(out, spec, summary),
                             data_version=version)
-    yield MaterializeResult(asset_key=AssetKey("dataset_manifest"), metadata=_manifest_metadata(out, summary),
-                            data_version=version)
+    yield MaterializeResult(asset_key=AssetKey("dataset_manifest"), data_version=version, metadata={
+        "report": MetadataValue.md(report_markdown(report)), "html_report": MetadataValue.path(html_url),
+        **_manifest_metadata(out, summary)})
     yield asset_check_result(verify_dataset(out), check_name=dataset_integrity.name,
                              asset_key=dataset_integrity.asset_key)
 
@@ -108,4 +127,44 @@ def _manifest_metadata(out: str, summary: DatasetSummary) -> dict[str, Any]:
     return metadata
 
 
-__all__ = ["DatasetConfig", "dataset_integrity", "training_dataset"]
+class QualityCheckConfig(Config):
+    policy_json: Optional[str] = Field(
+        default=None,
+        description="A kur-check policy as a JSON object, e.g. {\"min_shards\": 100, \"verify\": true}; when set, "
+                    "it is used instead of the landing zone's policy file",
+    )
+    policy_file: str = Field(
+        default="quality.json",
+        description="The kur-check policy file, relative to the landing zone, or a URL; when it is missing and "
+                    "policy_json is unset, there is no policy and the check says so",
+    )
+
+
+@asset_check(
+    asset=AssetKey("dataset_manifest"), blocking=False,
+    description="The committed dataset meets the kur-check quality policy (quality.json in the landing zone, or "
+                "policy_json in run config): sources, shards, modalities, budget utilization, skipped sources, and "
+                "full verification when the policy asks. Advisory: a failed gate warns.",
+)
+def dataset_quality(config: QualityCheckConfig, storage_root: StorageRootResource,
+                    landing_zone: LandingZoneResource) -> AssetCheckResult:
+    where = (config.policy_file if "://" in config.policy_file or config.policy_file.startswith("/")
+             else storage.join_url(landing_zone.url, config.policy_file))
+    try:
+        if config.policy_json is not None:
+            policy = parse_policy(config.policy_json, where="run config policy_json")
+        elif storage.exists(where):
+            policy = load_policy(where)
+        else:
+            return AssetCheckResult(passed=True, severity=AssetCheckSeverity.WARN, description=(
+                f"no quality policy: add {where} (a kur-check policy) or set policy_json in the check's run config"))
+    except KurationError as exc:  # the policy itself is wrong: say so as an error, not as a gate verdict
+        return asset_check_result(CheckResult.cannot_check("the quality policy", exc))
+    try:
+        result = check_quality(storage_root.path(DATASET_DIR), policy, untrusted=False)
+    except KurationError as exc:
+        return asset_check_result(CheckResult.cannot_check("the dataset", exc))
+    return asset_check_result(result, warn_only=True)
+
+
+__all__ = ["DatasetConfig", "QualityCheckConfig", "dataset_integrity", "dataset_quality", "training_dataset"]

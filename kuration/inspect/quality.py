@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kuration import storage
 from kuration.checks import CheckResult, Figure, count
 from kuration.errors import InputError, check_keys, shown
 from kuration.inspect.report import DatasetReport, Progress, inspect_dataset, lowest_utilization
@@ -96,14 +97,19 @@ class QualityPolicy:
 
 
 def load_policy(path: str | os.PathLike[str]) -> QualityPolicy:
-    """The policy in the JSON file at ``path``, parsed strictly (no duplicate keys, no NaN)."""
+    """The policy in the JSON file at ``path`` (a local path or an fsspec URL), parsed
+    strictly (no duplicate keys, no NaN)."""
     where = os.fspath(path)
     try:
-        with open(where, "rb") as f:
-            data = f.read()
+        data = storage.read_bytes(where)
     except OSError as exc:
         raise InputError(f"{where}: cannot read the quality policy: {exc.strerror or exc}") from None
-    return QualityPolicy.from_dict(parse_strict_json(data, where=where, what="quality policy", error=InputError),
+    return parse_policy(data, where=where)
+
+
+def parse_policy(text: str | bytes, *, where: str) -> QualityPolicy:
+    """The policy in JSON ``text`` (from a file or run config), parsed strictly."""
+    return QualityPolicy.from_dict(parse_strict_json(text, where=where, what="quality policy", error=InputError),
                                    where=where)
 
 
@@ -191,4 +197,4 @@ def check_quality(dataset: str | os.PathLike[str] | DatasetReport, policy: Quali
     return QualityResult(verdict, errors, tuple(report.warnings), figures, gates=tuple(gates), report=report)
 
 
-__all__ = ["POLICY_KEYS", "QualityPolicy", "QualityResult", "check_quality", "load_policy"]
+__all__ = ["POLICY_KEYS", "QualityPolicy", "QualityResult", "check_quality", "load_policy", "parse_policy"]

@@ -22,7 +22,8 @@ def test_code_location_loads_and_merges_every_package():
     checks = {(c.asset_key.to_user_string(), c.name) for c in graph.asset_check_keys}
     assert checks == {("universe", "universe_schema"), ("resolved_splits", "split_leakage"),
                       ("resolved_splits", "universe_drift"), ("scored_segments", "segment_pool"),
-                      ("budget_plan", "budget"), ("dataset_manifest", "dataset_integrity")}
+                      ("budget_plan", "budget"), ("dataset_manifest", "dataset_integrity"),
+                      ("dataset_manifest", "dataset_quality")}
     assert {j.name for j in defs.resolve_all_job_defs()} >= {"curate_splits", "score_recordings", "fill_budget",
                                                              "build_dataset"}
     assert defs.resolve_sensor_def("new_recordings_sensor") is not None
@@ -42,6 +43,15 @@ def test_blocking_checks_are_declared_blocking():
         (spec,) = check.check_specs
         assert spec.blocking, spec.name
     assert segment_pool.blocking and dataset_integrity.blocking
+
+
+def test_the_quality_check_is_advisory_and_runs_in_build_dataset():
+    from kuration_assets import dataset_quality
+
+    (spec,) = dataset_quality.check_specs
+    assert not spec.blocking  # a failed quality gate warns; it does not stop what follows
+    job = defs.resolve_job_def("build_dataset")
+    assert dataset_quality.check_key in job.asset_layer.asset_graph.asset_check_keys
 
 
 def test_resources_follow_the_environment(monkeypatch, tmp_path):

@@ -1,0 +1,98 @@
+"""A :class:`~kuration.inspect.report.DatasetReport` as Markdown: what the Dagster UI shows on
+the ``dataset_manifest`` materialization, readable without opening a file.
+
+Figures are rounded to what matters (hours to two decimals, percentages to one, bytes in
+binary units); every cell is one line, and ``|`` and ``<`` from the dataset are escaped so a
+source id cannot end a table row or open an HTML tag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from kuration.inspect.report import DatasetReport
+from kuration.numbers import finite_float, format_bytes
+
+#: How many skipped sources, warnings and problems are listed (the report keeps them all).
+LISTED = 10
+
+
+def _cell(value: Any) -> str:
+    text = " ".join(str(value).split())
+    return text.replace("|", "\\|").replace("<", "&lt;")
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
+    return lines
+
+
+def _hours(value: float | None) -> str:
+    return "" if value is None else f"{value:,.2f} h"
+
+
+def _percent(value: Any) -> str:
+    number = finite_float(value)
+    return "" if number is None else f"{number:.1%}"
+
+
+def _amount(value: Any, unit: str | None) -> str:
+    number = finite_float(value)
+    if number is None:
+        return ""
+    if unit == "seconds":
+        return f"{number / 3600:,.2f} h"
+    return f"{number:,.0f} {unit or ''}".rstrip()
+
+
+def _listed(title: str, items: Sequence[str]) -> list[str]:
+    if not items:
+        return []
+    lines = ["", f"**{title}** ({len(items):,})", ""]
+    lines += [f"- {_cell(item)}" for item in items[:LISTED]]
+    if len(items) > LISTED:
+        lines.append(f"- ... and {len(items) - LISTED:,} more")
+    return lines
+
+
+def report_markdown(report: DatasetReport) -> str:
+    """The report's summary table first, then modalities, budget, priorities, skipped
+    sources, warnings and problems (each section only when it has something to say)."""
+    output, commit = report.output, report.commit
+    lines = [f"**{report.shards:,} shards** from {report.sources:,} sources, {output['container']}, "
+             f"{output['shard_length']}-step shards ({output['short_policy']}); commit `{commit['state']}`, "
+             f"manifest `{(commit['manifest_sha256'] or '')[:12]}`", ""]
+    lines += _table(["split", "shards", "steps", "hours", "requested", "bytes", "padded shards", "pad rows"], (
+        (name, f"{s['shards']:,}", f"{s['steps']:,}", _hours(s["hours"]), _hours(s["requested_hours"]),
+         format_bytes(s["bytes"]), f"{s['padded_shards']:,}", f"{s['pad_rows']:,}")
+        for name, s in report.splits.items()))
+    lines += ["", "**Modalities**", ""]
+    lines += _table(["name", "kind", "dtype", "shape", "from"], (
+        (m["name"], m["kind"], m["dtype"], "x".join(map(str, m["shape"])) or "scalar", m["source"])
+        for m in report.modalities))
+    if report.budget:
+        unit = report.budget.get("unit")
+        lines += ["", f"**Budget** ({'hours' if unit == 'seconds' else unit})", ""]
+        lines += _table(["split", "requested", "admitted", "emitted", "utilization", "underfill"], (
+            (name, _amount(b["requested"], unit), _amount(b["admitted"], unit), _amount(b["emitted"], unit),
+             _percent(b["utilization"]), _amount(b["underfill"], unit))
+            for name, b in report.budget["splits"].items()))
+    if report.priorities and report.priorities["edges"]:
+        p = report.priorities
+        lines += ["", f"**Plan items**: {sum(p['admitted']):,} admitted, {sum(p['rejected']):,} ranked and left out, "
+                      f"{p['unrankable']:,} not rankable; priorities from {p['edges'][0]:.4g} to {p['edges'][-1]:.4g}"]
+    skipped = report.skipped_sources
+    if skipped:
+        lines += _listed("Skipped sources", [f"{source}: {error}" for source, error in skipped.items()])
+    lines += _listed("Warnings", report.warnings)
+    lines += _listed("Problems", report.problems)
+    verification = report.verification
+    if verification.get("performed"):
+        lines += ["", f"**Verification**: {'valid' if verification['valid'] else 'INVALID'}, "
+                      f"{verification['shards_checked']:,} shards decoded, {len(verification['bad_shards']):,} bad"]
+    return "\n".join(lines)
+
+
+__all__ = ["report_markdown"]

@@ -1,0 +1,59 @@
+"""The inspect report on the ``dataset_manifest`` materialization, and the advisory
+``dataset_quality`` check: a kur-check policy from the landing zone or from run config,
+runnable on its own against the committed dataset."""
+
+import json
+
+from dagster import AssetCheckSeverity, AssetSelection, materialize
+
+from kuration_assets import dataset_quality, training_dataset
+from tests.dagster.test_dataset_assets import _meta, _plan
+
+
+def _quality(resources, instance, *, alone=False, **config):
+    # the check's op is named after its asset and itself
+    run_config = {"ops": {"dataset_manifest_dataset_quality": {"config": config}}} if config else None
+    result = materialize([training_dataset, dataset_quality], resources=resources, instance=instance,
+                         run_config=run_config, raise_on_error=False,
+                         selection=AssetSelection.checks(dataset_quality) if alone else None)
+    assert result.success
+    return result, {e.check_name: e for e in result.get_asset_check_evaluations()}
+
+
+def test_the_manifest_carries_the_report_and_its_html_and_the_check_says_there_is_no_policy(scored, instance,
+                                                                                             tmp_path):
+    _plan(scored, instance)
+    result, checks = _quality(scored, instance)
+    manifest = _meta(result)["dataset_manifest"]
+    assert next(iter(manifest)) == "report"  # the summary comes first in the UI
+    report = manifest["report"]
+    assert report.startswith(f"**{manifest['shards']:,} shards** from ")
+    assert "| split | shards | steps | hours | requested |" in report and "**Modalities**" in report
+    assert "**Budget** (hours)" in report and "4.0119444444444445" not in report
+    html = tmp_path / "storage" / "reports" / "dataset_report.html"
+    assert manifest["html_report"] == str(html)
+    text = html.read_text()
+    assert all(f'data-chart="{name}"' in text for name in ("hours_per_split", "shard_lengths", "priorities"))
+    assert set(checks) == {"dataset_integrity", "dataset_quality"} and checks["dataset_integrity"].passed
+    quality = checks["dataset_quality"]
+    assert quality.passed and quality.description.startswith("no quality policy: add ")
+    assert str(tmp_path / "landing" / "quality.json") in quality.description
+
+
+def test_the_check_runs_alone_with_the_landing_zone_policy_or_run_config(scored, instance, tmp_path):
+    _plan(scored, instance)
+    _quality(scored, instance)
+    (tmp_path / "landing" / "quality.json").write_text(json.dumps({"min_shards": 10**9, "max_skipped_sources": 0}))
+    result, checks = _quality(scored, instance, alone=True)
+    assert result.get_asset_materialization_events() == []  # the dataset is checked, not rebuilt
+    failed = checks["dataset_quality"]
+    assert not failed.passed and failed.severity == AssetCheckSeverity.WARN
+    assert failed.description.startswith("1 of 2 gates failed; first: min_shards: ")
+    # run config wins over the landing zone's file
+    _, checks = _quality(scored, instance, alone=True, policy_json=json.dumps({"min_shards": 1, "verify": True}))
+    assert checks["dataset_quality"].passed and checks["dataset_quality"].description == "all 2 gates passed"
+    _, checks = _quality(scored, instance, alone=True, policy_json='{"min_shard": 1}')
+    bad = checks["dataset_quality"]
+    assert not bad.passed and bad.severity == AssetCheckSeverity.ERROR
+    assert bad.description.startswith("cannot check the quality policy: run config policy_json") and "min_shard" in \
+        bad.description
