@@ -19,6 +19,26 @@ def failure_text(result) -> str:
     return "\n".join(parts)
 
 
+def plan_budget_for_tests(resources, instance, **config) -> None:
+    """Materialize ``budget_plan`` (60 / 30 / 30 s by default, 10 s spans); asserts it succeeds."""
+    from dagster import materialize
+
+    from kuration_assets import budget_plan
+
+    config = {"train": 60 * H, "val": 30 * H, "test": 30 * H, "span_seconds": 10.0, **config}
+    assert materialize([budget_plan], resources=resources, instance=instance,
+                       run_config={"ops": {"budget_plan": {"config": config}}}).success
+
+
+def materialization_metadata(result) -> dict[str, dict]:
+    """Asset key -> its materialization's metadata values, for every asset the run materialized."""
+    out = {}
+    for event in result.get_asset_materialization_events():
+        mat = event.step_materialization_data.materialization
+        out[mat.asset_key.to_user_string()] = {k: v.value for k, v in mat.metadata.items()}
+    return out
+
+
 def write_rule(path: Path, rule: dict) -> str:
     """Write a split rule (a splits.json selector set) as JSON; returns its path, for the asset config."""
     path.write_text(json.dumps(rule))

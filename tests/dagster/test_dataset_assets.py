@@ -6,14 +6,10 @@ import pytest
 from dagster import materialize
 
 from kuration.read import load_committed, verify_dataset
-from kuration_assets import budget_plan, training_dataset
+from kuration_assets import training_dataset
 from tests.dagster.runs import H, failure_text
-
-
-def _plan(resources, instance, **config):
-    config = {"train": 60 * H, "val": 30 * H, "test": 30 * H, "span_seconds": 10.0, **config}
-    assert materialize([budget_plan], resources=resources, instance=instance,
-                       run_config={"ops": {"budget_plan": {"config": config}}}).success
+from tests.dagster.runs import materialization_metadata
+from tests.dagster.runs import plan_budget_for_tests
 
 
 def _dataset(resources, instance, **config):
@@ -21,19 +17,11 @@ def _dataset(resources, instance, **config):
                        run_config={"ops": {"training_dataset": {"config": config}}} if config else None)
 
 
-def _meta(result):
-    out = {}
-    for event in result.get_asset_materialization_events():
-        mat = event.step_materialization_data.materialization
-        out[mat.asset_key.to_user_string()] = {k: v.value for k, v in mat.metadata.items()}
-    return out
-
-
 def test_the_dataset_is_written_committed_and_verified(scored, instance, tmp_path):
-    _plan(scored, instance)
+    plan_budget_for_tests(scored, instance)
     result = _dataset(scored, instance)
     assert result.success
-    meta = _meta(result)
+    meta = materialization_metadata(result)
     assert set(meta) == {"shards", "dataset_manifest"}
     assert meta["shards"]["train_shards"] > 0 and meta["shards"]["container"] == "npz"
     assert meta["shards"]["written_shards"] == meta["dataset_manifest"]["shards"]
@@ -48,25 +36,25 @@ def test_the_dataset_is_written_committed_and_verified(scored, instance, tmp_pat
 
 
 def test_rematerializing_the_same_plan_reuses_every_verified_shard(scored, instance, tmp_path):
-    _plan(scored, instance)
-    first = _meta(_dataset(scored, instance))["shards"]
+    plan_budget_for_tests(scored, instance)
+    first = materialization_metadata(_dataset(scored, instance))["shards"]
     dataset = load_committed(tmp_path / "storage" / "dataset")
     victim = Path(dataset.shard_path(dataset.entries[0]))
     victim.write_bytes(victim.read_bytes()[:-1])  # bit rot on one shard
-    again = _meta(_dataset(scored, instance))["shards"]
+    again = materialization_metadata(_dataset(scored, instance))["shards"]
     assert (again["written_shards"], again["reused_shards"]) == (1, first["written_shards"] - 1)
 
 
 def test_a_new_plan_replaces_the_dataset_unless_told_to_keep_it(scored, instance, tmp_path):
-    _plan(scored, instance)
+    plan_budget_for_tests(scored, instance)
     assert _dataset(scored, instance).success
     before = (tmp_path / "storage" / "dataset" / "dataset_manifest.json").read_bytes()
-    _plan(scored, instance, train=30 * H)
+    plan_budget_for_tests(scored, instance, train=30 * H)
     kept = _dataset(scored, instance, replace_other_runs=False)
     assert not kept.success and "holds a committed dataset of another run" in failure_text(kept)
     assert (tmp_path / "storage" / "dataset" / "dataset_manifest.json").read_bytes() == before
     replaced = _dataset(scored, instance)
-    assert replaced.success and _meta(replaced)["shards"]["reused_shards"] == 0
+    assert replaced.success and materialization_metadata(replaced)["shards"]["reused_shards"] == 0
     assert (tmp_path / "storage" / "dataset" / "dataset_manifest.json").read_bytes() != before
 
 
@@ -76,12 +64,12 @@ def test_without_a_budget_plan_the_dataset_step_fails_with_the_fix(scored, insta
 
 
 def test_a_torn_commit_record_is_replaced_not_resumed(scored, instance, tmp_path):
-    _plan(scored, instance)
+    plan_budget_for_tests(scored, instance)
     assert _dataset(scored, instance).success
     commit = tmp_path / "storage" / "dataset" / "dataset.commit.json"
     commit.write_bytes(commit.read_bytes()[:40])
     kept = _dataset(scored, instance, replace_other_runs=False)
     assert not kept.success and "Re-run the write with force=True" in failure_text(kept)
     replaced = _dataset(scored, instance)
-    assert replaced.success and _meta(replaced)["shards"]["reused_shards"] == 0
+    assert replaced.success and materialization_metadata(replaced)["shards"]["reused_shards"] == 0
     assert verify_dataset(tmp_path / "storage" / "dataset").ok

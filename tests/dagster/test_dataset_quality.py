@@ -7,7 +7,8 @@ import json
 from dagster import AssetCheckSeverity, AssetSelection, materialize
 
 from kuration_assets import dataset_quality, training_dataset
-from tests.dagster.test_dataset_assets import _meta, _plan
+from tests.dagster.runs import materialization_metadata
+from tests.dagster.runs import plan_budget_for_tests
 
 
 def _quality(resources, instance, *, alone=False, **config):
@@ -22,9 +23,9 @@ def _quality(resources, instance, *, alone=False, **config):
 
 def test_the_manifest_carries_the_report_and_its_html_and_the_check_says_there_is_no_policy(scored, instance,
                                                                                              tmp_path):
-    _plan(scored, instance)
+    plan_budget_for_tests(scored, instance)
     result, checks = _quality(scored, instance)
-    manifest = _meta(result)["dataset_manifest"]
+    manifest = materialization_metadata(result)["dataset_manifest"]
     assert next(iter(manifest)) == "report"  # the summary comes first in the UI
     report = manifest["report"]
     assert report.startswith(f"**{manifest['shards']:,} shards** from ")
@@ -41,7 +42,7 @@ def test_the_manifest_carries_the_report_and_its_html_and_the_check_says_there_i
 
 
 def test_the_check_runs_alone_with_the_landing_zone_policy_or_run_config(scored, instance, tmp_path):
-    _plan(scored, instance)
+    plan_budget_for_tests(scored, instance)
     _quality(scored, instance)
     (tmp_path / "landing" / "quality.json").write_text(json.dumps({"min_shards": 10**9, "max_skipped_sources": 0}))
     result, checks = _quality(scored, instance, alone=True)
