@@ -244,7 +244,7 @@ def check_main(argv: Sequence[str] | None = None) -> int:
         with _progress(bool(policy.verify) and not args.json, "verifying shards") as progress:
             result = check_quality(args.dataset, policy, untrusted=not args.trusted, progress=progress)
         if result.report is not None:
-            _write_html(args.html, render_report_html(result.report))
+            _write_html(args.html, render_report_html(result.report, gates=result.gates))
         if args.json:
             _dump({"schema_version": 1, "kind": "quality_result", "dataset": args.dataset, "policy": policy.to_dict(),
                    **result.to_dict()})
