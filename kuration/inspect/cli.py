@@ -145,11 +145,16 @@ def _report_text(report: DatasetReport) -> str:
     return "\n".join(lines)
 
 
-def _bad_shards(prog: str, report: DatasetReport) -> None:
-    for bad in report.verification["bad_shards"]:
-        print(f"{prog}: bad shard {bad['path']}: {bad['error']}", file=sys.stderr)
-    for problem in report.verification["problems"]:
-        print(f"{prog}: {problem}", file=sys.stderr)
+def _verification_exit(prog: str, *reports: DatasetReport) -> int:
+    """EXIT_FAILED, naming every bad shard and problem on stderr, when a verified report is
+    not valid; EXIT_OK otherwise."""
+    failed = [r for r in reports if r.verification["performed"] and not r.verification["valid"]]
+    for report in failed:
+        for bad in report.verification["bad_shards"]:
+            print(f"{prog}: bad shard {bad['path']}: {bad['error']}", file=sys.stderr)
+        for problem in report.verification["problems"]:
+            print(f"{prog}: {problem}", file=sys.stderr)
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def inspect_main(argv: Sequence[str] | None = None) -> int:
@@ -172,10 +177,7 @@ def inspect_main(argv: Sequence[str] | None = None) -> int:
             _dump(report.to_dict())
         else:
             print(_report_text(report))
-        if report.verification["performed"] and not report.verification["valid"]:
-            _bad_shards("kur-inspect", report)
-            return EXIT_FAILED
-        return EXIT_OK
+        return _verification_exit("kur-inspect", report)
 
     return _guarded("kur-inspect", run)
 
@@ -217,11 +219,7 @@ def diff_main(argv: Sequence[str] | None = None) -> int:
                           f"{json.dumps(d['right'], default=str)[:80]}")
                 if len(diffs) > 20:
                     print(f"  {section}: and {len(diffs) - 20} more differences")
-        failed = [r for r in (comparison.left, comparison.right)
-                  if r.verification["performed"] and not r.verification["valid"]]
-        for report in failed:
-            _bad_shards("kur-diff", report)
-        return EXIT_FAILED if failed else EXIT_OK
+        return _verification_exit("kur-diff", comparison.left, comparison.right)
 
     return _guarded("kur-diff", run)
 
