@@ -63,7 +63,10 @@ def _parser(prog: str, description: str, examples: str) -> _Parser:
                    formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
-def _common(parser: argparse.ArgumentParser, *, html: str) -> None:
+def _common(parser: argparse.ArgumentParser, *, html: str, verify: str | None = None) -> None:
+    """The options the tools share; ``verify``: the help of a ``--verify`` flag, if the tool has one."""
+    if verify is not None:
+        parser.add_argument("--verify", action="store_true", help=verify)
     parser.add_argument("--json", action="store_true", help="print one JSON document (schema_version keyed) instead "
                                                             "of text; no progress bar")
     parser.add_argument("--html", metavar="FILE", help=f"also write a self-contained HTML {html} to FILE")
@@ -164,9 +167,8 @@ def inspect_main(argv: Sequence[str] | None = None) -> int:
                      "  kur-inspect s3://bucket/run1 --json > report.json\n"
                      "  kur-inspect out/ --verify --html report.html")
     parser.add_argument("dataset", help="dataset directory, its dataset_manifest.json, or an fsspec URL")
-    parser.add_argument("--verify", action="store_true", help="decode every shard and check its size, SHA-256 and "
-                                                              "step count; exit 2 naming the bad ones")
-    _common(parser, html="report")
+    _common(parser, html="report",
+            verify="decode every shard and check its size, SHA-256 and step count; exit 2 naming the bad ones")
     args = parser.parse_args(argv)
 
     def run() -> int:
@@ -189,9 +191,7 @@ def diff_main(argv: Sequence[str] | None = None) -> int:
                      "  kur-diff old/ new/ --html diff.html")
     parser.add_argument("left", help="the dataset compared from (directory or URL)")
     parser.add_argument("right", help="the dataset compared to (directory or URL)")
-    parser.add_argument("--verify", action="store_true", help="also decode every shard of both (exit 2 when a side "
-                                                              "is invalid)")
-    _common(parser, html="comparison")
+    _common(parser, html="comparison", verify="also decode every shard of both (exit 2 when a side is invalid)")
     args = parser.parse_args(argv)
 
     def run() -> int:
