@@ -285,7 +285,10 @@ def render_diff_html(comparison: DatasetComparison) -> str:
         if not diffs:
             parts.append("<p>no difference</p>")
             continue
-        rows, more = _bounded([(d["path"] or "(the whole section)", d["change"], d["left"], d["right"]) for d in diffs])
+        # Values as exact JSON: a difference in the fifth digit, or "1" against 1, stays visible.
+        rows, more = _bounded([(d["path"] or "(the whole section)", d["change"],
+                                json.dumps(d["left"], default=str), json.dumps(d["right"], default=str))
+                               for d in diffs])
         parts += [_table(["path", "change", "left", "right"], rows), more]
     return _page("Dataset comparison", "".join(parts))
 

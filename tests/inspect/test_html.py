@@ -4,6 +4,7 @@ data" instead of an empty chart, and every dataset string escaped."""
 
 from __future__ import annotations
 
+import json
 from html.parser import HTMLParser
 from typing import Any
 
@@ -135,6 +136,7 @@ def test_the_diff_report_shows_the_structured_comparison(written, smaller, tmp_p
     assert_self_contained(page)
     text = "".join(page.text)
     assert "different" in text and "/budget/train_hours" in text
+    assert json.dumps(40 / 3600) in text and json.dumps(20 / 3600) in text  # exact values, not rounded
     rows = [a for tag, a, _ in page.elements if tag == "tr"]
     changes = (len(comparison.shards["added"]) + len(comparison.shards["removed"])
                + sum(len(d) for d in comparison.sections.values()))
