@@ -39,7 +39,7 @@ from kuration.errors import KurationError
 from kuration.inspect.compare import compare_datasets
 from kuration.inspect.html import render_diff_html, render_report_html
 from kuration.inspect.quality import check_quality, load_policy
-from kuration.inspect.report import DatasetReport, Progress, inspect_dataset
+from kuration.inspect.report import REPORT_SCHEMA_VERSION, DatasetReport, Progress, inspect_dataset
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_FAILED, EXIT_USAGE = 0, 1, 2, 64
 
@@ -244,7 +244,8 @@ def check_main(argv: Sequence[str] | None = None) -> int:
         if result.report is not None:
             _write_html(args.html, render_report_html(result.report, gates=result.gates))
         if args.json:
-            _dump({"schema_version": 1, "kind": "quality_result", "dataset": args.dataset, "policy": policy.to_dict(),
+            _dump({"schema_version": REPORT_SCHEMA_VERSION, "kind": "quality_result", "dataset": args.dataset,
+                   "policy": policy.to_dict(),
                    **result.to_dict()})
         else:
             for gate in result.gates:
