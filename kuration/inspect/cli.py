@@ -39,7 +39,7 @@ from kuration.errors import KurationError
 from kuration.inspect.compare import compare_datasets
 from kuration.inspect.html import render_diff_html, render_report_html
 from kuration.inspect.quality import check_quality, load_policy
-from kuration.inspect.report import DatasetReport, Progress, inspect_dataset
+from kuration.inspect.report import REPORT_SCHEMA_VERSION, DatasetReport, Progress, inspect_dataset
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_FAILED, EXIT_USAGE = 0, 1, 2, 64
 
@@ -63,7 +63,10 @@ def _parser(prog: str, description: str, examples: str) -> _Parser:
                    formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
-def _common(parser: argparse.ArgumentParser, *, html: str) -> None:
+def _common(parser: argparse.ArgumentParser, *, html: str, verify: str | None = None) -> None:
+    """The options the tools share; ``verify``: the help of a ``--verify`` flag, if the tool has one."""
+    if verify is not None:
+        parser.add_argument("--verify", action="store_true", help=verify)
     parser.add_argument("--json", action="store_true", help="print one JSON document (schema_version keyed) instead "
                                                             "of text; no progress bar")
     parser.add_argument("--html", metavar="FILE", help=f"also write a self-contained HTML {html} to FILE")
@@ -145,11 +148,16 @@ def _report_text(report: DatasetReport) -> str:
     return "\n".join(lines)
 
 
-def _bad_shards(prog: str, report: DatasetReport) -> None:
-    for bad in report.verification["bad_shards"]:
-        print(f"{prog}: bad shard {bad['path']}: {bad['error']}", file=sys.stderr)
-    for problem in report.verification["problems"]:
-        print(f"{prog}: {problem}", file=sys.stderr)
+def _verification_exit(prog: str, *reports: DatasetReport) -> int:
+    """EXIT_FAILED, naming every bad shard and problem on stderr, when a verified report is
+    not valid; EXIT_OK otherwise."""
+    failed = [r for r in reports if r.verification["performed"] and not r.verification["valid"]]
+    for report in failed:
+        for bad in report.verification["bad_shards"]:
+            print(f"{prog}: bad shard {bad['path']}: {bad['error']}", file=sys.stderr)
+        for problem in report.verification["problems"]:
+            print(f"{prog}: {problem}", file=sys.stderr)
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def inspect_main(argv: Sequence[str] | None = None) -> int:
@@ -159,9 +167,8 @@ def inspect_main(argv: Sequence[str] | None = None) -> int:
                      "  kur-inspect s3://bucket/run1 --json > report.json\n"
                      "  kur-inspect out/ --verify --html report.html")
     parser.add_argument("dataset", help="dataset directory, its dataset_manifest.json, or an fsspec URL")
-    parser.add_argument("--verify", action="store_true", help="decode every shard and check its size, SHA-256 and "
-                                                              "step count; exit 2 naming the bad ones")
-    _common(parser, html="report")
+    _common(parser, html="report",
+            verify="decode every shard and check its size, SHA-256 and step count; exit 2 naming the bad ones")
     args = parser.parse_args(argv)
 
     def run() -> int:
@@ -172,10 +179,7 @@ def inspect_main(argv: Sequence[str] | None = None) -> int:
             _dump(report.to_dict())
         else:
             print(_report_text(report))
-        if report.verification["performed"] and not report.verification["valid"]:
-            _bad_shards("kur-inspect", report)
-            return EXIT_FAILED
-        return EXIT_OK
+        return _verification_exit("kur-inspect", report)
 
     return _guarded("kur-inspect", run)
 
@@ -187,9 +191,7 @@ def diff_main(argv: Sequence[str] | None = None) -> int:
                      "  kur-diff old/ new/ --html diff.html")
     parser.add_argument("left", help="the dataset compared from (directory or URL)")
     parser.add_argument("right", help="the dataset compared to (directory or URL)")
-    parser.add_argument("--verify", action="store_true", help="also decode every shard of both (exit 2 when a side "
-                                                              "is invalid)")
-    _common(parser, html="comparison")
+    _common(parser, html="comparison", verify="also decode every shard of both (exit 2 when a side is invalid)")
     args = parser.parse_args(argv)
 
     def run() -> int:
@@ -217,11 +219,7 @@ def diff_main(argv: Sequence[str] | None = None) -> int:
                           f"{json.dumps(d['right'], default=str)[:80]}")
                 if len(diffs) > 20:
                     print(f"  {section}: and {len(diffs) - 20} more differences")
-        failed = [r for r in (comparison.left, comparison.right)
-                  if r.verification["performed"] and not r.verification["valid"]]
-        for report in failed:
-            _bad_shards("kur-diff", report)
-        return EXIT_FAILED if failed else EXIT_OK
+        return _verification_exit("kur-diff", comparison.left, comparison.right)
 
     return _guarded("kur-diff", run)
 
@@ -244,9 +242,10 @@ def check_main(argv: Sequence[str] | None = None) -> int:
         with _progress(bool(policy.verify) and not args.json, "verifying shards") as progress:
             result = check_quality(args.dataset, policy, untrusted=not args.trusted, progress=progress)
         if result.report is not None:
-            _write_html(args.html, render_report_html(result.report))
+            _write_html(args.html, render_report_html(result.report, gates=result.gates))
         if args.json:
-            _dump({"schema_version": 1, "kind": "quality_result", "dataset": args.dataset, "policy": policy.to_dict(),
+            _dump({"schema_version": REPORT_SCHEMA_VERSION, "kind": "quality_result", "dataset": args.dataset,
+                   "policy": policy.to_dict(),
                    **result.to_dict()})
         else:
             for gate in result.gates:

@@ -22,7 +22,7 @@ its height is proportional to its value. A chart without data draws the text "no
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
@@ -191,12 +191,20 @@ def _verification_html(verification: dict[str, Any]) -> str:
             + "".join(f"<p class=\"bad\">{_e(p)}</p>" for p in verification["problems"]))
 
 
-def render_report_html(report: DatasetReport) -> str:
-    """The inspection report as one self-contained HTML document."""
+def render_report_html(report: DatasetReport, *, gates: Sequence[Mapping[str, Any]] = ()) -> str:
+    """The inspection report as one self-contained HTML document; with ``gates`` (a
+    :class:`~kuration.inspect.quality.QualityResult`'s), a table of them first."""
     split_rows = [(name, s["shards"], s["steps"], s["bytes"], s["hours"], s["requested_hours"], s["padded_shards"],
                    s["pad_rows"]) for name, s in report.splits.items()]
-    parts = [f"<h1>Dataset report: <code>{_e(report.root)}</code></h1>",
-             _table(["commit", "value"], [(k, v) for k, v in report.commit.items()]),
+    parts = [f"<h1>Dataset report: <code>{_e(report.root)}</code></h1>"]
+    if gates:
+        failed = sum(not g["passed"] for g in gates)
+        parts += ["<h2>Quality gates</h2>",
+                  f"<p class=\"{'bad' if failed else 'ok'}\">{failed} of {len(gates)} gates failed</p>",
+                  _table(["gate", "result", "value", "threshold", "detail"],
+                         [(g["gate"], "pass" if g["passed"] else "FAIL", g["value"], g["threshold"], g["detail"])
+                          for g in gates])]
+    parts += [_table(["commit", "value"], [(k, v) for k, v in report.commit.items()]),
              "<h2>Splits</h2>",
              _table(["split", "shards", "steps", "bytes", "hours", "requested hours", "padded shards", "pad rows"],
                     split_rows, numeric=[False, *[True] * 7]),
@@ -277,7 +285,10 @@ def render_diff_html(comparison: DatasetComparison) -> str:
         if not diffs:
             parts.append("<p>no difference</p>")
             continue
-        rows, more = _bounded([(d["path"] or "(the whole section)", d["change"], d["left"], d["right"]) for d in diffs])
+        # Values as exact JSON: a difference in the fifth digit, or "1" against 1, stays visible.
+        rows, more = _bounded([(d["path"] or "(the whole section)", d["change"],
+                                json.dumps(d["left"], default=str), json.dumps(d["right"], default=str))
+                               for d in diffs])
         parts += [_table(["path", "change", "left", "right"], rows), more]
     return _page("Dataset comparison", "".join(parts))
 

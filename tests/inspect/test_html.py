@@ -4,12 +4,13 @@ data" instead of an empty chart, and every dataset string escaped."""
 
 from __future__ import annotations
 
+import json
 from html.parser import HTMLParser
 from typing import Any
 
 import pytest
 
-from kuration.inspect import compare_datasets, inspect_dataset, render_diff_html, render_report_html
+from kuration.inspect import check_quality, compare_datasets, inspect_dataset, render_diff_html, render_report_html
 from kuration.inspect.html import MAX_BARS, _binned
 from tests.inspect.datasets import HOSTILE, hostile_config, publish
 
@@ -135,6 +136,7 @@ def test_the_diff_report_shows_the_structured_comparison(written, smaller, tmp_p
     assert_self_contained(page)
     text = "".join(page.text)
     assert "different" in text and "/budget/train_hours" in text
+    assert json.dumps(40 / 3600) in text and json.dumps(20 / 3600) in text  # exact values, not rounded
     rows = [a for tag, a, _ in page.elements if tag == "tr"]
     changes = (len(comparison.shards["added"]) + len(comparison.shards["removed"])
                + sum(len(d) for d in comparison.sections.values()))
@@ -144,3 +146,12 @@ def test_the_diff_report_shows_the_structured_comparison(written, smaller, tmp_p
     hostile = publish(tmp_path / "hostile", config=hostile_config())
     diff = render_diff_html(compare_datasets(publish(tmp_path / "plain"), hostile))
     assert_self_contained(Page(diff)) is None and "&lt;script&gt;" in diff and "<b>" not in diff
+
+
+def test_kur_check_html_leads_with_the_gates(written):
+    result = check_quality(written, {"min_shards": 10**6, "min_sources": 1})
+    assert result.report is not None
+    page = Page(render_report_html(result.report, gates=result.gates))
+    assert_self_contained(page)
+    text = "".join(page.text)
+    assert "1 of 2 gates failed" in text and text.index("Quality gates") < text.index("Splits")
