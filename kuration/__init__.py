@@ -47,6 +47,10 @@ _LAZY = {
     "OutputSpec": "kuration.output.spec",
     "write_track": "kuration.output.write_track",
     "write_dataset": "kuration.output.write_dataset",
+    # the read side (numpy only): ``from kuration import iter_shards``
+    "iter_shards": "kuration.read.loaders",
+    "shard_entries": "kuration.read.loaders",
+    "read_shard_arrays": "kuration.read.loaders",
 }
 
 __getattr__ = lazy_getattr(__name__, _LAZY)
