@@ -26,6 +26,7 @@ decoded in a worker process with a time limit and a memory cap
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Collection, Mapping
@@ -250,31 +251,34 @@ def read_shard(dataset: ShardSource, entry: Mapping[str, Any], *, verify: bool =
     decodes) call them apart."""
     extra = () if container is None else (container.name,)
     check_entry(entry, dataset.spec, f"{dataset.destination.where(MANIFEST_FILE)}: entry", extra_containers=extra)
-    return decode_shard(dataset, entry, fetch_shard(dataset, entry, verify=verify), container=container)
+    return decode_shard(dataset, entry, fetch_shard(dataset, entry, verify=verify), container=container,
+                        verified=verify)
 
 
-def fetch_shard(dataset: ShardSource, entry: Mapping[str, Any], *, verify: bool = True) -> bytes:
-    """The bytes of the shard ``entry`` (a checked entry) names, read once, their size and
-    SHA-256 checked against the entry unless ``verify=False``. Safe to call on another thread
-    (hashlib and file reads release the GIL)."""
+def fetch_shard(dataset: ShardSource, entry: Mapping[str, Any], *, verify: bool = True) -> bytearray:
+    """The bytes of the shard ``entry`` (a checked entry) names, read once into a writable
+    buffer (the decoded arrays view it), their size and SHA-256 checked against the entry
+    unless ``verify=False``. Safe to call on another thread (hashlib and file reads release
+    the GIL)."""
     where = dataset.destination.where(entry["path"])
     try:
-        data = dataset.destination.read(entry["path"])
+        data = dataset.destination.read_buffer(entry["path"])
     except CommitError as exc:  # reached through a link, or not a regular file: a shard problem
         raise DatasetIntegrityError(str(exc)) from None
     if data is None:
         raise DatasetIntegrityError(f"{where}: missing; re-run the write with resume=True to rebuild it")
-    if verify and (len(data) != entry["bytes"] or sha256_hex(data) != entry["sha256"]):
+    if verify and (len(data) != entry["bytes"] or hashlib.sha256(data).hexdigest() != entry["sha256"]):
         raise DatasetIntegrityError(f"{where}: size or SHA-256 differs from the manifest; the shard was changed or is "
                                     "corrupt. Re-run the write with resume=True to rebuild it")
     return data
 
 
-def decode_shard(dataset: ShardSource, entry: Mapping[str, Any], data: bytes, *,
-                 container: ShardContainer | None = None) -> ShardArrays:
+def decode_shard(dataset: ShardSource, entry: Mapping[str, Any], data: bytes | bytearray, *,
+                 container: ShardContainer | None = None, verified: bool = False) -> ShardArrays:
     """``data`` (what :func:`fetch_shard` returned for ``entry``) decoded by ``container``
     (default: the built-in container the entry records), its real step count and rows
-    checked against the entry."""
+    checked against the entry. ``verified``: ``data`` was checked against the entry's
+    SHA-256, so the container may skip its own checksums."""
     spec = dataset.spec
     where = dataset.destination.where(entry["path"])
     name = entry.get("container", spec.container)
@@ -292,7 +296,8 @@ def decode_shard(dataset: ShardSource, entry: Mapping[str, Any], data: bytes, *,
                     f"{name!r} container, or load the dataset trusted")
             shard = decode_isolated(spec, name, data, timeout=dataset.decode_timeout)
         else:
-            shard = container.read(data, spec.modalities, presence=spec.presence_mask, max_rows=spec.shard_length)
+            shard = container.read(data, spec.modalities, presence=spec.presence_mask, max_rows=spec.shard_length,
+                                   verified=verified)
     except ShardFormatError as exc:
         raise DatasetIntegrityError(f"{where}: {exc}. Its size and SHA-256 match the manifest, so it was written "
                                     "damaged or the dataset was crafted (the checksums prove integrity, not who wrote "
