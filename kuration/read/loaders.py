@@ -223,11 +223,13 @@ def shard_entries(dataset: DatasetLike, *, split: str | None = None, container: 
     """The dataset's shard entries in manifest order (sorted by source, entity and span, so
     stable across runs and machines), of one ``split`` or all; each knows its container.
     Nothing is decoded. ``dataset``, ``container``, ``registry`` and ``root``: see the module doc."""
-    return _entries(dataset, split=split, container=container, registry=registry, root=root)[1]
+    return open_entries(dataset, split=split, container=container, registry=registry, root=root)[1]
 
 
-def _entries(dataset: DatasetLike, *, split: str | None, container: str | None, registry: Registry | None,
+def open_entries(dataset: DatasetLike, *, split: str | None, container: str | None, registry: Registry | None,
              root: str | os.PathLike[str] | None) -> tuple[ShardSource, list[ShardEntry]]:
+    """The dataset opened and its entries (what :func:`shard_entries` returns), for readers
+    that also need the dataset itself (its spec) when no entry is selected."""
     if split is not None and split not in EXCLUSIVE_STAGES:
         raise InputError(f"split: must be one of {list(EXCLUSIVE_STAGES)} (or None for all), got {shown(split)}")
     containers = _registry(registry)
@@ -256,7 +258,8 @@ def _entries(dataset: DatasetLike, *, split: str | None, container: str | None, 
     return source, out
 
 
-def _selected(spec: OutputSpec, modalities: Iterable[str] | None) -> list[str]:
+def selected_modalities(spec: OutputSpec, modalities: Iterable[str] | None) -> list[str]:
+    """The modality names to return: all declared ones, or ``modalities`` once checked."""
     declared = list(spec.modalities)
     if modalities is None:
         return declared
@@ -292,7 +295,7 @@ def read_shard_arrays(entry: ShardEntry, container: str | ShardContainer | None 
         container = CONTAINER_TYPES[_container_name(container, CONTAINERS) or ""]()
     if container is not None:
         entry = ShardEntry(entry.dataset, entry.record, container)
-    names = _selected(entry.dataset.spec, modalities)
+    names = selected_modalities(entry.dataset.spec, modalities)
     return _arrays(entry, fetch_shard(entry.dataset, entry.record, verify=verify), names, trim=trim, verified=verify)
 
 
@@ -342,8 +345,8 @@ def iter_shards(dataset: DatasetLike, *, split: str | None = None, modalities: I
     """Each shard's arrays (``{modality: array, "_present": bool array}``), in manifest
     order; ``(arrays, meta)`` with ``with_meta=True``. Everything is checked before the first
     shard is yielded, and each shard before it is yielded. See the module doc for the options."""
-    source, entries = _entries(dataset, split=split, container=container, registry=registry, root=root)
-    names = _selected(source.spec, modalities)
+    source, entries = open_entries(dataset, split=split, container=container, registry=registry, root=root)
+    names = selected_modalities(source.spec, modalities)
     return _iterate(entries, names, trim=trim, verify=verify, with_meta=with_meta)
 
 
