@@ -64,28 +64,28 @@ PEER_PINS = (("torch==2.13.0",), ("mosaicml-streaming==0.13.0",))
 STEPS, FRAME = 64, (96, 96, 3)
 
 
-def spec(container: str = "npz") -> OutputSpec:
+def spec(container: str = "npz", frame: tuple[int, ...] = FRAME) -> OutputSpec:
     return OutputSpec.from_dict({"shard_length": STEPS, "short_policy": "keep", "container": container, "modalities": {
-        "frame": {"dtype": "uint8", "shape": list(FRAME), "source": "media:frame"},
+        "frame": {"dtype": "uint8", "shape": list(frame), "source": "media:frame"},
         "pos": {"dtype": "float32", "shape": [3], "source": "field:pos"},
         "label": {"dtype": "int64", "shape": [], "source": "field:label"}}})
 
 
-def shard_arrays(i: int, steps: int = STEPS) -> ShardArrays:
+def shard_arrays(i: int, steps: int = STEPS, frame: tuple[int, ...] = FRAME) -> ShardArrays:
     rng = np.random.default_rng(i)
-    return ShardArrays({"frame": rng.integers(0, 255, (steps, *FRAME), dtype=np.uint8),
+    return ShardArrays({"frame": rng.integers(0, 255, (steps, *frame), dtype=np.uint8),
                         "pos": rng.standard_normal((steps, 3)).astype(np.float32),
                         "label": np.arange(steps, dtype=np.int64) + i}, np.ones(steps, bool), steps)
 
 
-def build(out: Path, shards: int, container: str = "npz", steps: int = STEPS) -> Path:
+def build(out: Path, shards: int, container: str = "npz", steps: int = STEPS, frame: tuple[int, ...] = FRAME) -> Path:
     """A committed dataset of ``shards`` train shards, built through the commit protocol."""
-    the_spec = spec(container)
+    the_spec = spec(container, frame)
     destination, box = LocalDestination(out), get_container(container)
     entries = []
     for i in range(shards):
         path = f"train/src{i:05d}_shard0000{box.extension}"
-        written = destination.stage_shard(path, box, shard_arrays(i, steps)).seal()
+        written = destination.stage_shard(path, box, shard_arrays(i, steps, frame)).seal()
         entries.append({"path": path, "split": "train", "source_id": f"src{i:05d}", "entity_id": "int:0",
                         "span_index": None, "shard_index": 0, "n_steps": steps, "rows": steps, "padded": False,
                         "container": container, "bytes": written.bytes, "sha256": written.sha256})
