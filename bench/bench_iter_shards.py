@@ -20,8 +20,9 @@ Timed, interleaved, best of ``--repeats``:
 run too: on two cores, a verified read is bound by ``max(read + decode, hash)``.
 
 The peer: MosaicML Streaming (``mosaicml-streaming==0.13.0``) in its own virtualenv,
-``bench/.venv-streaming`` (it pins ``numpy<2.2`` and needs torch; ``torch==2.13.0`` is
-installed first). The same tensors, one sample per shard with the trimmed arrays as
+``bench/.venv-streaming`` (it pins ``numpy<2.2`` and needs torch and torchvision;
+``torch==2.13.0`` is installed first, and pinned again while streaming is installed so
+torchvision comes in the release that matches it). The same tensors, one sample per shard with the trimmed arrays as
 ``ndarray`` columns, are written once with its ``MDSWriter`` (uncompressed); its
 ``StreamingDataset(local=...)`` then reads every sample, timed best of ``--repeats`` in the
 peer's process (its own warm-up read first). When the venv cannot be built the JSON says
@@ -49,7 +50,7 @@ sys.path.insert(0, str(BENCH_DIR.parent))
 sys.path.insert(0, str(BENCH_DIR))
 
 from _measure import best_of  # noqa: E402
-from _reference_env import kuration_tree_state  # noqa: E402
+from _reference_env import build_venv, kuration_tree_state  # noqa: E402
 
 from kuration.hashing import readable_json  # noqa: E402
 from kuration.output.commit_protocol import publish_committed  # noqa: E402
@@ -60,7 +61,9 @@ from kuration.output.spec import OutputSpec  # noqa: E402
 from kuration.read import iter_shards  # noqa: E402
 
 PEER_VENV = BENCH_DIR / ".venv-streaming"
-PEER_PINS = (("torch==2.13.0",), ("mosaicml-streaming==0.13.0",))
+# torch first (the CPU build pip finds locally), then streaming with torch pinned again in the
+# same resolve: streaming imports torchvision, whose newest release would pull another torch.
+PEER_PINS = (("torch==2.13.0",), ("mosaicml-streaming==0.13.0", "torch==2.13.0"))
 STEPS, FRAME = 64, (96, 96, 3)
 
 
@@ -154,16 +157,9 @@ def peer_python() -> tuple[str | None, str]:
     probe = [str(python), "-c", "import streaming, torch; print(streaming.__version__, torch.__version__)"]
     if python.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
         return str(python), "existing venv"
-    steps = [[sys.executable, "-m", "venv", str(PEER_VENV)],
-             *[[str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *pins] for pins in PEER_PINS]]
-    for cmd in steps:
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return None, f"building {PEER_VENV} failed at {' '.join(cmd[2:])}: {exc}"
-        if done.returncode != 0:
-            return None, f"building {PEER_VENV} failed at {' '.join(cmd[2:])}: " + " | ".join(
-                done.stderr.strip().splitlines()[-3:])
+    failure = build_venv(PEER_VENV, [list(pins) for pins in PEER_PINS], timeout=1800)
+    if failure:
+        return None, failure
     return (str(python), "built now") if subprocess.run(probe, capture_output=True).returncode == 0 else (
         None, f"{PEER_VENV} was built but cannot import streaming and torch")
 
