@@ -196,7 +196,9 @@ def _legacy(manifest: Mapping[str, Any], root: str | os.PathLike[str] | None,
         raise CommitError(f"{where}: has no entries list (found {shown(entries)})")
     rebased = []
     for i, entry in enumerate(entries):
-        path = entry.get("path") if isinstance(entry, dict) else None
+        if not isinstance(entry, dict):
+            raise CommitError(f"{where}: entries[{i}]: must be an object, found {type(entry).__name__}")
+        path = entry.get("path")
         if not isinstance(path, str) or not _is_absolute(path):
             raise CommitError(
                 f"{where}: entries[{i}].path is {shown(path)}, not an absolute path. A manifest with relative paths "

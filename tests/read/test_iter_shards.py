@@ -376,6 +376,8 @@ def test_a_legacy_dict_needs_root_and_absolute_paths(dataset):
     (lambda m: m.pop("output"), r"has no output spec"),
     (lambda m: m["output"]["modalities"]["pos"].update(dtype="complex64"), r"output\.modalities\.pos\.dtype"),
     (lambda m: m["entries"][0].update(container="tar"), r"entries\[0\]\.container: must be one of"),
+    (lambda m: m["entries"].__setitem__(2, ["test/x.npz"]), r"entries\[2\]: must be an object, found list"),
+    (lambda m: m.update(entries={"0": {}}), r"has no entries list"),
 ])
 def test_a_legacy_dict_is_checked_like_a_committed_manifest(dataset, change, message):
     old = legacy(manifest_of(dataset), "/old/out")
