@@ -158,6 +158,10 @@ def test_entity_ids_must_be_canonical_type_tagged_keys(dataset):
     with pytest.raises(CommitError, match=r"entries\[1\]\.entity_id: entity key '1', character 0: expected "
                                           r"'<type>:<value>'"):
         iter_shards(dataset)
+    manifest["entries"][1]["entity_id"] = None
+    recommit(dataset, manifest)
+    with pytest.raises(CommitError, match=r"entries\[1\]\.entity_id: entity key None: must be a str"):
+        iter_shards(dataset)
     manifest["entries"][1]["entity_id"] = entity_key((1, "a"))
     recommit(dataset, manifest)
     assert [m["entity_id"] for _, m in iter_shards(dataset, with_meta=True)][1] == "tuple:(int:1,str:'a')"
