@@ -24,8 +24,13 @@ The peer: MosaicML Streaming (``mosaicml-streaming==0.13.0``) in its own virtual
 ``torch==2.13.0`` is installed first, and pinned again while streaming is installed so
 torchvision comes in the release that matches it). The same tensors, one sample per shard with the trimmed arrays as
 ``ndarray`` columns, are written once with its ``MDSWriter`` (uncompressed); its
-``StreamingDataset(local=...)`` then reads every sample, timed best of ``--repeats`` in the
-peer's process (its own warm-up read first). When the venv cannot be built the JSON says
+``StreamingDataset(local=...)`` and its plain ``LocalDataset`` then read every sample, each
+timed best of ``--repeats`` in the peer's process after its own warm-up read, and the
+faster of the two is the peer figure. ``import streaming`` imports torchvision (for its
+vision datasets), and torchvision's PyPI wheel is built for CUDA torch: with the CPU torch
+it fails to load its operators. The peer script then stubs the three torchvision names
+``streaming.vision`` imports (the MDS reader never calls them) and says so in
+``torchvision_stubbed``. When the venv cannot be built the JSON says
 why under ``peer`` and no peer figure is reported. ``STREAMING_PEER=off`` skips it.
 """
 
@@ -122,31 +127,54 @@ def sha256_throughput(paths: list[Path]) -> float:
 # -- the MosaicML Streaming peer, in its own venv -----------------------------------------------
 
 _PEER_SCRIPT = textwrap.dedent('''
-    import json, sys, time, gc
+    import json, sys, time, gc, types, importlib.machinery
     import numpy as np
-    from streaming import MDSWriter, StreamingDataset
+    stubbed = None
+    try:
+        import torchvision  # noqa: F401
+    except Exception as exc:  # the PyPI wheel is built for CUDA torch; the CPU build cannot load its ops
+        stubbed = f"{type(exc).__name__}: {exc}"
+        for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+            del sys.modules[name]
+        # streaming.vision imports these names at import time; the MDS reader never calls them
+        stubs = {name: types.ModuleType(name) for name in ("torchvision", "torchvision.datasets",
+                                                           "torchvision.transforms",
+                                                           "torchvision.transforms.functional")}
+        for name, stub in stubs.items():  # what importlib.util.find_spec asks of a module
+            stub.__spec__ = importlib.machinery.ModuleSpec(name, None)
+        stubs["torchvision.datasets"].VisionDataset = stubs["torchvision.datasets"].CIFAR10 = object
+        stubs["torchvision.transforms.functional"].to_tensor = None
+        sys.modules.update(stubs)
+    from streaming import LocalDataset, MDSWriter, StreamingDataset
     src, mds, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3])
     files = sorted(__import__("glob").glob(src + "/train/*.npz"))
-    columns = {"frame": "ndarray:uint8", "pos": "ndarray:float32", "label": "ndarray:int64", "present": "ndarray:bool"}
+    # MDS ndarrays have no bool dtype: the mask travels as uint8
+    columns = {"frame": "ndarray:uint8", "pos": "ndarray:float32", "label": "ndarray:int64", "present": "ndarray:uint8"}
     with MDSWriter(out=mds, columns=columns, compression=None, size_limit=1 << 28) as w:
         for f in files:
             with np.load(f) as z:
-                w.write({"frame": z["frame"], "pos": z["pos"], "label": z["label"], "present": z["_present"]})
-    def read_all():
+                w.write({"frame": z["frame"], "pos": z["pos"], "label": z["label"],
+                         "present": z["_present"].astype(np.uint8)})
+    def streaming_dataset():
         ds = StreamingDataset(local=mds, remote=None, shuffle=False, batch_size=1)
-        rows = 0
-        for sample in ds:
-            rows += len(sample["frame"])
-        return rows
-    read_all()  # warm-up: its cache files, the page cache
-    times = []
-    for _ in range(repeats):
-        gc.collect()
-        t0 = time.perf_counter()
-        rows = read_all()
-        times.append(time.perf_counter() - t0)
+        return sum(len(sample["frame"]) for sample in ds)
+    def local_dataset():
+        ds = LocalDataset(local=mds)
+        return sum(len(ds[i]["frame"]) for i in range(len(ds)))
+    out = {}
+    for name, fn in (("StreamingDataset", streaming_dataset), ("LocalDataset", local_dataset)):
+        fn()  # warm-up: its index and cache files, the page cache
+        times = []
+        for _ in range(repeats):
+            gc.collect()
+            t0 = time.perf_counter()
+            rows = fn()
+            times.append(time.perf_counter() - t0)
+        out[name] = {"seconds": min(times), "runs": times, "rows": rows}
     import streaming
-    print(json.dumps({"seconds": min(times), "runs": times, "rows": rows, "version": streaming.__version__}))
+    best = min(out, key=lambda k: out[k]["seconds"])
+    print(json.dumps({"seconds": out[best]["seconds"], "fastest": best, "readers": out,
+                      "version": streaming.__version__, "torchvision_stubbed": stubbed}))
 ''')
 
 
@@ -154,14 +182,15 @@ def peer_python() -> tuple[str | None, str]:
     if os.environ.get("STREAMING_PEER", "").lower() in ("off", "0", "no", "false"):
         return None, "peer disabled by STREAMING_PEER=off"
     python = PEER_VENV / "bin" / "python"
-    probe = [str(python), "-c", "import streaming, torch; print(streaming.__version__, torch.__version__)"]
+    # installed, not imported: importing streaming needs the torchvision stub the peer script sets up
+    probe = [str(python), "-c", "import torch, importlib.metadata as m; print(m.version('mosaicml-streaming'))"]
     if python.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
         return str(python), "existing venv"
     failure = build_venv(PEER_VENV, [list(pins) for pins in PEER_PINS], timeout=1800)
     if failure:
         return None, failure
     return (str(python), "built now") if subprocess.run(probe, capture_output=True).returncode == 0 else (
-        None, f"{PEER_VENV} was built but cannot import streaming and torch")
+        None, f"{PEER_VENV} was built but holds no mosaicml-streaming, or cannot import torch")
 
 
 def run_peer(out: Path, work: Path, repeats: int) -> dict:
@@ -209,7 +238,8 @@ def main() -> None:
             "targets": {"verify": 0.75, "no_verify": 0.95},
             "sha256_MB_per_s": round(sha256_throughput(paths), 1),
             "runs": {k: [round(t, 4) for t in v] for k, v in runs.items()},
-            "peer": peer, "cpus": os.cpu_count(), "tree": kuration_tree_state(),
+            "peer": peer, "cpus": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()],
+            "tree": kuration_tree_state(),
         }
         if peer.get("available"):
             result["ratio_vs_streaming"] = {

@@ -68,7 +68,8 @@ def main() -> None:
             "shards_per_s": {k: round(args.shards / v, 1) for k, v in best.items()},
             "speedup": round(best["workers_0"] / best["workers_2"], 3), "target": 1.6,
             "runs": {k: [round(t, 3) for t in v] for k, v in runs.items()},
-            "cpus": os.cpu_count(), "tree": kuration_tree_state(),
+            "cpus": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()],
+            "tree": kuration_tree_state(),
         }, indent=2))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -24,6 +24,7 @@ import tokenize
 import zipfile
 import zlib
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from numpy.lib import format as npy_format
@@ -79,6 +80,38 @@ def _write_npy(zf: zipfile.ZipFile, name: str, a: np.ndarray) -> None:
             fid.write(raw_bytes(a))
 
 
+class _ReadOnlyView(io.RawIOBase):
+    """A seekable binary file over ``data`` without copying it (``io.BytesIO`` copies a
+    bytearray), for zipfile to read the directory from."""
+
+    def __init__(self, data: bytes | bytearray) -> None:
+        self._view = memoryview(data).cast("B")
+        self._at = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._at
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._at, io.SEEK_END: len(self._view)}[whence]
+        if base + offset < 0:
+            raise ValueError(f"negative seek position {base + offset}")
+        self._at = base + offset
+        return self._at
+
+    def readinto(self, buffer: Any) -> int:
+        chunk = self._view[self._at: self._at + len(buffer)]
+        n = len(chunk)
+        memoryview(buffer).cast("B")[:n] = chunk
+        self._at += n
+        return n
+
+
 class NpzContainer:
     """``np.savez``-compatible, uncompressed, written sequentially."""
 
@@ -99,7 +132,7 @@ class NpzContainer:
     def read(self, data: bytes | bytearray, modalities: Mapping[str, Modality], *, presence: bool,
              max_rows: int | None = None, verified: bool = False) -> ShardArrays:
         try:
-            zf = zipfile.ZipFile(io.BytesIO(data))
+            zf = zipfile.ZipFile(_ReadOnlyView(data))
         except _ZIP_ERRORS as exc:
             raise ShardFormatError(f"npz shard: not a readable zip archive ({exc}); is the file truncated?") from None
         with zf:
