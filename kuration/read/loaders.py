@@ -46,11 +46,13 @@ Parquet widen or flatten on disk; :mod:`kuration.output.containers` restores the
 ``span_index``, ``shard_index``, ``n_steps``, ``rows``, ``padded``, ``bytes``, ``sha256``)
 plus ``container`` (the name decoded with) and ``location`` (the full path or URL read).
 
-Speed: each shard's bytes are read once, on a helper thread, and hashed there (hashlib and
-file reads release the GIL) while the current shard decodes; :data:`READ_AHEAD` shards are
-read ahead, so at most three are in memory. A verified npz shard skips its members' CRC-32s
-(the SHA-256 already covers every byte). Object-store shards are read in place, each in one request into memory, and
-verified before they are decoded; nothing is staged on local disk.
+Speed: each shard's bytes are read once, then hashed and decoded, on a helper thread while
+the caller works on the shard before (file reads, hashlib and zlib release the GIL);
+:data:`READ_AHEAD` shards are in flight, so at most three are in memory, and a container
+(a registry's too) may decode two shards at once on different threads. A verified npz
+shard skips its members' CRC-32s (the SHA-256 already covers every byte). Object-store
+shards are read in place, each in one request into memory, and verified before they are
+decoded; nothing is staged on local disk.
 """
 
 from __future__ import annotations
@@ -58,8 +60,8 @@ from __future__ import annotations
 import json
 import os
 from collections import deque
-from collections.abc import Collection, Iterable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
@@ -304,28 +306,26 @@ def read_shard_arrays(entry: ShardEntry, container: str | ShardContainer | None 
     return _arrays(entry, fetch_shard(entry.dataset, entry.record, verify=verify), names, trim=trim, verified=verify)
 
 
-#: Shards read and hashed ahead of the one being decoded, each on its own helper thread: a
-#: SHA-256 runs at about 2 GB/s a core, slower than a warm read and decode, so two hashes
-#: in flight keep two cores busy. At most this many plus one shards are in memory.
+#: Shards read, checked and decoded ahead of the one the caller has, each on its own helper
+#: thread: file reads, SHA-256 and CRC-32 release the GIL, and a SHA-256 (about 2 GB/s a
+#: core) is slower than a warm read, so two shards in flight keep two cores busy. At most
+#: this many plus one shards are in memory.
 READ_AHEAD = 2
 
 
-def _fetched(entries: list[ShardEntry], verify: bool) -> Iterator[tuple[ShardEntry, bytearray]]:
-    """Each entry with its verified bytes; the next :data:`READ_AHEAD` are read and hashed
-    on helper threads while the caller decodes this one."""
+def _read_ahead(entries: list[ShardEntry], read: Callable[[ShardEntry], Arrays]) -> Iterator[tuple[ShardEntry, Arrays]]:
+    """Each entry with ``read(entry)``, in order; the next :data:`READ_AHEAD` entries are read
+    on helper threads while the caller works on this one."""
     if not entries:
         return
     with ThreadPoolExecutor(max_workers=READ_AHEAD, thread_name_prefix="kuration-shard-fetch") as pool:
-        def fetch(entry: ShardEntry) -> Future[bytearray]:
-            return pool.submit(fetch_shard, entry.dataset, entry.record, verify=verify)
-
-        pending = deque(fetch(entry) for entry in entries[:READ_AHEAD])
+        pending = deque(pool.submit(read, entry) for entry in entries[:READ_AHEAD])
         try:
             for i, entry in enumerate(entries):
-                data = pending.popleft().result()
+                arrays = pending.popleft().result()
                 if i + READ_AHEAD < len(entries):
-                    pending.append(fetch(entries[i + READ_AHEAD]))
-                yield entry, data
+                    pending.append(pool.submit(read, entries[i + READ_AHEAD]))
+                yield entry, arrays
         finally:
             for future in pending:  # an abandoned iteration waits for at most the reads under way
                 future.cancel()
@@ -357,8 +357,11 @@ def iter_shards(dataset: DatasetLike, *, split: str | None = None, modalities: I
 
 def _iterate(entries: list[ShardEntry], names: list[str], *, trim: bool, verify: bool,
              with_meta: bool) -> Iterator[Any]:
-    for entry, data in _fetched(entries, verify):
-        arrays = _arrays(entry, data, names, trim=trim, verified=verify)
+    def read(entry: ShardEntry) -> Arrays:
+        return _arrays(entry, fetch_shard(entry.dataset, entry.record, verify=verify), names, trim=trim,
+                       verified=verify)
+
+    for entry, arrays in _read_ahead(entries, read):
         yield (arrays, entry.meta()) if with_meta else arrays
 
 
