@@ -12,7 +12,10 @@ regular files are read: a split folder replaced by a link to elsewhere, a fifo o
 is refused. :func:`verify_dataset` checks every shard and returns a structured result (what
 the ``dataset_integrity`` check reports). :func:`read_shard` decodes one shard, and refuses
 one that is malformed inside, or whose real step count is not the manifest's, with
-:class:`DatasetIntegrityError` naming it. Nothing here repairs.
+:class:`DatasetIntegrityError` naming it; it is :func:`fetch_shard` (read once, size and
+SHA-256 checked) then :func:`decode_shard`, which :mod:`kuration.read.loaders` runs on
+read-ahead threads. Both take any :class:`ShardSource` (a committed dataset, or a legacy
+manifest dict the loaders rebased). Nothing here repairs.
 
 Untrusted artifacts. The commit chain is integrity, not authentication: whoever can rewrite
 a shard can rewrite its size and SHA-256 and the records above them. ``npz`` and ``json``
