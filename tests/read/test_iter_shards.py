@@ -241,7 +241,9 @@ def test_an_abandoned_iteration_leaves_no_helper_thread_behind(pristine):
 
 # -- moved and copied datasets --------------------------------------------------------------------
 
-def test_a_moved_dataset_reads_from_where_it_is_now(dataset, tmp_path):
+@pytest.mark.parametrize("container", CONTAINERS)
+def test_a_moved_dataset_reads_from_where_it_is_now(pristine, tmp_path, container):
+    dataset = Path(shutil.copytree(pristine[container], tmp_path / "out"))
     want = list(iter_shards(dataset))
     moved = Path(shutil.move(dataset, tmp_path / "elsewhere" / "renamed"))
     assert not dataset.exists()
