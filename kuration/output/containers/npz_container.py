@@ -12,7 +12,10 @@ Reading is safe for untrusted bytes: only stored (uncompressed, unencrypted) mem
 read, each ``.npy`` header is checked (a declared dtype, no pickled objects, no more values
 than ``max_rows`` rows of the declared shape, exactly as many data bytes as its shape needs)
 before its data is touched, so a decode never allocates more than the declared shapes and
-the shard's own size allow, and its work is linear in them.
+the shard's own size allow, and its work is linear in them. Each member's array is a view of
+the shard's bytes (writable when they are a bytearray, as the readers pass them), not a copy;
+its CRC-32 is checked unless the caller says it verified the whole shard's SHA-256
+(``verified=True``).
 """
 
 from __future__ import annotations
