@@ -20,10 +20,12 @@ before it is decoded, unless ``verify=False``). ``include_meta=True`` adds ``_me
 plain-dict manifest entry; ``transform`` gets the item last and returns what the loader
 yields.
 
-Workers. The dataset pickles without the manifest it loaded: each DataLoader worker loads
-the dataset again on its first item (no file or socket is opened in ``__init__`` and kept),
-and refuses to go on if the manifest changed since the dataset was created (another shard
-list, or another SHA-256 for one), so every worker reads the same items the parent counted.
+Workers. The dataset pickles without the manifest it loaded, and a forked worker drops the
+one it inherited: each DataLoader worker loads the dataset again on its first item (no file
+or socket is opened in ``__init__`` and kept; an object-store filesystem must not be used
+across a fork), and refuses to go on if the manifest changed since the dataset was created
+(another shard list, or another SHA-256 for one), so every worker reads the same items the
+parent counted.
 
 Batching. With ``short_policy="keep"`` shards differ in length, and the default collate
 cannot stack them: pass ``collate_fn=pad_collate`` (or write with ``short_policy="pad"``, or
@@ -83,6 +85,7 @@ class ShardDataset(Dataset[Any]):
         self._length = len(entries)
         self._fingerprint = _fingerprint(entries)
         self._entries: list[ShardEntry] | None = entries
+        self._pid = os.getpid()
 
     def __len__(self) -> int:
         return self._length
@@ -93,7 +96,10 @@ class ShardDataset(Dataset[Any]):
         return state
 
     def _loaded(self) -> list[ShardEntry]:
-        if self._entries is None:
+        # A forked worker inherits the parent's entries, and with them its object-store
+        # filesystem, which must not be used across a fork (s3fs's event loop): load again.
+        if self._entries is None or self._pid != os.getpid():
+            self._pid = os.getpid()
             entries = shard_entries(**self._source)
             if _fingerprint(entries) != self._fingerprint:
                 raise DatasetIntegrityError(

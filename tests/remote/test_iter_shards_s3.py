@@ -3,6 +3,7 @@ loopback (moto server) read back in place, every shard verified before it is dec
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,24 @@ def test_an_uncommitted_dataset_on_s3_is_refused(bucket, s3_client, tmp_path):
     url = upload(s3_client, bucket, local, "run1")
     with pytest.raises(CommitError, match=r"run1: no dataset\.commit\.json, so this is not a committed dataset"):
         iter_shards(url)
+
+
+def test_a_legacy_manifest_dict_rebases_onto_an_s3_root(bucket, s3_client, tmp_path):
+    local = build(tmp_path / "out", "json")
+    url = upload(s3_client, bucket, local, "moved/run1")
+    manifest = json.loads((local / MANIFEST_FILE).read_bytes())
+    for entry in manifest["entries"]:
+        entry["path"] = f"s3://old-bucket/run1/{entry['path']}"  # where an older writer put it
+    got = [meta["location"] for _, meta in iter_shards(manifest, root=url, with_meta=True)]
+    assert got == [f"{url}/{e['path'].split('/run1/', 1)[1]}" for e in manifest["entries"]]
+
+
+def test_a_shard_dataset_on_s3_loads_in_two_dataloader_workers(bucket, s3_client, tmp_path):
+    torch_data = pytest.importorskip("torch.utils.data")
+    from kuration.torch import ShardDataset, pad_collate
+
+    url = upload(s3_client, bucket, build(tmp_path / "out", "npz", rows=(8, 5, 8)), "run1")
+    dataset = ShardDataset(url, split="train")
+    dataset[0]  # the parent has used its s3fs instance before the workers fork
+    batches = list(torch_data.DataLoader(dataset, batch_size=2, num_workers=2, collate_fn=pad_collate, timeout=60))
+    assert [b["pos"].shape[:2] for b in batches] == [(2, 8), (1, 8)]
