@@ -64,21 +64,28 @@ def ensure_reference_python(*, build: bool = True) -> tuple[str | None, str]:
             return None, info
     elif not build:
         return None, f"{VENV_DIR} does not exist"
-    steps = [
-        [sys.executable, "-m", "venv", str(VENV_DIR)],
-        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", *CUVIS_PINS],
-        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *LIGHT_DEPS],
-    ]
-    for cmd in steps:
-        try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return None, f"building {VENV_DIR} failed at {' '.join(cmd[:4])}...: {exc}"
-        if out.returncode != 0:
-            tail = " | ".join(out.stderr.strip().splitlines()[-3:])
-            return None, f"building {VENV_DIR} failed at {' '.join(cmd[:4])}...: {tail}"
+    failure = build_venv(VENV_DIR, [["--no-deps", *CUVIS_PINS], list(LIGHT_DEPS)])
+    if failure:
+        return None, failure
     ok, info = _probe(python)
     return (str(python), info) if ok else (None, info)
+
+
+def build_venv(venv: Path, installs: list[list[str]], *, timeout: float = 600) -> str | None:
+    """Create the virtualenv ``venv`` and run ``pip install <args>`` in it for each entry of
+    ``installs``, in order; None when every step worked, else what failed."""
+    python = _venv_python(venv)
+    steps = [[sys.executable, "-m", "venv", str(venv)],
+             *[[str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args] for args in installs]]
+    for cmd in steps:
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"building {venv} failed at {' '.join(cmd[2:])}: {exc}"
+        if out.returncode != 0:
+            tail = " | ".join(out.stderr.strip().splitlines()[-3:])
+            return f"building {venv} failed at {' '.join(cmd[2:])}: {tail}"
+    return None
 
 
 def kuration_tree_state() -> dict:

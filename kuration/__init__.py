@@ -51,6 +51,10 @@ _LAZY = {
     "compare_datasets": "kuration.inspect.compare",
     "check_quality": "kuration.inspect.quality",
     "Pipeline": "kuration.pipeline",
+    # the read side (numpy only): ``from kuration import iter_shards``
+    "iter_shards": "kuration.read.loaders",
+    "shard_entries": "kuration.read.loaders",
+    "read_shard_arrays": "kuration.read.loaders",
 }
 
 __getattr__ = lazy_getattr(__name__, _LAZY)

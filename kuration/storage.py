@@ -202,6 +202,26 @@ def read_inside(root: str | os.PathLike[str], relative: str, *, error: type[Exce
     return _read_inside(root, relative, error, io.FileIO.readall)
 
 
+def read_buffer_inside(root: str | os.PathLike[str], relative: str, *,
+                       error: type[Exception] = ValueError) -> bytearray | None:
+    """:func:`read_inside` into a new writable buffer (one read into memory sized from the
+    opened file): arrays decoded from it can view it instead of copying it."""
+
+    def read_all(handle: io.FileIO) -> bytearray:
+        buffer = bytearray(os.fstat(handle.fileno()).st_size)
+        view, filled = memoryview(buffer), 0
+        while filled < len(buffer) and (n := handle.readinto(view[filled:])):
+            filled += n
+        view.release()
+        if filled < len(buffer):  # shrank since the fstat
+            del buffer[filled:]
+        else:  # grew since the fstat: the rest, so the caller sees what a plain read would
+            buffer += handle.readall()
+        return buffer
+
+    return _read_inside(root, relative, error, read_all)
+
+
 def sha256_inside(root: str | os.PathLike[str], relative: str, *, error: type[Exception] = ValueError,
                   expected_size: int | None = None) -> tuple[int, str | None] | None:
     """``(bytes, SHA-256)`` of ``relative`` below ``root``, opened by :func:`open_inside`;

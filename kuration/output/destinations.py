@@ -1,7 +1,8 @@
 """Where a dataset lives: one protocol, a local folder and an fsspec object store.
 
 Everything the writer and the reader do to a dataset directory goes through a
-:class:`Destination`: read a file, publish metadata atomically, stage a shard and seal it
+:class:`Destination`: read a file (``read_buffer``: into a writable buffer, which a shard's
+decoded arrays view instead of copying), publish metadata atomically, stage a shard and seal it
 (hashed and moved into place), check a shard against its recorded size and SHA-256, list and remove files,
 and hold the exclusive writer lease.
 
@@ -56,6 +57,7 @@ class Destination(Protocol):
     def where(self, relative: str) -> str: ...
     def top_level(self) -> list[str]: ...
     def read(self, relative: str) -> bytes | None: ...
+    def read_buffer(self, relative: str) -> bytearray | None: ...
     def write_metadata(self, relative: str, data: bytes, *, durable: bool = True) -> None: ...
     def stage_shard(self, relative: str, container: ShardContainer, shard: ShardArrays) -> Staged: ...
     def shard_matches(self, relative: str, entry: Mapping[str, Any]) -> bool: ...
@@ -113,6 +115,10 @@ class LocalDestination:
     # and must not let a resume reuse, or write into, what lies behind the link.
     def read(self, relative: str) -> bytes | None:
         return storage.read_inside(self.root, relative, error=CommitError)
+
+    def read_buffer(self, relative: str) -> bytearray | None:
+        """:meth:`read` into a writable buffer: a shard's decoded arrays view it, no copy."""
+        return storage.read_buffer_inside(self.root, relative, error=CommitError)
 
     def write_metadata(self, relative: str, data: bytes, *, durable: bool = True) -> None:
         path = self._path(relative)
@@ -189,6 +195,11 @@ class FsspecDestination:
             return self.fs.cat_file(key)
         except FileNotFoundError:
             return None
+
+    def read_buffer(self, relative: str) -> bytearray | None:
+        """:meth:`read` into a writable buffer (one copy in memory, next to a network read)."""
+        data = self.read(relative)
+        return None if data is None else bytearray(data)
 
     def write_metadata(self, relative: str, data: bytes, *, durable: bool = True) -> None:
         self.fs.pipe_file(self._key(relative), data)  # one put: the object is whole or absent

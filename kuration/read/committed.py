@@ -12,7 +12,10 @@ regular files are read: a split folder replaced by a link to elsewhere, a fifo o
 is refused. :func:`verify_dataset` checks every shard and returns a structured result (what
 the ``dataset_integrity`` check reports). :func:`read_shard` decodes one shard, and refuses
 one that is malformed inside, or whose real step count is not the manifest's, with
-:class:`DatasetIntegrityError` naming it. Nothing here repairs.
+:class:`DatasetIntegrityError` naming it; it is :func:`fetch_shard` (read once, size and
+SHA-256 checked) then :func:`decode_shard`, which :mod:`kuration.read.loaders` runs on
+read-ahead threads. Both take any :class:`ShardSource` (a committed dataset, or a legacy
+manifest dict the loaders rebased). Nothing here repairs.
 
 Untrusted artifacts. The commit chain is integrity, not authentication: whoever can rewrite
 a shard can rewrite its size and SHA-256 and the records above them. ``npz`` and ``json``
@@ -26,11 +29,12 @@ decoded in a worker process with a time limit and a memory cap
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from kuration import storage
 from kuration.checks import CheckResult, count
@@ -40,8 +44,8 @@ from kuration.numbers import finite_float, format_bytes, whole_number
 from kuration.output.commit_protocol import (
     COMMIT_FILE, CONFIG_FILE, MANIFEST_FILE, CommitRecord, read_commit, strict_json,
 )
-from kuration.output.containers import get_container
-from kuration.output.containers.protocol import ShardArrays, ShardFormatError
+from kuration.output.containers import CONTAINER_TYPES, get_container
+from kuration.output.containers.protocol import ShardArrays, ShardContainer, ShardFormatError
 from kuration.output.destinations import Destination, open_destination
 from kuration.output.spec import CONTAINERS, OutputSpec, OutputSpecError
 from kuration.read.isolated import decode_isolated
@@ -79,6 +83,20 @@ class CommittedDataset:
         return self.destination.where(entry["path"])
 
 
+class ShardSource(Protocol):
+    """What :func:`read_shard` reads from: a :class:`CommittedDataset`, or a legacy manifest
+    dict rebased onto a directory (:mod:`kuration.read.loaders`)."""
+
+    @property
+    def destination(self) -> Destination: ...
+    @property
+    def spec(self) -> OutputSpec: ...
+    @property
+    def untrusted(self) -> bool: ...
+    @property
+    def decode_timeout(self) -> float | None: ...
+
+
 def _required(destination: Destination, name: str) -> bytes:
     data = destination.read(name)
     if data is None:
@@ -89,9 +107,11 @@ def _required(destination: Destination, name: str) -> bytes:
 
 
 def load_committed(out: str | os.PathLike[str], *, untrusted: bool = False,
-                   decode_timeout: float | None = None) -> CommittedDataset:
+                   decode_timeout: float | None = None, extra_containers: Collection[str] = ()) -> CommittedDataset:
     """The committed dataset at ``out`` (a directory or URL, or the path of its manifest).
-    ``untrusted=True`` for an artifact someone else wrote: see the module doc."""
+    ``untrusted=True`` for an artifact someone else wrote: see the module doc.
+    ``extra_containers``: container names besides the four built-in ones that entries may
+    record (the names of a reader's own container registry, :func:`kuration.read.iter_shards`)."""
     if decode_timeout is not None and not (finite_float(decode_timeout) or 0) > 0:
         raise ValueError("load_committed: decode_timeout must be a positive number of seconds, got "
                          f"{shown(decode_timeout)}")
@@ -118,13 +138,14 @@ def load_committed(out: str | os.PathLike[str], *, untrusted: bool = False,
     config = strict_json(config_bytes, where=destination.where(CONFIG_FILE))
     if not isinstance(config, dict):
         raise CommitError(f"{destination.where(CONFIG_FILE)}: must be a JSON object, found {type(config).__name__}")
-    spec = _checked_manifest(manifest, destination.where(MANIFEST_FILE))
+    spec = checked_manifest(manifest, destination.where(MANIFEST_FILE), extra_containers=extra_containers)
     destination.check_folders({entry["path"].rsplit("/", 1)[0] for entry in manifest["entries"]})
     return CommittedDataset(destination, record, manifest, config, spec, untrusted, decode_timeout)
 
 
-def _checked_manifest(manifest: Any, where: str) -> OutputSpec:
-    """The manifest's output spec, after checking the structure every reader relies on."""
+def checked_manifest(manifest: Any, where: str, *, extra_containers: Collection[str] = ()) -> OutputSpec:
+    """The manifest's output spec, after checking the structure every reader relies on
+    (entry containers: the built-in names, or one of ``extra_containers``)."""
     if not isinstance(manifest, dict):
         raise CommitError(f"{where}: must be a JSON object, found {type(manifest).__name__}")
     if not isinstance(manifest.get("entries"), list):
@@ -137,7 +158,7 @@ def _checked_manifest(manifest: Any, where: str) -> OutputSpec:
         raise CommitError(f"{where}: {exc}") from None
     paths: dict[str, int] = {}
     for i, entry in enumerate(manifest["entries"]):
-        _check_entry(entry, spec, f"{where}: entries[{i}]")
+        check_entry(entry, spec, f"{where}: entries[{i}]", extra_containers=extra_containers)
         first = paths.setdefault(entry["path"], i)
         if first != i:
             raise CommitError(f"{where}: entries[{i}].path {entry['path']!r} is also entries[{first}]'s; each shard is "
@@ -145,7 +166,7 @@ def _checked_manifest(manifest: Any, where: str) -> OutputSpec:
     return spec
 
 
-def _check_entry(entry: Any, spec: OutputSpec, where: str) -> None:
+def check_entry(entry: Any, spec: OutputSpec, where: str, *, extra_containers: Collection[str] = ()) -> None:
     """One manifest entry has what readers use, of the right types, consistent with ``spec``."""
     if not isinstance(entry, dict):
         raise CommitError(f"{where}: must be an object, found {type(entry).__name__}")
@@ -172,8 +193,9 @@ def _check_entry(entry: Any, spec: OutputSpec, where: str) -> None:
         raise CommitError(f"{where}.n_steps: must be a whole number from 0 to the shard's rows ({rows}), got "
                           f"{shown(entry['n_steps'])}")
     container = entry.get("container", spec.container)
-    if not isinstance(container, str) or container not in CONTAINERS:
-        raise CommitError(f"{where}.container: must be one of {list(CONTAINERS)}, got {shown(container)}")
+    if not isinstance(container, str) or container not in (*CONTAINERS, *extra_containers):
+        raise CommitError(f"{where}.container: must be one of {[*CONTAINERS, *extra_containers]}, got "
+                          f"{shown(container)}")
 
 
 @dataclass(frozen=True)
@@ -220,31 +242,65 @@ def verify_dataset(out: str | os.PathLike[str]) -> DatasetVerification:
                                shards=shards, bytes=total, bad_shards=tuple(bad))
 
 
-def read_shard(dataset: CommittedDataset, entry: Mapping[str, Any], *, verify: bool = True) -> ShardArrays:
+def read_shard(dataset: ShardSource, entry: Mapping[str, Any], *, verify: bool = True,
+               container: ShardContainer | None = None) -> ShardArrays:
     """One shard's arrays, restored to the declared dtypes and shapes (size and SHA-256
     checked first unless ``verify=False``); :class:`DatasetIntegrityError` naming the shard
     when it is missing, changed, or does not decode to what the manifest declares (for an
     untrusted dataset, also when its isolated decode overruns; ``IsolatedDecoderError`` when
-    the worker cannot be started at all)."""
-    spec = dataset.spec
-    _check_entry(entry, spec, f"{dataset.destination.where(MANIFEST_FILE)}: entry")
-    where = dataset.shard_path(entry)
+    the worker cannot be started at all). ``container``: the implementation to decode with
+    (default: the built-in one the entry records). It is :func:`fetch_shard` then
+    :func:`decode_shard`; readers that overlap the two (hash the next shard while this one
+    decodes) call them apart."""
+    extra = () if container is None else (container.name,)
+    check_entry(entry, dataset.spec, f"{dataset.destination.where(MANIFEST_FILE)}: entry", extra_containers=extra)
+    return decode_shard(dataset, entry, fetch_shard(dataset, entry, verify=verify), container=container,
+                        verified=verify)
+
+
+def fetch_shard(dataset: ShardSource, entry: Mapping[str, Any], *, verify: bool = True) -> bytearray:
+    """The bytes of the shard ``entry`` (a checked entry) names, read once into a writable
+    buffer (the decoded arrays view it), their size and SHA-256 checked against the entry
+    unless ``verify=False``. Safe to call on another thread (hashlib and file reads release
+    the GIL)."""
+    where = dataset.destination.where(entry["path"])
     try:
-        data = dataset.destination.read(entry["path"])
+        data = dataset.destination.read_buffer(entry["path"])
     except CommitError as exc:  # reached through a link, or not a regular file: a shard problem
         raise DatasetIntegrityError(str(exc)) from None
     if data is None:
         raise DatasetIntegrityError(f"{where}: missing; re-run the write with resume=True to rebuild it")
-    if verify and (len(data) != entry["bytes"] or sha256_hex(data) != entry["sha256"]):
+    if verify and (len(data) != entry["bytes"] or hashlib.sha256(data).hexdigest() != entry["sha256"]):
         raise DatasetIntegrityError(f"{where}: size or SHA-256 differs from the manifest; the shard was changed or is "
                                     "corrupt. Re-run the write with resume=True to rebuild it")
+    return data
+
+
+def decode_shard(dataset: ShardSource, entry: Mapping[str, Any], data: bytes | bytearray, *,
+                 container: ShardContainer | None = None, verified: bool = False) -> ShardArrays:
+    """``data`` (what :func:`fetch_shard` returned for ``entry``) decoded by ``container``
+    (default: the built-in container the entry records), its real step count and rows
+    checked against the entry. ``verified``: ``data`` was checked against the entry's
+    SHA-256, so the container may skip its own checksums."""
+    spec = dataset.spec
+    where = dataset.destination.where(entry["path"])
     name = entry.get("container", spec.container)
-    container = get_container(name)
+    if container is None:
+        container = get_container(name)
+    elif container.name != name:
+        raise DatasetIntegrityError(f"{where}: the manifest records container {name!r}, but the reader was given "
+                                    f"{container!r} (a {container.name!r} container)")
     try:
         if dataset.untrusted and not container.safe_for_untrusted:
+            if type(container) is not CONTAINER_TYPES.get(name):
+                raise DatasetIntegrityError(
+                    f"{where}: the dataset was loaded untrusted, and {container!r} is neither safe for untrusted "
+                    "bytes nor a built-in container the isolated decoder can run; decode it with the built-in "
+                    f"{name!r} container, or load the dataset trusted")
             shard = decode_isolated(spec, name, data, timeout=dataset.decode_timeout)
         else:
-            shard = container.read(data, spec.modalities, presence=spec.presence_mask, max_rows=spec.shard_length)
+            shard = container.read(data, spec.modalities, presence=spec.presence_mask, max_rows=spec.shard_length,
+                                   verified=verified)
     except ShardFormatError as exc:
         raise DatasetIntegrityError(f"{where}: {exc}. Its size and SHA-256 match the manifest, so it was written "
                                     "damaged or the dataset was crafted (the checksums prove integrity, not who wrote "
@@ -258,5 +314,5 @@ def read_shard(dataset: CommittedDataset, entry: Mapping[str, Any], *, verify: b
     return shard
 
 
-__all__ = ["CommittedDataset", "DatasetIntegrityError", "DatasetVerification", "load_committed", "read_shard",
-           "verify_dataset"]
+__all__ = ["CommittedDataset", "DatasetIntegrityError", "DatasetVerification", "ShardSource", "check_entry",
+           "checked_manifest", "decode_shard", "fetch_shard", "load_committed", "read_shard", "verify_dataset"]

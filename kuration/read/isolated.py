@@ -99,7 +99,7 @@ def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
             stream.close()
 
 
-def _send(fd: int, data: bytes | memoryview, deadline: float) -> None:
+def _send(fd: int, data: bytes | bytearray | memoryview, deadline: float) -> None:
     view = memoryview(data)
     while view:
         left = deadline - time.monotonic()
@@ -136,7 +136,8 @@ class IsolatedDecoder:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
 
-    def decode(self, spec: OutputSpec, container: str, data: bytes, *, timeout: float | None = None) -> ShardArrays:
+    def decode(self, spec: OutputSpec, container: str, data: bytes | bytearray, *,
+               timeout: float | None = None) -> ShardArrays:
         """The shard ``data`` of ``container``, decoded in the worker within ``timeout``
         seconds (default :func:`decode_timeout`); :class:`ShardFormatError` otherwise."""
         limit = decode_timeout(len(data)) if timeout is None else timeout
@@ -234,7 +235,8 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_DECODER._after_fork_in_child)
 
 
-def decode_isolated(spec: OutputSpec, container: str, data: bytes, *, timeout: float | None = None) -> ShardArrays:
+def decode_isolated(spec: OutputSpec, container: str, data: bytes | bytearray, *,
+                    timeout: float | None = None) -> ShardArrays:
     """:meth:`IsolatedDecoder.decode` on this process's worker."""
     return _DECODER.decode(spec, container, data, timeout=timeout)
 

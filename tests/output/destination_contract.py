@@ -116,6 +116,17 @@ class DestinationContract:
         assert dest.top_level() == [".kuration_resume", "binary.bin", "config.json", "empty.json"]
         assert dest.files_under(".kuration_resume") == [".kuration_resume/run/train/x.json"]
 
+    def test_read_buffer_gives_the_same_bytes_in_a_new_writable_buffer(self, dest):
+        data = bytes(range(256)) * 4099  # past one read() of a local file's buffer
+        dest.write_metadata("train/s.bin", data)
+        first, second = dest.read_buffer("train/s.bin"), dest.read_buffer("train/s.bin")
+        assert type(first) is bytearray and first == data and first is not second
+        first[0] ^= 0xFF  # the caller's to change: the file and the next read are untouched
+        assert dest.read_buffer("train/s.bin") == data == dest.read("train/s.bin")
+        assert dest.read_buffer("train/missing.bin") is None
+        dest.write_metadata("train/empty.bin", b"")
+        assert dest.read_buffer("train/empty.bin") == bytearray()
+
     def test_a_rewrite_replaces_the_whole_file(self, dest):
         dest.write_metadata("config.json", b"x" * 1000)
         dest.write_metadata("config.json", b"short")

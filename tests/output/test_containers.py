@@ -463,6 +463,30 @@ class TestNpzContainer(ShardContainerContract):
             container.read(buffer.getvalue(), mods, presence=True)
 
 
+    def test_a_damaged_member_fails_its_crc_unless_the_caller_verified_the_shard(self, container):
+        mods, shard = small_case()
+        data = bytearray(write(container, shard))
+        at = data.index(np.arange(12, dtype=np.float32).tobytes())  # pos's values, inside its member
+        data[at + 5] ^= 0x01
+        with pytest.raises(ShardFormatError, match=r"member 'pos\.npy' cannot be read as a \.npy array: its CRC-32 "
+                                                   r"does not match the zip directory's"):
+            container.read(bytes(data), mods, presence=True)
+        # a caller that checked the shard's SHA-256 (iter_shards, read_shard) gets no second, weaker check
+        damaged_pos = container.read(bytes(data), mods, presence=True, verified=True).arrays["pos"]
+        assert damaged_pos.tobytes() != shard.arrays["pos"].tobytes()
+
+    def test_a_header_numpy_cannot_tokenize_is_a_format_error(self, container):
+        mods, shard = small_case()
+        data = write(container, shard).replace(b"{'descr': '<i8'", b"z'descr': '<i8'", 1)  # label's header
+        with pytest.raises(ShardFormatError, match=r"member 'label\.npy' cannot be read as a \.npy array"):
+            container.read(data, mods, presence=True)
+
+    def test_arrays_come_back_writable(self, container):
+        mods, shard = small_case()
+        got = container.read(write(container, shard), mods, presence=True)
+        assert all(a.flags.writeable for a in got.arrays.values()) and got.present.flags.writeable
+
+
 class TestJsonContainer(ShardContainerContract):
     keeps_nan_bits = False
 

@@ -98,3 +98,17 @@ def test_a_shard_of_the_wrong_size_is_not_hashed(tmp_path, monkeypatch):
 ])
 def test_writer_leftovers_are_named_by_the_temp_prefix_only(name, leftover):
     assert is_writer_leftover(name) is leftover
+
+
+@pytest.mark.parametrize("reported", [10, 5000])  # the file is 1000 bytes: it grew, or shrank, since the fstat
+def test_read_buffer_reads_the_whole_file_whatever_size_fstat_reported(tmp_path, monkeypatch, reported):
+    data = bytes(range(250)) * 4
+    (tmp_path / "f.bin").write_bytes(data)
+    real_fstat = os.fstat
+
+    def fstat(fd):
+        stat = real_fstat(fd)
+        return os.stat_result((*stat[:6], reported, *stat[7:]))
+
+    monkeypatch.setattr(os, "fstat", fstat)
+    assert storage.read_buffer_inside(tmp_path, "f.bin") == data

@@ -92,8 +92,8 @@ class Hdf5Container:
         with h5py.File(path, "w", locking=False, **_LAYOUT) as f:
             _fill(f, arrays, present, n_steps)
 
-    def read(self, data: bytes, modalities: Mapping[str, Modality], *, presence: bool,
-             max_rows: int | None = None) -> ShardArrays:
+    def read(self, data: bytes | bytearray, modalities: Mapping[str, Modality], *, presence: bool,
+             max_rows: int | None = None, verified: bool = False) -> ShardArrays:
         h5py = _h5py()
         try:
             f = h5py.File(io.BytesIO(data), "r")

@@ -92,8 +92,8 @@ class JsonContainer:
             stream.write((b"," if i else b"") + _dumps(name) + b":" + _dumps(a.tolist()))
         stream.write(b"}}\n")
 
-    def read(self, data: bytes, modalities: Mapping[str, Modality], *, presence: bool,
-             max_rows: int | None = None) -> ShardArrays:
+    def read(self, data: bytes | bytearray, modalities: Mapping[str, Modality], *, presence: bool,
+             max_rows: int | None = None, verified: bool = False) -> ShardArrays:
         if max_rows is not None and len(data) > (limit := text_limit(modalities, max_rows)):
             raise ShardFormatError(
                 f"json shard: {len(data)} bytes, more than the {limit} a shard of {max_rows} rows of the declared "

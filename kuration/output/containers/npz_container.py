@@ -12,7 +12,10 @@ Reading is safe for untrusted bytes: only stored (uncompressed, unencrypted) mem
 read, each ``.npy`` header is checked (a declared dtype, no pickled objects, no more values
 than ``max_rows`` rows of the declared shape, exactly as many data bytes as its shape needs)
 before its data is touched, so a decode never allocates more than the declared shapes and
-the shard's own size allow, and its work is linear in them.
+the shard's own size allow, and its work is linear in them. Each member's array is a view of
+the shard's bytes (writable when they are a bytearray, as the readers pass them), not a copy;
+its CRC-32 is checked unless the caller says it verified the whole shard's SHA-256
+(``verified=True``).
 """
 
 from __future__ import annotations
@@ -20,8 +23,11 @@ from __future__ import annotations
 import io
 import math
 import struct
+import tokenize
 import zipfile
+import zlib
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from numpy.lib import format as npy_format
@@ -77,6 +83,38 @@ def _write_npy(zf: zipfile.ZipFile, name: str, a: np.ndarray) -> None:
             fid.write(raw_bytes(a))
 
 
+class _ReadOnlyView(io.RawIOBase):
+    """A seekable binary file over ``data`` without copying it (``io.BytesIO`` copies a
+    bytearray), for zipfile to read the directory from."""
+
+    def __init__(self, data: bytes | bytearray) -> None:
+        self._view = memoryview(data).cast("B")
+        self._at = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._at
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._at, io.SEEK_END: len(self._view)}[whence]
+        if base + offset < 0:
+            raise ValueError(f"negative seek position {base + offset}")
+        self._at = base + offset
+        return self._at
+
+    def readinto(self, buffer: Any) -> int:
+        chunk = self._view[self._at: self._at + len(buffer)]
+        n = len(chunk)
+        memoryview(buffer).cast("B")[:n] = chunk
+        self._at += n
+        return n
+
+
 class NpzContainer:
     """``np.savez``-compatible, uncompressed, written sequentially."""
 
@@ -94,10 +132,10 @@ class NpzContainer:
                 _write_npy(zf, PRESENT, present)
             _write_npy(zf, N_STEPS, np.array(n_steps, dtype=np.int64))
 
-    def read(self, data: bytes, modalities: Mapping[str, Modality], *, presence: bool,
-             max_rows: int | None = None) -> ShardArrays:
+    def read(self, data: bytes | bytearray, modalities: Mapping[str, Modality], *, presence: bool,
+             max_rows: int | None = None, verified: bool = False) -> ShardArrays:
         try:
-            zf = zipfile.ZipFile(io.BytesIO(data))
+            zf = zipfile.ZipFile(_ReadOnlyView(data))
         except _ZIP_ERRORS as exc:
             raise ShardFormatError(f"npz shard: not a readable zip archive ({exc}); is the file truncated?") from None
         with zf:
@@ -109,7 +147,7 @@ class NpzContainer:
                     f"{names.count(N_STEPS)}; it holds {[m.filename for m in members]}"
                 )
             check_names("npz", [n for n in names if n != N_STEPS], modalities, presence=presence)
-            found = {name: _load(zf, member, name, value_limit(name, modalities, max_rows))
+            found = {name: _load(data, member, name, value_limit(name, modalities, max_rows), verified)
                      for name, member in zip(names, members, strict=True)}
         n_steps = check_n_steps("npz", found.pop(N_STEPS))
         present = found.pop(PRESENT, None)
@@ -119,8 +157,19 @@ class NpzContainer:
         return "NpzContainer()"
 
 
-def _load(zf: zipfile.ZipFile, member: zipfile.ZipInfo, name: str, limit: int | None) -> np.ndarray:
-    """One member as an array, its header checked before any of its data is read."""
+#: zipfile's local file header (``structFileHeader``): signature, versions, flags, method,
+#: time, date, CRC, sizes, then the lengths of the name and the extra field.
+_LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")
+_LOCAL_SIGNATURE = b"PK\x03\x04"
+#: Bytes a member's .npy header is parsed from: numpy writes a shard's header in well under
+#: this; a longer one is refused (by the header reader running out of bytes).
+_MAX_HEADER = 1 << 16
+
+
+def _load(data: bytes | bytearray, member: zipfile.ZipInfo, name: str, limit: int | None, verified: bool) -> np.ndarray:
+    """One member as an array viewing ``data`` (no copy; writable when ``data`` is a
+    bytearray), its header checked before its data is touched, and its CRC-32 unless
+    ``verified`` (the whole shard's SHA-256 was checked)."""
     what = f"npz shard: member {member.filename!r}"
     if member.compress_type != zipfile.ZIP_STORED or member.flag_bits & 0x1:
         raise ShardFormatError(
@@ -128,24 +177,44 @@ def _load(zf: zipfile.ZipFile, member: zipfile.ZipInfo, name: str, limit: int | 
             "shards are written stored, so this one was not written by Kuration or was altered"
         )
     what += " cannot be read as a .npy array"
+    start = _member_start(data, member, what)
+    end = start + member.file_size
+    if member.compress_size != member.file_size or end > len(data):
+        raise ShardFormatError(f"{what}: its {member.file_size} bytes run past the end of the {len(data)}-byte shard; "
+                               "is the file truncated?")
+    header = io.BytesIO(data[start: start + min(member.file_size, _MAX_HEADER)])
     try:
-        with zf.open(member) as fid:
-            version = npy_format.read_magic(fid)
-            if version not in _HEADER_READERS:
-                raise ShardFormatError(f"{what}: format version {version} is not one a shard is written in")
-            shape, fortran, dtype = _HEADER_READERS[version](fid)
-            size = _checked_header(what, name, shape, dtype, limit) * dtype.itemsize
-            if size > member.file_size:
-                raise ShardFormatError(f"{what}: its header declares {size} bytes of data, more than the member holds")
-            raw = fid.read(size + 1)  # one byte more: trailing bytes are damage too; reaching the end checks the CRC
+        version = npy_format.read_magic(header)
+        if version not in _HEADER_READERS:
+            raise ShardFormatError(f"{what}: format version {version} is not one a shard is written in")
+        shape, fortran, dtype = _HEADER_READERS[version](header)
     except ShardFormatError:
         raise
-    except _ZIP_ERRORS as exc:
+    except (*_ZIP_ERRORS, SyntaxError, tokenize.TokenError) as exc:  # numpy tokenizes a header it must repair
         raise ShardFormatError(f"{what}: {exc}") from None
-    if len(raw) != size:
-        raise ShardFormatError(f"{what}: it holds {len(raw)} bytes of data, its header declares {size}")
-    flat = np.frombuffer(raw, dtype=dtype)
+    count = _checked_header(what, name, shape, dtype, limit)
+    offset = header.tell()
+    if offset + count * dtype.itemsize != member.file_size:  # short, or trailing bytes: damage either way
+        raise ShardFormatError(f"{what}: it holds {member.file_size - offset} bytes of data, its header declares "
+                               f"{count * dtype.itemsize}")
+    if not verified and zlib.crc32(memoryview(data)[start:end]) != member.CRC:
+        raise ShardFormatError(f"{what}: its CRC-32 does not match the zip directory's; the member is damaged")
+    flat = np.frombuffer(data, dtype=dtype, count=count, offset=start + offset) if count else np.empty(0, dtype)
     return flat.reshape(shape[::-1]).transpose() if fortran else flat.reshape(shape)
+
+
+def _member_start(data: bytes | bytearray, member: zipfile.ZipInfo, what: str) -> int:
+    """Where ``member``'s data starts in ``data``: after its local header, whose signature and
+    name must agree with the zip directory (what zipfile checks when it opens a member)."""
+    at = member.header_offset
+    if not 0 <= at <= len(data) - _LOCAL_HEADER.size:
+        raise ShardFormatError(f"{what}: its local header at byte {at} is outside the {len(data)}-byte shard")
+    fields = _LOCAL_HEADER.unpack_from(data, at)
+    name_end = at + _LOCAL_HEADER.size + fields[10]
+    if fields[0] != _LOCAL_SIGNATURE or data[at + _LOCAL_HEADER.size: name_end] != member.orig_filename.encode(
+            "utf-8" if member.flag_bits & 0x800 else "cp437", errors="replace"):
+        raise ShardFormatError(f"{what}: its local header at byte {at} is not the one the zip directory describes")
+    return name_end + fields[11]
 
 
 def _checked_header(what: str, name: str, shape: tuple[int, ...], dtype: np.dtype, limit: int | None) -> int:

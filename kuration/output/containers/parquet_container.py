@@ -85,8 +85,8 @@ class ParquetContainer:
         schema = pa.schema(fields, metadata={FORMAT_KEY: FORMAT.encode(), N_STEPS_KEY: str(n_steps).encode()})
         return pa.Table.from_arrays(columns, schema=schema), dictionary
 
-    def read(self, data: bytes, modalities: Mapping[str, Modality], *, presence: bool,
-             max_rows: int | None = None) -> ShardArrays:
+    def read(self, data: bytes | bytearray, modalities: Mapping[str, Modality], *, presence: bool,
+             max_rows: int | None = None, verified: bool = False) -> ShardArrays:
         pa, pq = _pyarrow()
         # pyarrow surfaces damage as ArrowException, OSError, or a plain ValueError, TypeError,
         # KeyError, IndexError (a bad footer field) or UnicodeDecodeError (a name in the footer)
