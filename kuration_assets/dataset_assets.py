@@ -12,7 +12,6 @@ from typing import Any, Optional
 
 from dagster import (
     AssetCheckResult,
-    AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
@@ -27,10 +26,8 @@ from dagster import (
 from pydantic import Field
 
 from kuration import storage
-from kuration.budget.plan_store import read_budget_plan, read_budget_record
-from kuration.checks import CheckResult
-from kuration.errors import KurationError
-from kuration.inspect import check_quality, inspect_dataset, load_policy, parse_policy, render_report_html
+from kuration.budget.plan_store import read_budget_plan, stored_scoring_job
+from kuration.inspect import advisory_quality, inspect_dataset, write_report_html
 from kuration.inspect.markdown import report_markdown
 from kuration.output.dataset_summary import DatasetSummary, summarize_dataset
 from kuration.output.spec import OutputSpec
@@ -79,12 +76,9 @@ def training_dataset(
     out = storage_root.path(DATASET_DIR)
     settings = curation.settings(landing_zone)
     spec = curation.output_spec(landing_zone, settings)
-    # What the scoring pass skipped travels with the dataset (kur-check's max_skipped_sources).
-    scoring = read_budget_record(storage_root.url)["inputs"]
     result = write_planned_dataset(
         out, read_budget_plan(storage_root.url), adapter=curation.adapter(landing_zone, settings),
-        schema=settings.schema, spec=spec, resume=True,
-        job={"scoring_run": scoring.get("scoring_run"), "skipped_sources": scoring.get("skipped_sources", {})},
+        schema=settings.schema, spec=spec, resume=True, job=stored_scoring_job(storage_root.url),
         on_other_run="replace" if config.replace_other_runs else "refuse",
         progress=lambda done, total, source: context.log.info(f"{done}/{total} sources written ({source})"),
     )
@@ -92,14 +86,10 @@ def training_dataset(
         context.log.info(f"replaced the destination: {result.replaced}")
     summary = summarize_dataset(result, sample_hz=settings.schema.sample_hz)
     version = DataVersion(result.manifest_sha256)
-    # From the manifest and config alone (the shards are verified by dataset_integrity below).
-    report = inspect_dataset(out, untrusted=False)
-    html_url = storage.write_bytes_atomic(storage_root.path(*REPORT_FILE), render_report_html(report).encode())
     yield MaterializeResult(asset_key=AssetKey("shards"), metadata=_shards_metadata(out, spec, summary),
                             data_version=version)
-    yield MaterializeResult(asset_key=AssetKey("dataset_manifest"), data_version=version, metadata={
-        "report": MetadataValue.md(report_markdown(report)), "html_report": MetadataValue.path(html_url),
-        **_manifest_metadata(out, summary)})
+    yield MaterializeResult(asset_key=AssetKey("dataset_manifest"), data_version=version,
+                            metadata=_manifest_metadata(out, summary, storage_root.path(*REPORT_FILE)))
     yield asset_check_result(verify_dataset(out), check_name=dataset_integrity.name,
                              asset_key=dataset_integrity.asset_key)
 
@@ -113,8 +103,12 @@ def _shards_metadata(out: str, spec: OutputSpec, summary: DatasetSummary) -> dic
     return metadata
 
 
-def _manifest_metadata(out: str, summary: DatasetSummary) -> dict[str, Any]:
+def _manifest_metadata(out: str, summary: DatasetSummary, report_url: str) -> dict[str, Any]:
+    report = inspect_dataset(out, untrusted=False)  # manifest and config only: dataset_integrity verifies the shards
     metadata = {
+        # the report's summary table first: it is what the UI shows at the top
+        "report": MetadataValue.md(report_markdown(report)),
+        "html_report": MetadataValue.path(write_report_html(report, report_url)),
         "path": MetadataValue.path(storage.join_url(out, "dataset_manifest.json")),
         "commit_state": summary.commit_state,
         "shards": summary.shards,
@@ -148,23 +142,8 @@ class QualityCheckConfig(Config):
 )
 def dataset_quality(config: QualityCheckConfig, storage_root: StorageRootResource,
                     landing_zone: LandingZoneResource) -> AssetCheckResult:
-    where = (config.policy_file if "://" in config.policy_file or config.policy_file.startswith("/")
-             else storage.join_url(landing_zone.url, config.policy_file))
-    try:
-        if config.policy_json is not None:
-            policy = parse_policy(config.policy_json, where="run config policy_json")
-        elif storage.exists(where):
-            policy = load_policy(where)
-        else:
-            return AssetCheckResult(passed=True, severity=AssetCheckSeverity.WARN, description=(
-                f"no quality policy: add {where} (a kur-check policy) or set policy_json in the check's run config"))
-    except KurationError as exc:  # the policy itself is wrong: say so as an error, not as a gate verdict
-        return asset_check_result(CheckResult.cannot_check("the quality policy", exc))
-    try:
-        result = check_quality(storage_root.path(DATASET_DIR), policy, untrusted=False)
-    except KurationError as exc:
-        return asset_check_result(CheckResult.cannot_check("the dataset", exc))
-    return asset_check_result(result, warn_only=True)
+    return asset_check_result(advisory_quality(storage_root.path(DATASET_DIR), policy_json=config.policy_json,
+                                               policy_url=landing_zone.resolve(config.policy_file)))
 
 
 __all__ = ["DatasetConfig", "QualityCheckConfig", "dataset_integrity", "dataset_quality", "training_dataset"]

@@ -62,10 +62,9 @@ def _listed(lines: Sequence[str]) -> MetadataValue:
     return MetadataValue.json(shown)
 
 
-def asset_check_result(result: CheckResult, *, warn_only: bool = False, **target: Any) -> AssetCheckResult:
+def asset_check_result(result: CheckResult, **target: Any) -> AssetCheckResult:
     """``result`` as Dagster reports it. ``target`` (``asset_key``, ``check_name``) names the
-    check when an asset step yields it. ``warn_only``: the check is advisory (declared
-    non-blocking), so any failure it finds is a warning."""
+    check when an asset step yields it."""
     metadata: dict[str, MetadataValue] = {}
     if result.figures:
         metadata["figures"] = figures_table(result.figures)
@@ -73,7 +72,7 @@ def asset_check_result(result: CheckResult, *, warn_only: bool = False, **target
         metadata["errors"] = _listed(result.errors)
     if result.warnings:
         metadata["warnings"] = _listed(result.warnings)
-    severity = AssetCheckSeverity.WARN if warn_only or result.severity == "warn" else AssetCheckSeverity.ERROR
+    severity = AssetCheckSeverity.WARN if result.severity == "warn" else AssetCheckSeverity.ERROR
     return AssetCheckResult(passed=result.passed, severity=severity, description=result.verdict, metadata=metadata,
                             **target)
 

@@ -82,6 +82,10 @@ class LandingZoneResource(ConfigurableResource):
     def universe_csv_url(self) -> Optional[str]:
         return storage.join_url(self.url, self.universe_csv) if self.universe_csv else None
 
+    def resolve(self, value: str) -> str:
+        """``value`` as a URL: a URL or an absolute path as given, anything else relative to the landing zone."""
+        return value if ("://" in value or value.startswith("/")) else storage.join_url(self.url, value)
+
 
 class CurationResource(ConfigurableResource):
     """How recordings are read and scored: the schema and strategy files, the segment
@@ -100,20 +104,18 @@ class CurationResource(ConfigurableResource):
         default="output_spec.json",
         description="Output spec (what a shard holds), relative to the landing zone, or a URL")
 
-    def _url(self, landing: LandingZoneResource, value: str) -> str:
-        return value if ("://" in value or value.startswith("/")) else storage.join_url(landing.url, value)
 
     def recordings_url(self, landing: LandingZoneResource) -> str:
-        return self._url(landing, self.recordings)
+        return landing.resolve(self.recordings)
 
     def settings(self, landing: LandingZoneResource) -> CurationSettings:
         return load_curation_settings(
-            self._url(landing, self.schema_file), self._url(landing, self.strategy_file),
+            landing.resolve(self.schema_file), landing.resolve(self.strategy_file),
             window=self.segment_window, stride=self.segment_stride, unit=self.segment_unit,
         )
 
     def output_spec(self, landing: LandingZoneResource, settings: CurationSettings) -> OutputSpec:
-        return load_output_spec(self._url(landing, self.output_spec_file), settings.schema)
+        return load_output_spec(landing.resolve(self.output_spec_file), settings.schema)
 
     def adapter(self, landing: LandingZoneResource, settings: CurationSettings) -> ParquetTickAdapter:
         return ParquetTickAdapter(self.recordings_url(landing), settings.schema, pattern=self.source_pattern)

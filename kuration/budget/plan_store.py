@@ -360,6 +360,14 @@ def read_plan_to_check(root: str | os.PathLike[str], *,
     return plan, underfill_warn_fraction
 
 
+def stored_scoring_job(root: str | os.PathLike[str]) -> dict[str, Any]:
+    """What the scoring pass behind the stored plan recorded (its run fingerprint, and the
+    sources it skipped with their errors), for the ``job`` block of a dataset written from
+    that plan, so the dataset says what it could not include."""
+    inputs = read_budget_record(root)["inputs"]
+    return {"scoring_run": inputs.get("scoring_run"), "skipped_sources": inputs.get("skipped_sources", {})}
+
+
 def read_admitted(root: str | os.PathLike[str]) -> pa.Table:
     """The admitted items, checked against ``budget.json``: what a writer consumes."""
     record = read_budget_record(root)
@@ -369,6 +377,7 @@ def read_admitted(root: str | os.PathLike[str]) -> pa.Table:
 __all__ = [
     "ADMITTED_FILE", "BUDGET_DIR", "BUDGET_FILE", "ITEMS_FILE", "ScoredPool", "budget_plan_files", "budget_url",
     "checked_budget_record", "checked_plan_file", "load_scored_pool", "plan_from_files",
-    "read_admitted", "read_budget_plan", "read_budget_record", "read_plan_to_check", "stored_underfill_warn_fraction",
+    "read_admitted", "read_budget_plan", "read_budget_record", "read_plan_to_check", "stored_scoring_job",
+    "stored_underfill_warn_fraction",
     "write_budget_plan",
 ]

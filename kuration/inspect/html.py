@@ -22,10 +22,12 @@ its height is proportional to its value. A chart without data draws the text "no
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
+from kuration import storage
 from kuration.inspect.compare import SECTIONS, DatasetComparison
 from kuration.inspect.report import DatasetReport
 
@@ -293,4 +295,10 @@ def render_diff_html(comparison: DatasetComparison) -> str:
     return _page("Dataset comparison", "".join(parts))
 
 
-__all__ = ["MAX_BARS", "bar_chart", "render_diff_html", "render_report_html"]
+def write_report_html(report: DatasetReport, url: str | os.PathLike[str]) -> str:
+    """Render ``report`` and write it to ``url`` (a local path or fsspec URL) atomically, so
+    a reader never sees half a report; returns the URL written."""
+    return storage.write_bytes_atomic(url, render_report_html(report).encode("utf-8"))
+
+
+__all__ = ["MAX_BARS", "bar_chart", "render_diff_html", "render_report_html", "write_report_html"]

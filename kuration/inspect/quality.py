@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kuration import storage
 from kuration.checks import CheckResult, Figure, count
-from kuration.errors import InputError, check_keys, shown
+from kuration.errors import InputError, KurationError, check_keys, shown
 from kuration.inspect.report import DatasetReport, Progress, inspect_dataset, lowest_utilization
 from kuration.numbers import finite_float, whole_number
 from kuration.strict_json import parse_strict_json
@@ -197,4 +197,29 @@ def check_quality(dataset: str | os.PathLike[str] | DatasetReport, policy: Quali
     return QualityResult(verdict, errors, tuple(report.warnings), figures, gates=tuple(gates), report=report)
 
 
-__all__ = ["POLICY_KEYS", "QualityPolicy", "QualityResult", "check_quality", "load_policy", "parse_policy"]
+def advisory_quality(dataset: str | os.PathLike[str], *, policy_json: str | None, policy_url: str,
+                     untrusted: bool = False) -> QualityResult:
+    """The answer of an advisory quality check (Dagster's ``dataset_quality``): the policy in
+    ``policy_json`` (run config) when given, else the file at ``policy_url``. A failed gate
+    is a *warning* here (the dataset is usable, but look), unlike :func:`check_quality`'s
+    errors that fail ``kur-check``; a policy or dataset that cannot be read is an error; with
+    no policy at all the result passes and says so. Never raises for what it finds."""
+    try:
+        if policy_json is not None:
+            policy = parse_policy(policy_json, where="run config policy_json")
+        elif storage.exists(policy_url):
+            policy = load_policy(policy_url)
+        else:
+            return QualityResult(f"no quality policy: add {policy_url} (a kur-check policy) or set policy_json in the "
+                                 "check's run config")
+    except (KurationError, OSError) as exc:
+        return QualityResult.cannot_check("the quality policy", exc)
+    try:
+        result = check_quality(dataset, policy, untrusted=untrusted)
+    except (KurationError, OSError) as exc:
+        return QualityResult.cannot_check("the dataset", exc)
+    return replace(result, errors=(), warnings=result.errors + result.warnings)
+
+
+__all__ = ["POLICY_KEYS", "QualityPolicy", "QualityResult", "advisory_quality", "check_quality", "load_policy",
+           "parse_policy"]

@@ -102,3 +102,23 @@ def test_skipped_sources_are_counted(tmp_path):
     out = publish(tmp_path / "out", config=hostile_config())
     assert not check_quality(out, {"max_skipped_sources": 0}).ok
     assert check_quality(out, {"max_skipped_sources": 1}).ok
+
+
+def test_the_advisory_answer_warns_on_a_failed_gate_and_errs_only_when_it_cannot_judge(written, tmp_path):
+    from kuration.inspect import advisory_quality
+
+    policy = tmp_path / "quality.json"
+    absent = advisory_quality(written, policy_json=None, policy_url=str(policy))
+    assert absent.passed and absent.verdict == f"no quality policy: add {policy} (a kur-check policy) or set " \
+                                               "policy_json in the check's run config"
+    policy.write_text('{"min_shards": 1000000, "min_sources": 1}')
+    failed = advisory_quality(written, policy_json=None, policy_url=str(policy))
+    assert failed.severity == "warn" and failed.ok and not failed.passed
+    assert failed.verdict.startswith("1 of 2 gates failed; first: min_shards: ")
+    assert failed.warnings[0].startswith("min_shards: ") and [g["passed"] for g in failed.gates] == [True, False]
+    # run config wins over the file
+    assert advisory_quality(written, policy_json='{"min_sources": 1}', policy_url=str(policy)).passed
+    bad_policy = advisory_quality(written, policy_json='{"min_sources": 1, "min_sources": 2}', policy_url=str(policy))
+    assert bad_policy.severity == "error" and "duplicate" in bad_policy.verdict
+    missing = advisory_quality(tmp_path / "no-dataset", policy_json='{"min_sources": 1}', policy_url=str(policy))
+    assert missing.severity == "error" and missing.verdict.startswith("cannot check the dataset: ")
