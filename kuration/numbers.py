@@ -53,6 +53,8 @@ def whole_number(value: Any) -> int | None:
     """``value`` as an int when it is an integer (a Python or numpy integer, not a boolean);
     ``None`` otherwise. Floats are not whole numbers here, even ``3.0``: a count or a length
     written as a float is a typo worth reporting."""
+    if type(value) is int:  # the common case, first: a bool's type is bool, not int
+        return value
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         return None
     return int(value)

@@ -97,6 +97,10 @@ def sha256_of_stream(handle: IO[bytes], *, chunk: int = 1 << 20) -> tuple[int, s
     return size, digest.hexdigest()
 
 
+#: Path components that do not name a file or folder inside the root.
+_NOT_A_NAME = frozenset({"", ".", ".."})
+
+
 def relative_parts(relative: Any, *, where: str, error: type[Exception] = ValueError) -> list[str]:
     """``relative``, a ``/``-separated path that stays inside its root, as its components;
     ``error`` naming ``where`` for anything else (absolute, ``..``, ``.``, empty components,
@@ -104,7 +108,7 @@ def relative_parts(relative: Any, *, where: str, error: type[Exception] = ValueE
     if not isinstance(relative, str):
         raise error(f"{where}: a path must be a string, got {type(relative).__name__}")
     parts = relative.split("/")
-    if relative.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\\" in relative or "\0" in relative:
+    if relative.startswith("/") or not _NOT_A_NAME.isdisjoint(parts) or "\\" in relative or "\0" in relative:
         raise error(f"{where}: path {relative[:200]!r} must be relative, with no empty, '.' or '..' component, no "
                     "backslash and no NUL, so that it stays inside the dataset")
     return parts

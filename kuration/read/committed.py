@@ -52,6 +52,9 @@ from kuration.read.isolated import decode_isolated
 from kuration.splits.stages import EXCLUSIVE_STAGES
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+#: What every manifest entry records.
+_ENTRY_KEYS_IN_ORDER = ("path", "bytes", "sha256", "split", "n_steps")
+_ENTRY_KEYS = frozenset(_ENTRY_KEYS_IN_ORDER)
 
 
 class DatasetIntegrityError(CommitError):
@@ -156,9 +159,13 @@ def checked_manifest(manifest: Any, where: str, *, extra_containers: Collection[
         spec = OutputSpec.from_dict(manifest["output"])
     except OutputSpecError as exc:
         raise CommitError(f"{where}: {exc}") from None
+    containers = frozenset((*CONTAINERS, *extra_containers))
     paths: dict[str, int] = {}
     for i, entry in enumerate(manifest["entries"]):
-        check_entry(entry, spec, f"{where}: entries[{i}]", extra_containers=extra_containers)
+        # The location is formatted only for a bad entry: a manifest may hold 100,000 good ones.
+        problem = _entry_problem(entry, spec, containers)
+        if problem is not None:
+            raise CommitError(f"{where}: entries[{i}]{problem}")
         first = paths.setdefault(entry["path"], i)
         if first != i:
             raise CommitError(f"{where}: entries[{i}].path {entry['path']!r} is also entries[{first}]'s; each shard is "
@@ -168,34 +175,45 @@ def checked_manifest(manifest: Any, where: str, *, extra_containers: Collection[
 
 def check_entry(entry: Any, spec: OutputSpec, where: str, *, extra_containers: Collection[str] = ()) -> None:
     """One manifest entry has what readers use, of the right types, consistent with ``spec``."""
+    problem = _entry_problem(entry, spec, frozenset((*CONTAINERS, *extra_containers)))
+    if problem is not None:
+        raise CommitError(f"{where}{problem}")
+
+
+def _entry_problem(entry: Any, spec: OutputSpec, containers: frozenset[str]) -> str | None:
+    """What is wrong with one manifest entry, as the rest of its error message after its
+    location (``.<field>: ...`` or ``: ...``); None when it is sound."""
     if not isinstance(entry, dict):
-        raise CommitError(f"{where}: must be an object, found {type(entry).__name__}")
-    missing = [k for k in ("path", "bytes", "sha256", "split", "n_steps") if k not in entry]
-    if missing:
-        raise CommitError(f"{where}: lacks {missing}; an entry records path, bytes, sha256, split and n_steps")
+        return f": must be an object, found {type(entry).__name__}"
+    if not entry.keys() >= _ENTRY_KEYS:
+        missing = [k for k in _ENTRY_KEYS_IN_ORDER if k not in entry]
+        return f": lacks {missing}; an entry records path, bytes, sha256, split and n_steps"
     split = entry["split"]
     if split not in EXCLUSIVE_STAGES:
-        raise CommitError(f"{where}.split: must be one of {list(EXCLUSIVE_STAGES)}, got {shown(split)}")
-    parts = storage.relative_parts(entry["path"], where=f"{where}.path", error=CommitError)
+        return f".split: must be one of {list(EXCLUSIVE_STAGES)}, got {shown(split)}"
+    try:
+        parts = storage.relative_parts(entry["path"], where="", error=CommitError)
+    except CommitError as exc:
+        return f".path{exc}"
     if len(parts) < 2 or parts[0] != split:
-        raise CommitError(f"{where}.path: {shown(entry['path'])} is not inside its split's folder {split + '/'!r}")
+        return f".path: {shown(entry['path'])} is not inside its split's folder {split + '/'!r}"
     size = whole_number(entry["bytes"])
     if size is None or size < 0:
-        raise CommitError(f"{where}.bytes: must be a whole number of bytes, got {shown(entry['bytes'])}")
+        return f".bytes: must be a whole number of bytes, got {shown(entry['bytes'])}"
     if not isinstance(entry["sha256"], str) or not _SHA256.fullmatch(entry["sha256"]):
-        raise CommitError(f"{where}.sha256: must be 64 lowercase hex digits, got {shown(entry['sha256'])}")
+        return f".sha256: must be 64 lowercase hex digits, got {shown(entry['sha256'])}"
     rows = entry.get("rows", spec.shard_length)
     n_steps = whole_number(entry["n_steps"])
     if whole_number(rows) is None or not 0 <= rows <= spec.shard_length:
-        raise CommitError(f"{where}.rows: must be a whole number from 0 to the shard length {spec.shard_length}, got "
-                          f"{shown(rows)}")
+        return (f".rows: must be a whole number from 0 to the shard length {spec.shard_length}, got "
+                f"{shown(rows)}")
     if n_steps is None or not 0 <= n_steps <= rows:
-        raise CommitError(f"{where}.n_steps: must be a whole number from 0 to the shard's rows ({rows}), got "
-                          f"{shown(entry['n_steps'])}")
+        return f".n_steps: must be a whole number from 0 to the shard's rows ({rows}), got {shown(entry['n_steps'])}"
     container = entry.get("container", spec.container)
-    if not isinstance(container, str) or container not in (*CONTAINERS, *extra_containers):
-        raise CommitError(f"{where}.container: must be one of {[*CONTAINERS, *extra_containers]}, got "
-                          f"{shown(container)}")
+    if not isinstance(container, str) or container not in containers:
+        known = [*CONTAINERS, *sorted(containers - set(CONTAINERS))]
+        return f".container: must be one of {known}, got {shown(container)}"
+    return None
 
 
 @dataclass(frozen=True)
