@@ -130,6 +130,25 @@ DEMO_OUTPUT_SPEC: dict[str, Any] = {
     },
 }
 
+#: The demo's quality gates (``kur-check``'s policy; the demo job writes it as the landing
+#: zone's ``quality.json``, which the ``dataset_quality`` check evaluates): what a team would
+#: ask of this corpus before training on it.
+DEMO_QUALITY_POLICY: dict[str, Any] = {
+    "min_sources": 30,
+    "min_shards": 1000,
+    "required_modalities": ["pos", "vel", "frame"],
+    "verify": True,
+    "min_budget_utilization": 0.99,
+    "max_skipped_sources": 0,
+}
+
+
+def write_demo_quality_policy(root: str | os.PathLike[str]) -> str:
+    """Write :data:`DEMO_QUALITY_POLICY` as ``<root>/quality.json``; returns its URL."""
+    return storage.write_bytes_atomic(storage.join_url(os.fspath(root), "quality.json"),
+                                      json.dumps(DEMO_QUALITY_POLICY, indent=1).encode())
+
+
 # Site climate: prevailing wind speed (m/s), gust strength (m/s), wind direction (deg,
 # where it blows towards), ground colour (RGB). Fixed per site, whatever the seed.
 _SITE_CLIMATE = {

@@ -107,7 +107,7 @@ def _manifest_metadata(out: str, summary: DatasetSummary, report_url: str) -> di
     report = inspect_dataset(out, untrusted=False)  # manifest and config only: dataset_integrity verifies the shards
     metadata = {
         # the report's summary table first: it is what the UI shows at the top
-        "report": MetadataValue.md(report_markdown(report)),
+        "inspect_report": MetadataValue.md(report_markdown(report)),
         "html_report": MetadataValue.path(write_report_html(report, report_url)),
         "path": MetadataValue.path(storage.join_url(out, "dataset_manifest.json")),
         "commit_state": summary.commit_state,

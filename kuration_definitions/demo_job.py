@@ -34,12 +34,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from dagster import DagsterInstance
 
-    from kuration.demo_corpus import write_demo_landing_zone
+    from kuration.demo_corpus import write_demo_landing_zone, write_demo_quality_policy
     from kuration.landing import list_recordings
     from kuration_assets.scoring_assets import SOURCE_PARTITIONS
     from kuration_definitions import build_definitions
 
     zone = write_demo_landing_zone(landing, seed=args.seed)
+    write_demo_quality_policy(landing)  # the gates the dataset_quality check shows
     print(f"demo landing zone: {zone.recordings} recordings ({zone.hours:.2f} h, {zone.entities} drone flights), "
           f"{zone.clips} clips, {zone.sites} sites -> {zone.root}")
 
@@ -102,7 +103,7 @@ _SHOWN = ("samples", "sources", "groups", "universe_hash", "request", "status", 
           "train_requested", "train_admitted", "train_emitted", "val_requested", "val_admitted", "val_emitted",
           "test_requested", "test_admitted", "test_emitted", "excluded",
           "train_shards", "val_shards", "test_shards", "train_emitted_hours", "val_emitted_hours", "test_emitted_hours",
-          "commit_state", "path", "splits_json", "assignments", "report", "budget_json")
+          "commit_state", "path", "splits_json", "assignments", "report", "budget_json", "html_report")
 
 
 def _report(job: str, result) -> None:

@@ -97,7 +97,9 @@ def test_demo_job_materializes_everything_and_reports(tmp_path, monkeypatch, cap
                    "dataset_manifest:dataset_integrity",
                    # each check's verdict, under its line
                    "no sample or group in two stages (train ", "h of 4 h requested (+",
-                   "verified: every size and SHA-256 matches, commit chain intact"):
+                   "verified: every size and SHA-256 matches, commit chain intact",
+                   # the demo's quality.json, judged by the advisory check, and the HTML report
+                   "dataset_manifest:dataset_quality   PASSED", "all 6 gates passed", "html_report"):
         assert needle in out
     assert "FAILED" not in out
     assert (tmp_path / "demo" / "storage" / "splits" / "splits.json").exists()
