@@ -37,6 +37,7 @@ from typing import Any, NoReturn
 
 from kuration.errors import KurationError
 from kuration.inspect.compare import compare_datasets
+from kuration.inspect.figures import budget_amount, hours, percent
 from kuration.inspect.html import render_diff_html, render_report_html
 from kuration.inspect.quality import check_quality, load_policy
 from kuration.inspect.report import REPORT_SCHEMA_VERSION, DatasetReport, Progress, inspect_dataset
@@ -116,18 +117,19 @@ def _report_text(report: DatasetReport) -> str:
              f"{report.shards:,} shards from {report.sources:,} sources ({report.output['container']}, "
              f"{report.output['shard_length']}-step shards, {report.output['short_policy']})"]
     for name, s in report.splits.items():
-        hours = "" if s["hours"] is None else f", {s['hours']:.3f} h"
-        requested = "" if s["requested_hours"] is None else f" of {s['requested_hours']:.3f} h requested"
-        lines.append(f"  {name:<5} {s['shards']:>7,} shards {s['steps']:>10,} steps{hours}{requested}; "
+        duration = "" if s["hours"] is None else f", {hours(s['hours'])}"
+        requested = "" if s["requested_hours"] is None else f" of {hours(s['requested_hours'])} requested"
+        lines.append(f"  {name:<5} {s['shards']:>7,} shards {s['steps']:>10,} steps{duration}{requested}; "
                      f"{s['padded_shards']:,} padded ({s['pad_rows']:,} pad rows)")
     lines.append("  modalities: " + ", ".join(f"{m['name']} {m['dtype']}{m['shape']} ({m['kind']})"
                                               for m in report.modalities))
     if report.budget:
+        unit = report.budget["unit"]
         for name, b in report.budget["splits"].items():
             if b["requested"] or b["admitted"]:
-                util = "n/a" if b["utilization"] is None else f"{b['utilization']:.1%}"
-                lines.append(f"  budget {name}: requested {b['requested']}, admitted {b['admitted']}, emitted "
-                             f"{b['emitted']} {report.budget['unit']} (utilization {util})")
+                lines.append(f"  budget {name}: requested {budget_amount(b['requested'], unit)}, admitted "
+                             f"{budget_amount(b['admitted'], unit)}, emitted {budget_amount(b['emitted'], unit)} "
+                             f"(utilization {percent(b['utilization']) or 'n/a'})")
     if report.priorities and report.priorities["edges"]:
         p = report.priorities
         lines.append(f"  plan items: {sum(p['admitted']):,} admitted, {sum(p['rejected']):,} rejected, "

@@ -29,6 +29,7 @@ from typing import Any
 
 from kuration import storage
 from kuration.inspect.compare import SECTIONS, DatasetComparison
+from kuration.inspect.figures import budget_amount, budget_unit, hours, percent, size
 from kuration.inspect.report import DatasetReport
 
 #: Most bars a histogram draws; more distinct values are binned.
@@ -196,8 +197,8 @@ def _verification_html(verification: dict[str, Any]) -> str:
 def render_report_html(report: DatasetReport, *, gates: Sequence[Mapping[str, Any]] = ()) -> str:
     """The inspection report as one self-contained HTML document; with ``gates`` (a
     :class:`~kuration.inspect.quality.QualityResult`'s), a table of them first."""
-    split_rows = [(name, s["shards"], s["steps"], s["bytes"], s["hours"], s["requested_hours"], s["padded_shards"],
-                   s["pad_rows"]) for name, s in report.splits.items()]
+    split_rows = [(name, s["shards"], s["steps"], size(s["bytes"]), hours(s["hours"]), hours(s["requested_hours"]),
+                   s["padded_shards"], s["pad_rows"]) for name, s in report.splits.items()]
     parts = [f"<h1>Dataset report: <code>{_e(report.root)}</code></h1>"]
     if gates:
         failed = sum(not g["passed"] for g in gates)
@@ -220,10 +221,13 @@ def render_report_html(report: DatasetReport, *, gates: Sequence[Mapping[str, An
         parts.append(_table(["reason", "items"], list(report.priorities["reasons"].items()), numeric=[False, True]))
     parts.append("<h2>Budget</h2>")
     if report.budget:
-        parts.append(f"<p>unit: {_e(str(report.budget['unit']))}</p>")
+        unit = report.budget["unit"]
+        parts.append(f"<p>in {_e(budget_unit(unit))}</p>")
         parts.append(_table(["split", "requested", "candidate", "admitted", "emitted", "utilization", "underfill"],
-                            [(name, b["requested"], b["candidate"], b["admitted"], b["emitted"], b["utilization"],
-                              b["underfill"]) for name, b in report.budget["splits"].items()],
+                            [(name, *(budget_amount(b[k], unit) for k in ("requested", "candidate", "admitted",
+                                                                          "emitted")),
+                              percent(b["utilization"]), budget_amount(b["underfill"], unit))
+                             for name, b in report.budget["splits"].items()],
                             numeric=[False, *[True] * 6]))
     else:
         parts.append("<p>The manifest records no budget block.</p>")

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kuration.inspect.report import DatasetReport
-from kuration.numbers import finite_float, format_bytes
+from kuration.inspect.figures import budget_amount, budget_unit, hours, percent, size
 
 #: How many skipped sources, warnings and problems are listed (the report keeps them all).
 LISTED = 10
@@ -27,24 +27,6 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
     return lines
-
-
-def _hours(value: float | None) -> str:
-    return "" if value is None else f"{value:,.2f} h"
-
-
-def _percent(value: Any) -> str:
-    number = finite_float(value)
-    return "" if number is None else f"{number:.1%}"
-
-
-def _amount(value: Any, unit: str | None) -> str:
-    number = finite_float(value)
-    if number is None:
-        return ""
-    if unit == "seconds":
-        return f"{number / 3600:,.2f} h"
-    return f"{number:,.0f} {unit or ''}".rstrip()
 
 
 def _listed(title: str, items: Sequence[str]) -> list[str]:
@@ -65,8 +47,8 @@ def report_markdown(report: DatasetReport) -> str:
              f"{output['shard_length']}-step shards ({output['short_policy']}); commit `{commit['state']}`, "
              f"manifest `{(commit['manifest_sha256'] or '')[:12]}`", ""]
     lines += _table(["split", "shards", "steps", "hours", "requested", "bytes", "padded shards", "pad rows"], (
-        (name, f"{s['shards']:,}", f"{s['steps']:,}", _hours(s["hours"]), _hours(s["requested_hours"]),
-         format_bytes(s["bytes"]), f"{s['padded_shards']:,}", f"{s['pad_rows']:,}")
+        (name, f"{s['shards']:,}", f"{s['steps']:,}", hours(s["hours"]), hours(s["requested_hours"]),
+         size(s["bytes"]), f"{s['padded_shards']:,}", f"{s['pad_rows']:,}")
         for name, s in report.splits.items()))
     lines += ["", "**Modalities**", ""]
     lines += _table(["name", "kind", "dtype", "shape", "from"], (
@@ -74,10 +56,10 @@ def report_markdown(report: DatasetReport) -> str:
         for m in report.modalities))
     if report.budget:
         unit = report.budget.get("unit")
-        lines += ["", f"**Budget** ({'hours' if unit == 'seconds' else unit})", ""]
+        lines += ["", f"**Budget** ({budget_unit(unit)})", ""]
         lines += _table(["split", "requested", "admitted", "emitted", "utilization", "underfill"], (
-            (name, _amount(b["requested"], unit), _amount(b["admitted"], unit), _amount(b["emitted"], unit),
-             _percent(b["utilization"]), _amount(b["underfill"], unit))
+            (name, budget_amount(b["requested"], unit), budget_amount(b["admitted"], unit),
+             budget_amount(b["emitted"], unit), percent(b["utilization"]), budget_amount(b["underfill"], unit))
             for name, b in report.budget["splits"].items()))
     if report.priorities and report.priorities["edges"]:
         p = report.priorities

@@ -39,6 +39,9 @@ def test_the_dataset_report_draws_every_chart_offline(written, tmp_path):
     # the shard-length histogram counts every shard; the budget block is a table on the page
     assert sum(b["value"] for b in bars["shard_lengths"]) == report.shards
     assert "requested" in text and "admitted" in text and "emitted" in text
+    # figures read as a person reads them: hours, binary byte units, percentages
+    assert "in hours" in text and f"{report.splits['train']['hours']:,.2f} h" in text
+    assert "KiB" in text and f"{report.budget['splits']['train']['utilization']:.1%}" in text
     assert shot.stat().st_size > 10_000
 
 
