@@ -206,13 +206,14 @@ def read_inside(root: str | os.PathLike[str], relative: str, *, error: type[Exce
     return _read_inside(root, relative, error, io.FileIO.readall)
 
 
-def read_buffer_inside(root: str | os.PathLike[str], relative: str, *,
-                       error: type[Exception] = ValueError) -> bytearray | None:
-    """:func:`read_inside` into a new writable buffer (one read into memory sized from the
-    opened file): arrays decoded from it can view it instead of copying it."""
+def read_buffer_inside(root: str | os.PathLike[str], relative: str, *, error: type[Exception] = ValueError,
+                       allocate: Callable[[int], bytearray] = bytearray) -> bytearray | None:
+    """:func:`read_inside` into a writable buffer of the opened file's size, from
+    ``allocate(size)`` (a new one by default): arrays decoded from it can view it instead of
+    copying it."""
 
     def read_all(handle: io.FileIO) -> bytearray:
-        buffer = bytearray(os.fstat(handle.fileno()).st_size)
+        buffer = allocate(os.fstat(handle.fileno()).st_size)
         view, filled = memoryview(buffer), 0
         while filled < len(buffer) and (n := handle.readinto(view[filled:])):
             filled += n

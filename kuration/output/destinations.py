@@ -27,7 +27,7 @@ import json
 import os
 import secrets
 import socket
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -57,7 +57,7 @@ class Destination(Protocol):
     def where(self, relative: str) -> str: ...
     def top_level(self) -> list[str]: ...
     def read(self, relative: str) -> bytes | None: ...
-    def read_buffer(self, relative: str) -> bytearray | None: ...
+    def read_buffer(self, relative: str, allocate: Callable[[int], bytearray] = bytearray) -> bytearray | None: ...
     def write_metadata(self, relative: str, data: bytes, *, durable: bool = True) -> None: ...
     def stage_shard(self, relative: str, container: ShardContainer, shard: ShardArrays) -> Staged: ...
     def shard_matches(self, relative: str, entry: Mapping[str, Any]) -> bool: ...
@@ -116,9 +116,10 @@ class LocalDestination:
     def read(self, relative: str) -> bytes | None:
         return storage.read_inside(self.root, relative, error=CommitError)
 
-    def read_buffer(self, relative: str) -> bytearray | None:
-        """:meth:`read` into a writable buffer: a shard's decoded arrays view it, no copy."""
-        return storage.read_buffer_inside(self.root, relative, error=CommitError)
+    def read_buffer(self, relative: str, allocate: Callable[[int], bytearray] = bytearray) -> bytearray | None:
+        """:meth:`read` into a writable buffer from ``allocate(size)``: a shard's decoded
+        arrays view it, no copy."""
+        return storage.read_buffer_inside(self.root, relative, error=CommitError, allocate=allocate)
 
     def write_metadata(self, relative: str, data: bytes, *, durable: bool = True) -> None:
         path = self._path(relative)
@@ -196,10 +197,15 @@ class FsspecDestination:
         except FileNotFoundError:
             return None
 
-    def read_buffer(self, relative: str) -> bytearray | None:
-        """:meth:`read` into a writable buffer (one copy in memory, next to a network read)."""
+    def read_buffer(self, relative: str, allocate: Callable[[int], bytearray] = bytearray) -> bytearray | None:
+        """:meth:`read` into a writable buffer from ``allocate(size)`` (one copy in memory,
+        next to a network read)."""
         data = self.read(relative)
-        return None if data is None else bytearray(data)
+        if data is None:
+            return None
+        buffer = allocate(len(data))
+        buffer[:] = data
+        return buffer
 
     def write_metadata(self, relative: str, data: bytes, *, durable: bool = True) -> None:
         self.fs.pipe_file(self._key(relative), data)  # one put: the object is whole or absent

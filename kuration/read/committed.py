@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -276,14 +276,15 @@ def read_shard(dataset: ShardSource, entry: Mapping[str, Any], *, verify: bool =
                         verified=verify)
 
 
-def fetch_shard(dataset: ShardSource, entry: Mapping[str, Any], *, verify: bool = True) -> bytearray:
+def fetch_shard(dataset: ShardSource, entry: Mapping[str, Any], *, verify: bool = True,
+                allocate: Callable[[int], bytearray] = bytearray) -> bytearray:
     """The bytes of the shard ``entry`` (a checked entry) names, read once into a writable
-    buffer (the decoded arrays view it), their size and SHA-256 checked against the entry
-    unless ``verify=False``. Safe to call on another thread (hashlib and file reads release
-    the GIL)."""
+    buffer from ``allocate(size)`` (the decoded arrays view it), their size and SHA-256
+    checked against the entry unless ``verify=False``. Safe to call on another thread
+    (hashlib and file reads release the GIL)."""
     where = dataset.destination.where(entry["path"])
     try:
-        data = dataset.destination.read_buffer(entry["path"])
+        data = dataset.destination.read_buffer(entry["path"], allocate)
     except CommitError as exc:  # reached through a link, or not a regular file: a shard problem
         raise DatasetIntegrityError(str(exc)) from None
     if data is None:

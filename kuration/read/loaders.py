@@ -50,7 +50,9 @@ Speed: each shard's bytes are read once, then hashed and decoded, on a helper th
 the caller works on the shard before (file reads, hashlib and zlib release the GIL);
 :data:`READ_AHEAD` shards are in flight, so at most three are in memory, and a container
 (a registry's too) may decode two shards at once on different threads. A verified npz
-shard skips its members' CRC-32s (the SHA-256 already covers every byte). Object-store
+shard skips its members' CRC-32s (the SHA-256 already covers every byte). Shard buffers
+are reused once nothing refers to them (:class:`ShardBuffers`): a caller that keeps a
+shard's arrays, or any slice or view of them, keeps that buffer out of reuse. Object-store
 shards are read in place, each in one request into memory, and verified before they are
 decoded; nothing is staged on local disk.
 """
@@ -59,6 +61,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import threading
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -355,15 +359,61 @@ def iter_shards(dataset: DatasetLike, *, split: str | None = None, modalities: I
     return _iterate(entries, names, trim=trim, verify=verify, with_meta=with_meta)
 
 
+class ShardBuffers:
+    """Shard buffers handed out again once nothing refers to them any more.
+
+    A fresh buffer costs more than the read that fills it (the kernel faults in and zeroes
+    every page: 283 MB of shards read in 0.17 s fresh and 0.04 s into used buffers), and a
+    verified read is bound by that plus the SHA-256. But decoded arrays *view* their shard's
+    buffer, so a buffer may be reused only when no array, view or variable holds it: every
+    holder of a buffer's contents (a memoryview, a numpy array's base chain, a tensor made
+    from one) holds a reference to the buffer, so a buffer whose reference count is only the
+    pool's own is provably unused. Only buffers of the exact size asked for are reused (the
+    shards of one dataset mostly share a size); at most ``keep`` are kept."""
+
+    #: References to a kept buffer while :meth:`take` looks at it: the pool's list, the
+    #: local name, and ``sys.getrefcount``'s own argument.
+    _UNUSED = 3
+
+    def __init__(self, keep: int) -> None:
+        self._kept: list[bytearray] = []
+        self._keep = keep
+        self._lock = threading.Lock()
+        self.reused = 0
+
+    def take(self, size: int) -> bytearray:
+        with self._lock:
+            for i in range(len(self._kept)):
+                buffer = self._kept[i]
+                if len(buffer) == size and sys.getrefcount(buffer) == self._UNUSED:
+                    del self._kept[i]
+                    self.reused += 1
+                    return buffer
+                del buffer
+        return bytearray(size)
+
+    def give_back(self, buffer: bytearray) -> None:
+        """Keep ``buffer`` for a later :meth:`take` (it is reused only once unused)."""
+        with self._lock:
+            self._kept.append(buffer)
+            del self._kept[:-self._keep]
+
+
 def _iterate(entries: list[ShardEntry], names: list[str], *, trim: bool, verify: bool,
              with_meta: bool) -> Iterator[Any]:
+    # Shards in flight, the one the caller holds and the one before it may all be viewed.
+    buffers = ShardBuffers(keep=READ_AHEAD + 3)
+
     def read(entry: ShardEntry) -> Arrays:
-        return _arrays(entry, fetch_shard(entry.dataset, entry.record, verify=verify), names, trim=trim,
-                       verified=verify)
+        data = fetch_shard(entry.dataset, entry.record, verify=verify, allocate=buffers.take)
+        arrays = _arrays(entry, data, names, trim=trim, verified=verify)
+        buffers.give_back(data)
+        return arrays
 
     for entry, arrays in _read_ahead(entries, read):
         yield (arrays, entry.meta()) if with_meta else arrays
 
 
-__all__ = ["DatasetLike", "LegacyManifest", "Registry", "ShardEntry", "iter_shards", "read_shard_arrays",
+__all__ = ["DatasetLike", "LegacyManifest", "Registry", "ShardBuffers", "ShardEntry", "iter_shards",
+           "read_shard_arrays",
            "shard_entries"]
