@@ -396,7 +396,7 @@ class ShardBuffers:
         """Keep ``buffer`` for a later :meth:`take` (it is reused only once unused)."""
         with self._lock:
             self._kept.append(buffer)
-            del self._kept[:-self._keep]
+            del self._kept[: max(0, len(self._kept) - self._keep)]
 
 
 def _iterate(entries: list[ShardEntry], names: list[str], *, trim: bool, verify: bool,

@@ -101,3 +101,10 @@ def test_only_a_buffer_of_the_size_asked_for_and_unused_is_handed_out():
     for _ in range(3):
         pool.give_back(bytearray(4))
     assert len(pool._kept) == 2  # at most keep, the newest
+    none = ShardBuffers(keep=0)
+    none.give_back(bytearray(4))
+    assert none._kept == []
+    few = ShardBuffers(keep=5)
+    first = bytearray(1)
+    few.give_back(first)
+    assert few._kept == [first]  # fewer than keep: nothing dropped
