@@ -69,14 +69,14 @@ def validate_budget_plan(items: pa.Table, accounting: dict[str, Any], *,
     unit = accounting["unit"]
     weight = np.ones(items.num_rows) if unit == "segments" else _numpy(items, "seconds").astype(np.float64)
     admitted = _numpy(items, "admitted").astype(bool)
-    split = _codes(items.column("split"))
-    groups = _codes(items.column("group"))
+    split = string_codes(items.column("split"))
+    groups = string_codes(items.column("group"))
     rank = _numpy(items, "fill_rank")
     # Plans stored before present seconds were recorded have no such column to check.
     present = _numpy(items, "present_seconds").astype(np.float64) if "present_seconds" in items.column_names else None
-    unrankable = None if present is None else _codes(items.column("reason")).among(UNRANKABLE)
+    unrankable = None if present is None else string_codes(items.column("reason")).among(UNRANKABLE)
 
-    not_ok = admitted & ~_codes(items.column("status")).among(("ok",))
+    not_ok = admitted & ~string_codes(items.column("status")).among(("ok",))
     priority = _numpy(items, "priority")
     not_ok |= admitted & ~np.isfinite(priority)
     if not_ok.any():
@@ -162,7 +162,7 @@ def _filled(name: str, unit: str, requested: float, total: float, last: float) -
 
 
 @dataclass(frozen=True)
-class _Codes:
+class StringCodes:
     codes: np.ndarray  # -1 for null
     names: list[str]
 
@@ -175,11 +175,11 @@ class _Codes:
         return table[self.codes]
 
 
-def _codes(column: pa.ChunkedArray) -> _Codes:
+def string_codes(column: pa.ChunkedArray) -> StringCodes:
     """A string column as integer codes: comparisons on millions of items stay in numpy."""
     encoded = pc.dictionary_encode(column.combine_chunks())
     codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-    return _Codes(codes, encoded.dictionary.to_pylist())
+    return StringCodes(codes, encoded.dictionary.to_pylist())
 
 
 def _item(items: pa.Table, row: int) -> str:
@@ -189,4 +189,4 @@ def _item(items: pa.Table, row: int) -> str:
             f"priority {items.column('priority')[row].as_py()})")
 
 
-__all__ = ["BudgetValidation", "validate_budget_plan"]
+__all__ = ["BudgetValidation", "StringCodes", "string_codes", "validate_budget_plan"]

@@ -37,9 +37,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from kuration.budget.fill import ADMITTED_REASONS
+from kuration.budget.fill import ADMITTED_REASONS, CANDIDATE_REASONS
 from kuration.budget.plan import BudgetPlan
 from kuration.budget.review import hours_selection_review
+from kuration.budget.validation import string_codes
 from kuration.errors import KurationError
 from kuration.numbers import finite_float
 from kuration.read.committed import CommittedDataset, load_committed, read_shard
@@ -49,7 +50,7 @@ from kuration.splits.stages import EXCLUSIVE_STAGES
 #: Bumped whenever a key of :meth:`DatasetReport.to_dict` is renamed, removed or changes meaning.
 REPORT_SCHEMA_VERSION = 1
 #: Reasons an item was ranked and left out (the others that are not admitted could not be ranked).
-REJECTED_REASONS = ("budget_full", "group_cap", "not_requested")
+REJECTED_REASONS = tuple(r for r in CANDIDATE_REASONS if r not in ADMITTED_REASONS)
 #: Bins of the priority histogram.
 PRIORITY_BINS = 20
 
@@ -176,13 +177,14 @@ def priority_distribution(plan: BudgetPlan) -> dict[str, Any]:
     """Histogram of the finite priorities of the admitted items and of the rejected ones
     (ranked, left out), on shared bin edges; items that could not be ranked are counted."""
     items = plan.items
-    reasons = np.asarray(items.column("reason").cast(pa.string()).to_numpy(zero_copy_only=False), dtype=object)
+    reasons = string_codes(items.column("reason").cast(pa.string()))  # millions of items: numpy, not strings
     priority = np.asarray(items.column("priority").to_numpy(zero_copy_only=False), dtype=np.float64)
     finite = np.isfinite(priority)
-    admitted = np.isin(reasons, ADMITTED_REASONS) & finite
-    rejected = np.isin(reasons, REJECTED_REASONS) & finite
+    admitted = reasons.among(ADMITTED_REASONS) & finite
+    rejected = reasons.among(REJECTED_REASONS) & finite
     ranked = priority[admitted | rejected]
-    reason_counts = {str(r): int(n) for r, n in sorted(Counter(reasons.tolist()).items())}
+    counts = np.bincount(reasons.codes + 1, minlength=len(reasons.names) + 1)  # a null reason reads as "None"
+    reason_counts = {name: int(n) for name, n in sorted(zip([str(None), *reasons.names], counts, strict=True)) if n}
     if not ranked.size:
         return {"edges": [], "admitted": [], "rejected": [], "unrankable": int((~(admitted | rejected)).sum()),
                 "reasons": reason_counts}
