@@ -49,6 +49,9 @@ with leaves of both kinds carries no builtin itself; its leaves do. ::
     ├── CommitError (RuntimeError)                 a dataset on storage is not committed and consistent
     │   └── DatasetIntegrityError                  kuration.read.committed
     ├── LeaseError (RuntimeError)                  another writer holds the destination
+    ├── RolloutError                               a rollout replay store cannot be built, read or trusted
+    │   ├── RolloutInputError (ValueError)         kuration.errors: records, config or a recipe's output
+    │   └── RolloutStoreError (RuntimeError)       kuration.errors: a store on disk breaks its contract
     └── IsolatedDecoderError (RuntimeError)        kuration.read.isolated: the machine failed, not the shard
 
 Boundaries live here; a leaf lives in the module that raises it (the split errors live
@@ -135,6 +138,20 @@ class LeaseError(KurationError, RuntimeError):
     """Another writer holds the destination."""
 
 
+class RolloutError(KurationError):
+    """A rollout replay store cannot be built, read or trusted."""
+
+
+class RolloutInputError(RolloutError, ValueError):
+    """Rollout records, a store config or a recipe's output break the store's contract
+    before anything is written."""
+
+
+class RolloutStoreError(RolloutError, RuntimeError):
+    """A rollout store on storage is missing, incomplete or breaks its schema, so a
+    reader refuses it (it never repairs one)."""
+
+
 def shown(value: Any, limit: int = 80, *, length: bool = False) -> str:
     """``repr(value)`` cut to ``limit`` characters, for an error message. ``repr`` of an int
     past 4300 digits raises ``ValueError`` (and anything holding one does too): such a value
@@ -173,6 +190,7 @@ def check_keys(data: Mapping[Any, Any], allowed: Iterable[str], *, where: str,
 
 __all__ = [
     "BudgetError", "CommitError", "InputError", "KurationError", "LeaseError", "OutputError", "RecordingError",
+    "RolloutError", "RolloutInputError", "RolloutStoreError",
     "ScoringError", "SelectorError", "SplitConfigError", "SplitConstraintError", "SplitError", "SplitGenerationError",
     "SplitLeakageError", "UniverseDriftError", "UniverseError", "check_keys", "cut", "shown",
 ]

@@ -1,0 +1,28 @@
+"""Rollout replay stores (seed 004): the curated train split as an offline-RL replay store.
+
+Layout and names: :mod:`kuration.rollouts.schema`. Input records:
+:mod:`kuration.rollouts.records`.
+"""
+
+from kuration.rollouts.records import (
+    CandidateShell,
+    RolloutSourceRef,
+    RolloutStepRecord,
+    RolloutTargetRecord,
+    RolloutWriteRecord,
+)
+from kuration.rollouts.schema import (
+    DEFAULT_RETURN_SEMANTICS,
+    INVALID_REASON_VERSION,
+    Q_H_ARRAY_NAMES,
+    Q_H_REWARD_METRIC,
+    Q_H_TD_SEMANTICS,
+    ROLLOUT_ZARR_SCHEMA_ID,
+    ROLLOUT_ZARR_SCHEMA_VERSION,
+)
+
+__all__ = [
+    "DEFAULT_RETURN_SEMANTICS", "INVALID_REASON_VERSION", "Q_H_ARRAY_NAMES", "Q_H_REWARD_METRIC", "Q_H_TD_SEMANTICS",
+    "ROLLOUT_ZARR_SCHEMA_ID", "ROLLOUT_ZARR_SCHEMA_VERSION", "CandidateShell", "RolloutSourceRef", "RolloutStepRecord",
+    "RolloutTargetRecord", "RolloutWriteRecord",
+]
