@@ -26,7 +26,7 @@ from dagster import (
 from pydantic import Field
 
 from kuration import storage
-from kuration.budget.plan_store import read_budget_plan, stored_scoring_job
+from kuration.budget.plan_store import read_budget_plan, stored_scoring_job, stored_split_identity
 from kuration.inspect import advisory_quality, inspect_dataset, write_report_html
 from kuration.inspect.markdown import report_markdown
 from kuration.output.dataset_summary import DatasetSummary, summarize_dataset
@@ -80,6 +80,7 @@ def training_dataset(
         out, read_budget_plan(storage_root.url), adapter=curation.adapter(landing_zone, settings),
         schema=settings.schema, spec=spec, resume=True, job=stored_scoring_job(storage_root.url),
         on_other_run="replace" if config.replace_other_runs else "refuse",
+        split=stored_split_identity(storage_root.url),
         progress=lambda done, total, source: context.log.info(f"{done}/{total} sources written ({source})"),
     )
     if result.replaced:

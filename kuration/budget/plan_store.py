@@ -35,7 +35,7 @@ from kuration import storage
 from kuration.budget.options import BudgetOptions
 from kuration.budget.plan import BudgetPlan, plan_budget
 from kuration.budget.validation import BudgetValidation, validate_budget_plan
-from kuration.errors import BudgetError, KurationError
+from kuration.errors import BudgetError, KurationError, shown
 from kuration.hashing import sha256_hex
 from kuration.numbers import format_bytes, parse_bytes
 from kuration.scoring.cache import FsspecScoreCache
@@ -360,6 +360,20 @@ def read_plan_to_check(root: str | os.PathLike[str], *,
     return plan, underfill_warn_fraction
 
 
+def stored_split_identity(root: str | os.PathLike[str]) -> dict[str, str] | None:
+    """The identity of the resolved split the stored plan was made over: ``{"origin":
+    "splits_json", "sha256": <SHA-256 of the baked splits.json>}``, or None for a plan stored
+    before plans recorded it. ``write_planned_dataset(split=...)`` records it in the
+    dataset's provenance."""
+    digest = read_budget_record(root)["inputs"].get("splits_sha256")
+    if digest is None:
+        return None
+    if not isinstance(digest, str) or len(digest) != 64:
+        raise BudgetError(f"{budget_url(root, BUDGET_FILE)}: inputs.splits_sha256 must be a SHA-256 hex string, got "
+                          f"{shown(digest)}; re-materialize budget_plan")
+    return {"origin": "splits_json", "sha256": digest}
+
+
 def stored_scoring_job(root: str | os.PathLike[str]) -> dict[str, Any]:
     """What the scoring pass behind the stored plan recorded (its run fingerprint, and the
     sources it skipped with their errors), for the ``job`` block of a dataset written from
@@ -378,6 +392,7 @@ __all__ = [
     "ADMITTED_FILE", "BUDGET_DIR", "BUDGET_FILE", "ITEMS_FILE", "ScoredPool", "budget_plan_files", "budget_url",
     "checked_budget_record", "checked_plan_file", "load_scored_pool", "plan_from_files",
     "read_admitted", "read_budget_plan", "read_budget_record", "read_plan_to_check", "stored_scoring_job",
+    "stored_split_identity",
     "stored_underfill_warn_fraction",
     "write_budget_plan",
 ]

@@ -269,9 +269,17 @@ def write_planned_dataset(
     job: Mapping[str, Any] | None = None,
     progress: Callable[[int, int, str], None] | None = None,
     on_other_run: str = "refuse",
+    split: Mapping[str, Any] | None = None,
 ) -> DatasetWriteResult:
     """Write the spans ``plan`` admitted as a committed dataset at ``out`` (a local folder or
     an object-store URL).
+
+    ``split`` is the identity of the resolved split the plan was made over
+    (:func:`kuration.budget.plan_store.stored_split_identity` of the storage root the plan
+    came from). It is fingerprinted into the run and recorded in ``config.json``'s
+    provenance as ``split``, as ``write_dataset(split_assignments=...)`` records its split,
+    so a consumer (a rollout store) can prove which ``splits.json`` the dataset's splits
+    came from.
 
     ``on_other_run`` (with ``resume=True``) says what to do when the destination holds
     another run's dataset (the spec, plan, sources or code changed) or a torn commit record:
@@ -289,11 +297,15 @@ def write_planned_dataset(
     _refuse_the_dataset_being_read(destination, adapter)
     spec.validate_against(schema)
     _check_plan_fits(plan, spec)
+    if split is not None and not isinstance(split, Mapping):
+        raise DatasetWriteError(f"split: expected the split identity mapping of stored_split_identity(root), got "
+                                f"{type(split).__name__}")
     with destination.lease():
         record, torn = _check_destination(destination, resume, force, replace=replace)
         return _publish(destination, plan, record, adapter=adapter, schema=schema, spec=spec, encoder=encoder,
                         resume=resume and not torn, job=job, progress=progress,
-                        started=_dt.datetime.now(_dt.timezone.utc), replace_other_run=replace, replaced=torn)
+                        started=_dt.datetime.now(_dt.timezone.utc), replace_other_run=replace, replaced=torn,
+                        inputs=None if split is None else {"split": dict(split)})
 
 
 def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | None, *, adapter: SourceAdapter,

@@ -8,7 +8,8 @@ import pyarrow as pa
 import pytest
 
 from kuration.budget import BudgetOptions, BudgetValidation, plan_budget, validate_budget_plan
-from kuration.budget.plan_store import check_budget_plan, write_budget_plan
+from kuration.budget.plan_store import check_budget_plan, stored_split_identity, write_budget_plan
+from kuration.errors import BudgetError
 from kuration.budget.summary import summarize_plan
 from kuration.checks import CheckResult
 from tests.budget.segment_tables import assignments, segments_table, strategy
@@ -70,6 +71,19 @@ def test_the_stored_check_uses_the_recorded_threshold_and_fails_instead_of_raisi
     (tmp_path / "budget" / "budget.json").write_text("[1]")
     broken = check_budget_plan(tmp_path)
     assert broken.severity == "error" and "must be a JSON object" in broken.verdict
+
+
+@pytest.mark.parametrize("digest", [7, "abc", "f" * 63, None])
+def test_the_stored_split_identity_is_the_baked_splits_digest_or_refused(tmp_path, digest):
+    plan = _plan(train_hours=10.0)
+    write_budget_plan(plan, tmp_path, inputs={"splits_sha256": "ab" * 32})
+    assert stored_split_identity(tmp_path) == {"origin": "splits_json", "sha256": "ab" * 32}
+    write_budget_plan(plan, tmp_path, inputs={} if digest is None else {"splits_sha256": digest})
+    if digest is None:  # a plan stored before plans recorded their split
+        assert stored_split_identity(tmp_path) is None
+    else:
+        with pytest.raises(BudgetError, match="inputs.splits_sha256 must be a SHA-256 hex string"):
+            stored_split_identity(tmp_path)
 
 
 def test_the_summary_converts_seconds_to_hours_and_sums_the_exclusions():

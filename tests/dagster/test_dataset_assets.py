@@ -73,3 +73,14 @@ def test_a_torn_commit_record_is_replaced_not_resumed(scored, instance, tmp_path
     replaced = _dataset(scored, instance)
     assert replaced.success and materialization_metadata(replaced)["shards"]["reused_shards"] == 0
     assert verify_dataset(tmp_path / "storage" / "dataset").ok
+
+
+def test_the_dataset_records_which_baked_split_its_plan_was_made_over(scored, instance, tmp_path):
+    # a rollout store proves its split lineage through this: config.json -> splits.json digest
+    from kuration.splits.artifacts import read_split_assignments
+
+    plan_budget_for_tests(scored, instance)
+    assert _dataset(scored, instance).success
+    config = load_committed(tmp_path / "storage" / "dataset").config
+    _, splits_digest = read_split_assignments(tmp_path / "storage")
+    assert config["provenance"]["split"] == {"origin": "splits_json", "sha256": splits_digest}
