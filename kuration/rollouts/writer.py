@@ -12,7 +12,8 @@ collecting the record's arrays for one ``np.concatenate``; a failed vectorised c
 to the records to name the culprit), then :func:`write_rollout_zarr_store` writes them.
 Refusals raise :class:`RolloutInputError` naming ``records[i].steps[j].<field>``.
 
-Layout choices (zarr 3.1.6, zstd level 0):
+Layout choices (zarr 3.1.6, zstd level 0; figures in ``bench/README.md``, where ~1M candidate
+rows make a 38 MB store of 159 files):
 
 - Every array is chunked on its row axis so a chunk holds about 1 MB uncompressed
   (:data:`TARGET_CHUNK_BYTES`), bounded by the row count: per-chunk codec and file overhead
@@ -345,7 +346,7 @@ def _step_columns(steps: list[Any], step_where: Any, config: RolloutZarrStoreCon
         raise RolloutInputError(f"{step_where(s)}.reward: {reward[s]} is not finite (every selected transition "
                                 "needs an explicit finite reward)")
     with np.errstate(over="ignore"):
-        columns["steps/reward"] = reward.astype(np.float32)
+        columns["steps/reward"] = canonical_floats(reward.astype(np.float32))
     bad = np.flatnonzero(~np.isfinite(columns["steps/reward"]))
     if bad.size:
         s = int(bad[0])
@@ -357,7 +358,7 @@ def _step_columns(steps: list[Any], step_where: Any, config: RolloutZarrStoreCon
     columns["steps/audit_valid_candidates"] = np.where(available, counts_known, np.int32(-1)).astype(np.int32)
     margin = _float_column([math.nan if st.audit_selected_margin is None else st.audit_selected_margin
                             for st in steps], "audit_selected_margin", step_where)
-    columns["steps/audit_selected_margin"] = margin.astype(np.float32)
+    columns["steps/audit_selected_margin"] = canonical_floats(margin.astype(np.float32))
     columns["steps/state"] = _stacked([st.state for st in steps], "state", step_where, np.float32)
     if config.field_retention_policy == "full":
         missing = [s for s, st in enumerate(steps) if st.selected_payload is None]
@@ -548,7 +549,8 @@ def _fill_value(spec: ArraySpec) -> Any:
 def _write_array(group: Any, spec: ArraySpec, data: np.ndarray, config: RolloutZarrStoreConfig) -> dict[str, Any]:
     from zarr.codecs import ZstdCodec
 
-    data = np.ascontiguousarray(canonical_floats(np.asarray(data, dtype=spec.dtype)))
+    # Float columns are canonical already (normalize and build_q_h make them so): no copy here.
+    data = np.ascontiguousarray(np.asarray(data, dtype=spec.dtype))
     chunks, shards = _layout(spec, data.shape, config)
     array = group.create_array(spec.name, shape=data.shape, dtype=spec.dtype, chunks=chunks, shards=shards,
                                compressors=ZstdCodec(level=0, checksum=False), fill_value=_fill_value(spec),

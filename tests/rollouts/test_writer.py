@@ -118,9 +118,10 @@ def test_negative_zero_and_nan_payloads_are_canonical(tmp_path: Path) -> None:
     odd_nan = np.frombuffer(np.uint32(0xFFC00001).tobytes(), dtype=np.float32)[0]
     labels = records[0].steps[1].shell.labels.copy()
     labels[1] = odd_nan
-    records = replace_step(records, 0, 1, reward=-0.0, shell__labels=labels)
+    records = replace_step(records, 0, 1, reward=-0.0, audit_selected_margin=-0.0, shell__labels=labels)
     write_rollout_zarr_store(tmp_path / "a", records)
-    clean = replace_step(records, 0, 1, reward=0.0, shell__labels=np.where(np.isnan(labels), np.nan, labels))
+    clean = replace_step(records, 0, 1, reward=0.0, audit_selected_margin=0.0,
+                         shell__labels=np.where(np.isnan(labels), np.nan, labels))
     write_rollout_zarr_store(tmp_path / "b", clean)
     assert all_files(tmp_path / "a") == all_files(tmp_path / "b")
 
