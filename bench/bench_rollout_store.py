@@ -1,0 +1,136 @@
+"""Benchmark: the rollout store writer and reader (``kuration.rollouts``) at about 1M
+candidate rows, as ratios measured in the same run. Prints one JSON object.
+
+Data (seeded): ``--chains`` chains of ``--steps`` steps, shells of 1..``--width`` candidates
+(mean about width/2 + 1), P = 3, D_s = 8, a quarter of the candidates invalid (reason bit 0,
+NaN label), 5% NaN labels on valid candidates. Records are built before timing starts.
+
+* **write**: ``write_rollout_zarr_store`` (normalize + q_h + zarr + sidecar) against plain
+  zarr writes of the very same arrays (read back from the store) with the same chunks,
+  shards, codec and ``write_empty_chunks``; ratio = plain / writer (throughput, target >= 0.8);
+* **array_rows**: ``reader.array_rows("candidates/position", 256 random rows)`` against
+  ``zarr_array.oindex[rows]`` on the same array; ratio = reader / direct (target <= 2);
+* **q_h rebuild**: ``reader.q_h_view(discount_gamma=0.9)`` against reading the factual
+  arrays it needs (``Q_H_INPUT_PATHS``) through ``reader.array``; ratio = rebuild / read
+  (target <= 3).
+
+Each figure is the best of ``--repeats`` runs, interleaved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._measure import best_of  # noqa: E402
+from kuration.rollouts import RolloutZarrStoreReader, write_rollout_zarr_store  # noqa: E402
+from kuration.rollouts.qh import Q_H_INPUT_PATHS  # noqa: E402
+from kuration.rollouts.records import (  # noqa: E402
+    CandidateShell,
+    RolloutSourceRef,
+    RolloutStepRecord,
+    RolloutTargetRecord,
+    RolloutWriteRecord,
+)
+from kuration.rollouts.schema import ARRAYS  # noqa: E402
+
+
+def make_records(chains: int, steps: int, width: int, seed: int) -> list[RolloutWriteRecord]:
+    rng = np.random.default_rng(seed)
+    records = []
+    for c in range(chains):
+        chain = []
+        for s in range(steps):
+            a = int(rng.integers(1, width + 1))
+            valid = rng.random(a) >= 0.25
+            valid[0] = True
+            labels = rng.normal(size=a).astype(np.float32)
+            labels[~valid] = np.nan
+            labels[rng.random(a) < 0.05] = np.nan
+            chain.append(RolloutStepRecord(
+                source_row=s, state=rng.normal(size=8).astype(np.float32),
+                shell=CandidateShell(action_ids=np.arange(a), positions=rng.normal(size=(a, 3)).astype(np.float32),
+                                     valid_action=valid, reason_bits=np.where(valid, 0, 1).astype(np.uint32),
+                                     labels=labels, label_valid=valid & np.isfinite(labels)),
+                selected_shell_index=0, reward=float(rng.normal()), audit_valid_candidates=int(valid.sum()),
+                audit_selected_margin=None))
+        records.append(RolloutWriteRecord(
+            source=RolloutSourceRef(shard_path=f"train/shard_{c % 97:06d}.npz", shard_sha256=f"{c % 97:064x}",
+                                    entity="e", split="train", n_states=steps),
+            target=RolloutTargetRecord(kind="future_position", value=rng.normal(size=3).astype(np.float32)),
+            strategy_id="recorded", mixture_id="m", steps=tuple(chain), termination_reason="horizon"))
+    return records
+
+
+def plain_write(store: Path, dest: Path) -> None:
+    import zarr
+    from zarr.codecs import ZstdCodec
+
+    source = zarr.open_group(str(store), mode="r")
+    arrays = [(spec, source[spec.path]) for spec in ARRAYS if spec.path in source]
+    data = [(spec, a.chunks, a.shards, a.fill_value, a[...]) for spec, a in arrays]
+
+    def run() -> None:
+        shutil.rmtree(dest, ignore_errors=True)
+        root = zarr.open_group(str(dest), mode="w", zarr_format=3)
+        groups = {}
+        for spec, chunks, shards, fill, values in data:
+            group = groups.get(spec.group) or groups.setdefault(spec.group, root.create_group(spec.group))
+            out = group.create_array(spec.name, shape=values.shape, dtype=values.dtype, chunks=chunks, shards=shards,
+                                     compressors=ZstdCodec(level=0, checksum=False), fill_value=fill,
+                                     config={"write_empty_chunks": True})
+            out[...] = values
+
+    return run  # type: ignore[return-value]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--chains", type=int, default=2000)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--width", type=int, default=24)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    records = make_records(args.chains, args.steps, args.width, seed=0)
+    with tempfile.TemporaryDirectory() as tmp:
+        store, plain = Path(tmp) / "store", Path(tmp) / "plain"
+        write_rollout_zarr_store(store, records)
+        run_plain = plain_write(store, plain)
+        t_write, _, result = best_of(lambda: write_rollout_zarr_store(store, records), args.repeats)
+        t_plain, _, _ = best_of(run_plain, args.repeats)
+
+        import zarr
+
+        reader = RolloutZarrStoreReader(store)
+        direct = zarr.open_array(str(store / "candidates" / "position"), mode="r")
+        rng = np.random.default_rng(1)
+        rows = rng.integers(0, result.num_candidates, 256)
+        reader.array_rows("candidates/position", rows)  # warm the node cache, as a reused reader has it
+        t_rows = min(best_of(lambda: reader.array_rows("candidates/position", rows), 7)[0] for _ in range(3))
+        t_oindex = min(best_of(lambda: direct.oindex[rows], 7)[0] for _ in range(3))
+        t_rebuild, _, _ = best_of(lambda: reader.q_h_view(0.9), args.repeats)
+        t_read, _, _ = best_of(lambda: [reader.array(p) for p in Q_H_INPUT_PATHS], args.repeats)
+        files = sum(1 for p in store.rglob("*") if p.is_file())
+        size = sum(p.stat().st_size for p in store.rglob("*") if p.is_file())
+    print(json.dumps({
+        "candidates": result.num_candidates, "steps": result.num_steps, "rollouts": result.num_rollouts,
+        "store_files": files, "store_mb": round(size / 1e6, 1),
+        "write_s": round(t_write, 3), "plain_zarr_write_s": round(t_plain, 3),
+        "write_throughput_ratio": round(t_plain / t_write, 3),
+        "array_rows_256_s": round(t_rows, 5), "oindex_256_s": round(t_oindex, 5),
+        "array_rows_ratio": round(t_rows / t_oindex, 3),
+        "q_h_rebuild_s": round(t_rebuild, 3), "read_factual_s": round(t_read, 3),
+        "q_h_rebuild_ratio": round(t_rebuild / t_read, 3),
+    }, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,363 @@
+"""Read a rollout replay store, strictly and read-only: :class:`RolloutZarrStoreReader`.
+
+The reader opens the store with ``zarr.open_group(mode="r")`` and never writes, repairs,
+migrates or backfills: an array that breaks the schema (wrong dtype, wrong row count, missing
+when required) is refused with :class:`RolloutStoreError` saying what was found and what to
+do. Only an *optional* array (``required=False`` in :mod:`kuration.rollouts.schema`) may be
+absent; it then reads as its unavailable sentinel for every row (-1 counts, NaN floats).
+
+Hostile input (a garbage ``zarr.json``, attrs of the wrong shape, an unreadable sidecar, a
+corrupt chunk) raises :class:`RolloutStoreError`, never a raw zarr/JSON exception. The
+factual tables are the truth; ``q_h/`` is a cache that :meth:`q_h_view` can rebuild.
+
+What it does not do: validate the store's contracts (linkage, masks, digests). That is
+:meth:`RolloutZarrStoreReader.validate`, which delegates to
+:mod:`kuration.rollouts.validation`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kuration.errors import RolloutInputError, RolloutStoreError, shown
+from kuration.hashing import canonical_digest
+from kuration.rollouts.qh import Q_H_INPUT_PATHS, build_q_h
+from kuration.rollouts.schema import (
+    ARRAYS,
+    MANIFEST_FILENAME,
+    Q_H_ARRAY_NAMES,
+    Q_H_GROUP,
+    REQUIRED_ROOT_ATTRS,
+    ROLLOUT_ZARR_SCHEMA_ID,
+    ROLLOUT_ZARR_SCHEMA_VERSION,
+    TABLES,
+    ArraySpec,
+)
+from kuration.storage import is_remote, local_path, read_json
+
+_SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+_SPECS = {spec.path: spec for spec in ARRAYS}
+_REWRITE = "rewrite the store with write_rollout_store_atomically"
+
+
+@dataclass(frozen=True)
+class CandidateShellIndex:
+    """Shell-ordered candidate lookup of one store, derived only from the canonical columns
+    ``candidates/step_id`` and ``candidates/shell_index``. Arrays are read-only.
+
+    - ``candidate_start[s]``: the candidate id of shell index 0 of step ``s``;
+    - ``candidate_count[s]``: the width of step ``s``'s shell."""
+
+    candidate_start: np.ndarray
+    candidate_count: np.ndarray
+
+    def candidate_id(self, step_id: Any, shell_index: Any) -> np.ndarray:
+        """Candidate ids of ``(step_id, shell_index)`` pairs (scalars or arrays, broadcast);
+        :class:`RolloutInputError` when a step or shell index is out of range."""
+        steps = np.asarray(step_id)
+        shells = np.asarray(shell_index)
+        for name, value in (("step_id", steps), ("shell_index", shells)):
+            if value.dtype.kind not in "iu":
+                raise RolloutInputError(f"candidate_id: {name} must be integers, found dtype {value.dtype}")
+        steps, shells = np.broadcast_arrays(steps.astype(np.int64), shells.astype(np.int64))
+        num_steps = len(self.candidate_start)
+        bad = (steps < 0) | (steps >= num_steps)
+        if bad.any():
+            raise RolloutInputError(f"candidate_id: step_id {int(steps[bad].flat[0])} is outside 0..{num_steps - 1}")
+        width = self.candidate_count[steps]
+        bad = (shells < 0) | (shells >= width)
+        if bad.any():
+            raise RolloutInputError(f"candidate_id: shell_index {int(shells[bad].flat[0])} is outside the shell of "
+                                    f"step {int(steps[bad].flat[0])} (width {int(width[bad].flat[0])})")
+        return self.candidate_start[steps] + shells
+
+
+def _zarr_errors() -> tuple[type[BaseException], ...]:
+    import zarr.errors
+
+    # What zarr raises on a malformed or missing node: its own errors, JSON and value errors
+    # from metadata parsing, KeyError/OSError from the store, TypeError from wrong-shaped JSON,
+    # RuntimeError from a codec fed corrupt bytes (numcodecs' "Zstd decompression error").
+    return (zarr.errors.BaseZarrError, ValueError, TypeError, KeyError, OSError, AttributeError, IndexError,
+            RuntimeError)
+
+
+class RolloutZarrStoreReader:
+    """Open a completed rollout store (a local directory) read-only.
+
+    Construction checks the root: it exists, is a zarr v3 group, and its attrs carry the
+    schema id and version this reader knows plus every attr of
+    :data:`~kuration.rollouts.schema.REQUIRED_ROOT_ATTRS` with the right shape; anything else
+    raises :class:`RolloutStoreError`. Arrays are read on demand. Metadata (root attrs, zarr
+    nodes, the candidate shell index) is cached for the reader's life: a store is immutable
+    once written."""
+
+    def __init__(self, store_dir: str | os.PathLike[str]) -> None:
+        if is_remote(store_dir):
+            raise RolloutInputError(f"store_dir: {os.fspath(store_dir)!r} is a remote URL; rollout stores are read "
+                                    "from a local path")
+        self.store_dir = str(local_path(store_dir).resolve())
+        if not Path(self.store_dir).is_dir():
+            raise RolloutStoreError(f"{self.store_dir}: no rollout store here (not a directory); write one with "
+                                    "write_rollout_store_atomically or check the path")
+        import zarr
+
+        try:
+            self._root = zarr.open_group(self.store_dir, mode="r", zarr_format=3)
+            attrs = self._root.attrs.asdict()
+        except _zarr_errors() as exc:
+            raise RolloutStoreError(f"{self.store_dir}: not a readable zarr v3 group ({type(exc).__name__}: "
+                                    f"{shown(str(exc), 200)}); {_REWRITE}") from None
+        self._attrs = _checked_root_attrs(self.store_dir, attrs)
+        self._nodes: dict[str, Any] = {}
+        self._shell_index: CandidateShellIndex | None = None
+
+    # -- metadata -------------------------------------------------------------------------
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        """A copy of the checked root attrs."""
+        return json.loads(json.dumps(self._attrs))
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return dict(self._attrs["counts"])
+
+    @property
+    def widths(self) -> dict[str, Any]:
+        return dict(self._attrs["widths"])
+
+    def manifest(self) -> dict[str, Any]:
+        """Root attrs and the sidecar manifest, without payload arrays:
+        ``{"attrs": {...}, "sidecar": {...}, "sidecar_sha256": <canonical digest>}``. The
+        sidecar is read as strict JSON; a missing or malformed one is a
+        :class:`RolloutStoreError`. Whether the digest matches ``attrs["manifest_sha256"]``
+        is for the caller (validation) to judge."""
+        sidecar = read_json(os.path.join(self.store_dir, MANIFEST_FILENAME), what="rollout manifest sidecar",
+                            error=RolloutStoreError)
+        return {"attrs": self.attrs, "sidecar": sidecar, "sidecar_sha256": canonical_digest(sidecar)}
+
+    # -- arrays ---------------------------------------------------------------------------
+
+    def expected_shape(self, path: str) -> tuple[int, ...]:
+        """The shape ``path`` must have in this store (rows from ``counts``, trailing widths
+        from ``widths``)."""
+        spec = _spec(path)
+        rows = self._attrs["counts"]["steps" if spec.group == Q_H_GROUP else spec.group]
+        trailing: list[int] = []
+        for dim in spec.trailing:
+            if isinstance(dim, int):
+                trailing.append(dim)
+            elif dim == "payload":
+                payload = self._attrs["widths"]["payload"]
+                if payload is None:
+                    raise RolloutStoreError(f"{self.store_dir}: {path} is not stored (field_retention_policy "
+                                            "'compact' keeps no payload); write with field_retention_policy='full'")
+                trailing.extend(payload)
+            else:
+                trailing.append(self._attrs["widths"][dim])
+        return (rows, *trailing)
+
+    def _node(self, spec: ArraySpec) -> Any | None:
+        """The zarr array at ``spec.path``, checked against the schema; None if absent."""
+        if spec.path in self._nodes:
+            return self._nodes[spec.path]
+        import zarr
+
+        try:
+            node = self._root.get(spec.path)
+        except _zarr_errors() as exc:
+            raise RolloutStoreError(f"{self.store_dir}: {spec.path}: unreadable metadata ({type(exc).__name__}: "
+                                    f"{shown(str(exc), 200)}); {_REWRITE}") from None
+        if node is None:
+            self._nodes[spec.path] = None
+            return None
+        if not isinstance(node, zarr.Array):
+            raise RolloutStoreError(f"{self.store_dir}: {spec.path} is a {type(node).__name__}, expected an array")
+        if node.dtype != np.dtype(spec.dtype):
+            raise RolloutStoreError(f"{self.store_dir}: {spec.path} has dtype {node.dtype}, expected {spec.dtype}; "
+                                    f"{_REWRITE}")
+        expected = self.expected_shape(spec.path)
+        if tuple(node.shape) != expected:
+            raise RolloutStoreError(f"{self.store_dir}: {spec.path} has shape {tuple(node.shape)}, expected "
+                                    f"{expected} from the root attrs counts and widths; {_REWRITE}")
+        self._nodes[spec.path] = node
+        return node
+
+    def _present(self, path: str) -> tuple[ArraySpec, Any | None]:
+        spec = _spec(path)
+        node = self._node(spec)
+        if node is None and (spec.required or spec.unavailable is None):
+            if spec.required:
+                raise RolloutStoreError(f"{self.store_dir}: required array {path} is missing; the store is "
+                                        f"incomplete: {_REWRITE}")
+            raise RolloutStoreError(f"{self.store_dir}: {path} is not stored (it is kept only by "
+                                    "field_retention_policy='full')")
+        return spec, node
+
+    def has_array(self, path: str) -> bool:
+        """Whether ``path`` is stored (an absent optional array still reads as its sentinel)."""
+        return self._node(_spec(path)) is not None
+
+    def array(self, path: str) -> np.ndarray:
+        """The whole array at ``path`` (``"steps/reward"``). An optional array absent from
+        the store (a legacy store, or provenance not recorded) comes back filled with its
+        unavailable sentinel, e.g. -1 for ``steps/audit_valid_candidates``."""
+        spec, node = self._present(path)
+        if node is None:
+            return np.full(self.expected_shape(path), spec.unavailable, dtype=spec.dtype)
+        return self._read(path, lambda: node[...])
+
+    def array_rows(self, path: str, positions: Any) -> np.ndarray:
+        """Only the first-axis rows ``positions`` of ``path`` (in the order given, duplicates
+        kept), reading just the chunks that hold them. ``positions`` must be a 1-D integer
+        array of rows in ``0..rows-1``; anything else is a :class:`RolloutInputError`."""
+        spec, node = self._present(path)
+        rows = self.expected_shape(path)[0]
+        index = np.asarray(positions)
+        if index.ndim != 1 or index.dtype.kind not in "iu":
+            raise RolloutInputError(f"array_rows({path!r}): positions must be a 1-D integer array, found dtype "
+                                    f"{index.dtype} shape {index.shape}")
+        if index.size and (int(index.min()) < 0 or int(index.max()) >= rows):
+            bad = index[(index < 0) | (index >= rows)]
+            raise RolloutInputError(f"array_rows({path!r}): position {int(bad[0])} is outside 0..{rows - 1} "
+                                    "(negative positions are refused, not counted from the end)")
+        if node is None:
+            return np.full((index.size, *self.expected_shape(path)[1:]), spec.unavailable, dtype=spec.dtype)
+        if index.size == 0:
+            return np.empty((0, *node.shape[1:]), dtype=node.dtype)
+        return self._read(path, lambda: node.oindex[index.astype(np.int64, copy=False)])
+
+    def _read(self, path: str, read: Any) -> np.ndarray:
+        try:
+            return np.asarray(read())
+        except _zarr_errors() as exc:
+            raise RolloutStoreError(f"{self.store_dir}: {path}: a chunk cannot be read ({type(exc).__name__}: "
+                                    f"{shown(str(exc), 200)}); {_REWRITE}") from None
+
+    # -- derived --------------------------------------------------------------------------
+
+    def candidate_shell_index(self) -> CandidateShellIndex:
+        """The shell-ordered candidate lookup (cached for this reader): per step its first
+        candidate id and shell width, and ``candidate_id(step_id, shell_index)``. Derived from
+        ``candidates/step_id`` and ``candidates/shell_index`` alone; a table whose shells are
+        not contiguous and in shell order is a :class:`RolloutStoreError`."""
+        if self._shell_index is not None:
+            return self._shell_index
+        step_of = self.array("candidates/step_id")
+        shell_of = self.array("candidates/shell_index").astype(np.int64)
+        num_steps = self.counts["steps"]
+        if step_of.size and (step_of.min() < 0 or step_of.max() >= num_steps or np.any(np.diff(step_of) < 0)):
+            raise RolloutStoreError(f"{self.store_dir}: candidates/step_id is not non-decreasing within "
+                                    f"0..{num_steps - 1}; run validate() for the rows")
+        counts = np.bincount(step_of, minlength=num_steps).astype(np.int64)
+        start = np.cumsum(counts) - counts
+        expected = np.arange(step_of.size, dtype=np.int64) - np.repeat(start, counts)
+        bad = np.flatnonzero(shell_of != expected)
+        if bad.size:
+            raise RolloutStoreError(f"{self.store_dir}: candidates/shell_index[{int(bad[0])}] is "
+                                    f"{int(shell_of[bad[0]])}, expected {int(expected[bad[0]])} (shells must be "
+                                    "contiguous and in shell order); run validate() for the rows")
+        start.setflags(write=False)
+        count32 = counts.astype(np.int32)
+        count32.setflags(write=False)
+        self._shell_index = CandidateShellIndex(candidate_start=start, candidate_count=count32)
+        return self._shell_index
+
+    def q_h_view(self, discount_gamma: float | None = None) -> dict[str, np.ndarray]:
+        """The padded ``q_h`` training view: every name of ``Q_H_ARRAY_NAMES``, S x A (x P)
+        for the per-candidate arrays, S for the per-state ones.
+
+        ``None`` reads the persisted ``q_h/`` cache (written at the store's
+        ``discount_gamma``). A float (``0 < gamma <= 1``) rebuilds the view from the factual
+        tables with :func:`~kuration.rollouts.qh.build_q_h`, discounting only non-terminal
+        selected transitions."""
+        if discount_gamma is None:
+            return {name: self.array(f"{Q_H_GROUP}/{name}") for name in Q_H_ARRAY_NAMES}
+        gamma = discount_gamma
+        if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not math.isfinite(gamma) \
+                or not 0.0 < gamma <= 1.0:
+            raise RolloutInputError(f"q_h_view: discount_gamma must be None or 0 < gamma <= 1, found {shown(gamma)}")
+        columns = {path: self.array(path) for path in Q_H_INPUT_PATHS}
+        try:
+            return build_q_h(columns, discount_gamma=float(gamma), widths=self.widths)
+        except (IndexError, ValueError, KeyError) as exc:
+            raise RolloutStoreError(f"{self.store_dir}: the factual tables cannot give a q_h view ({exc}); run "
+                                    "validate() for the rows") from None
+
+    # -- delegated ------------------------------------------------------------------------
+
+    def validate(self, validate_selected_payload: bool = True) -> Any:
+        """Every schema, linkage, mask, label and provenance violation of this store:
+        :func:`kuration.rollouts.validation.validate_rollout_zarr_store` on ``store_dir``
+        (``validate_selected_payload=False`` skips the heavy payload rows). Returns its
+        ``RolloutZarrValidationResult``."""
+        validation = importlib.import_module("kuration.rollouts.validation")
+        return validation.validate_rollout_zarr_store(self.store_dir,
+                                                      validate_selected_payload=validate_selected_payload)
+
+    def acquisition_row_context(self, table: str, row_id: int) -> Any:
+        """The authenticated original generation context of a chain or step, followed through
+        packing: :func:`kuration.rollouts.lineage.acquisition_row_context` on this reader."""
+        lineage = importlib.import_module("kuration.rollouts.lineage")
+        return lineage.acquisition_row_context(self, table, row_id)
+
+
+def _spec(path: str) -> ArraySpec:
+    spec = _SPECS.get(path) if isinstance(path, str) else None
+    if spec is None:
+        raise RolloutStoreError(f"unknown rollout store array {shown(path)}; valid paths: {sorted(_SPECS)}")
+    return spec
+
+
+def _checked_root_attrs(where: str, attrs: Any) -> dict[str, Any]:
+    if not isinstance(attrs, Mapping):
+        raise RolloutStoreError(f"{where}: root attrs are not a JSON object")
+    schema_id = attrs.get("schema_id")
+    if schema_id != ROLLOUT_ZARR_SCHEMA_ID:
+        raise RolloutStoreError(f"{where}: root attrs schema_id is {shown(schema_id)}, expected "
+                                f"{ROLLOUT_ZARR_SCHEMA_ID!r}: this is not a rollout store (or an unfinished write)")
+    version = attrs.get("schema_version")
+    if version != ROLLOUT_ZARR_SCHEMA_VERSION or isinstance(version, bool):
+        raise RolloutStoreError(f"{where}: schema_version {shown(version)} is not supported by this reader "
+                                f"(it reads {ROLLOUT_ZARR_SCHEMA_VERSION}); rewrite the store with this Kuration")
+    missing = [name for name in REQUIRED_ROOT_ATTRS if name not in attrs]
+    if missing:
+        raise RolloutStoreError(f"{where}: root attrs miss {missing}; the write did not finish: {_REWRITE}")
+    counts = attrs["counts"]
+    if not isinstance(counts, Mapping) or sorted(counts) != sorted(TABLES) or not all(
+            _natural(counts[t]) for t in TABLES):
+        raise RolloutStoreError(f"{where}: root attrs counts must map {list(TABLES)} to counts >= 0, found "
+                                f"{shown(counts, 200)}")
+    widths = attrs["widths"]
+    if not isinstance(widths, Mapping) or not all(_natural(widths.get(k)) for k in ("P", "D_s", "D_t", "A")):
+        raise RolloutStoreError(f"{where}: root attrs widths must give P, D_s, D_t and A as ints >= 0, found "
+                                f"{shown(widths, 200)}")
+    payload = widths.get("payload")
+    if payload is not None and (not isinstance(payload, list) or not all(_natural(n) for n in payload)):
+        raise RolloutStoreError(f"{where}: root attrs widths.payload must be null or a list of ints, found "
+                                f"{shown(payload)}")
+    for name in ("config", "reason_codes"):
+        if not isinstance(attrs[name], Mapping):
+            raise RolloutStoreError(f"{where}: root attrs {name} must be an object, found {shown(attrs[name])}")
+    digest = attrs["manifest_sha256"]
+    if not isinstance(digest, str) or not _SHA256_HEX.match(digest):
+        raise RolloutStoreError(f"{where}: root attrs manifest_sha256 {shown(digest)} is not a SHA-256 hex digest")
+    return dict(attrs)
+
+
+def _natural(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+__all__ = ["CandidateShellIndex", "RolloutZarrStoreReader"]
