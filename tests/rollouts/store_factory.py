@@ -44,7 +44,7 @@ def make_records(seed: int = 0, *, chains: int = 3, strategy: str = "greedy", mi
     for chain in range(chains):
         shard = f"train/shard_{seed:03d}_{chain % 2}.npz"
         source = RolloutSourceRef(shard_path=shard, shard_sha256=hashlib.sha256(shard.encode()).hexdigest(),
-                                  entity=f"robot-{chain % 2}", split="train", n_states=50)
+                                  entity=f"robot-{chain % 2}", split="train", n_states=100_000)
         steps = []
         for index in range(2 + chain):
             shell = _shell(rng, 3 + (index + chain) % 3)
