@@ -5,6 +5,7 @@ Layout and names: :mod:`kuration.rollouts.schema`. Input records:
 """
 
 from kuration.rollouts.config import RolloutZarrStoreConfig
+from kuration.rollouts.packing import pack_rollout_zarr_stores
 from kuration.rollouts.promote import write_rollout_store_atomically
 from kuration.rollouts.reader import RolloutZarrStoreReader
 from kuration.rollouts.records import (
@@ -23,11 +24,13 @@ from kuration.rollouts.schema import (
     ROLLOUT_ZARR_SCHEMA_ID,
     ROLLOUT_ZARR_SCHEMA_VERSION,
 )
+from kuration.rollouts.validation import RolloutZarrValidationResult, validate_rollout_zarr_store
 from kuration.rollouts.writer import RolloutZarrWriteResult, write_rollout_zarr_store
 
 __all__ = [
     "DEFAULT_RETURN_SEMANTICS", "INVALID_REASON_VERSION", "Q_H_ARRAY_NAMES", "Q_H_REWARD_METRIC", "Q_H_TD_SEMANTICS",
     "ROLLOUT_ZARR_SCHEMA_ID", "ROLLOUT_ZARR_SCHEMA_VERSION", "CandidateShell", "RolloutSourceRef", "RolloutStepRecord",
     "RolloutTargetRecord", "RolloutWriteRecord", "RolloutZarrStoreConfig", "RolloutZarrStoreReader",
-    "RolloutZarrWriteResult", "write_rollout_store_atomically", "write_rollout_zarr_store",
+    "RolloutZarrValidationResult", "RolloutZarrWriteResult", "pack_rollout_zarr_stores", "validate_rollout_zarr_store",
+    "write_rollout_store_atomically", "write_rollout_zarr_store",
 ]

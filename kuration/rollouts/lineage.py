@@ -1,0 +1,268 @@
+"""Resolve a row of a rollout store to the store and row it was acquired in, through packing.
+
+A store written from records is its own acquisition store: its sidecar manifest (bound to the
+root attrs ``manifest_sha256``) holds the generation context. A packed store
+(:func:`kuration.rollouts.packing.pack_rollout_zarr_stores`) renumbers rows; its root attrs
+``packing`` archive, for each input store, that store's full sidecar manifest and digest, its
+own ``packing`` block when it was itself packed, and the row ranges it occupies::
+
+    {"version": "kuration.rollout_packing.v1",
+     "inputs": [{"manifest": {...}, "manifest_sha256": "<hex>", "packing": {...} | null,
+                 "rows": {"sources": [offset, count], ..., "candidates": [offset, count]},
+                 "mapping_sha256": canonical_digest({"manifest_sha256": ..., "rows": ...})}, ...]}
+
+The packed store's own sidecar records ``lineage.caller.packing_sha256``, the canonical digest
+of that block, so the block is bound to ``manifest_sha256`` like everything else in the sidecar.
+
+:func:`acquisition_row_context` follows these bindings down to the acquisition store. It
+raises :class:`RolloutStoreError` when a binding is missing (no range holds the row),
+ambiguous (two ranges hold it) or altered (a digest that does not match), rather than
+borrowing another chain's configuration. It does not open the input stores (they may be
+gone): the archive is the evidence.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zarr
+
+from kuration.errors import RolloutStoreError, shown
+from kuration.hashing import canonical_digest
+from kuration.rollouts import schema
+from kuration.strict_json import parse_strict_json
+
+PACKING_VERSION = "kuration.rollout_packing.v1"
+#: Tables a row can be resolved in (every factual table keeps its rows through packing).
+LINEAGE_TABLES = ("rollouts", "steps", "candidates")
+
+
+@dataclass(frozen=True)
+class AcquisitionRowContext:
+    """Where one row of a store was acquired, and under what configuration.
+
+    - ``table`` / ``row_id``: the row asked about, in the store read.
+    - ``acquisition_manifest_sha256`` / ``acquisition_row_id``: the store that generated the
+      row (its manifest digest) and the row's id there.
+    - ``packing_depth``: how many packings lie between the two (0: the store itself).
+    - ``generation``: the acquisition store's sidecar blocks ``config``, ``generation``,
+      ``invocation`` and ``lineage``.
+    - ``strategy_id`` / ``mixture_id`` / ``source``: the row's chain provenance (source:
+      shard path, shard SHA-256, entity and split).
+    """
+
+    table: str
+    row_id: int
+    acquisition_manifest_sha256: str
+    acquisition_row_id: int
+    packing_depth: int
+    generation: Mapping[str, Any]
+    strategy_id: str
+    mixture_id: str
+    source: Mapping[str, Any]
+
+
+def mapping_digest(manifest_sha256: str, rows: Mapping[str, Any]) -> str:
+    """The digest binding one input's row ranges to its manifest (see the module docstring)."""
+    return canonical_digest({"manifest_sha256": manifest_sha256, "rows": rows})
+
+
+@dataclass(frozen=True)
+class _StoreMetadata:
+    attrs: dict[str, Any]
+    manifest: dict[str, Any]
+    manifest_sha256: str
+
+
+_CACHE: dict[int, _StoreMetadata] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def _metadata(reader: Any) -> _StoreMetadata:
+    """Root attrs and sidecar of the reader's store, read once per reader (the store is
+    immutable while a reader is open)."""
+    key = id(reader)
+    with _CACHE_LOCK:
+        cached = _CACHE.get(key)
+    if cached is not None:
+        return cached
+    metadata = read_store_metadata(Path(reader.store_dir))
+    with _CACHE_LOCK:
+        _CACHE[key] = metadata
+    try:
+        weakref.finalize(reader, _CACHE.pop, key, None)
+    except TypeError:
+        pass  # a reader without weak references keeps its entry; ids are not reused while it lives
+    return metadata
+
+
+def read_store_metadata(store_dir: Path) -> _StoreMetadata:
+    """Root attrs and the sidecar manifest of a store, the sidecar checked against the attrs
+    ``manifest_sha256``; :class:`RolloutStoreError` if either is unreadable or they disagree."""
+    try:
+        attrs = dict(zarr.open_group(str(store_dir), mode="r", zarr_format=3).attrs.asdict())
+    except Exception as exc:  # noqa: BLE001 -- hostile metadata may raise anything from zarr's parser
+        raise RolloutStoreError(f"{store_dir}: not a readable rollout store ({type(exc).__name__}: "
+                                f"{shown(str(exc), 200)})") from None
+    sidecar = store_dir / schema.MANIFEST_FILENAME
+    try:
+        manifest = parse_strict_json(sidecar.read_bytes(), where=str(sidecar), what="rollout manifest",
+                                     error=RolloutStoreError)
+    except OSError as exc:
+        raise RolloutStoreError(f"{sidecar}: sidecar manifest unreadable ({exc.strerror})") from None
+    if not isinstance(manifest, dict):
+        raise RolloutStoreError(f"{sidecar}: expected a JSON object, found {type(manifest).__name__}")
+    digest = canonical_digest(manifest)
+    if attrs.get("manifest_sha256") != digest:
+        raise RolloutStoreError(f"{sidecar}: canonical digest {digest} does not match root attrs manifest_sha256 "
+                                f"{shown(attrs.get('manifest_sha256'))}; the store was altered after writing")
+    return _StoreMetadata(attrs=attrs, manifest=manifest, manifest_sha256=digest)
+
+
+def acquisition_row_context(reader: Any, table: str, row_id: int) -> AcquisitionRowContext:
+    """Resolve row ``row_id`` of ``table`` (``rollouts``, ``steps`` or ``candidates``) in the
+    reader's store to its acquisition store and row, through any number of packings.
+
+    Raises :class:`RolloutStoreError` on a missing, ambiguous or altered binding, on a store
+    whose sidecar does not match its attrs, and for a ``table`` or ``row_id`` the store does
+    not have. Metadata (attrs, sidecar) is read once per reader.
+    """
+    if table not in LINEAGE_TABLES:
+        raise RolloutStoreError(f"acquisition_row_context: table {shown(table)} has no lineage; expected one of "
+                                f"{list(LINEAGE_TABLES)}")
+    metadata = _metadata(reader)
+    counts = metadata.attrs.get("counts")
+    if not isinstance(counts, dict):
+        counts = {}
+    rows = counts.get(table)
+    if isinstance(row_id, bool) or not isinstance(row_id, (int, np.integer)) or not isinstance(rows, int) \
+            or not 0 <= int(row_id) < rows:
+        raise RolloutStoreError(f"acquisition_row_context: {table} row {shown(row_id)} is not in the store "
+                                f"({shown(rows)} rows)")
+    row = int(row_id)
+    digest, original, depth, manifest = _resolve(metadata.attrs.get("packing"), metadata.manifest,
+                                                 metadata.manifest_sha256, table, row, where="root attrs packing")
+    strategy, mixture, source = _row_provenance(Path(reader.store_dir), table, row)
+    generation = {key: manifest.get(key) for key in ("config", "generation", "invocation", "lineage")}
+    return AcquisitionRowContext(table=table, row_id=row, acquisition_manifest_sha256=digest,
+                                 acquisition_row_id=original, packing_depth=depth, generation=generation,
+                                 strategy_id=strategy, mixture_id=mixture, source=source)
+
+
+def _resolve(packing: Any, manifest: dict[str, Any], manifest_sha256: str, table: str, row: int, *,
+             where: str) -> tuple[str, int, int, dict[str, Any]]:
+    """(acquisition digest, original row, packing depth, acquisition manifest), iteratively."""
+    depth = 0
+    while packing is not None:
+        recorded = recorded_packing_digest(manifest)
+        if recorded != canonical_digest(packing):
+            raise RolloutStoreError(f"{where}: the packing block's digest does not match packing_sha256 "
+                                    f"{shown(recorded)} in the manifest {manifest_sha256}; the packing record was "
+                                    "altered")
+        entry, offset = _input_holding(packing, table, row, where=where)
+        manifest, manifest_sha256 = entry["manifest"], entry["manifest_sha256"]
+        row -= offset
+        packing = entry.get("packing")
+        depth += 1
+        where = f"{where}.inputs[manifest {manifest_sha256[:12]}].packing"
+    if recorded_packing_digest(manifest) is not None:
+        raise RolloutStoreError(f"{where}: the manifest {manifest_sha256} records packing_sha256 but the store has "
+                                "no packing block; the packing record was removed")
+    return manifest_sha256, row, depth, manifest
+
+
+def _input_holding(packing: Any, table: str, row: int, *, where: str) -> tuple[dict[str, Any], int]:
+    """The one archived input whose ``table`` range holds ``row``, checked, and its offset."""
+    if not isinstance(packing, dict) or packing.get("version") != PACKING_VERSION \
+            or not isinstance(packing.get("inputs"), list):
+        raise RolloutStoreError(f"{where}: expected {{'version': {PACKING_VERSION!r}, 'inputs': [...]}}, found "
+                                f"{shown(packing)}")
+    holding = []
+    for index, entry in enumerate(packing["inputs"]):
+        span = _range(entry, table, where=f"{where}.inputs[{index}]")
+        if span[0] <= row < span[0] + span[1]:
+            holding.append((index, entry, span[0]))
+    if not holding:
+        raise RolloutStoreError(f"{where}: no archived input holds {table} row {row}; the row mapping is missing "
+                                "(refusing to borrow another chain's configuration)")
+    if len(holding) > 1:
+        raise RolloutStoreError(f"{where}: {table} row {row} lies in the ranges of inputs "
+                                f"{[index for index, _, _ in holding]}; the row mapping is ambiguous")
+    index, entry, offset = holding[0]
+    manifest, digest = entry.get("manifest"), entry.get("manifest_sha256")
+    if not isinstance(manifest, dict) or not isinstance(digest, str) or canonical_digest(manifest) != digest:
+        raise RolloutStoreError(f"{where}.inputs[{index}]: the archived manifest does not match its manifest_sha256 "
+                                f"{shown(digest)}; the archive was altered")
+    if entry.get("mapping_sha256") != mapping_digest(digest, entry["rows"]):
+        raise RolloutStoreError(f"{where}.inputs[{index}]: the row mapping {shown(entry['rows'])} does not match its "
+                                f"mapping_sha256 {shown(entry.get('mapping_sha256'))}; the mapping was altered")
+    return entry, offset
+
+
+def _range(entry: Any, table: str, *, where: str) -> tuple[int, int]:
+    rows = entry.get("rows") if isinstance(entry, dict) else None
+    span = rows.get(table) if isinstance(rows, dict) else None
+    if not (isinstance(span, list) and len(span) == 2
+            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in span)):
+        raise RolloutStoreError(f"{where}.rows.{table}: expected [offset, count] of non-negative ints, found "
+                                f"{shown(span)}; the row mapping is missing or malformed")
+    return span[0], span[1]
+
+
+def vocabulary(group_attrs: Mapping[str, Mapping[str, Any]], name: str) -> list[Any] | None:
+    """The vocabulary list ``name`` from the table groups' attrs (the first group holding it)."""
+    for group, names in schema.VOCABULARIES.items():
+        if name in names.values():
+            value = group_attrs.get(group, {}).get(name)
+            return value if isinstance(value, list) else None
+    return None
+
+
+def recorded_packing_digest(manifest: Mapping[str, Any]) -> Any:
+    """The ``packing_sha256`` a packed store's sidecar records (``lineage.caller``), or None."""
+    lineage = manifest.get("lineage")
+    caller = lineage.get("caller") if isinstance(lineage, dict) else None
+    return caller.get("packing_sha256") if isinstance(caller, dict) else None
+
+
+def _row_provenance(store_dir: Path, table: str, row: int
+                    ) -> tuple[str, str, dict[str, Any]]:
+    """Strategy id, mixture id and source of the chain that ``row`` of ``table`` belongs to,
+    read one element at a time (the store's columns are not loaded)."""
+    try:
+        root: Any = zarr.open_group(str(store_dir), mode="r", zarr_format=3)
+        attrs = {group: dict(root[group].attrs.asdict()) for group in schema.VOCABULARIES}
+        if table == "candidates":
+            row = int(root["candidates/step_id"][row])
+        if table in ("candidates", "steps"):
+            row = int(root["steps/rollout_id"][row])
+        strategy_code = int(root["rollouts/strategy_code"][row])
+        mixture_code = int(root["rollouts/mixture_code"][row])
+        source_id = int(root["rollouts/source_id"][row])
+        source = {"shard_path": _word(attrs, "shard_paths", int(root["sources/shard_path_code"][source_id])),
+                  "shard_sha256": bytes(np.asarray(root["sources/shard_sha256"][source_id], dtype=np.uint8)).hex(),
+                  "entity": _word(attrs, "entities", int(root["sources/entity_code"][source_id])),
+                  "split": _word(attrs, "splits", int(root["sources/split_code"][source_id]))}
+    except RolloutStoreError:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- a damaged array or link; validation names the details
+        raise RolloutStoreError(f"{store_dir}: the provenance of {table} row {row} cannot be read "
+                                f"({type(exc).__name__}: {shown(str(exc), 200)}); run validate() for details") from None
+    return _word(attrs, "strategy_ids", strategy_code), _word(attrs, "mixture_ids", mixture_code), source
+
+
+def _word(group_attrs: Mapping[str, Mapping[str, Any]], name: str, code: int) -> str:
+    words = vocabulary(group_attrs, name)
+    if words is None or not 0 <= code < len(words) or not isinstance(words[code], str) or not words[code]:
+        raise RolloutStoreError(f"root attrs {name}: code {code} names no entry; the vocabulary is missing or broken")
+    return str(words[code])
+
+
+__all__ = ["LINEAGE_TABLES", "PACKING_VERSION", "AcquisitionRowContext", "acquisition_row_context",
+           "mapping_digest", "read_store_metadata", "recorded_packing_digest", "vocabulary"]
