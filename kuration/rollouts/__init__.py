@@ -1,9 +1,13 @@
 """Rollout replay stores (seed 004): the curated train split as an offline-RL replay store.
 
 Layout and names: :mod:`kuration.rollouts.schema`. Input records:
-:mod:`kuration.rollouts.records`.
+:mod:`kuration.rollouts.records`. Generation from a committed dataset:
+:mod:`kuration.rollouts.generation`, with the built-in recipe in
+:mod:`kuration.rollouts.demo_recipe`.
 """
 
+from kuration.rollouts.demo_recipe import MotionDirectionRecipe
+from kuration.rollouts.generation import RolloutGeneration, RolloutRecipe, rollout_records_from_dataset
 from kuration.rollouts.records import (
     CandidateShell,
     RolloutSourceRef,
@@ -23,6 +27,7 @@ from kuration.rollouts.schema import (
 
 __all__ = [
     "DEFAULT_RETURN_SEMANTICS", "INVALID_REASON_VERSION", "Q_H_ARRAY_NAMES", "Q_H_REWARD_METRIC", "Q_H_TD_SEMANTICS",
-    "ROLLOUT_ZARR_SCHEMA_ID", "ROLLOUT_ZARR_SCHEMA_VERSION", "CandidateShell", "RolloutSourceRef", "RolloutStepRecord",
-    "RolloutTargetRecord", "RolloutWriteRecord",
+    "ROLLOUT_ZARR_SCHEMA_ID", "ROLLOUT_ZARR_SCHEMA_VERSION", "CandidateShell", "MotionDirectionRecipe",
+    "RolloutGeneration", "RolloutRecipe", "RolloutSourceRef", "RolloutStepRecord", "RolloutTargetRecord",
+    "RolloutWriteRecord", "rollout_records_from_dataset",
 ]
