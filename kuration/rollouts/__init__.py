@@ -6,6 +6,7 @@ Layout and names: :mod:`kuration.rollouts.schema`. Input records:
 :mod:`kuration.rollouts.demo_recipe`.
 """
 
+from kuration.rollouts.config import RolloutZarrStoreConfig
 from kuration.rollouts.demo_recipe import MotionDirectionRecipe
 from kuration.rollouts.generation import RolloutGeneration, RolloutRecipe, rollout_records_from_dataset
 from kuration.rollouts.records import (
@@ -24,10 +25,12 @@ from kuration.rollouts.schema import (
     ROLLOUT_ZARR_SCHEMA_ID,
     ROLLOUT_ZARR_SCHEMA_VERSION,
 )
+from kuration.rollouts.writer import RolloutZarrWriteResult, write_rollout_zarr_store
 
 __all__ = [
     "DEFAULT_RETURN_SEMANTICS", "INVALID_REASON_VERSION", "Q_H_ARRAY_NAMES", "Q_H_REWARD_METRIC", "Q_H_TD_SEMANTICS",
     "ROLLOUT_ZARR_SCHEMA_ID", "ROLLOUT_ZARR_SCHEMA_VERSION", "CandidateShell", "MotionDirectionRecipe",
     "RolloutGeneration", "RolloutRecipe", "RolloutSourceRef", "RolloutStepRecord", "RolloutTargetRecord",
-    "RolloutWriteRecord", "rollout_records_from_dataset",
+    "RolloutWriteRecord", "RolloutZarrStoreConfig", "RolloutZarrWriteResult", "rollout_records_from_dataset",
+    "write_rollout_zarr_store",
 ]

@@ -1,0 +1,164 @@
+"""The derived ``q_h/`` training view, rebuilt from the factual step and candidate columns.
+
+:func:`build_q_h` is pure numpy: it reads the factual arrays it needs (named by schema path
+in :data:`Q_H_INPUT_PATHS`) and returns every array of :data:`Q_H_ARRAY_NAMES` with the
+schema's dtype and padding. The writer persists its output as ``q_h/``; the reader's
+``q_h_view(discount_gamma=g)`` and validation rebuild it and compare.
+
+Semantics (seed 004):
+
+- S rows (one per step), A columns (the widest shell). Shell order is kept: column ``j`` of
+  row ``s`` is candidate ``candidate_start[s] + j``. Shorter shells pad with id -1, false
+  masks, NaN labels and positions, reason bits 0.
+- ``valid_action_mask`` is the actor-selectable mask. ``q_train_mask`` is stricter: a valid
+  action, a label-valid candidate, a finite label and a label-valid target.
+- TD linkage describes the factual selected action only: ``td_reward`` is the step's reward,
+  ``td_next_state`` the next step id (-1 on a terminal step), ``td_discount`` gamma on a
+  non-terminal transition and 0 on a terminal one, and ``td_return`` the discounted return
+  of the selected chain, ``G_t = r_t + gamma * G_{t+1}`` (``G = r`` on a terminal step), in
+  float64. Unselected candidates carry one-step labels, never TD targets.
+
+The return is computed backwards along ``next_step_id`` one layer at a time (all chains at
+once, one numpy pass per step of the longest chain), so the work is vectorised over chains
+and each value is the same element-wise ``r + gamma * G`` a per-chain loop would compute:
+the bytes do not depend on how chains are batched.
+
+What it does not do: check the factual tables beyond what the computation needs. Broken TD
+linkage (a next step out of range, a cycle, a terminal step with a next step) raises
+:class:`RolloutStoreError`; every other contract is validation's job.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from kuration.errors import RolloutStoreError
+from kuration.floats import canonical_floats
+from kuration.rollouts.schema import Q_H_ARRAY_NAMES
+
+#: The factual arrays :func:`build_q_h` reads, by schema path.
+Q_H_INPUT_PATHS: tuple[str, ...] = (
+    "steps/rollout_id", "steps/candidate_start", "steps/candidate_count", "steps/selected_shell_index",
+    "steps/reward", "steps/terminal", "steps/next_step_id",
+    "rollouts/source_id", "rollouts/target_id", "targets/label_valid",
+    "candidates/valid_action", "candidates/label_valid", "candidates/label", "candidates/reason_bits",
+    "candidates/position",
+)
+
+
+def build_q_h(columns: Mapping[str, np.ndarray], *, discount_gamma: float,
+              widths: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
+    """Every ``q_h/`` array from the factual ``columns`` (schema path -> array, at least
+    :data:`Q_H_INPUT_PATHS`) at ``discount_gamma`` (``0 < gamma <= 1``).
+
+    ``widths`` is the store's root attrs ``widths``: its ``"A"`` is the padded shell width
+    (``None``, or no ``"A"``: the widest shell, which is what the writer records).
+
+    Returns a dict keyed by :data:`Q_H_ARRAY_NAMES`, in that order, with the schema's
+    dtypes; float arrays are canonical (one NaN, no ``-0.0``)."""
+    gamma = float(discount_gamma)
+    if not math.isfinite(gamma) or not 0.0 < gamma <= 1.0:
+        raise ValueError(f"discount_gamma: expected 0 < gamma <= 1, found {discount_gamma!r}")
+    missing = [path for path in Q_H_INPUT_PATHS if path not in columns]
+    if missing:
+        raise KeyError(f"build_q_h: missing factual columns {missing}")
+    starts = np.asarray(columns["steps/candidate_start"], dtype=np.int64)
+    counts = np.asarray(columns["steps/candidate_count"], dtype=np.int64)
+    num_steps = len(starts)
+    position = np.asarray(columns["candidates/position"])
+    width_p = position.shape[1] if position.ndim == 2 else 0
+    recorded_a = None if widths is None else widths.get("A")
+    width_a = int(counts.max(initial=0)) if recorded_a is None else int(recorded_a)
+    if counts.size and (counts.min() < 0 or counts.max() > width_a):
+        raise RolloutStoreError(f"build_q_h: shell widths must be within 0..{width_a}, found "
+                                f"{int(counts.min())}..{int(counts.max())}")
+
+    # Scatter coordinates: (row, col) of every candidate in its shell, and its candidate id.
+    rows = np.repeat(np.arange(num_steps, dtype=np.int64), counts)
+    cols = np.arange(rows.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    ids = np.repeat(starts, counts) + cols
+    num_candidates = len(np.asarray(columns["candidates/valid_action"]))
+    if ids.size and (ids.min() < 0 or ids.max() >= num_candidates):
+        raise RolloutStoreError(f"build_q_h: a shell reaches outside candidates/ (candidate ids "
+                                f"{int(ids.min())}..{int(ids.max())}, {num_candidates} rows)")
+
+    rollout_ids = np.asarray(columns["steps/rollout_id"], dtype=np.int64)
+    source_ids = np.asarray(columns["rollouts/source_id"], dtype=np.int64)[rollout_ids]
+    target_ids = np.asarray(columns["rollouts/target_id"], dtype=np.int64)[rollout_ids]
+    target_label_valid = np.asarray(columns["targets/label_valid"], dtype=bool)[target_ids]
+
+    valid = np.asarray(columns["candidates/valid_action"], dtype=bool)[ids]
+    label = np.asarray(columns["candidates/label"], dtype=np.float32)[ids]
+    trainable = valid & np.asarray(columns["candidates/label_valid"], dtype=bool)[ids] & np.isfinite(label) \
+        & np.repeat(target_label_valid, counts)
+
+    out: dict[str, np.ndarray] = {}
+    out["candidate_ids"] = _padded((num_steps, width_a), np.int64, -1, rows, cols, ids)
+    out["valid_action_mask"] = _padded((num_steps, width_a), np.bool_, False, rows, cols, valid)
+    out["q_train_mask"] = _padded((num_steps, width_a), np.bool_, False, rows, cols, trainable)
+    out["one_step_labels"] = _padded((num_steps, width_a), np.float32, np.nan, rows, cols, label)
+    out["reason_bits"] = _padded((num_steps, width_a), np.uint32, 0, rows, cols,
+                                 np.asarray(columns["candidates/reason_bits"], dtype=np.uint32)[ids])
+    out["positions"] = _padded((num_steps, width_a, width_p), np.float32, np.nan, rows, cols,
+                               position.astype(np.float32, copy=False).reshape(-1, width_p)[ids])
+    out["step_ids"] = np.arange(num_steps, dtype=np.int64)
+    out["source_ids"] = source_ids
+    out["target_ids"] = target_ids
+    out["selected_action_index"] = np.asarray(columns["steps/selected_shell_index"], dtype=np.int32)
+    reward = np.asarray(columns["steps/reward"], dtype=np.float32)
+    terminal = np.asarray(columns["steps/terminal"], dtype=bool)
+    next_step = np.asarray(columns["steps/next_step_id"], dtype=np.int64)
+    out["td_reward"] = reward.copy()
+    out["td_next_state"] = next_step.copy()  # -1 on terminal steps in a sound store; not masked, so a bad link shows
+    out["td_discount"] = np.where(terminal, np.float32(0.0), np.float32(gamma)).astype(np.float32)
+    out["td_terminal"] = terminal.copy()
+    out["td_return"] = discounted_returns(reward, terminal, next_step, gamma)
+    for name, array in out.items():
+        out[name] = canonical_floats(array)
+    return {name: out[name] for name in Q_H_ARRAY_NAMES}
+
+
+def _padded(shape: tuple[int, ...], dtype: type, fill: float | int | bool, rows: np.ndarray, cols: np.ndarray,
+            values: np.ndarray) -> np.ndarray:
+    array: np.ndarray = np.full(shape, fill, dtype=dtype)
+    array[rows, cols] = values
+    return array
+
+
+def discounted_returns(reward: np.ndarray, terminal: np.ndarray, next_step_id: np.ndarray,
+                       discount_gamma: float) -> np.ndarray:
+    """``G_t = r_t + gamma * G_{next(t)}`` (``G = r`` on a terminal step) for every step, in
+    float64, following ``next_step_id`` backwards from the terminal steps one layer at a time.
+
+    Raises :class:`RolloutStoreError` when the linkage does not end every chain at a
+    terminal step (a next step out of range, a cycle, a non-terminal step without one)."""
+    r = np.asarray(reward, dtype=np.float32).astype(np.float64)
+    terminal = np.asarray(terminal, dtype=bool)
+    nxt = np.asarray(next_step_id, dtype=np.int64)
+    gamma = np.float64(discount_gamma)
+    num_steps = len(r)
+    returns = np.full(num_steps, np.nan, dtype=np.float64)
+    resolved = terminal.copy()
+    returns[terminal] = r[terminal]
+    pending = np.flatnonzero(~terminal)
+    bad = pending[(nxt[pending] < 0) | (nxt[pending] >= num_steps)]
+    if bad.size:
+        raise RolloutStoreError(f"steps/next_step_id: non-terminal step {int(bad[0])} links to "
+                                f"{int(nxt[bad[0]])}, outside 0..{num_steps - 1} ({bad.size} such steps)")
+    while pending.size:
+        ready = resolved[nxt[pending]]
+        if not ready.any():
+            raise RolloutStoreError(f"steps/next_step_id: steps {pending[:5].tolist()} never reach a terminal "
+                                    f"step ({pending.size} steps in a cycle or a broken chain)")
+        layer = pending[ready]
+        returns[layer] = r[layer] + gamma * returns[nxt[layer]]
+        resolved[layer] = True
+        pending = pending[~ready]
+    return returns
+
+
+__all__ = ["Q_H_INPUT_PATHS", "build_q_h", "discounted_returns"]

@@ -1,0 +1,714 @@
+"""Write a rollout replay store: normalize :class:`RolloutWriteRecord` chains into the factual
+tables of :mod:`kuration.rollouts.schema`, derive ``q_h/``, bind the manifest sidecar.
+
+:func:`write_rollout_zarr_store` is the direct write: it *replaces* ``store_dir`` (remove,
+then write). A killed direct write leaves a torn store; the crash-safe path is
+:func:`kuration.rollouts.promote.write_rollout_store_atomically`, which writes a temp sibling
+with this function and promotes it.
+
+Plan, then act: :func:`normalize_rollout_records` validates every record and builds every
+column (pure numpy, vectorised over candidates: per-record and per-step Python work is only
+collecting the record's arrays for one ``np.concatenate``; a failed vectorised check goes back
+to the records to name the culprit), then :func:`write_rollout_zarr_store` writes them.
+Refusals raise :class:`RolloutInputError` naming ``records[i].steps[j].<field>``.
+
+Layout choices (zarr 3.1.6, zstd level 0):
+
+- Every array is chunked on its row axis so a chunk holds about 1 MB uncompressed
+  (:data:`TARGET_CHUNK_BYTES`), bounded by the row count: per-chunk codec and file overhead
+  stops mattering above a few hundred KB, and 1 MB keeps a 256-row random read cheap.
+- Wide arrays (``candidates/position``, ``steps/state``, ``steps/selected_payload`` and the
+  padded ``q_h/`` S x A arrays) are written as zarr shards of up to :data:`SHARD_CHUNKS`
+  chunks, so a large store stays a few hundred files; their inner chunk stays the unit a
+  random read decodes. ``q_h_chunk_states`` (config) sets the q_h inner chunk in rows.
+- Writes use ``write_empty_chunks=True``: every chunk exists on disk, so a deleted chunk is
+  detectable (zarr 3.1 would silently read it as the fill value).
+- Float columns go through :func:`kuration.floats.canonical_floats` (one NaN, no ``-0.0``),
+  so the same records give the same chunk bytes on every CPU.
+
+Determinism: the persisted config excludes ``store_dir`` and the sidecar has no clock time,
+so the same records and config give byte-identical stores (every chunk, every ``zarr.json``,
+the sidecar) under the same Python/numpy/zarr/Kuration versions. The sidecar's ``runtime``
+block names those versions, so ``manifest_sha256`` changes when they do, by design: it
+records what wrote the store.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kuration._version import __version__ as kuration_version
+from kuration.errors import RolloutInputError, check_keys, shown
+from kuration.floats import canonical_floats
+from kuration.hashing import canonical_digest, canonical_json, readable_json
+from kuration.rollouts.config import RolloutZarrStoreConfig
+from kuration.rollouts.qh import build_q_h
+from kuration.rollouts.records import RolloutWriteRecord
+from kuration.rollouts.schema import (
+    ARRAYS,
+    DEFAULT_LABEL_SUPPORT,
+    DEFAULT_RETURN_SEMANTICS,
+    DEFAULT_TARGET_PROTOCOL,
+    INVALID_REASON_VERSION,
+    MANIFEST_FILENAME,
+    Q_H_GROUP,
+    Q_H_REWARD_METRIC,
+    Q_H_TD_SEMANTICS,
+    ROLLOUT_ZARR_SCHEMA_ID,
+    ROLLOUT_ZARR_SCHEMA_VERSION,
+    TABLES,
+    VOCABULARIES,
+    ArraySpec,
+)
+from kuration.storage import is_remote, local_path, remove_tree, write_bytes_atomic
+
+#: Uncompressed bytes a chunk aims at (rows are chosen to reach it, bounded by the row count).
+TARGET_CHUNK_BYTES = 1 << 20
+#: Most inner chunks one shard file of a wide array holds.
+SHARD_CHUNKS = 16
+#: Arrays written as zarr shards: the factual arrays with a trailing dimension of their own
+#: width, and every padded q_h S x A array.
+SHARDED_ARRAYS = frozenset({
+    "candidates/position", "steps/state", "steps/selected_payload", "targets/value",
+    "q_h/candidate_ids", "q_h/valid_action_mask", "q_h/q_train_mask", "q_h/one_step_labels",
+    "q_h/reason_bits", "q_h/positions",
+})
+#: Keys ``manifest_context`` may carry into the sidecar.
+MANIFEST_CONTEXT_KEYS = ("invocation", "generation", "lineage")
+
+_SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class RolloutZarrWriteResult:
+    """Summary of one write. Counts are rows of the materialized tables; ``chunking`` maps
+    each array path to ``{"chunks": [...], "shards": [...] | None}`` as written."""
+
+    store_dir: str
+    num_rollouts: int
+    num_steps: int
+    num_candidates: int
+    num_sources: int
+    num_targets: int
+    manifest_path: str
+    manifest_sha256: str
+    chunking: Mapping[str, Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class RolloutTables:
+    """The normalized store content before it is written: every factual column by schema
+    path, each group's vocabularies, the widths (``P``, ``D_s``, ``D_t``, ``A``,
+    ``payload``) and the row counts per table."""
+
+    columns: Mapping[str, np.ndarray]
+    vocabularies: Mapping[str, Mapping[str, list[str]]]
+    widths: Mapping[str, Any]
+    counts: Mapping[str, int]
+
+
+# -- normalize ----------------------------------------------------------------------------
+
+
+class _Vocabulary:
+    """Strings -> int32 codes in first-appearance order (deterministic for the same records)."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str, int] = {}
+
+    def code(self, text: str) -> int:
+        return self.codes.setdefault(text, len(self.codes))
+
+    @property
+    def values(self) -> list[str]:
+        return list(self.codes)
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise RolloutInputError(f"{where}: expected a non-empty string, found {shown(value)}")
+    return value
+
+
+def _int(value: Any, where: str, *, minimum: int = 0) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or int(value) < minimum:
+        raise RolloutInputError(f"{where}: expected an int >= {minimum}, found {shown(value)}")
+    return int(value)
+
+
+def normalize_rollout_records(records: Iterable[RolloutWriteRecord], *,
+                              config: RolloutZarrStoreConfig) -> RolloutTables:
+    """Validate ``records`` and build every factual column (no I/O). Raises
+    :class:`RolloutInputError` naming the record index, step index and field of the first
+    violation (see :func:`write_rollout_zarr_store` for what is refused)."""
+    chains = list(records)
+    if not chains:
+        raise RolloutInputError("records: no rollout chains to write (a store holds at least one)")
+    source_rows: dict[tuple[str, str, str], int] = {}
+    source_info: list[tuple[str, str, str, str, int]] = []
+    target_rows: dict[tuple[int, str, bool, bytes], int] = {}
+    target_info: list[tuple[int, str, np.ndarray, bool]] = []
+    vocab = {name: _Vocabulary() for name in ("shard_paths", "entities", "splits", "kinds", "strategy_ids",
+                                               "mixture_ids", "termination_reasons")}
+    rollout_source, rollout_target, rollout_len = [], [], []
+    rollout_strategy, rollout_mixture, rollout_termination = [], [], []
+    steps: list[Any] = []
+    width_t: int | None = None
+    for ri, record in enumerate(chains):
+        where = f"records[{ri}]"
+        if not isinstance(record, RolloutWriteRecord):
+            raise RolloutInputError(f"{where}: expected a RolloutWriteRecord, found {type(record).__name__}")
+        source = record.source
+        path = _text(source.shard_path, f"{where}.source.shard_path")
+        sha = source.shard_sha256
+        if not isinstance(sha, str) or not _SHA256_HEX.match(sha):
+            raise RolloutInputError(f"{where}.source.shard_sha256: expected 64 lowercase hex digits, "
+                                    f"found {shown(sha)}")
+        entity = _text(source.entity, f"{where}.source.entity")
+        split = _text(source.split, f"{where}.source.split")
+        n_states = _int(source.n_states, f"{where}.source.n_states", minimum=1)
+        key = (path, sha, entity)
+        source_id = source_rows.get(key)
+        if source_id is None:
+            source_id = source_rows[key] = len(source_info)
+            source_info.append((path, sha, entity, split, n_states))
+        elif source_info[source_id][3:] != (split, n_states):
+            raise RolloutInputError(
+                f"{where}.source: shard {path!r} (sha256 {sha[:12]}..., entity {entity!r}) was given with split "
+                f"{source_info[source_id][3]!r} and n_states {source_info[source_id][4]} before, now {split!r} and "
+                f"{n_states}; one shard has one split and one state count")
+        target = record.target
+        kind = _text(target.kind, f"{where}.target.kind")
+        value = _float_vector(target.value, f"{where}.target.value")
+        if width_t is None:
+            width_t = len(value)
+        elif len(value) != width_t:
+            raise RolloutInputError(f"{where}.target.value: width D_t {len(value)}, but earlier targets have {width_t}")
+        if not isinstance(target.label_valid, (bool, np.bool_)):
+            raise RolloutInputError(f"{where}.target.label_valid: expected a bool, found {shown(target.label_valid)}")
+        target_key = (source_id, kind, bool(target.label_valid), value.tobytes())
+        target_id = target_rows.get(target_key)
+        if target_id is None:
+            target_id = target_rows[target_key] = len(target_info)
+            target_info.append((source_id, kind, value, bool(target.label_valid)))
+        rollout_source.append(source_id)
+        rollout_target.append(target_id)
+        rollout_strategy.append(vocab["strategy_ids"].code(_text(record.strategy_id, f"{where}.strategy_id")))
+        rollout_mixture.append(vocab["mixture_ids"].code(_text(record.mixture_id, f"{where}.mixture_id")))
+        rollout_termination.append(vocab["termination_reasons"].code(
+            _text(record.termination_reason, f"{where}.termination_reason")))
+        chain_steps: Any = record.steps
+        if not isinstance(chain_steps, Sequence) or isinstance(chain_steps, (str, bytes)) or not chain_steps:
+            raise RolloutInputError(f"{where}.steps: a chain needs at least one step, found {shown(record.steps)}")
+        rollout_len.append(len(record.steps))
+        steps.extend(record.steps)
+
+    num_rollouts = len(chains)
+    lengths = np.asarray(rollout_len, dtype=np.int64)
+    num_steps = int(lengths.sum())
+    first_step = np.cumsum(lengths) - lengths
+    step_rollout = np.repeat(np.arange(num_rollouts, dtype=np.int64), lengths)
+    step_index = np.arange(num_steps, dtype=np.int64) - first_step[step_rollout]
+
+    def step_where(step: int) -> str:
+        return f"records[{int(step_rollout[step])}].steps[{int(step_index[step])}]"
+
+    columns: dict[str, np.ndarray] = {}
+    columns.update(_step_columns(steps, step_where, config))
+    counts = columns.pop("_counts")
+    candidate_start = np.cumsum(counts) - counts
+    candidate_step = np.repeat(np.arange(num_steps, dtype=np.int64), counts)
+
+    def candidate_where(candidate: int) -> str:
+        step = int(candidate_step[candidate])
+        return f"{step_where(step)}.shell[{candidate - int(candidate_start[step])}]"
+
+    columns.update(_candidate_columns([step.shell for step in steps], counts, step_where, candidate_where, config))
+
+    # Per-step checks that need the shells and the sources.
+    n_states = np.asarray([info[4] for info in source_info], dtype=np.int64)[np.asarray(rollout_source)][step_rollout]
+    bad = np.flatnonzero(columns["steps/source_row"] >= n_states)
+    if bad.size:
+        s = int(bad[0])
+        raise RolloutInputError(f"{step_where(s)}.source_row: {int(columns['steps/source_row'][s])} is outside the "
+                                f"source's {int(n_states[s])} states")
+    selected = columns["steps/selected_shell_index"].astype(np.int64)
+    bad = np.flatnonzero(selected >= counts)
+    if bad.size:
+        s = int(bad[0])
+        raise RolloutInputError(f"{step_where(s)}.selected_shell_index: {int(selected[s])} is out of range for a "
+                                f"shell of {int(counts[s])} candidates")
+    selected_id = candidate_start + selected
+    bad = np.flatnonzero(~columns["candidates/valid_action"][selected_id])
+    if bad.size:
+        s = int(bad[0])
+        raise RolloutInputError(f"{step_where(s)}.selected_shell_index: selects candidate {int(selected[s])}, which "
+                                "is not a valid action (the recorded action must be actor-valid)")
+
+    terminal = step_index == (lengths[step_rollout] - 1)
+    step_ids = np.arange(num_steps, dtype=np.int64)
+    columns.update({
+        "steps/step_id": step_ids,
+        "steps/rollout_id": step_rollout,
+        "steps/step_index": step_index.astype(np.int32),
+        "steps/candidate_start": candidate_start.astype(np.int64),
+        "steps/candidate_count": counts.astype(np.int32),
+        "steps/selected_candidate_id": selected_id.astype(np.int64),
+        "steps/terminal": terminal,
+        "steps/next_step_id": np.where(terminal, np.int64(-1), step_ids + 1),
+    })
+    num_candidates = len(columns["candidates/valid_action"])
+    strategy = np.asarray(rollout_strategy, dtype=np.int32)
+    mixture = np.asarray(rollout_mixture, dtype=np.int32)
+    columns.update({
+        "candidates/candidate_id": np.arange(num_candidates, dtype=np.int64),
+        "candidates/step_id": candidate_step,
+        "candidates/shell_index": (np.arange(num_candidates, dtype=np.int64)
+                                   - np.repeat(candidate_start, counts)).astype(np.int32),
+        "candidates/strategy_code": np.repeat(strategy[step_rollout], counts),
+        "candidates/mixture_code": np.repeat(mixture[step_rollout], counts),
+        "rollouts/rollout_id": np.arange(num_rollouts, dtype=np.int64),
+        "rollouts/source_id": np.asarray(rollout_source, dtype=np.int64),
+        "rollouts/target_id": np.asarray(rollout_target, dtype=np.int64),
+        "rollouts/strategy_code": strategy,
+        "rollouts/mixture_code": mixture,
+        "rollouts/first_step": first_step.astype(np.int64),
+        "rollouts/num_steps": lengths.astype(np.int32),
+        "rollouts/termination_code": np.asarray(rollout_termination, dtype=np.int32),
+    })
+    num_sources = len(source_info)
+    columns.update({
+        "sources/source_id": np.arange(num_sources, dtype=np.int64),
+        "sources/shard_sha256": np.frombuffer(b"".join(bytes.fromhex(info[1]) for info in source_info),
+                                              dtype=np.uint8).reshape(num_sources, 32).copy(),
+        "sources/shard_path_code": np.asarray([vocab["shard_paths"].code(i[0]) for i in source_info], np.int32),
+        "sources/entity_code": np.asarray([vocab["entities"].code(i[2]) for i in source_info], np.int32),
+        "sources/split_code": np.asarray([vocab["splits"].code(i[3]) for i in source_info], np.int32),
+        "sources/n_states": np.asarray([i[4] for i in source_info], np.int32),
+    })
+    num_targets = len(target_info)
+    columns.update({
+        "targets/target_id": np.arange(num_targets, dtype=np.int64),
+        "targets/source_id": np.asarray([t[0] for t in target_info], dtype=np.int64),
+        "targets/kind_code": np.asarray([vocab["kinds"].code(t[1]) for t in target_info], dtype=np.int32),
+        "targets/value": np.stack([t[2] for t in target_info]).reshape(num_targets, width_t or 0),
+        "targets/label_valid": np.asarray([t[3] for t in target_info], dtype=bool),
+    })
+    vocabularies = {group: {attr: vocab[attr].values for attr in names.values()}
+                    for group, names in VOCABULARIES.items()}
+    payload = columns.get("steps/selected_payload")
+    widths = {
+        "P": int(columns["candidates/position"].shape[1]),
+        "D_s": int(columns["steps/state"].shape[1]),
+        "D_t": int(width_t or 0),
+        "A": int(counts.max()),
+        "payload": None if payload is None else [int(n) for n in payload.shape[1:]],
+    }
+    table_counts = {"sources": num_sources, "targets": num_targets, "rollouts": num_rollouts,
+                    "steps": num_steps, "candidates": num_candidates}
+    return RolloutTables(columns=columns, vocabularies=vocabularies, widths=widths, counts=table_counts)
+
+
+def _float_vector(value: Any, where: str) -> np.ndarray:
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise RolloutInputError(f"{where}: expected a 1-D float vector: {exc}") from None
+    if array.ndim != 1 or array.dtype.kind not in "fiu":
+        raise RolloutInputError(f"{where}: expected a 1-D numeric vector, found dtype {array.dtype} shape "
+                                f"{array.shape}")
+    return canonical_floats(array.astype(np.float32))
+
+
+def _step_columns(steps: list[Any], step_where: Any, config: RolloutZarrStoreConfig) -> dict[str, np.ndarray]:
+    from kuration.rollouts.records import RolloutStepRecord
+
+    for s, step in enumerate(steps):
+        if not isinstance(step, RolloutStepRecord):
+            raise RolloutInputError(f"{step_where(s)}: expected a RolloutStepRecord, found {type(step).__name__}")
+    columns: dict[str, np.ndarray] = {}
+    columns["steps/source_row"] = _int_column([st.source_row for st in steps], "source_row", step_where, np.int64)
+    columns["steps/selected_shell_index"] = _int_column([st.selected_shell_index for st in steps],
+                                                        "selected_shell_index", step_where, np.int32)
+    reward = _float_column([st.reward for st in steps], "reward", step_where)
+    bad = np.flatnonzero(~np.isfinite(reward))
+    if bad.size:
+        s = int(bad[0])
+        raise RolloutInputError(f"{step_where(s)}.reward: {reward[s]} is not finite (every selected transition "
+                                "needs an explicit finite reward)")
+    with np.errstate(over="ignore"):
+        columns["steps/reward"] = reward.astype(np.float32)
+    bad = np.flatnonzero(~np.isfinite(columns["steps/reward"]))
+    if bad.size:
+        s = int(bad[0])
+        raise RolloutInputError(f"{step_where(s)}.reward: {reward[s]} overflows float32")
+    audit_count = [st.audit_valid_candidates for st in steps]
+    available = np.fromiter((v is not None for v in audit_count), dtype=bool, count=len(steps))
+    counts_known = _int_column([0 if v is None else v for v in audit_count], "audit_valid_candidates", step_where,
+                               np.int32)
+    columns["steps/audit_valid_candidates"] = np.where(available, counts_known, np.int32(-1)).astype(np.int32)
+    margin = _float_column([math.nan if st.audit_selected_margin is None else st.audit_selected_margin
+                            for st in steps], "audit_selected_margin", step_where)
+    columns["steps/audit_selected_margin"] = margin.astype(np.float32)
+    columns["steps/state"] = _stacked([st.state for st in steps], "state", step_where, np.float32)
+    if config.field_retention_policy == "full":
+        missing = [s for s, st in enumerate(steps) if st.selected_payload is None]
+        if missing:
+            raise RolloutInputError(f"{step_where(missing[0])}.selected_payload: missing, but "
+                                    "field_retention_policy='full' keeps a payload for every step (use 'compact' "
+                                    "to store none)")
+        columns["steps/selected_payload"] = _stacked([st.selected_payload for st in steps], "selected_payload",
+                                                     step_where, np.uint8, payload=True)
+    counts = np.fromiter((len(st.shell) for st in steps), dtype=np.int64, count=len(steps))
+    columns["_counts"] = counts
+    return columns
+
+
+def _int_column(values: list[Any], name: str, step_where: Any, dtype: type) -> np.ndarray:
+    info = np.iinfo(dtype)
+    array = np.zeros(0)
+    try:
+        array = np.asarray(values)
+        ok = array.ndim == 1 and array.dtype.kind in "iu"
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if ok and array.size and (array.min() < 0 or array.max() > info.max):
+        ok = False
+    if not ok:
+        for s, value in enumerate(values):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
+                    or not 0 <= int(value) <= info.max:
+                raise RolloutInputError(f"{step_where(s)}.{name}: expected an int in 0..{info.max}, "
+                                        f"found {shown(value)}")
+        raise RolloutInputError(f"steps.{name}: values are not integers")  # unreachable in practice
+    return array.astype(dtype)
+
+
+def _float_column(values: list[Any], name: str, step_where: Any) -> np.ndarray:
+    for s, value in enumerate(values):  # numpy would read None as NaN and True as 1.0
+        if value is None or isinstance(value, (bool, np.bool_)):
+            raise RolloutInputError(f"{step_where(s)}.{name}: expected a number, found {shown(value)}")
+    try:
+        array = np.asarray(values, dtype=np.float64)
+        if array.ndim != 1:
+            raise ValueError("not one number per step")
+    except (TypeError, ValueError):
+        for s, value in enumerate(values):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+                raise RolloutInputError(f"{step_where(s)}.{name}: expected a number, found {shown(value)}") from None
+        raise RolloutInputError(f"steps.{name}: expected one number per step") from None
+    return array
+
+
+def _is_numeric(dtype: np.dtype) -> bool:
+    return dtype.kind in "fiu"
+
+
+def _joined(parts: list[Any], *, field: str, step_where: Any, accept: Any, want: str, item_ndim: int | None,
+            stack: bool, width_label: str) -> np.ndarray:
+    """The per-step arrays ``parts`` stacked (one row per step) or concatenated (one row per
+    candidate). The fast path is one numpy call; when it fails or gives the wrong dtype or
+    shape, the culprit step is found and named (``accept(dtype)`` and ``item_ndim``, None
+    for any, say what each part must be; every part has the same shape past the row axis)."""
+    array = np.zeros(0)
+    ok = False
+    try:
+        array = np.asarray(parts) if stack else np.concatenate([np.asarray(p) for p in parts])
+        ok = accept(array.dtype) and (array.ndim >= 2 if item_ndim is None else array.ndim == item_ndim + stack)
+    except (TypeError, ValueError):
+        pass
+    if ok:
+        return array
+    first = np.asarray(parts[0])
+    for s, part in enumerate(parts):
+        item = np.asarray(part)
+        if not accept(item.dtype) or (item.ndim < 1 if item_ndim is None else item.ndim != item_ndim):
+            raise RolloutInputError(f"{step_where(s)}.{field}: expected {want}, found dtype {item.dtype} "
+                                    f"shape {item.shape}")
+        kept = 0 if stack else 1  # stacked parts share their whole shape, concatenated ones their width
+        if item.shape[kept:] != first.shape[kept:]:
+            raise RolloutInputError(f"{step_where(s)}.{field}: {width_label} {item.shape[kept:]}, but step 0 has "
+                                    f"{first.shape[kept:]}; every step has the same")
+    raise RolloutInputError(f"{field}: cannot join the per-step arrays")
+
+
+def _stacked(values: list[Any], name: str, step_where: Any, dtype: type, *, payload: bool = False) -> np.ndarray:
+    """One row per step from per-step arrays of one shape; the culprit is named on failure."""
+    if payload:
+        array = _joined(values, field=name, step_where=step_where, accept=lambda d: d == np.uint8,
+                        want="a uint8 array", item_ndim=None, stack=True, width_label="payload shape")
+    else:
+        array = _joined(values, field=name, step_where=step_where, accept=_is_numeric, want="a 1-D numeric vector",
+                        item_ndim=1, stack=True, width_label="width D_s")
+    return canonical_floats(array.astype(dtype, copy=False))
+
+
+_KIND_NAMES = {"b": "bool", "iu": "integer", "fiu": "numeric"}
+
+
+def _shell_concat(shells: list[Any], field: str, step_where: Any, kinds: str, counts: np.ndarray) -> np.ndarray:
+    parts = [getattr(shell, field) for shell in shells]
+    lengths = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
+    bad = np.flatnonzero(lengths != counts)
+    if bad.size:
+        s = int(bad[0])
+        raise RolloutInputError(f"{step_where(s)}.shell.{field}: {int(lengths[s])} entries, but the shell has "
+                                f"{int(counts[s])} action_ids; every shell array has one entry per candidate")
+    item_ndim = 2 if field == "positions" else 1
+    return _joined(parts, field=f"shell.{field}", step_where=step_where, accept=lambda d: d.kind in kinds,
+                   want=f"a {item_ndim}-D {_KIND_NAMES[kinds]} array", item_ndim=item_ndim, stack=False,
+                   width_label="width P")
+
+
+def _candidate_columns(shells: list[Any], counts: np.ndarray, step_where: Any, candidate_where: Any,
+                       config: RolloutZarrStoreConfig) -> dict[str, np.ndarray]:
+    from kuration.rollouts.records import CandidateShell
+
+    for s, shell in enumerate(shells):
+        if not isinstance(shell, CandidateShell):
+            raise RolloutInputError(f"{step_where(s)}.shell: expected a CandidateShell, found {type(shell).__name__}")
+    action = _shell_concat(shells, "action_ids", step_where, "iu", counts)
+    position = _shell_concat(shells, "positions", step_where, "fiu", counts)
+    valid = _shell_concat(shells, "valid_action", step_where, "b", counts)
+    reason = _shell_concat(shells, "reason_bits", step_where, "iu", counts)
+    label = _shell_concat(shells, "labels", step_where, "fiu", counts).astype(np.float64)
+    label_valid = _shell_concat(shells, "label_valid", step_where, "b", counts)
+
+    def refuse(mask: np.ndarray, field: str, what: str) -> None:
+        bad = np.flatnonzero(mask)
+        if bad.size:
+            raise RolloutInputError(f"{candidate_where(int(bad[0]))}.{field}: {what} ({bad.size} candidates in all)")
+
+    refuse((action < 0) | (action > np.iinfo(np.int32).max), "action_ids", "outside 0..2**31-1")
+    refuse((reason < 0) | (reason > np.iinfo(np.uint32).max), "reason_bits", "outside the uint32 range")
+    reason = reason.astype(np.uint32)
+    refuse(valid & (reason != 0), "reason_bits", "nonzero on a valid candidate (bits are 0 exactly where "
+           "valid_action is True)")
+    refuse(~valid & (reason == 0), "reason_bits", "0 on an invalid candidate (an invalid action needs a reason bit "
+           "from the store's reason_codes)")
+    declared = np.uint32(config.declared_reason_mask)
+    refuse((reason & ~declared) != 0, "reason_bits", f"has a bit outside the declared reason table "
+           f"{dict(config.reason_codes)}")
+    finite = np.isfinite(label)
+    refuse(label_valid & ~valid, "label_valid", "True on an invalid action (label_valid implies valid_action)")
+    refuse(label_valid & ~finite, "labels", "not finite on a label_valid candidate")
+    refuse(~valid & finite, "labels", "finite on an invalid action; it must be NaN (invalid actions are masked, "
+           "never low or zero labels)")
+    refuse(np.abs(np.where(finite, label, 0.0)) > np.finfo(np.float32).max, "labels", "overflows float32")
+    return {
+        "candidates/action_id": action.astype(np.int32),
+        "candidates/position": canonical_floats(position.astype(np.float32)),
+        "candidates/valid_action": valid,
+        "candidates/reason_bits": reason,
+        "candidates/label": canonical_floats(label.astype(np.float32)),
+        "candidates/label_valid": label_valid,
+    }
+
+
+# -- write ---------------------------------------------------------------------------------
+
+
+def _chunk_rows(spec: ArraySpec, shape: tuple[int, ...], config: RolloutZarrStoreConfig) -> int:
+    rows = shape[0]
+    row_bytes = max(1, int(np.dtype(spec.dtype).itemsize * math.prod(shape[1:])))
+    wanted: int | None = None
+    if spec.group == Q_H_GROUP and len(shape) > 1:
+        wanted = config.q_h_chunk_states
+    elif spec.path == "steps/selected_payload":
+        wanted = config.selected_payload_chunk_steps
+    if wanted is None:
+        wanted = max(1, -(-TARGET_CHUNK_BYTES // row_bytes))
+    return max(1, min(wanted, rows))
+
+
+def _layout(spec: ArraySpec, shape: tuple[int, ...], config: RolloutZarrStoreConfig
+            ) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+    rows = _chunk_rows(spec, shape, config)
+    chunks = (rows, *shape[1:])
+    if spec.path not in SHARDED_ARRAYS or shape[0] <= rows:
+        return chunks, None
+    per_shard = min(SHARD_CHUNKS, -(-shape[0] // rows))
+    return chunks, (rows * per_shard, *shape[1:])
+
+
+def _fill_value(spec: ArraySpec) -> Any:
+    if spec.unavailable is not None:
+        return spec.unavailable
+    return False if spec.dtype == "bool" else 0
+
+
+def _write_array(group: Any, spec: ArraySpec, data: np.ndarray, config: RolloutZarrStoreConfig) -> dict[str, Any]:
+    from zarr.codecs import ZstdCodec
+
+    data = np.ascontiguousarray(canonical_floats(np.asarray(data, dtype=spec.dtype)))
+    chunks, shards = _layout(spec, data.shape, config)
+    array = group.create_array(spec.name, shape=data.shape, dtype=spec.dtype, chunks=chunks, shards=shards,
+                               compressors=ZstdCodec(level=0, checksum=False), fill_value=_fill_value(spec),
+                               config={"write_empty_chunks": True})
+    array[...] = data
+    return {"chunks": list(chunks), "shards": None if shards is None else list(shards)}
+
+
+def write_rollout_zarr_store(
+    store_dir: str | os.PathLike[str],
+    records: Iterable[RolloutWriteRecord],
+    *,
+    return_semantics: str = DEFAULT_RETURN_SEMANTICS,
+    discount_gamma: float = 1.0,
+    target_protocol_version: str = DEFAULT_TARGET_PROTOCOL,
+    reason_code_version: str = INVALID_REASON_VERSION,
+    reason_codes: Mapping[str, int] | None = None,
+    field_retention_policy: str = "compact",
+    source_dataset_version: str = "unknown-source-version",
+    split_manifest_hash: str = "unknown-split-manifest",
+    q_h_chunk_states: int | None = None,
+    selected_payload_chunk_steps: int | None = None,
+    oracle_id: str = "unspecified-oracle",
+    label_support_semantics: str = DEFAULT_LABEL_SUPPORT,
+    manifest_context: Mapping[str, Any] | None = None,
+) -> RolloutZarrWriteResult:
+    """Replace the local directory ``store_dir`` with a rollout store written from ``records``.
+
+    Keyword options are the :class:`RolloutZarrStoreConfig` fields (``reason_codes=None``:
+    :data:`~kuration.rollouts.config.DEFAULT_REASON_CODES`). ``manifest_context`` may carry
+    ``invocation``, ``generation`` and ``lineage`` JSON objects from the caller; they go into
+    the sidecar as given.
+
+    Refused with :class:`RolloutInputError` naming ``records[i].steps[j].<field>``, before
+    anything is written: no records; an empty chain; an empty strategy, mixture, target kind
+    or termination reason; a shard SHA-256 that is not 64 lowercase hex digits; shell arrays
+    of unequal length; reason bits 0 on an invalid candidate, nonzero on a valid one or
+    outside the declared table; a ``label_valid`` candidate with a non-finite label or an
+    invalid action; a finite label on an invalid action (it must be NaN); a selected index
+    out of range or selecting an invalid action; a non-finite reward; a source row outside
+    the source's states; widths (P, D_s, D_t, payload) that differ between rows.
+
+    Writes the five factual tables, ``q_h/`` (built by :func:`build_q_h` at
+    ``discount_gamma``), the sidecar :data:`MANIFEST_FILENAME` and, last, the root attrs
+    with ``manifest_sha256``. Remote URLs are refused (local paths only)."""
+    if is_remote(store_dir):
+        raise RolloutInputError(f"store_dir: {os.fspath(store_dir)!r} is a remote URL; rollout stores are written to "
+                                "a local path (write locally, then copy the finished store)")
+    config = RolloutZarrStoreConfig(
+        store_dir=os.fspath(local_path(store_dir)), return_semantics=return_semantics,
+        discount_gamma=discount_gamma, target_protocol_version=target_protocol_version,
+        reason_code_version=reason_code_version,
+        **({} if reason_codes is None else {"reason_codes": reason_codes}),
+        field_retention_policy=field_retention_policy, source_dataset_version=source_dataset_version,
+        split_manifest_hash=split_manifest_hash, q_h_chunk_states=q_h_chunk_states,
+        selected_payload_chunk_steps=selected_payload_chunk_steps, oracle_id=oracle_id,
+        label_support_semantics=label_support_semantics)
+    context = _checked_context(manifest_context)
+    tables = normalize_rollout_records(records, config=config)
+    return write_rollout_tables(config, tables, manifest_context=context)
+
+
+def _checked_context(context: Mapping[str, Any] | None) -> dict[str, Any]:
+    if context is None:
+        return {}
+    if not isinstance(context, Mapping):
+        raise RolloutInputError(f"manifest_context: expected a mapping, found {type(context).__name__}")
+    check_keys(context, MANIFEST_CONTEXT_KEYS, where="manifest_context", error=RolloutInputError)
+    try:
+        canonical_json(dict(context))
+    except (TypeError, ValueError) as exc:
+        raise RolloutInputError(f"manifest_context: not JSON-serializable ({exc}); pass plain dicts, lists, "
+                                "strings and finite numbers") from None
+    return dict(context)
+
+
+def build_manifest(config: RolloutZarrStoreConfig, tables: RolloutTables,
+                   manifest_context: Mapping[str, Any]) -> dict[str, Any]:
+    """The sidecar content: schema, config, counts, widths, reason codes, invocation,
+    generation context, lineage and runtime. No clock time, so it is reproducible."""
+    import zarr
+
+    columns = tables.columns
+    source_paths = tables.vocabularies["sources"]["shard_paths"]
+    sources = [
+        {"shard_path": source_paths[int(code)], "shard_sha256": bytes(digest).hex()}
+        for code, digest in zip(columns["sources/shard_path_code"], columns["sources/shard_sha256"], strict=True)
+    ]
+    return {
+        **_store_identity(config, tables),
+        "invocation": manifest_context.get("invocation"),
+        "generation": manifest_context.get("generation"),
+        "lineage": {
+            "split_manifest_hash": config.split_manifest_hash,
+            "source_dataset_version": config.source_dataset_version,
+            "num_sources": int(tables.counts["sources"]),
+            "sources_sha256": canonical_digest(sources),
+            "caller": manifest_context.get("lineage"),
+        },
+        "runtime": {"python": platform.python_version(), "numpy": np.__version__, "zarr": zarr.__version__,
+                    "kuration": kuration_version},
+    }
+
+
+def _store_identity(config: RolloutZarrStoreConfig, tables: RolloutTables) -> dict[str, Any]:
+    """What both the root attrs and the sidecar record: schema, config, counts, widths and
+    the reason-code table."""
+    return {
+        "schema_id": ROLLOUT_ZARR_SCHEMA_ID,
+        "schema_version": ROLLOUT_ZARR_SCHEMA_VERSION,
+        "config": config.persisted(),
+        "counts": dict(tables.counts),
+        "widths": dict(tables.widths),
+        "reason_codes": {"version": config.reason_code_version, "bits": dict(config.reason_codes)},
+    }
+
+
+def write_rollout_tables(config: RolloutZarrStoreConfig, tables: RolloutTables, *,
+                         manifest_context: Mapping[str, Any] | None = None) -> RolloutZarrWriteResult:
+    """Write already-normalized ``tables`` to ``config.store_dir`` (replacing it): the I/O
+    half of :func:`write_rollout_zarr_store`."""
+    import zarr
+
+    store_dir = local_path(config.store_dir).resolve()
+    q_h = build_q_h(tables.columns, discount_gamma=config.discount_gamma, widths=tables.widths)
+    manifest = build_manifest(config, tables, dict(manifest_context or {}))
+    manifest_sha256 = canonical_digest(manifest)
+
+    remove_tree(store_dir)
+    store_dir.parent.mkdir(parents=True, exist_ok=True)
+    root = zarr.open_group(str(store_dir), mode="w", zarr_format=3)
+    chunking: dict[str, dict[str, Any]] = {}
+    for group_name in (*TABLES, Q_H_GROUP):
+        attrs: dict[str, Any] = dict(tables.vocabularies.get(group_name, {}))
+        if group_name == Q_H_GROUP:
+            attrs = {"return_semantics": config.return_semantics, "discount_gamma": config.discount_gamma,
+                     "td_semantics": Q_H_TD_SEMANTICS, "reward_metric": Q_H_REWARD_METRIC}
+        group = root.create_group(group_name, attributes=attrs)
+        for spec in ARRAYS:
+            if spec.group != group_name:
+                continue
+            data = q_h[spec.name] if group_name == Q_H_GROUP else tables.columns.get(spec.path)
+            if data is None:
+                if spec.required:
+                    raise AssertionError(f"normalize produced no {spec.path}")  # a bug here, not bad input
+                continue
+            chunking[spec.path] = _write_array(group, spec, data, config)
+    manifest_path = store_dir / MANIFEST_FILENAME
+    write_bytes_atomic(manifest_path, readable_json(manifest))
+    # Commit last: the root attrs (with the manifest digest) are what a reader trusts.
+    root.attrs.update({**_store_identity(config, tables), "manifest_sha256": manifest_sha256})
+    counts = tables.counts
+    return RolloutZarrWriteResult(
+        store_dir=str(store_dir), num_rollouts=counts["rollouts"], num_steps=counts["steps"],
+        num_candidates=counts["candidates"], num_sources=counts["sources"], num_targets=counts["targets"],
+        manifest_path=str(manifest_path), manifest_sha256=manifest_sha256, chunking=chunking)
+
+
+__all__ = [
+    "MANIFEST_CONTEXT_KEYS", "SHARDED_ARRAYS", "SHARD_CHUNKS", "TARGET_CHUNK_BYTES", "RolloutTables",
+    "RolloutZarrWriteResult", "build_manifest", "normalize_rollout_records", "write_rollout_tables",
+    "write_rollout_zarr_store",
+]
