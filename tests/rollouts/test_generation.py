@@ -219,3 +219,31 @@ def test_a_user_recipe_breaking_its_contract_is_refused(dataset, tamper, message
 def test_an_object_that_is_not_a_recipe_is_refused(dataset):
     with pytest.raises(RolloutInputError, match=r"recipe: object lacks \['recipe_id', 'params', 'reason_codes'"):
         rollout_records_from_dataset(dataset, object())  # type: ignore[arg-type]
+
+
+# -- end to end ---------------------------------------------------------------------------------
+
+
+def test_a_generated_set_writes_a_store_that_keeps_its_lineage(dataset, tmp_path):
+    import zarr
+
+    from kuration.rollouts import write_rollout_zarr_store
+
+    build_split_root(tmp_path / "root", ASSIGNMENTS)
+    generation = rollout_records_from_dataset(
+        dataset, MotionDirectionRecipe(stride=2, chain_length=4, horizon=3, field_retention_policy="full"),
+        splits_root=tmp_path / "root")
+    result = write_rollout_zarr_store(tmp_path / "store", generation.records, discount_gamma=0.9,
+                                      **generation.writer_options())
+    steps = sum(len(r.steps) for r in generation.records)
+    assert (result.num_rollouts, result.num_steps) == (len(generation.records), steps)
+    group = zarr.open_group(str(tmp_path / "store"), mode="r")
+    assert group.attrs["reason_codes"]["bits"] == generation.reason_codes
+    digests = {bytes(row).hex() for row in np.asarray(group["sources/shard_sha256"][:])}
+    assert digests == {r.source.shard_sha256 for r in generation.records}
+    sidecar = json.loads(Path(result.manifest_path).read_text())
+    assert sidecar["generation"] == generation.lineage.to_dict()
+    assert sidecar["config"]["split_manifest_hash"] == generation.lineage.split_manifest_hash
+    assert sidecar["config"]["source_dataset_version"] == generation.lineage.dataset_manifest_sha256
+    payload = np.asarray(group["steps/selected_payload"][:])
+    assert payload.dtype == np.uint8 and len(payload) == steps
