@@ -19,11 +19,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from kuration.errors import BudgetError
+from kuration.hashing import canonical_digest
 from kuration.splits.stages import EXCLUSIVE_STAGES, STAGES
 
 GroupOf = Callable[[str], str] | Mapping[str, str] | None
@@ -96,6 +98,27 @@ def pools_from_assignments(assignments: pa.Table, sources: Iterable[str]) -> Spl
     return SplitPools(split_of, group_of, "resolved_splits", tuple(s for s in wanted if s not in stages_of))
 
 
+def split_assignments_identity(split_assignments: pa.Table) -> dict[str, Any]:
+    """The identity of a resolved split's assignments: the SHA-256 of its distinct (stage,
+    source, group) rows, what the split pools are made of, in canonical order. The dataset
+    writer records it in ``config.json``'s provenance (``provenance.split``); readers that
+    must prove a dataset came from a split (rollout generation) recompute it and compare.
+    :class:`BudgetError` names the argument when it is not a resolved split's table."""
+    if not isinstance(split_assignments, pa.Table):
+        raise BudgetError(
+            f"split_assignments: expected the pyarrow Table of a resolved split (read_split_assignments(root)[0], or "
+            f"plan_splits(load_splits('splits.json'), universe).stage_table()), got {type(split_assignments).__name__}")
+    missing = [c for c in ASSIGNMENT_COLUMNS if c not in split_assignments.column_names]
+    if missing:
+        raise BudgetError(f"split_assignments: missing column(s) {missing}; it has {split_assignments.column_names}. "
+                          "Pass a resolved split's assignments (columns stage, source, group)")
+    distinct = split_assignments.select(list(ASSIGNMENT_COLUMNS)).group_by(list(ASSIGNMENT_COLUMNS)).aggregate([])
+    rows = sorted(zip(*(distinct.column(c).to_pylist() for c in ASSIGNMENT_COLUMNS), strict=True),
+                  key=lambda row: [(v is None, "" if v is None else str(v)) for v in row])
+    return {"origin": "split_assignments", "columns": list(ASSIGNMENT_COLUMNS),
+            "sha256": canonical_digest([list(row) for row in rows])}
+
+
 def seeded_hash(seed: int, text: str) -> int:
     return int.from_bytes(hashlib.blake2b(f"{seed}\0{text}".encode(), digest_size=8).digest(), "little")
 
@@ -145,4 +168,4 @@ def seeded_pools(
 
 
 __all__ = ["ASSIGNMENT_COLUMNS", "GroupOf", "SplitPools", "assert_exclusive", "pools_from_assignments", "seeded_hash",
-           "seeded_pools"]
+           "seeded_pools", "split_assignments_identity"]

@@ -51,9 +51,9 @@ from kuration import _version, storage
 from kuration.budget import BudgetOptions, BudgetPlan, plan_budget
 from kuration.budget.plan_store import BUDGET_DIR, BUDGET_FILE, budget_plan_files
 from kuration.budget.spans import feature_columns
-from kuration.budget.split_pools import ASSIGNMENT_COLUMNS, GroupOf
+from kuration.budget.split_pools import GroupOf, split_assignments_identity
 from kuration.sources.entities import entity_key
-from kuration.errors import CommitError, InputError, OutputError
+from kuration.errors import BudgetError, CommitError, InputError, OutputError
 from kuration.hashing import canonical_digest, canonical_json, code_fingerprint, readable_json, sha256_hex, stable_repr
 from kuration.numbers import parse_bytes
 from kuration.sources.media import media_cache
@@ -535,28 +535,18 @@ def _remove_leftovers(destination: Destination, keep: set[str]) -> None:
 
 
 def _split_identity(split_assignments: pa.Table | None, group_of: GroupOf) -> dict[str, Any] | None:
-    """The baked split's identity for the provenance, after checking the argument (before
-    anything is scored): the SHA-256 of its distinct (stage, source, group) rows, what the
-    split pools are made of, in canonical order."""
+    """The baked split's identity for the provenance
+    (:func:`~kuration.budget.split_pools.split_assignments_identity`), after checking the
+    argument (before anything is scored)."""
     if split_assignments is None:
         return None
     if group_of is not None:
         raise DatasetWriteError("group_of and split_assignments: a resolved split carries its own groups (its 'group' "
                                 "column), so pass one of them, not both")
-    if not isinstance(split_assignments, pa.Table):
-        raise DatasetWriteError(
-            f"split_assignments: expected the pyarrow Table of a resolved split (read_split_assignments(root)[0], or "
-            f"plan_splits(load_splits('splits.json'), universe).stage_table()), got {type(split_assignments).__name__}")
-    missing = [c for c in ASSIGNMENT_COLUMNS if c not in split_assignments.column_names]
-    if missing:
-        raise DatasetWriteError(f"split_assignments: missing column(s) {missing}; it has "
-                                f"{split_assignments.column_names}. Pass a resolved split's assignments (columns "
-                                "stage, source, group)")
-    distinct = split_assignments.select(list(ASSIGNMENT_COLUMNS)).group_by(list(ASSIGNMENT_COLUMNS)).aggregate([])
-    rows = sorted(zip(*(distinct.column(c).to_pylist() for c in ASSIGNMENT_COLUMNS), strict=True),
-                  key=lambda row: [(v is None, "" if v is None else str(v)) for v in row])
-    return {"origin": "split_assignments", "columns": list(ASSIGNMENT_COLUMNS),
-            "sha256": canonical_digest([list(row) for row in rows])}
+    try:
+        return split_assignments_identity(split_assignments)
+    except BudgetError as exc:
+        raise DatasetWriteError(str(exc)) from None
 
 
 def _check_split_names_sources(split_assignments: pa.Table, scored_sources: Sequence[str]) -> None:

@@ -1,10 +1,14 @@
 """Rollout replay stores (seed 004): the curated train split as an offline-RL replay store.
 
 Layout and names: :mod:`kuration.rollouts.schema`. Input records:
-:mod:`kuration.rollouts.records`.
+:mod:`kuration.rollouts.records`. Generation from a committed dataset:
+:mod:`kuration.rollouts.generation`, with the built-in recipe in
+:mod:`kuration.rollouts.demo_recipe`.
 """
 
 from kuration.rollouts.config import RolloutZarrStoreConfig
+from kuration.rollouts.demo_recipe import MotionDirectionRecipe
+from kuration.rollouts.generation import RolloutGeneration, RolloutRecipe, rollout_records_from_dataset
 from kuration.rollouts.packing import pack_rollout_zarr_stores
 from kuration.rollouts.promote import write_rollout_store_atomically
 from kuration.rollouts.reader import RolloutZarrStoreReader
@@ -29,8 +33,9 @@ from kuration.rollouts.writer import RolloutZarrWriteResult, write_rollout_zarr_
 
 __all__ = [
     "DEFAULT_RETURN_SEMANTICS", "INVALID_REASON_VERSION", "Q_H_ARRAY_NAMES", "Q_H_REWARD_METRIC", "Q_H_TD_SEMANTICS",
-    "ROLLOUT_ZARR_SCHEMA_ID", "ROLLOUT_ZARR_SCHEMA_VERSION", "CandidateShell", "RolloutSourceRef", "RolloutStepRecord",
-    "RolloutTargetRecord", "RolloutWriteRecord", "RolloutZarrStoreConfig", "RolloutZarrStoreReader",
-    "RolloutZarrValidationResult", "RolloutZarrWriteResult", "pack_rollout_zarr_stores", "validate_rollout_zarr_store",
+    "ROLLOUT_ZARR_SCHEMA_ID", "ROLLOUT_ZARR_SCHEMA_VERSION", "CandidateShell", "MotionDirectionRecipe",
+    "RolloutGeneration", "RolloutRecipe", "RolloutSourceRef", "RolloutStepRecord", "RolloutTargetRecord",
+    "RolloutWriteRecord", "RolloutZarrStoreConfig", "RolloutZarrStoreReader", "RolloutZarrValidationResult",
+    "RolloutZarrWriteResult", "pack_rollout_zarr_stores", "rollout_records_from_dataset", "validate_rollout_zarr_store",
     "write_rollout_store_atomically", "write_rollout_zarr_store",
 ]
