@@ -13,8 +13,10 @@ Lineage rules, each refused with :class:`~kuration.errors.RolloutInputError` whe
   manifest records for it (the recipe may not invent another);
 - ``split_manifest_hash`` is the SHA-256 of the baked ``splits.json`` under ``splits_root``
   (:func:`kuration.splits.artifacts.read_split_assignments`), and the dataset must have
-  been written from those split assignments (its ``config.json`` provenance records their
-  identity, :func:`kuration.budget.split_pools.split_assignments_identity`);
+  been written from that split: its ``config.json`` provenance records either the
+  assignments' identity (:func:`kuration.budget.split_pools.split_assignments_identity`,
+  from ``write_dataset(split_assignments=...)``) or the splits.json digest its stored plan
+  was made over (``origin: "splits_json"``, from ``write_planned_dataset(split=...)``);
 - offline RL trains on the train split only: any other split is refused unless
   ``allow_non_train=True``, which the lineage records.
 
@@ -242,10 +244,17 @@ def _split_binding(loaded: CommittedDataset, splits_root: str | os.PathLike[str]
             f"it cannot be bound to the split under {os.fspath(splits_root)}; re-materialize the dataset with "
             "write_dataset(..., split_assignments=read_split_assignments(root)[0]), or pass split_manifest_hash "
             "alone to record a split without proving it")
-    if recorded.get("sha256") != identity["sha256"]:
+    # write_dataset(split_assignments=...) records the assignments' identity; a dataset
+    # written from a stored plan (the Dagster asset) records the splits.json digest the plan
+    # was made over (origin "splits_json"). Either proves the split.
+    if recorded.get("origin") == "splits_json":
+        expected, what = digest, "baked splits.json"
+    else:
+        expected, what = identity["sha256"], "split assignments"
+    if recorded.get("sha256") != expected:
         raise RolloutInputError(
-            f"{where} is {str(recorded.get('sha256'))[:12]}..., but the split assignments under "
-            f"{os.fspath(splits_root)} are {identity['sha256'][:12]}...: the dataset was written from another split. "
+            f"{where} is {str(recorded.get('sha256'))[:12]}..., but the {what} under "
+            f"{os.fspath(splits_root)} is {expected[:12]}...: the dataset was written from another split. "
             "Re-materialize the dataset from the current split (or point splits_root at the split it was written "
             "from)")
     return digest, identity
