@@ -1,11 +1,12 @@
 """The one Dagster code location: every asset package's ``Definitions``, merged.
 
 ``workspace.yaml`` points here. Resources come from ``KURATION_STORAGE_ROOT`` and
-``KURATION_LANDING_ZONE`` (see :func:`kuration_resources.resources_from_env`). Four jobs
+``KURATION_LANDING_ZONE`` (see :func:`kuration_resources.resources_from_env`). Five jobs
 name the graph's stages: ``curate_splits`` (universe, resolved splits and their checks),
 ``score_recordings`` (the per-source scoring partitions), ``fill_budget`` (the budget
-plan over every scored source, and its check) and ``build_dataset`` (the committed shards
-and manifest, and the integrity check).
+plan over every scored source, and its check), ``build_dataset`` (the committed shards
+and manifest, and the integrity check) and ``build_rollouts`` (the Zarr rollout replay store
+and its validation and lineage checks).
 """
 
 from dagster import AssetSelection, Definitions, define_asset_job
@@ -30,6 +31,12 @@ build_dataset = define_asset_job(
     description="Write the admitted spans as a committed training dataset, verified shard by shard.",
 )
 
+build_rollouts = define_asset_job(
+    "build_rollouts", selection=AssetSelection.assets(rollout_assets.rollout_store),
+    description="Build the Zarr rollout replay store from the committed dataset's train split, validated and checked "
+                "against the current split and dataset manifest.",
+)
+
 fill_budget = define_asset_job(
     "fill_budget", selection=AssetSelection.assets(kuration_assets.budget_plan),
     description="Fill each split's budget from the scored segments and the resolved split, with the budget check.",
@@ -41,10 +48,12 @@ def build_definitions() -> Definitions:
         splits_assets.defs,
         kuration_assets.defs,
         rollout_assets.defs,
-        Definitions(resources=resources_from_env(), jobs=[curate_splits, score_recordings, fill_budget, build_dataset]),
+        Definitions(resources=resources_from_env(), jobs=[curate_splits, score_recordings, fill_budget, build_dataset,
+                                                                 build_rollouts]),
     )
 
 
 defs = build_definitions()
 
-__all__ = ["build_dataset", "build_definitions", "curate_splits", "defs", "fill_budget", "score_recordings"]
+__all__ = ["build_dataset", "build_definitions", "build_rollouts", "curate_splits", "defs", "fill_budget",
+           "score_recordings"]

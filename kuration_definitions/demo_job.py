@@ -1,10 +1,10 @@
 """``kuration-demo``: materialize every asset on the bundled demo corpus and say what came out.
 
-Writes the demo landing zone, then runs the asset graph's four jobs in order (split,
-scoring, budget plan, dataset; assets and their checks) on the Dagster instance in
+Writes the demo landing zone, then runs the asset graph's five jobs in order (split,
+scoring, budget plan, dataset, rollout store; assets and their checks) on the Dagster instance in
 ``$DAGSTER_HOME`` (sqlite, so the runs show up in ``dagster dev`` afterwards), and prints
 sample counts, split sizes, hours admitted and emitted, check results, a review of the
-selection and where every artifact is, ending with the committed dataset.
+selection and where every artifact is, ending with the validated rollout store.
 """
 
 from __future__ import annotations
@@ -92,7 +92,14 @@ def main(argv: list[str] | None = None) -> int:
         raise_on_error=False,
     )
     _report("build_dataset", dataset)
-    results = (splits, scoring, budget, dataset)
+
+    rollouts = defs.resolve_job_def("build_rollouts").execute_in_process(
+        instance=instance,
+        run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+        raise_on_error=False,
+    )
+    _report("build_rollouts", rollouts)
+    results = (splits, scoring, budget, dataset, rollouts)
     checks = [e for r in results for e in r.get_asset_check_evaluations()]
     return 0 if all(r.success for r in results) and all(e.passed for e in checks) else 1
 
@@ -103,7 +110,8 @@ _SHOWN = ("samples", "sources", "groups", "universe_hash", "request", "status", 
           "train_requested", "train_admitted", "train_emitted", "val_requested", "val_admitted", "val_emitted",
           "test_requested", "test_admitted", "test_emitted", "excluded",
           "train_shards", "val_shards", "test_shards", "train_emitted_hours", "val_emitted_hours", "test_emitted_hours",
-          "commit_state", "path", "splits_json", "assignments", "report", "budget_json", "html_report")
+          "commit_state", "rollouts", "steps", "candidates", "manifest_sha256", "split_manifest_hash",
+          "path", "manifest", "splits_json", "assignments", "report", "budget_json", "html_report")
 
 
 def _report(job: str, result) -> None:

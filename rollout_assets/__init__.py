@@ -1,11 +1,11 @@
-"""Dagster assets for seed 004 (the Zarr rollout replay store).
-
-Part of the single code location from the start; its ``rollout_store`` asset and checks
-land with the rollout issue. Until then it contributes no definitions.
-"""
+"""Dagster assets for seed 004: ``rollout_store``, the Zarr rollout replay store built from
+the committed dataset's train split, with its blocking ``rollout_validation`` and
+``rollout_lineage`` checks."""
 
 from dagster import Definitions
 
-defs = Definitions()
+from rollout_assets.assets import RolloutStoreConfig, rollout_lineage, rollout_store, rollout_validation
 
-__all__ = ["defs"]
+defs = Definitions(assets=[rollout_store], asset_checks=[rollout_lineage])
+
+__all__ = ["RolloutStoreConfig", "defs", "rollout_lineage", "rollout_store", "rollout_validation"]

@@ -41,6 +41,7 @@ from kuration.rollouts.schema import (
     ROLLOUT_ZARR_SCHEMA_ID,
     ROLLOUT_ZARR_SCHEMA_VERSION,
     TABLES,
+    VOCABULARIES,
     ArraySpec,
 )
 from kuration.storage import is_remote, local_path, read_json
@@ -146,6 +147,22 @@ class RolloutZarrStoreReader:
         sidecar = read_json(os.path.join(self.store_dir, MANIFEST_FILENAME), what="rollout manifest sidecar",
                             error=RolloutStoreError)
         return {"attrs": self.attrs, "sidecar": sidecar, "sidecar_sha256": canonical_digest(sidecar)}
+
+    def vocabulary(self, table: str, name: str) -> list[str]:
+        """The vocabulary ``name`` of ``table`` (``("sources", "shard_paths")``): the strings a
+        code column of that table decodes to (:data:`~kuration.rollouts.schema.VOCABULARIES`).
+        A missing or malformed list is a :class:`RolloutStoreError`."""
+        if name not in VOCABULARIES.get(table, {}).values():
+            raise RolloutStoreError(f"{table}/{name}: not a vocabulary of the schema; vocabularies: {VOCABULARIES}")
+        try:
+            values = self._root[table].attrs.asdict().get(name)
+        except _zarr_errors() as exc:
+            raise RolloutStoreError(f"{self.store_dir}: group {table} is unreadable ({type(exc).__name__}); "
+                                    f"{_REWRITE}") from None
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise RolloutStoreError(f"{self.store_dir}: {table} attrs {name} must be a list of strings, got "
+                                    f"{shown(values)}; {_REWRITE}")
+        return list(values)
 
     # -- arrays ---------------------------------------------------------------------------
 

@@ -18,14 +18,16 @@ def test_code_location_loads_and_merges_every_package():
     Definitions.validate_loadable(defs)
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
-    assert keys == {"universe", "resolved_splits", "scored_segments", "budget_plan", "shards", "dataset_manifest"}
+    assert keys == {"universe", "resolved_splits", "scored_segments", "budget_plan", "shards", "dataset_manifest",
+                    "rollout_store"}
     checks = {(c.asset_key.to_user_string(), c.name) for c in graph.asset_check_keys}
     assert checks == {("universe", "universe_schema"), ("resolved_splits", "split_leakage"),
                       ("resolved_splits", "universe_drift"), ("scored_segments", "segment_pool"),
                       ("budget_plan", "budget"), ("dataset_manifest", "dataset_integrity"),
-                      ("dataset_manifest", "dataset_quality")}
+                      ("dataset_manifest", "dataset_quality"), ("rollout_store", "rollout_validation"),
+                      ("rollout_store", "rollout_lineage")}
     assert {j.name for j in defs.resolve_all_job_defs()} >= {"curate_splits", "score_recordings", "fill_budget",
-                                                             "build_dataset"}
+                                                             "build_dataset", "build_rollouts"}
     assert defs.resolve_sensor_def("new_recordings_sensor") is not None
     job = defs.resolve_implicit_global_asset_job_def()
     assert job is not None
@@ -33,6 +35,8 @@ def test_code_location_loads_and_merges_every_package():
     assert graph.get(AssetKey("budget_plan")).parent_keys == {AssetKey("scored_segments"), AssetKey("resolved_splits")}
     assert graph.get(AssetKey("shards")).parent_keys == {AssetKey("budget_plan")}
     assert graph.get(AssetKey("dataset_manifest")).parent_keys == {AssetKey("shards")}
+    assert graph.get(AssetKey("rollout_store")).parent_keys == {AssetKey("dataset_manifest"),
+                                                                 AssetKey("resolved_splits")}
 
 
 def test_blocking_checks_are_declared_blocking():
@@ -43,6 +47,10 @@ def test_blocking_checks_are_declared_blocking():
         (spec,) = check.check_specs
         assert spec.blocking, spec.name
     assert segment_pool.blocking and dataset_integrity.blocking
+    from rollout_assets import rollout_lineage, rollout_validation
+
+    (lineage,) = rollout_lineage.check_specs
+    assert rollout_validation.blocking and lineage.blocking
 
 
 def test_the_quality_check_is_advisory_and_runs_in_build_dataset():
@@ -99,10 +107,16 @@ def test_demo_job_materializes_everything_and_reports(tmp_path, monkeypatch, cap
                    "no sample or group in two stages (train ", "h of 4 h requested (+",
                    "verified: every size and SHA-256 matches, commit chain intact",
                    # the demo's quality.json, judged by the advisory check, and the HTML report
-                   "dataset_manifest:dataset_quality   PASSED", "all 6 gates passed", "html_report"):
+                   "dataset_manifest:dataset_quality   PASSED", "all 6 gates passed", "html_report",
+                   # and it ends with a validated rollout store
+                   "build_rollouts: run", "asset rollout_store", f"{'rollout_store:rollout_validation':<34} PASSED",
+                   f"{'rollout_store:rollout_lineage':<34} PASSED",
+                   "candidates: schema, chunks, linkage, masks, labels"):
         assert needle in out
     assert "FAILED" not in out
     assert (tmp_path / "demo" / "storage" / "splits" / "splits.json").exists()
     assert (tmp_path / "demo" / "storage" / "budget" / "admitted.parquet").exists()
     from kuration.read import verify_dataset
     assert verify_dataset(tmp_path / "demo" / "storage" / "dataset").ok
+    from kuration.rollouts import validate_rollout_zarr_store
+    assert validate_rollout_zarr_store(tmp_path / "demo" / "storage" / "rollouts" / "rollouts.zarr").ok

@@ -1,0 +1,190 @@
+"""The rollout store of a curated dataset, as the pipeline builds and checks it.
+
+:func:`build_rollout_store` is what the ``rollout_store`` asset runs: generate records from the
+committed dataset's train split with a recipe, bound to the resolved split under the storage
+root, and write them through the atomic runner (temp sibling, full validation, rename), so a
+failed build leaves the previous store in place. The two checks wrap core validators and
+return :class:`~kuration.checks.CheckResult`:
+
+- :func:`rollout_validation_check`: :func:`validate_rollout_zarr_store`, every violation;
+- :func:`check_rollout_lineage`: the store still describes the *current* artifacts: its
+  ``split_manifest_hash`` is the baked ``splits.json``'s digest, its source dataset version is
+  the dataset's committed manifest, and every source row's shard path and SHA-256 are in that
+  manifest. A store built before the split or the dataset was re-materialized fails it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kuration.checks import CheckResult, Figure
+from kuration.errors import KurationError, RolloutStoreError
+from kuration.read.committed import CommittedDataset, load_committed
+from kuration.rollouts.demo_recipe import MotionDirectionRecipe
+from kuration.rollouts.generation import RolloutLineage, RolloutRecipe, rollout_records_from_dataset
+from kuration.rollouts.promote import write_rollout_store_atomically
+from kuration.rollouts.reader import RolloutZarrStoreReader
+from kuration.rollouts.validation import RolloutZarrValidationResult, validate_rollout_zarr_store
+from kuration.rollouts.writer import RolloutZarrWriteResult
+from kuration.splits.artifacts import read_split_assignments
+
+#: How many offending rows a lineage error lists before it counts the rest.
+_LISTED = 3
+
+
+@dataclass(frozen=True)
+class RolloutStoreBuild:
+    """What :func:`build_rollout_store` wrote (counts, chunking, manifest digest) and what it
+    was generated from."""
+
+    write: RolloutZarrWriteResult
+    lineage: RolloutLineage
+
+
+def build_rollout_store(
+    dataset: str | os.PathLike[str] | CommittedDataset,
+    store_dir: str | os.PathLike[str],
+    *,
+    splits_root: str | os.PathLike[str] | None,
+    recipe: RolloutRecipe | None = None,
+    discount_gamma: float = 1.0,
+    split: str = "train",
+    allow_non_train: bool = False,
+    invocation: Mapping[str, Any] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> RolloutStoreBuild:
+    """Generate rollout records from ``dataset``'s ``split`` shards with ``recipe`` (default:
+    :class:`MotionDirectionRecipe`) and write them to the local ``store_dir`` atomically.
+
+    ``splits_root`` (the storage root holding the resolved split) binds the store's
+    ``split_manifest_hash`` to its baked ``splits.json`` and proves the dataset was written
+    from that split; ``invocation`` (who asked: a Dagster run id, a CLI) goes into the
+    sidecar. Raises :class:`~kuration.errors.RolloutInputError` for a refused generation,
+    and whatever the runner raises when the new store fails validation (nothing is promoted
+    then)."""
+    generation = rollout_records_from_dataset(dataset, recipe or MotionDirectionRecipe(), split=split,
+                                              allow_non_train=allow_non_train, splits_root=splits_root,
+                                              progress=progress)
+    options = generation.writer_options()
+    context = dict(options.pop("manifest_context"))
+    if invocation is not None:
+        context["invocation"] = dict(invocation)
+    written = write_rollout_store_atomically(store_dir, generation.records, discount_gamma=discount_gamma,
+                                             manifest_context=context, **options)
+    return RolloutStoreBuild(written, generation.lineage)
+
+
+def validation_check_result(result: RolloutZarrValidationResult) -> CheckResult:
+    """``result`` in the shape every Kuration check takes: counts as figures, and a verdict
+    naming the first violation."""
+    figures = {"rollouts": result.num_rollouts, "steps": result.num_steps, "candidates": result.num_candidates,
+               "violations": len(result.errors)}
+    if result.ok:
+        verdict = (f"{result.num_rollouts:,} rollouts, {result.num_steps:,} steps, {result.num_candidates:,} "
+                   "candidates: schema, chunks, linkage, masks, labels, provenance and q_h/ all hold")
+    else:
+        verdict = f"{len(result.errors)} violation(s); first: {result.errors[0]}"
+    return CheckResult(verdict=verdict, errors=tuple(result.errors), figures=figures)
+
+
+def rollout_validation_check(store_dir: str | os.PathLike[str], *,
+                             validate_selected_payload: bool = True) -> CheckResult:
+    """:func:`validate_rollout_zarr_store` as a check result (it never raises: a missing or
+    unreadable store is a violation)."""
+    return validation_check_result(validate_rollout_zarr_store(os.fspath(store_dir),
+                                                               validate_selected_payload=validate_selected_payload))
+
+
+def _listed(values: list[str]) -> str:
+    shown = ", ".join(values[:_LISTED])
+    return shown + (f" and {len(values) - _LISTED:,} more" if len(values) > _LISTED else "")
+
+
+def check_rollout_lineage(store_dir: str | os.PathLike[str], *, dataset: str | os.PathLike[str],
+                          splits_root: str | os.PathLike[str]) -> CheckResult:
+    """Whether the store at ``store_dir`` was built from the current resolved split (under
+    ``splits_root``) and the current committed ``dataset``. Never raises: an input that
+    cannot be read fails the check, saying which."""
+    try:
+        reader = RolloutZarrStoreReader(store_dir)
+        config = reader.attrs["config"]
+        sources = _store_sources(reader)
+    except KurationError as exc:
+        return CheckResult.cannot_check(f"the rollout store {os.fspath(store_dir)}", exc)
+    try:
+        _, splits_digest = read_split_assignments(splits_root)
+    except (KurationError, OSError) as exc:
+        return CheckResult.cannot_check(f"the resolved split under {os.fspath(splits_root)}", exc)
+    try:
+        committed = load_committed(dataset)
+    except (KurationError, OSError) as exc:
+        return CheckResult.cannot_check(f"the dataset {os.fspath(dataset)}", exc)
+    errors = []
+    if config.get("split_manifest_hash") != splits_digest:
+        errors.append(f"split_manifest_hash {str(config.get('split_manifest_hash'))[:12]}... is not the current "
+                      f"baked splits.json ({splits_digest[:12]}...): the split was re-resolved after the store was "
+                      "built; re-materialize rollout_store")
+    if config.get("source_dataset_version") != committed.record.manifest_sha256:
+        errors.append(f"source_dataset_version {str(config.get('source_dataset_version'))[:12]}... is not the "
+                      f"dataset's committed manifest ({str(committed.record.manifest_sha256)[:12]}...): the dataset "
+                      "was re-written after the store was built; re-materialize rollout_store")
+    recorded = {str(e["path"]): str(e["sha256"]) for e in committed.entries}
+    missing = [p for p in sources if p not in recorded]
+    changed = [p for p, sha in sources.items() if p in recorded and recorded[p] != sha]
+    if missing:
+        errors.append(f"{len(missing):,} source shard(s) are not in the dataset manifest: {_listed(missing)}")
+    if changed:
+        errors.append(f"{len(changed):,} source shard(s) have another SHA-256 in the dataset manifest: "
+                      f"{_listed(changed)}")
+    figures: dict[str, Figure] = {
+        "sources": len(sources), "split_manifest_hash": str(config.get("split_manifest_hash"))[:12],
+        "dataset_manifest_sha256": str(committed.record.manifest_sha256)[:12]}
+    if errors:
+        return CheckResult(verdict=f"{len(errors)} lineage break(s); first: {errors[0]}", errors=tuple(errors),
+                           figures=figures)
+    return CheckResult(verdict=f"{len(sources):,} source shards match the dataset manifest; the split hash is the "
+                               "current baked splits.json", figures=figures)
+
+
+def _store_sources(reader: RolloutZarrStoreReader) -> dict[str, str]:
+    """Shard path -> hex SHA-256, for every source row of the store."""
+    paths = reader.vocabulary("sources", "shard_paths")
+    codes = reader.array("sources/shard_path_code")
+    if codes.size and (codes.min() < 0 or codes.max() >= len(paths)):
+        raise RolloutStoreError(f"{reader.store_dir}: sources/shard_path_code holds codes outside the "
+                                f"{len(paths)} shard paths; the store is damaged: re-materialize rollout_store")
+    digests = reader.array("sources/shard_sha256")
+    return {paths[int(code)]: bytes(digest).hex() for code, digest in zip(codes, digests, strict=True)}
+
+
+def q_h_preview(store_dir: str | os.PathLike[str], rows: int = 5) -> list[dict[str, Any]]:
+    """The first ``rows`` states of the persisted ``q_h/`` view, one summary row each
+    (for the asset's metadata): ids, the selected action, its reward and return, how many
+    actions are valid and trainable, and the best one-step label."""
+    reader = RolloutZarrStoreReader(store_dir)
+    count = min(rows, int(reader.counts["steps"]))
+    positions = np.arange(count)
+    take = {name: reader.array_rows(f"q_h/{name}", positions)
+            for name in ("step_ids", "source_ids", "selected_action_index", "td_reward", "td_return", "td_terminal",
+                         "valid_action_mask", "q_train_mask", "one_step_labels")}
+    preview = []
+    for i in range(count):
+        labels = take["one_step_labels"][i]
+        finite = labels[np.isfinite(labels)]
+        preview.append({
+            "step": int(take["step_ids"][i]), "source": int(take["source_ids"][i]),
+            "selected": int(take["selected_action_index"][i]), "reward": float(take["td_reward"][i]),
+            "return": float(take["td_return"][i]), "terminal": bool(take["td_terminal"][i]),
+            "valid": int(take["valid_action_mask"][i].sum()), "trainable": int(take["q_train_mask"][i].sum()),
+            "best_label": float(finite.max()) if finite.size else None,
+        })
+    return preview
+
+
+__all__ = ["RolloutStoreBuild", "build_rollout_store", "check_rollout_lineage", "q_h_preview",
+           "rollout_validation_check", "validation_check_result"]

@@ -1,0 +1,103 @@
+"""``rollout_store``: the committed dataset's train split as a Zarr rollout replay store
+(``rollouts/rollouts.zarr`` under the storage root), with its blocking ``rollout_validation``
+check and its ``rollout_lineage`` check (the store still matches the current resolved split
+and dataset manifest)."""
+
+# No "from __future__ import annotations": Dagster reads config annotations at decoration time.
+
+from typing import Any
+
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    Config,
+    DataVersion,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+    asset_check,
+)
+from pydantic import Field
+
+from kuration.rollouts import MotionDirectionRecipe
+from kuration.rollouts.build import (
+    RolloutStoreBuild,
+    build_rollout_store,
+    check_rollout_lineage,
+    q_h_preview,
+    rollout_validation_check,
+)
+from kuration_assets.dataset_assets import DATASET_DIR
+from kuration_dagster_checks import asset_check_result, markdown_table
+from kuration_resources import StorageRootResource
+from splits_assets import resolved_splits
+
+STORE_DIR = ("rollouts", "rollouts.zarr")
+
+rollout_validation = AssetCheckSpec(
+    "rollout_validation", asset="rollout_store", blocking=True,
+    description="schema, chunks, linkage, masks, labels, provenance and the q_h/ view of the store all hold",
+)
+
+
+class RolloutStoreConfig(Config):
+    discount_gamma: float = Field(default=0.99, description="Discount of non-terminal selected TD transitions")
+    stride: int = Field(default=8, description="A chain starts every this many recorded states")
+    chain_length: int = Field(default=16, description="Most steps in one chain")
+    horizon: int = Field(default=10, description="The target is the recorded position this many steps after a chain")
+    field_retention_policy: str = Field(
+        default="compact", description="compact: no heavy payloads; full: keep each selected transition's frame")
+    allow_non_train: bool = Field(default=False, description="Build from a split other than train (recorded)")
+    split: str = Field(default="train", description="The dataset split the store is built from")
+
+    def recipe(self) -> MotionDirectionRecipe:
+        return MotionDirectionRecipe(stride=self.stride, chain_length=self.chain_length, horizon=self.horizon,
+                                     field_retention_policy=self.field_retention_policy)
+
+
+@asset(deps=["dataset_manifest", resolved_splits], group_name="rollouts", kinds={"zarr"},
+       check_specs=[rollout_validation])
+def rollout_store(context: AssetExecutionContext, config: RolloutStoreConfig, storage_root: StorageRootResource):
+    """One rollout chain per recorded stretch of the train split: every state with its full shell
+    of candidate motions, one-step labels, the recorded action selected; written atomically."""
+    store = storage_root.path(*STORE_DIR)
+    build = build_rollout_store(
+        storage_root.path(DATASET_DIR), store, splits_root=storage_root.url, recipe=config.recipe(),
+        discount_gamma=config.discount_gamma, split=config.split, allow_non_train=config.allow_non_train,
+        invocation={"dagster_run_id": context.run.run_id, "asset": "rollout_store"},
+        progress=lambda done, total: context.log.info(f"{done}/{total} shards turned into rollouts"),
+    )
+    yield MaterializeResult(metadata=_store_metadata(build), data_version=DataVersion(build.write.manifest_sha256))
+    yield asset_check_result(rollout_validation_check(store), check_name=rollout_validation.name)
+
+
+def _store_metadata(build: RolloutStoreBuild) -> dict[str, Any]:
+    write = build.write
+    return {
+        "q_h_preview": markdown_table(q_h_preview(write.store_dir)),
+        "path": MetadataValue.path(write.store_dir),
+        "manifest": MetadataValue.path(write.manifest_path),
+        "manifest_sha256": write.manifest_sha256,
+        "rollouts": write.num_rollouts, "steps": write.num_steps, "candidates": write.num_candidates,
+        "sources": write.num_sources,
+        "chunking": MetadataValue.json({path: dict(c) for path, c in write.chunking.items()}),
+        "split_manifest_hash": build.lineage.split_manifest_hash or "",
+        "dataset_manifest_sha256": build.lineage.dataset_manifest_sha256,
+        "recipe": build.lineage.recipe_id,
+    }
+
+
+@asset_check(
+    asset=rollout_store, blocking=True,
+    description="The store was built from the current resolved split (its split_manifest_hash is the baked "
+                "splits.json digest) and the current dataset (its source shards and SHA-256s are in the committed "
+                "manifest)",
+)
+def rollout_lineage(storage_root: StorageRootResource) -> AssetCheckResult:
+    return asset_check_result(check_rollout_lineage(storage_root.path(*STORE_DIR),
+                                                    dataset=storage_root.path(DATASET_DIR),
+                                                    splits_root=storage_root.url))
+
+
+__all__ = ["RolloutStoreConfig", "rollout_lineage", "rollout_store", "rollout_validation"]
