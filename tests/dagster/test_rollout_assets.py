@@ -90,3 +90,21 @@ def test_without_a_dataset_the_store_step_fails_with_the_fix(scored, instance):
     result = _rollouts(scored, instance)
     assert not result.success
     assert "not a committed dataset" in failure_text(result)
+
+
+def test_a_rewritten_dataset_or_a_missing_store_fails_the_lineage_check(curated, instance, tmp_path):
+    from kuration.rollouts.build import check_rollout_lineage
+
+    storage = tmp_path / "storage"
+    store = storage / "rollouts" / "rollouts.zarr"
+    missing = check_rollout_lineage(store, dataset=storage / "dataset", splits_root=storage)
+    assert not missing.ok and missing.verdict.startswith(f"cannot check the rollout store {store}")
+    assert _rollouts(curated, instance).success
+    plan_budget_for_tests(curated, instance, train=30 / 3600)  # another plan: the dataset is re-written
+    assert materialize([training_dataset], resources=curated, instance=instance).success
+    stale = check_rollout_lineage(store, dataset=storage / "dataset", splits_root=storage)
+    assert not stale.ok
+    assert any("the dataset was re-written after the store was built" in e for e in stale.errors)
+    assert any("source shard(s)" in e for e in stale.errors)  # its shards changed with it
+    again = _rollouts(curated, instance)  # re-materializing rebuilds a store that matches
+    assert again.success and all(check.passed for check in _checks(again).values())
