@@ -64,6 +64,7 @@ from kuration.rollouts.schema import (
     Q_H_GROUP,
     Q_H_REWARD_METRIC,
     Q_H_TD_SEMANTICS,
+    REQUIRED_ROOT_ATTRS,
     ROLLOUT_ZARR_SCHEMA_ID,
     ROLLOUT_ZARR_SCHEMA_VERSION,
     TABLES,
@@ -656,12 +657,17 @@ def _checked_context(context: Mapping[str, Any] | None) -> dict[str, Any]:
     if not isinstance(context, Mapping):
         raise RolloutInputError(f"manifest_context: expected a mapping, found {type(context).__name__}")
     check_keys(context, MANIFEST_CONTEXT_KEYS, where="manifest_context", error=RolloutInputError)
+    return _json_mapping(context, "manifest_context")
+
+
+def _json_mapping(values: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """``values`` as a dict, refused unless canonical JSON can hold it."""
     try:
-        canonical_json(dict(context))
+        canonical_json(dict(values))
     except (TypeError, ValueError) as exc:
-        raise RolloutInputError(f"manifest_context: not JSON-serializable ({exc}); pass plain dicts, lists, "
-                                "strings and finite numbers") from None
-    return dict(context)
+        raise RolloutInputError(f"{name}: not JSON-serializable ({exc}); pass plain dicts, lists, strings and "
+                                "finite numbers") from None
+    return dict(values)
 
 
 def build_manifest(config: RolloutZarrStoreConfig, tables: RolloutTables,
@@ -705,12 +711,37 @@ def _store_identity(config: RolloutZarrStoreConfig, tables: RolloutTables) -> di
     }
 
 
+#: Root attrs the writer sets itself; ``extra_root_attrs`` may not name them.
+WRITER_ROOT_ATTRS = frozenset({*REQUIRED_ROOT_ATTRS, "manifest_sha256"})
+
+
+def _checked_root_attrs(extra: Mapping[str, Any] | None) -> dict[str, Any]:
+    if extra is None:
+        return {}
+    if not isinstance(extra, Mapping):
+        raise RolloutInputError(f"extra_root_attrs: expected a mapping, found {type(extra).__name__}")
+    if not all(isinstance(key, str) and key for key in extra):
+        raise RolloutInputError(f"extra_root_attrs: keys must be non-empty strings, found {sorted(map(repr, extra))}")
+    taken = sorted(key for key in extra if key in WRITER_ROOT_ATTRS)
+    if taken:
+        raise RolloutInputError(f"extra_root_attrs: {taken} are root attrs the writer sets itself; use other names")
+    return _json_mapping(extra, "extra_root_attrs")
+
+
 def write_rollout_tables(config: RolloutZarrStoreConfig, tables: RolloutTables, *,
-                         manifest_context: Mapping[str, Any] | None = None) -> RolloutZarrWriteResult:
+                         manifest_context: Mapping[str, Any] | None = None,
+                         extra_root_attrs: Mapping[str, Any] | None = None) -> RolloutZarrWriteResult:
     """Write already-normalized ``tables`` to ``config.store_dir`` (replacing it): the I/O
-    half of :func:`write_rollout_zarr_store`."""
+    half of :func:`write_rollout_zarr_store`.
+
+    ``extra_root_attrs`` (JSON values under names the writer does not set, see
+    :data:`WRITER_ROOT_ATTRS`) go into the root attrs in the same final update as
+    ``manifest_sha256``, so a crash never leaves a committed store without them (packing's
+    ``packing`` archive is one). Refused with :class:`RolloutInputError` before anything is
+    written."""
     import zarr
 
+    extra = _checked_root_attrs(extra_root_attrs)
     store_dir = local_path(config.store_dir).resolve()
     q_h = build_q_h(tables.columns, discount_gamma=config.discount_gamma, widths=tables.widths)
     manifest = build_manifest(config, tables, dict(manifest_context or {}))
@@ -738,7 +769,7 @@ def write_rollout_tables(config: RolloutZarrStoreConfig, tables: RolloutTables, 
     manifest_path = store_dir / MANIFEST_FILENAME
     write_bytes_atomic(manifest_path, readable_json(manifest))
     # Commit last: the root attrs (with the manifest digest) are what a reader trusts.
-    root.attrs.update({**_store_identity(config, tables), "manifest_sha256": manifest_sha256})
+    root.attrs.update({**extra, **_store_identity(config, tables), "manifest_sha256": manifest_sha256})
     counts = tables.counts
     return RolloutZarrWriteResult(
         store_dir=str(store_dir), num_rollouts=counts["rollouts"], num_steps=counts["steps"],
@@ -747,7 +778,7 @@ def write_rollout_tables(config: RolloutZarrStoreConfig, tables: RolloutTables, 
 
 
 __all__ = [
-    "MANIFEST_CONTEXT_KEYS", "SHARDED_ARRAYS", "SHARD_CHUNKS", "TARGET_CHUNK_BYTES", "RolloutTables",
-    "RolloutZarrWriteResult", "build_manifest", "normalize_rollout_records", "write_rollout_tables",
+    "MANIFEST_CONTEXT_KEYS", "SHARDED_ARRAYS", "SHARD_CHUNKS", "TARGET_CHUNK_BYTES", "WRITER_ROOT_ATTRS",
+    "RolloutTables", "RolloutZarrWriteResult", "build_manifest", "normalize_rollout_records", "write_rollout_tables",
     "write_rollout_zarr_store",
 ]

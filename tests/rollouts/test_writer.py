@@ -26,7 +26,7 @@ from kuration.rollouts.schema import (
     ROLLOUT_ZARR_SCHEMA_ID,
     VOCABULARIES,
 )
-from kuration.rollouts.writer import TARGET_CHUNK_BYTES, _layout, normalize_rollout_records
+from kuration.rollouts.writer import TARGET_CHUNK_BYTES, _layout, normalize_rollout_records, write_rollout_tables
 from tests.rollouts.writer_records import SHA_A, replace_step, sample_records, source, target
 
 
@@ -318,3 +318,29 @@ def test_shell_arrays_in_any_layout_give_the_same_store(tmp_path: Path, layout: 
                                        config=RolloutZarrStoreConfig(store_dir="x"))
     for path, column in tables.columns.items():
         assert column.flags.writeable, path
+
+
+def test_extra_root_attrs_join_the_final_commit(tmp_path: Path) -> None:
+    config = RolloutZarrStoreConfig(store_dir=str(tmp_path / "s"))
+    tables = normalize_rollout_records(sample_records(), config=config)
+    result = write_rollout_tables(config, tables, extra_root_attrs={"note": {"by": "test", "n": [1, 2]}})
+    root = zarr.open_group(str(tmp_path / "s"), mode="r")
+    assert root.attrs["note"] == {"by": "test", "n": [1, 2]}
+    assert root.attrs["manifest_sha256"] == result.manifest_sha256
+
+
+@pytest.mark.parametrize(("extra", "match"), [
+    ({"manifest_sha256": "0" * 64}, r"\['manifest_sha256'\] are root attrs the writer sets"),
+    ({"counts": {}, "widths": {}}, r"\['counts', 'widths'\] are root attrs the writer sets"),
+    ({"x": float("nan")}, "not JSON-serializable"),
+    ({"": 1}, "non-empty strings"),
+    ({1: "a"}, "non-empty strings"),
+    (["packing"], "expected a mapping"),
+])
+def test_bad_extra_root_attrs_are_refused_before_anything_is_written(tmp_path: Path, extra: object,
+                                                                    match: str) -> None:
+    config = RolloutZarrStoreConfig(store_dir=str(tmp_path / "s"))
+    tables = normalize_rollout_records(sample_records(), config=config)
+    with pytest.raises(RolloutInputError, match=match):
+        write_rollout_tables(config, tables, extra_root_attrs=extra)  # type: ignore[arg-type]
+    assert not (tmp_path / "s").exists()
