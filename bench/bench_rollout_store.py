@@ -6,32 +6,43 @@ Data (seeded): ``--chains`` chains of ``--steps`` steps, shells of 1..``--width`
 NaN label), 5% NaN labels on valid candidates. Records are built before timing starts.
 
 * **write**: ``write_rollout_zarr_store`` (normalize + q_h + zarr + sidecar) against plain
-  zarr writes of the very same arrays (read back from the store) with the same chunks,
-  shards, codec and ``write_empty_chunks``; ratio = plain / writer (throughput, target >= 0.8);
+  zarr writes of the very same arrays (all of them, ``q_h/`` included, read back from the
+  store) with the same chunks, shards, codec, fill value and ``write_empty_chunks``, one
+  array after another; ratio = plain / writer (throughput, target >= 0.8);
 * **array_rows**: ``reader.array_rows("candidates/position", 256 random rows)`` against
   ``zarr_array.oindex[rows]`` on the same array; ratio = reader / direct (target <= 2);
 * **q_h rebuild**: ``reader.q_h_view(discount_gamma=0.9)`` against reading the factual
   arrays it needs (``Q_H_INPUT_PATHS``) through ``reader.array``; ratio = rebuild / read
-  (target <= 3).
+  (target <= 3);
+* **validate**: ``validate_rollout_zarr_store`` on the written store against one full read
+  of it (every array once, ``zarr_array[...]``); ratio = validate / read (target <= 2).
 
-Each figure is the best of ``--repeats`` runs, interleaved.
+Each pair is timed interleaved (A, B, A, B, ...) and each side's figure is its best of
+``--repeats`` runs, so a burst of load on the shared machine hits both sides alike.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import shutil
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._measure import best_of  # noqa: E402
-from kuration.rollouts import RolloutZarrStoreReader, write_rollout_zarr_store  # noqa: E402
+from kuration.rollouts import (  # noqa: E402
+    RolloutZarrStoreReader,
+    validate_rollout_zarr_store,
+    write_rollout_zarr_store,
+)
 from kuration.rollouts.qh import Q_H_INPUT_PATHS  # noqa: E402
 from kuration.rollouts.records import (  # noqa: E402
     CandidateShell,
@@ -63,14 +74,29 @@ def make_records(chains: int, steps: int, width: int, seed: int) -> list[Rollout
                 selected_shell_index=0, reward=float(rng.normal()), audit_valid_candidates=int(valid.sum()),
                 audit_selected_margin=None))
         records.append(RolloutWriteRecord(
-            source=RolloutSourceRef(shard_path=f"train/shard_{c % 97:06d}.npz", shard_sha256=f"{c % 97:064x}",
+            source=RolloutSourceRef(shard_path=f"train/shard_{c % 97:06d}.npz", shard_sha256=f"{c % 97 + 1:064x}",
                                     entity="e", split="train", n_states=steps),
             target=RolloutTargetRecord(kind="future_position", value=rng.normal(size=3).astype(np.float32)),
             strategy_id="recorded", mixture_id="m", steps=tuple(chain), termination_reason="horizon"))
     return records
 
 
-def plain_write(store: Path, dest: Path) -> None:
+def interleaved_best(runs: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
+    """Each callable's best time over ``repeats`` rounds, the callables taking turns within a
+    round (a GC before each run)."""
+    best = dict.fromkeys(runs, float("inf"))
+    for _ in range(repeats):
+        for name, run in runs.items():
+            gc.collect()
+            start = time.perf_counter()
+            run()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best
+
+
+def plain_write(store: Path, dest: Path) -> Callable[[], None]:
+    """A run writing every array of ``store`` to ``dest`` with plain zarr, one after another,
+    with each array's chunks, shards, fill value and the writer's codec."""
     import zarr
     from zarr.codecs import ZstdCodec
 
@@ -81,7 +107,7 @@ def plain_write(store: Path, dest: Path) -> None:
     def run() -> None:
         shutil.rmtree(dest, ignore_errors=True)
         root = zarr.open_group(str(dest), mode="w", zarr_format=3)
-        groups = {}
+        groups: dict[str, Any] = {}
         for spec, chunks, shards, fill, values in data:
             group = groups.get(spec.group) or groups.setdefault(spec.group, root.create_group(spec.group))
             out = group.create_array(spec.name, shape=values.shape, dtype=values.dtype, chunks=chunks, shards=shards,
@@ -89,7 +115,20 @@ def plain_write(store: Path, dest: Path) -> None:
                                      config={"write_empty_chunks": True})
             out[...] = values
 
-    return run  # type: ignore[return-value]
+    return run
+
+
+def read_everything(store: Path) -> Callable[[], None]:
+    """A run reading every array of ``store`` once with zarr (a fresh open, as validate does)."""
+    import zarr
+
+    def run() -> None:
+        root = zarr.open_group(str(store), mode="r")
+        for spec in ARRAYS:
+            if spec.path in root:
+                root[spec.path][...]
+
+    return run
 
 
 def main() -> None:
@@ -97,15 +136,14 @@ def main() -> None:
     parser.add_argument("--chains", type=int, default=2000)
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--width", type=int, default=24)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     records = make_records(args.chains, args.steps, args.width, seed=0)
     with tempfile.TemporaryDirectory() as tmp:
         store, plain = Path(tmp) / "store", Path(tmp) / "plain"
-        write_rollout_zarr_store(store, records)
-        run_plain = plain_write(store, plain)
-        t_write, _, result = best_of(lambda: write_rollout_zarr_store(store, records), args.repeats)
-        t_plain, _, _ = best_of(run_plain, args.repeats)
+        result = write_rollout_zarr_store(store, records)
+        write = interleaved_best({"writer": lambda: write_rollout_zarr_store(store, records),
+                                  "plain": plain_write(store, plain)}, args.repeats)
 
         import zarr
 
@@ -114,21 +152,28 @@ def main() -> None:
         rng = np.random.default_rng(1)
         rows = rng.integers(0, result.num_candidates, 256)
         reader.array_rows("candidates/position", rows)  # warm the node cache, as a reused reader has it
-        t_rows = min(best_of(lambda: reader.array_rows("candidates/position", rows), 7)[0] for _ in range(3))
-        t_oindex = min(best_of(lambda: direct.oindex[rows], 7)[0] for _ in range(3))
-        t_rebuild, _, _ = best_of(lambda: reader.q_h_view(0.9), args.repeats)
-        t_read, _, _ = best_of(lambda: [reader.array(p) for p in Q_H_INPUT_PATHS], args.repeats)
+        lookup = interleaved_best({"array_rows": lambda: reader.array_rows("candidates/position", rows),
+                                   "oindex": lambda: direct.oindex[rows]}, 7 * args.repeats)
+        rebuild = interleaved_best({"rebuild": lambda: reader.q_h_view(0.9),
+                                    "read": lambda: [reader.array(p) for p in Q_H_INPUT_PATHS]}, args.repeats)
+        outcome = validate_rollout_zarr_store(store)
+        if not outcome.ok:
+            raise SystemExit(f"the benchmark store fails validation: {outcome.errors[:3]}")
+        validation = interleaved_best({"validate": lambda: validate_rollout_zarr_store(store),
+                                       "read": read_everything(store)}, args.repeats)
         files = sum(1 for p in store.rglob("*") if p.is_file())
         size = sum(p.stat().st_size for p in store.rglob("*") if p.is_file())
     print(json.dumps({
         "candidates": result.num_candidates, "steps": result.num_steps, "rollouts": result.num_rollouts,
         "store_files": files, "store_mb": round(size / 1e6, 1),
-        "write_s": round(t_write, 3), "plain_zarr_write_s": round(t_plain, 3),
-        "write_throughput_ratio": round(t_plain / t_write, 3),
-        "array_rows_256_s": round(t_rows, 5), "oindex_256_s": round(t_oindex, 5),
-        "array_rows_ratio": round(t_rows / t_oindex, 3),
-        "q_h_rebuild_s": round(t_rebuild, 3), "read_factual_s": round(t_read, 3),
-        "q_h_rebuild_ratio": round(t_rebuild / t_read, 3),
+        "write_s": round(write["writer"], 3), "plain_zarr_write_s": round(write["plain"], 3),
+        "write_throughput_ratio": round(write["plain"] / write["writer"], 3),
+        "array_rows_256_s": round(lookup["array_rows"], 5), "oindex_256_s": round(lookup["oindex"], 5),
+        "array_rows_ratio": round(lookup["array_rows"] / lookup["oindex"], 3),
+        "q_h_rebuild_s": round(rebuild["rebuild"], 3), "read_factual_s": round(rebuild["read"], 3),
+        "q_h_rebuild_ratio": round(rebuild["rebuild"] / rebuild["read"], 3),
+        "validate_s": round(validation["validate"], 3), "read_store_s": round(validation["read"], 3),
+        "validate_ratio": round(validation["validate"] / validation["read"], 3),
     }, indent=1))
 
 

@@ -1,16 +1,17 @@
 """One run of the CPU-dispatch determinism test (``tests/test_cpu_dispatch.py``), meant to be
 started in a fresh process whose ``NPY_DISABLE_CPU_FEATURES`` picks numpy's SIMD kernels.
 
-``python -m tests.cpu_dispatch_run RECORDINGS OUT`` plans every case of
+``python -m tests.cpu_dispatch_run RECORDINGS OUT ROLLOUTS`` plans every case of
 ``tests/budget/pinned_pools.py`` (whose digests ``tests/budget/test_plan_digest.py`` pins),
 then scores, plans and writes a small dataset from the recordings :func:`write_recordings`
-made into ``OUT``, and prints one JSON object: the plan digests and the numpy CPU features
-this process saw.
+made into ``OUT``, writes a small rollout store (:func:`rollout_records`) into ``ROLLOUTS``,
+and prints one JSON object: the plan digests and the numpy CPU features this process saw.
 
 The recordings are made to hit what differs between kernels: zeros of both signs (a window
 of ``-0.0`` next to one of ``0.0``, so a span's ``max`` of their maxima may be either),
 NaNs with a sign and a payload, absent ticks, and tracks whose length is not a multiple of
-the stride.
+the stride. The rollout records carry the same: ``-0.0`` and signed NaNs with a payload in
+states, positions, labels, rewards and audit margins, ragged shells, invalid candidates.
 """
 
 from __future__ import annotations
@@ -25,6 +26,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from kuration.output import OutputSpec
+from kuration.rollouts import write_rollout_zarr_store
+from kuration.rollouts.records import (
+    CandidateShell,
+    RolloutSourceRef,
+    RolloutStepRecord,
+    RolloutTargetRecord,
+    RolloutWriteRecord,
+)
 from kuration.output.write_dataset import write_dataset
 from kuration.sources.schema import Schema
 from kuration.scoring.segments import Segmenter
@@ -78,7 +87,47 @@ def write_recordings(root: Path) -> None:
         pq.write_table(table, root / f"rec_{s}.parquet")
 
 
-def run(recordings: Path, out: Path) -> dict:
+def _with_odd_floats(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``values`` (float32) with about a fifth of the entries ``-0.0`` and a tenth a signed NaN."""
+    out = values.astype(np.float32).copy()
+    odd = rng.random(out.shape)
+    out[odd < 0.2] = -0.0
+    out[odd > 0.9] = SIGNED_NAN
+    return out
+
+
+def rollout_records(seed: int = 11) -> list[RolloutWriteRecord]:
+    """Twelve hand-built chains of 1..5 steps over three sources, shells of 1..6 candidates."""
+    rng = np.random.default_rng(seed)
+    records = []
+    for c in range(12):
+        steps = []
+        for s in range(int(rng.integers(1, 6))):
+            width = int(rng.integers(1, 7))
+            valid = rng.random(width) < 0.7
+            valid[0] = True
+            labels = _with_odd_floats(rng.normal(size=width), rng)
+            labels[~valid] = SIGNED_NAN
+            positions = _with_odd_floats(rng.normal(size=(width, 3)), rng)
+            steps.append(RolloutStepRecord(
+                source_row=s, state=_with_odd_floats(rng.normal(size=4), rng),
+                shell=CandidateShell(action_ids=np.arange(width), positions=positions, valid_action=valid,
+                                     reason_bits=np.where(valid, 0, 1 << 1).astype(np.uint32),
+                                     labels=labels, label_valid=valid & np.isfinite(labels)),
+                selected_shell_index=0, reward=float(-0.0 if s % 2 else rng.normal()),
+                audit_valid_candidates=int(valid.sum()) if c % 3 else None,
+                audit_selected_margin=[None, -0.0, float(SIGNED_NAN), float(rng.normal())][(c + s) % 4]))
+        records.append(RolloutWriteRecord(
+            source=RolloutSourceRef(shard_path=f"train/shard_{c % 3:06d}.npz", shard_sha256=f"{c % 3 + 1:064x}",
+                                    entity=f"d{c % 2}", split="train", n_states=8),
+            target=RolloutTargetRecord(kind="future_position", value=_with_odd_floats(rng.normal(size=3), rng),
+                                       label_valid=c % 5 != 4),
+            strategy_id=["recorded", "greedy"][c % 2], mixture_id="m", steps=tuple(steps),
+            termination_reason="horizon"))
+    return records
+
+
+def run(recordings: Path, out: Path, rollouts: Path) -> dict:
     digests = {}
     for name in sorted(CASES):
         with pytest.MonkeyPatch.context() as mp:
@@ -89,6 +138,7 @@ def run(recordings: Path, out: Path) -> dict:
         segmenter=Segmenter(10, 5, unit="steps"), spec=OutputSpec.from_dict(SPEC), train_hours=1.0, test_hours=1.0,
         span_steps=40, seed=3,
     )
+    write_rollout_zarr_store(rollouts, rollout_records(), discount_gamma=0.87, q_h_chunk_states=8)
     from numpy._core._multiarray_umath import __cpu_features__
 
     return {"plan_digests": digests, "written_plan": plan_digest(result.budget_plan),
@@ -96,4 +146,4 @@ def run(recordings: Path, out: Path) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(run(Path(sys.argv[1]), Path(sys.argv[2]))))
+    print(json.dumps(run(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]))))

@@ -7,7 +7,8 @@ Each run here is a fresh process with numpy's dispatch narrowed by
 baseline only, next to the machine's default. Every run must produce the same pinned plan
 digests, the same plan, and a dataset whose shards, manifest and output-spec marker are
 byte-identical (config.json and the commit record compared as the crash tests compare
-them: without timestamps and resume counts).
+them: without timestamps and resume counts), and a rollout store whose every file (chunks,
+shards, ``zarr.json`` metadata and the manifest sidecar) is byte-identical.
 """
 
 from __future__ import annotations
@@ -25,6 +26,12 @@ from tests.cpu_dispatch_run import write_recordings
 from tests.output.corpus import comparable_record, data_files
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Where a run writes its rollout store: beside its dataset directory.
+ROLLOUTS_SUFFIX = "_rollouts"
+
+
+def _store_files(store: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(store)): p.read_bytes() for p in sorted(store.rglob("*")) if p.is_file()}
 
 
 def _dispatch_targets() -> list[str]:
@@ -54,7 +61,8 @@ def _run(name: str, disable: str | None, recordings: Path, out: Path) -> dict:
     if disable is not None:
         env["NPY_DISABLE_CPU_FEATURES"] = disable
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
-    done = subprocess.run([sys.executable, "-m", "tests.cpu_dispatch_run", str(recordings), str(out)], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "tests.cpu_dispatch_run", str(recordings), str(out),
+                           str(out.with_name(out.name + ROLLOUTS_SUFFIX))], cwd=ROOT,
                           env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"{name} run failed:\n{done.stderr[-4000:]}"
@@ -78,6 +86,8 @@ def test_plans_and_datasets_are_byte_identical_across_simd_dispatch(tmp_path):
         assert not runs["baseline"]["cpu_features"]["X86_V3"]
     reference_files = data_files(tmp_path / "default")
     assert any(name.endswith(".npz") for name in reference_files)
+    reference_store = _store_files(tmp_path / ("default" + ROLLOUTS_SUFFIX))
+    assert "rollout_manifest.json" in reference_store and any("/c/" in key for key in reference_store)
     for name, run in runs.items():
         assert run["plan_digests"] == default["plan_digests"], (
             f"{name}: pinned plan digests differ from the default dispatch")
@@ -87,3 +97,7 @@ def test_plans_and_datasets_are_byte_identical_across_simd_dispatch(tmp_path):
         differing = sorted(k for k in files if files[k] != reference_files[k])
         assert not differing, f"{name}: bytes differ from the default dispatch in {differing[:5]}"
         assert comparable_record(tmp_path / name) == comparable_record(tmp_path / "default"), name
+        store = _store_files(tmp_path / (name + ROLLOUTS_SUFFIX))
+        assert sorted(store) == sorted(reference_store), f"{name}: other rollout store files than the default wrote"
+        differing = sorted(k for k in store if store[k] != reference_store[k])
+        assert not differing, f"{name}: rollout store bytes differ from the default dispatch in {differing[:5]}"

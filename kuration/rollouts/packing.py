@@ -214,12 +214,9 @@ def pack_rollout_zarr_stores(inputs: Sequence[str | os.PathLike[str]], store_dir
     context = {"invocation": dict(invocation or {}) or None,
                "generation": {"packed_from": [item.manifest_sha256 for item in loaded]},
                "lineage": {"packing_sha256": canonical_digest(block)}}
-    result = write_rollout_tables(config, tables, manifest_context=context)
-    # The archive goes into the root attrs after the writer's commit; a crash in between
-    # leaves a store whose manifest names a packing digest it does not carry, which
-    # validation and lineage refuse (fail closed).
-    zarr.open_group(str(output), mode="r+", zarr_format=3).attrs.update({"packing": block})
-    return result
+    # The archive goes into the root attrs in the writer's final commit, with the manifest
+    # digest: no crash window leaves a store whose manifest names a packing it lacks.
+    return write_rollout_tables(config, tables, manifest_context=context, extra_root_attrs={"packing": block})
 
 
 __all__ = ["SHARED_CONFIG_FIELDS", "SHARED_WIDTHS", "concatenate_tables", "pack_rollout_zarr_stores", "packing_block"]

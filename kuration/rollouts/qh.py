@@ -69,64 +69,78 @@ def build_q_h(columns: Mapping[str, np.ndarray], *, discount_gamma: float,
     starts = np.asarray(columns["steps/candidate_start"], dtype=np.int64)
     counts = np.asarray(columns["steps/candidate_count"], dtype=np.int64)
     num_steps = len(starts)
-    position = np.asarray(columns["candidates/position"])
-    width_p = position.shape[1] if position.ndim == 2 else 0
     recorded_a = None if widths is None else widths.get("A")
     width_a = int(counts.max(initial=0)) if recorded_a is None else int(recorded_a)
     if counts.size and (counts.min() < 0 or counts.max() > width_a):
         raise RolloutStoreError(f"build_q_h: shell widths must be within 0..{width_a}, found "
                                 f"{int(counts.min())}..{int(counts.max())}")
 
-    # Scatter coordinates: (row, col) of every candidate in its shell, and its candidate id.
-    rows = np.repeat(np.arange(num_steps, dtype=np.int64), counts)
-    cols = np.arange(rows.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-    ids = np.repeat(starts, counts) + cols
-    num_candidates = len(np.asarray(columns["candidates/valid_action"]))
-    if ids.size and (ids.min() < 0 or ids.max() >= num_candidates):
-        raise RolloutStoreError(f"build_q_h: a shell reaches outside candidates/ (candidate ids "
-                                f"{int(ids.min())}..{int(ids.max())}, {num_candidates} rows)")
+    # Every shell is a run of consecutive candidate ids from its start, so the S x A arrays are
+    # filled by one scatter each into a preallocated array, at the flat slot ``s * A + j`` of
+    # column j of row s (in row-major order, which is candidate order within a shell).
+    slots = np.flatnonzero(np.arange(width_a, dtype=np.int64)[None, :] < counts[:, None])
+    total = int(counts.sum())
+    num_candidates = len(columns["candidates/valid_action"])
+    expected_starts = np.cumsum(counts) - counts
+    if total == num_candidates and np.array_equal(starts, expected_starts):
+        ids: np.ndarray | None = None  # shells tile candidates/ in order: take the columns as they are
+    else:
+        ids = np.repeat(starts - expected_starts, counts) + np.arange(total, dtype=np.int64)
+        if ids.size and (ids.min() < 0 or ids.max() >= num_candidates):
+            raise RolloutStoreError(f"build_q_h: a shell reaches outside candidates/ (candidate ids "
+                                    f"{int(ids.min())}..{int(ids.max())}, {num_candidates} rows)")
+
+    def gathered(path: str, dtype: type) -> np.ndarray:
+        values: np.ndarray = np.asarray(columns[path], dtype=dtype)
+        return values if ids is None else values[ids]
+
+    def padded(values: np.ndarray, dtype: type, fill: float | int | bool) -> np.ndarray:
+        tail = values.shape[1:]
+        array: np.ndarray = np.full((num_steps * width_a, *tail), fill, dtype=dtype)
+        if values.ndim == 1:
+            array[slots] = values
+        elif values.size:  # a row of several values moves as one opaque record: one copy per slot
+            _records(array)[slots] = _records(np.ascontiguousarray(values, dtype=dtype))
+        return array.reshape(num_steps, width_a, *tail)
 
     rollout_ids = np.asarray(columns["steps/rollout_id"], dtype=np.int64)
     source_ids = np.asarray(columns["rollouts/source_id"], dtype=np.int64)[rollout_ids]
     target_ids = np.asarray(columns["rollouts/target_id"], dtype=np.int64)[rollout_ids]
     target_label_valid = np.asarray(columns["targets/label_valid"], dtype=bool)[target_ids]
 
-    valid = np.asarray(columns["candidates/valid_action"], dtype=bool)[ids]
-    label = np.asarray(columns["candidates/label"], dtype=np.float32)[ids]
-    trainable = valid & np.asarray(columns["candidates/label_valid"], dtype=bool)[ids] & np.isfinite(label) \
+    valid = gathered("candidates/valid_action", bool)
+    # Canonical before the scatter: the NaN fill is canonical already, so the padded arrays are too.
+    label = canonical_floats(gathered("candidates/label", np.float32))
+    position = canonical_floats(gathered("candidates/position", np.float32))
+    trainable = valid & gathered("candidates/label_valid", bool) & np.isfinite(label) \
         & np.repeat(target_label_valid, counts)
 
     out: dict[str, np.ndarray] = {}
-    out["candidate_ids"] = _padded((num_steps, width_a), np.int64, -1, rows, cols, ids)
-    out["valid_action_mask"] = _padded((num_steps, width_a), np.bool_, False, rows, cols, valid)
-    out["q_train_mask"] = _padded((num_steps, width_a), np.bool_, False, rows, cols, trainable)
-    out["one_step_labels"] = _padded((num_steps, width_a), np.float32, np.nan, rows, cols, label)
-    out["reason_bits"] = _padded((num_steps, width_a), np.uint32, 0, rows, cols,
-                                 np.asarray(columns["candidates/reason_bits"], dtype=np.uint32)[ids])
-    out["positions"] = _padded((num_steps, width_a, width_p), np.float32, np.nan, rows, cols,
-                               position.astype(np.float32, copy=False).reshape(-1, width_p)[ids])
+    out["candidate_ids"] = padded(np.arange(num_candidates, dtype=np.int64) if ids is None else ids, np.int64, -1)
+    out["valid_action_mask"] = padded(valid, np.bool_, False)
+    out["q_train_mask"] = padded(trainable, np.bool_, False)
+    out["one_step_labels"] = padded(label, np.float32, np.nan)
+    out["reason_bits"] = padded(gathered("candidates/reason_bits", np.uint32), np.uint32, 0)
+    out["positions"] = padded(position, np.float32, np.nan)
     out["step_ids"] = np.arange(num_steps, dtype=np.int64)
     out["source_ids"] = source_ids
     out["target_ids"] = target_ids
     out["selected_action_index"] = np.asarray(columns["steps/selected_shell_index"], dtype=np.int32)
-    reward = np.asarray(columns["steps/reward"], dtype=np.float32)
+    reward = canonical_floats(np.asarray(columns["steps/reward"], dtype=np.float32))
     terminal = np.asarray(columns["steps/terminal"], dtype=bool)
     next_step = np.asarray(columns["steps/next_step_id"], dtype=np.int64)
-    out["td_reward"] = reward.copy()
+    out["td_reward"] = reward
     out["td_next_state"] = next_step.copy()  # -1 on terminal steps in a sound store; not masked, so a bad link shows
     out["td_discount"] = np.where(terminal, np.float32(0.0), np.float32(gamma)).astype(np.float32)
     out["td_terminal"] = terminal.copy()
-    out["td_return"] = discounted_returns(reward, terminal, next_step, gamma)
-    for name, array in out.items():
-        out[name] = canonical_floats(array)
+    out["td_return"] = canonical_floats(discounted_returns(reward, terminal, next_step, gamma))
     return {name: out[name] for name in Q_H_ARRAY_NAMES}
 
 
-def _padded(shape: tuple[int, ...], dtype: type, fill: float | int | bool, rows: np.ndarray, cols: np.ndarray,
-            values: np.ndarray) -> np.ndarray:
-    array: np.ndarray = np.full(shape, fill, dtype=dtype)
-    array[rows, cols] = values
-    return array
+def _records(array: np.ndarray) -> np.ndarray:
+    """A C-contiguous array of rows seen as one void record per row (the row's bytes)."""
+    width = array.dtype.itemsize * math.prod(array.shape[1:])
+    return array.reshape(len(array), -1).view(np.dtype((np.void, width)))[:, 0]
 
 
 def discounted_returns(reward: np.ndarray, terminal: np.ndarray, next_step_id: np.ndarray,

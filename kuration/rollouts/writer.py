@@ -41,6 +41,7 @@ import os
 import platform
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from operator import attrgetter
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +53,7 @@ from kuration.floats import canonical_floats
 from kuration.hashing import canonical_digest, canonical_json, readable_json
 from kuration.rollouts.config import RolloutZarrStoreConfig
 from kuration.rollouts.qh import build_q_h
-from kuration.rollouts.records import RolloutWriteRecord
+from kuration.rollouts.records import CandidateShell, RolloutStepRecord, RolloutWriteRecord
 from kuration.rollouts.schema import (
     ARRAYS,
     DEFAULT_LABEL_SUPPORT,
@@ -63,6 +64,7 @@ from kuration.rollouts.schema import (
     Q_H_GROUP,
     Q_H_REWARD_METRIC,
     Q_H_TD_SEMANTICS,
+    REQUIRED_ROOT_ATTRS,
     ROLLOUT_ZARR_SCHEMA_ID,
     ROLLOUT_ZARR_SCHEMA_VERSION,
     TABLES,
@@ -222,9 +224,7 @@ def normalize_rollout_records(records: Iterable[RolloutWriteRecord], *,
     def step_where(step: int) -> str:
         return f"records[{int(step_rollout[step])}].steps[{int(step_index[step])}]"
 
-    columns: dict[str, np.ndarray] = {}
-    columns.update(_step_columns(steps, step_where, config))
-    counts = columns.pop("_counts")
+    columns, shells, counts = _step_columns(steps, step_where, config)
     candidate_start = np.cumsum(counts) - counts
     candidate_step = np.repeat(np.arange(num_steps, dtype=np.int64), counts)
 
@@ -232,7 +232,7 @@ def normalize_rollout_records(records: Iterable[RolloutWriteRecord], *,
         step = int(candidate_step[candidate])
         return f"{step_where(step)}.shell[{candidate - int(candidate_start[step])}]"
 
-    columns.update(_candidate_columns([step.shell for step in steps], counts, step_where, candidate_where, config))
+    columns.update(_candidate_columns(shells, counts, step_where, candidate_where, config))
 
     # Per-step checks that need the shells and the sources.
     n_states = np.asarray([info[4] for info in source_info], dtype=np.int64)[np.asarray(rollout_source)][step_rollout]
@@ -329,17 +329,41 @@ def _float_vector(value: Any, where: str) -> np.ndarray:
     return canonical_floats(array.astype(np.float32))
 
 
-def _step_columns(steps: list[Any], step_where: Any, config: RolloutZarrStoreConfig) -> dict[str, np.ndarray]:
-    from kuration.rollouts.records import RolloutStepRecord
+def _all_of(types: set[type], accepted: tuple[type, ...], refused: tuple[type, ...] = (bool, np.bool_)) -> bool:
+    return all(issubclass(t, accepted) and not issubclass(t, refused) for t in types)
 
-    for s, step in enumerate(steps):
-        if not isinstance(step, RolloutStepRecord):
-            raise RolloutInputError(f"{step_where(s)}: expected a RolloutStepRecord, found {type(step).__name__}")
+
+def _check_instances(items: list[Any], expected: type, where: Any, suffix: str = "") -> None:
+    """Refuse the first item that is not an ``expected``. One C-level pass over the types is
+    the fast path; the per-item loop runs only when some type differs."""
+    if set(map(type, items)) <= {expected}:
+        return
+    for i, item in enumerate(items):
+        if not isinstance(item, expected):
+            raise RolloutInputError(f"{where(i)}{suffix}: expected a {expected.__name__}, found {type(item).__name__}")
+
+
+def _attribute_lists(items: list[Any], names: tuple[str, ...]) -> list[list[Any]]:
+    """One list per attribute, each built by a C-level ``map``: no per-item tuple, since
+    allocating one tuple per step wakes the cyclic GC, which then walks every record."""
+    return [list(map(attrgetter(name), items)) for name in names]
+
+
+_STEP_FIELDS = ("source_row", "state", "shell", "selected_shell_index", "reward", "audit_valid_candidates",
+                "audit_selected_margin", "selected_payload")
+_SHELL_FIELDS = ("action_ids", "positions", "valid_action", "reason_bits", "labels", "label_valid")
+
+
+def _step_columns(steps: list[Any], step_where: Any, config: RolloutZarrStoreConfig
+                  ) -> tuple[dict[str, np.ndarray], list[Any], np.ndarray]:
+    """The per-step columns, the steps' shells and each shell's candidate count."""
+    _check_instances(steps, RolloutStepRecord, step_where)
+    source_row, state, shells, selected, reward_values, audit_count, margin_values, payloads = \
+        _attribute_lists(steps, _STEP_FIELDS)
     columns: dict[str, np.ndarray] = {}
-    columns["steps/source_row"] = _int_column([st.source_row for st in steps], "source_row", step_where, np.int64)
-    columns["steps/selected_shell_index"] = _int_column([st.selected_shell_index for st in steps],
-                                                        "selected_shell_index", step_where, np.int32)
-    reward = _float_column([st.reward for st in steps], "reward", step_where)
+    columns["steps/source_row"] = _int_column(source_row, "source_row", step_where, np.int64)
+    columns["steps/selected_shell_index"] = _int_column(selected, "selected_shell_index", step_where, np.int32)
+    reward = _float_column(reward_values, "reward", step_where)
     bad = np.flatnonzero(~np.isfinite(reward))
     if bad.size:
         s = int(bad[0])
@@ -351,62 +375,76 @@ def _step_columns(steps: list[Any], step_where: Any, config: RolloutZarrStoreCon
     if bad.size:
         s = int(bad[0])
         raise RolloutInputError(f"{step_where(s)}.reward: {reward[s]} overflows float32")
-    audit_count = [st.audit_valid_candidates for st in steps]
-    available = np.fromiter((v is not None for v in audit_count), dtype=bool, count=len(steps))
-    counts_known = _int_column([0 if v is None else v for v in audit_count], "audit_valid_candidates", step_where,
-                               np.int32)
-    columns["steps/audit_valid_candidates"] = np.where(available, counts_known, np.int32(-1)).astype(np.int32)
-    margin = _float_column([math.nan if st.audit_selected_margin is None else st.audit_selected_margin
-                            for st in steps], "audit_selected_margin", step_where)
+    if _has_none(audit_count):  # unavailable (None) is written as -1, so a measured 0 stays 0
+        available = np.fromiter((v is not None for v in audit_count), dtype=bool, count=len(steps))
+        counts_known = _int_column([0 if v is None else v for v in audit_count], "audit_valid_candidates",
+                                   step_where, np.int32)
+        columns["steps/audit_valid_candidates"] = np.where(available, counts_known, np.int32(-1))
+    else:
+        columns["steps/audit_valid_candidates"] = _int_column(audit_count, "audit_valid_candidates", step_where,
+                                                              np.int32)
+    if _has_none(margin_values):
+        margin_values = [math.nan if v is None else v for v in margin_values]
+    margin = _float_column(margin_values, "audit_selected_margin", step_where)
     columns["steps/audit_selected_margin"] = canonical_floats(margin.astype(np.float32))
-    columns["steps/state"] = _stacked([st.state for st in steps], "state", step_where, np.float32)
+    columns["steps/state"] = _stacked(state, "state", step_where, np.float32)
     if config.field_retention_policy == "full":
-        missing = [s for s, st in enumerate(steps) if st.selected_payload is None]
-        if missing:
-            raise RolloutInputError(f"{step_where(missing[0])}.selected_payload: missing, but "
+        if _has_none(payloads):
+            missing = next(s for s, payload in enumerate(payloads) if payload is None)
+            raise RolloutInputError(f"{step_where(missing)}.selected_payload: missing, but "
                                     "field_retention_policy='full' keeps a payload for every step (use 'compact' "
                                     "to store none)")
-        columns["steps/selected_payload"] = _stacked([st.selected_payload for st in steps], "selected_payload",
-                                                     step_where, np.uint8, payload=True)
-    counts = np.fromiter((len(st.shell) for st in steps), dtype=np.int64, count=len(steps))
-    columns["_counts"] = counts
-    return columns
+        columns["steps/selected_payload"] = _stacked(payloads, "selected_payload", step_where, np.uint8,
+                                                     payload=True)
+    _check_instances(shells, CandidateShell, step_where, ".shell")
+    return columns, shells, _lengths([shell.action_ids for shell in shells], "shell.action_ids", step_where)
+
+
+def _has_none(values: list[Any]) -> bool:
+    # By type, not ``None in values``: that compares with ==, which an ndarray answers elementwise.
+    return type(None) in set(map(type, values))
+
+
+def _lengths(parts: list[Any], field: str, step_where: Any) -> np.ndarray:
+    try:
+        return np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
+    except TypeError:
+        for s, part in enumerate(parts):
+            if not hasattr(part, "__len__") or np.ndim(part) == 0:
+                raise RolloutInputError(f"{step_where(s)}.{field}: expected a 1-D array, found "
+                                        f"{shown(part)}") from None
+        raise
 
 
 def _int_column(values: list[Any], name: str, step_where: Any, dtype: type) -> np.ndarray:
+    """``values`` (one Python or numpy int per step, bools refused) as ``dtype``; a value out
+    of ``0..dtype max`` is named."""
     info = np.iinfo(dtype)
-    array = np.zeros(0)
-    try:
-        array = np.asarray(values)
-        ok = array.ndim == 1 and array.dtype.kind in "iu"
-    except (TypeError, ValueError, OverflowError):
-        ok = False
-    if ok and array.size and (array.min() < 0 or array.max() > info.max):
-        ok = False
-    if not ok:
-        for s, value in enumerate(values):
-            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
-                    or not 0 <= int(value) <= info.max:
-                raise RolloutInputError(f"{step_where(s)}.{name}: expected an int in 0..{info.max}, "
-                                        f"found {shown(value)}")
-        raise RolloutInputError(f"steps.{name}: values are not integers")  # unreachable in practice
-    return array.astype(dtype)
+    if _all_of(set(map(type, values)), (int, np.integer)):
+        try:
+            array = np.asarray(values)
+        except (TypeError, ValueError, OverflowError):
+            array = np.zeros(0, dtype=object)
+        if array.ndim == 1 and array.dtype.kind in "iu" and (
+                not array.size or (array.min() >= 0 and array.max() <= info.max)):
+            return array.astype(dtype)
+    for s, value in enumerate(values):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
+                or not 0 <= int(value) <= info.max:
+            raise RolloutInputError(f"{step_where(s)}.{name}: expected an int in 0..{info.max}, "
+                                    f"found {shown(value)}")
+    raise RolloutInputError(f"steps.{name}: values are not integers")  # unreachable in practice
 
 
 def _float_column(values: list[Any], name: str, step_where: Any) -> np.ndarray:
-    for s, value in enumerate(values):  # numpy would read None as NaN and True as 1.0
-        if value is None or isinstance(value, (bool, np.bool_)):
+    """``values`` (one Python or numpy number per step) as float64. ``None`` and bools are
+    refused by name: numpy would read them as NaN and 1.0."""
+    if _all_of(set(map(type, values)), (int, float, np.integer, np.floating)):
+        return np.asarray(values, dtype=np.float64)
+    for s, value in enumerate(values):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
             raise RolloutInputError(f"{step_where(s)}.{name}: expected a number, found {shown(value)}")
-    try:
-        array = np.asarray(values, dtype=np.float64)
-        if array.ndim != 1:
-            raise ValueError("not one number per step")
-    except (TypeError, ValueError):
-        for s, value in enumerate(values):
-            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-                raise RolloutInputError(f"{step_where(s)}.{name}: expected a number, found {shown(value)}") from None
-        raise RolloutInputError(f"steps.{name}: expected one number per step") from None
-    return array
+    raise RolloutInputError(f"steps.{name}: expected one number per step")  # unreachable in practice
 
 
 def _is_numeric(dtype: np.dtype) -> bool:
@@ -422,7 +460,7 @@ def _joined(parts: list[Any], *, field: str, step_where: Any, accept: Any, want:
     array = np.zeros(0)
     ok = False
     try:
-        array = np.asarray(parts) if stack else np.concatenate([np.asarray(p) for p in parts])
+        array = np.asarray(parts) if stack else np.concatenate(parts)
         ok = accept(array.dtype) and (array.ndim >= 2 if item_ndim is None else array.ndim == item_ndim + stack)
     except (TypeError, ValueError):
         pass
@@ -455,9 +493,10 @@ def _stacked(values: list[Any], name: str, step_where: Any, dtype: type, *, payl
 _KIND_NAMES = {"b": "bool", "iu": "integer", "fiu": "numeric"}
 
 
-def _shell_concat(shells: list[Any], field: str, step_where: Any, kinds: str, counts: np.ndarray) -> np.ndarray:
-    parts = [getattr(shell, field) for shell in shells]
-    lengths = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
+def _shell_concat(parts: list[Any], field: str, step_where: Any, kinds: str, counts: np.ndarray) -> np.ndarray:
+    """One shell array per step, joined into one row per candidate. Every shell array has one
+    entry per candidate (``counts``); the first step where one does not is named."""
+    lengths = _lengths(parts, f"shell.{field}", step_where)
     bad = np.flatnonzero(lengths != counts)
     if bad.size:
         s = int(bad[0])
@@ -471,17 +510,15 @@ def _shell_concat(shells: list[Any], field: str, step_where: Any, kinds: str, co
 
 def _candidate_columns(shells: list[Any], counts: np.ndarray, step_where: Any, candidate_where: Any,
                        config: RolloutZarrStoreConfig) -> dict[str, np.ndarray]:
-    from kuration.rollouts.records import CandidateShell
-
-    for s, shell in enumerate(shells):
-        if not isinstance(shell, CandidateShell):
-            raise RolloutInputError(f"{step_where(s)}.shell: expected a CandidateShell, found {type(shell).__name__}")
-    action = _shell_concat(shells, "action_ids", step_where, "iu", counts)
-    position = _shell_concat(shells, "positions", step_where, "fiu", counts)
-    valid = _shell_concat(shells, "valid_action", step_where, "b", counts)
-    reason = _shell_concat(shells, "reason_bits", step_where, "iu", counts)
-    label = _shell_concat(shells, "labels", step_where, "fiu", counts).astype(np.float64)
-    label_valid = _shell_concat(shells, "label_valid", step_where, "b", counts)
+    """The candidate columns from the steps' shells (checked to be CandidateShells): each
+    field joined once over all shells, then every contract checked on the joined columns."""
+    fields = dict(zip(_SHELL_FIELDS, _attribute_lists(shells, _SHELL_FIELDS), strict=True))
+    action = _shell_concat(fields["action_ids"], "action_ids", step_where, "iu", counts)
+    position = _shell_concat(fields["positions"], "positions", step_where, "fiu", counts)
+    valid = _shell_concat(fields["valid_action"], "valid_action", step_where, "b", counts)
+    reason = _shell_concat(fields["reason_bits"], "reason_bits", step_where, "iu", counts)
+    label = _shell_concat(fields["labels"], "labels", step_where, "fiu", counts)
+    label_valid = _shell_concat(fields["label_valid"], "label_valid", step_where, "b", counts)
 
     def refuse(mask: np.ndarray, field: str, what: str) -> None:
         bad = np.flatnonzero(mask)
@@ -490,7 +527,7 @@ def _candidate_columns(shells: list[Any], counts: np.ndarray, step_where: Any, c
 
     refuse((action < 0) | (action > np.iinfo(np.int32).max), "action_ids", "outside 0..2**31-1")
     refuse((reason < 0) | (reason > np.iinfo(np.uint32).max), "reason_bits", "outside the uint32 range")
-    reason = reason.astype(np.uint32)
+    reason = reason.astype(np.uint32, copy=False)
     refuse(valid & (reason != 0), "reason_bits", "nonzero on a valid candidate (bits are 0 exactly where "
            "valid_action is True)")
     refuse(~valid & (reason == 0), "reason_bits", "0 on an invalid candidate (an invalid action needs a reason bit "
@@ -503,13 +540,14 @@ def _candidate_columns(shells: list[Any], counts: np.ndarray, step_where: Any, c
     refuse(label_valid & ~finite, "labels", "not finite on a label_valid candidate")
     refuse(~valid & finite, "labels", "finite on an invalid action; it must be NaN (invalid actions are masked, "
            "never low or zero labels)")
-    refuse(np.abs(np.where(finite, label, 0.0)) > np.finfo(np.float32).max, "labels", "overflows float32")
+    if label.dtype.kind == "f" and label.dtype.itemsize > 4:  # only a wider float can overflow float32
+        refuse(np.abs(np.where(finite, label, 0.0)) > np.finfo(np.float32).max, "labels", "overflows float32")
     return {
         "candidates/action_id": action.astype(np.int32),
-        "candidates/position": canonical_floats(position.astype(np.float32)),
+        "candidates/position": canonical_floats(position.astype(np.float32, copy=False)),
         "candidates/valid_action": valid,
         "candidates/reason_bits": reason,
-        "candidates/label": canonical_floats(label.astype(np.float32)),
+        "candidates/label": canonical_floats(label.astype(np.float32, copy=False)),
         "candidates/label_valid": label_valid,
     }
 
@@ -619,12 +657,17 @@ def _checked_context(context: Mapping[str, Any] | None) -> dict[str, Any]:
     if not isinstance(context, Mapping):
         raise RolloutInputError(f"manifest_context: expected a mapping, found {type(context).__name__}")
     check_keys(context, MANIFEST_CONTEXT_KEYS, where="manifest_context", error=RolloutInputError)
+    return _json_mapping(context, "manifest_context")
+
+
+def _json_mapping(values: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """``values`` as a dict, refused unless canonical JSON can hold it."""
     try:
-        canonical_json(dict(context))
+        canonical_json(dict(values))
     except (TypeError, ValueError) as exc:
-        raise RolloutInputError(f"manifest_context: not JSON-serializable ({exc}); pass plain dicts, lists, "
-                                "strings and finite numbers") from None
-    return dict(context)
+        raise RolloutInputError(f"{name}: not JSON-serializable ({exc}); pass plain dicts, lists, strings and "
+                                "finite numbers") from None
+    return dict(values)
 
 
 def build_manifest(config: RolloutZarrStoreConfig, tables: RolloutTables,
@@ -668,12 +711,37 @@ def _store_identity(config: RolloutZarrStoreConfig, tables: RolloutTables) -> di
     }
 
 
+#: Root attrs the writer sets itself; ``extra_root_attrs`` may not name them.
+WRITER_ROOT_ATTRS = frozenset({*REQUIRED_ROOT_ATTRS, "manifest_sha256"})
+
+
+def _checked_root_attrs(extra: Mapping[str, Any] | None) -> dict[str, Any]:
+    if extra is None:
+        return {}
+    if not isinstance(extra, Mapping):
+        raise RolloutInputError(f"extra_root_attrs: expected a mapping, found {type(extra).__name__}")
+    if not all(isinstance(key, str) and key for key in extra):
+        raise RolloutInputError(f"extra_root_attrs: keys must be non-empty strings, found {sorted(map(repr, extra))}")
+    taken = sorted(key for key in extra if key in WRITER_ROOT_ATTRS)
+    if taken:
+        raise RolloutInputError(f"extra_root_attrs: {taken} are root attrs the writer sets itself; use other names")
+    return _json_mapping(extra, "extra_root_attrs")
+
+
 def write_rollout_tables(config: RolloutZarrStoreConfig, tables: RolloutTables, *,
-                         manifest_context: Mapping[str, Any] | None = None) -> RolloutZarrWriteResult:
+                         manifest_context: Mapping[str, Any] | None = None,
+                         extra_root_attrs: Mapping[str, Any] | None = None) -> RolloutZarrWriteResult:
     """Write already-normalized ``tables`` to ``config.store_dir`` (replacing it): the I/O
-    half of :func:`write_rollout_zarr_store`."""
+    half of :func:`write_rollout_zarr_store`.
+
+    ``extra_root_attrs`` (JSON values under names the writer does not set, see
+    :data:`WRITER_ROOT_ATTRS`) go into the root attrs in the same final update as
+    ``manifest_sha256``, so a crash never leaves a committed store without them (packing's
+    ``packing`` archive is one). Refused with :class:`RolloutInputError` before anything is
+    written."""
     import zarr
 
+    extra = _checked_root_attrs(extra_root_attrs)
     store_dir = local_path(config.store_dir).resolve()
     q_h = build_q_h(tables.columns, discount_gamma=config.discount_gamma, widths=tables.widths)
     manifest = build_manifest(config, tables, dict(manifest_context or {}))
@@ -701,7 +769,7 @@ def write_rollout_tables(config: RolloutZarrStoreConfig, tables: RolloutTables, 
     manifest_path = store_dir / MANIFEST_FILENAME
     write_bytes_atomic(manifest_path, readable_json(manifest))
     # Commit last: the root attrs (with the manifest digest) are what a reader trusts.
-    root.attrs.update({**_store_identity(config, tables), "manifest_sha256": manifest_sha256})
+    root.attrs.update({**extra, **_store_identity(config, tables), "manifest_sha256": manifest_sha256})
     counts = tables.counts
     return RolloutZarrWriteResult(
         store_dir=str(store_dir), num_rollouts=counts["rollouts"], num_steps=counts["steps"],
@@ -710,7 +778,7 @@ def write_rollout_tables(config: RolloutZarrStoreConfig, tables: RolloutTables, 
 
 
 __all__ = [
-    "MANIFEST_CONTEXT_KEYS", "SHARDED_ARRAYS", "SHARD_CHUNKS", "TARGET_CHUNK_BYTES", "RolloutTables",
-    "RolloutZarrWriteResult", "build_manifest", "normalize_rollout_records", "write_rollout_tables",
+    "MANIFEST_CONTEXT_KEYS", "SHARDED_ARRAYS", "SHARD_CHUNKS", "TARGET_CHUNK_BYTES", "WRITER_ROOT_ATTRS",
+    "RolloutTables", "RolloutZarrWriteResult", "build_manifest", "normalize_rollout_records", "write_rollout_tables",
     "write_rollout_zarr_store",
 ]

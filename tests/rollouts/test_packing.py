@@ -100,3 +100,22 @@ def test_invalid_input_is_refused_with_its_errors(tmp_path: Path) -> None:
         pack_rollout_zarr_stores([first], first)
     with pytest.raises(RolloutInputError, match="no input stores"):
         pack_rollout_zarr_stores([], tmp_path / "packed")
+
+
+def test_the_packing_archive_is_committed_with_the_manifest_digest(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The root attrs are updated once, last, with the packing block and manifest_sha256
+    together: a crash before that update leaves neither, after it both."""
+    inputs = [_write(tmp_path / f"in{seed}", seed) for seed in range(2)]
+    updates: list[tuple[str, set[str]]] = []
+    real_update = zarr.core.attributes.Attributes.update
+
+    def recording_update(self: zarr.core.attributes.Attributes, *args: object, **kwargs: object) -> None:
+        updates.append((self._obj.path, set(dict(*args, **kwargs))))  # type: ignore[arg-type]
+        real_update(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(zarr.core.attributes.Attributes, "update", recording_update)
+    pack_rollout_zarr_stores(inputs, tmp_path / "packed")
+    root_updates = [keys for path, keys in updates if path == ""]
+    assert len(root_updates) == 1 and {"packing", "manifest_sha256"} <= root_updates[0]
+    assert validate_rollout_zarr_store(tmp_path / "packed").ok

@@ -117,3 +117,70 @@ def test_gamma_out_of_range_is_refused() -> None:
 def test_broken_linkage_is_a_store_error(terminal: list[bool], next_step: list[int], match: str) -> None:
     with pytest.raises(RolloutStoreError, match=match):
         discounted_returns(np.ones(2, np.float32), np.array(terminal), np.array(next_step), 0.5)
+
+
+def per_step_padding(columns: dict[str, np.ndarray], width_a: int) -> dict[str, np.ndarray]:
+    """The padded S x A arrays built one shell slot at a time, in Python."""
+    starts, counts = columns["steps/candidate_start"], columns["steps/candidate_count"]
+    num_steps, width_p = len(starts), columns["candidates/position"].shape[1]
+    out = {"candidate_ids": np.full((num_steps, width_a), -1, np.int64),
+           "valid_action_mask": np.zeros((num_steps, width_a), bool),
+           "one_step_labels": np.full((num_steps, width_a), np.nan, np.float32),
+           "reason_bits": np.zeros((num_steps, width_a), np.uint32),
+           "positions": np.full((num_steps, width_a, width_p), np.nan, np.float32)}
+    for s in range(num_steps):
+        for j in range(int(counts[s])):
+            c = int(starts[s]) + j
+            out["candidate_ids"][s, j] = c
+            out["valid_action_mask"][s, j] = columns["candidates/valid_action"][c]
+            out["one_step_labels"][s, j] = columns["candidates/label"][c]
+            out["reason_bits"][s, j] = columns["candidates/reason_bits"][c]
+            out["positions"][s, j] = columns["candidates/position"][c]
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(counts=st.lists(st.integers(0, 5), min_size=1, max_size=12), width_p=st.integers(1, 3),
+       extra_a=st.integers(0, 2), shuffled=st.booleans(), seed=st.integers(0, 2**16))
+def test_padding_matches_a_per_slot_loop(counts: list[int], width_p: int, extra_a: int, shuffled: bool,
+                                         seed: int) -> None:
+    """Shells that tile candidates/ in order (the writer's layout) and shells stored in another
+    order, with spare candidate rows (a store laid out otherwise): both pad like the loop."""
+    rng = np.random.default_rng(seed)
+    count = np.array(counts, dtype=np.int64)
+    num_steps = len(count)
+    order = rng.permutation(num_steps) if shuffled else np.arange(num_steps)
+    starts = np.zeros(num_steps, np.int64)
+    starts[order] = np.cumsum(count[order]) - count[order] + (2 if shuffled else 0)
+    num_candidates = int(count.sum()) + (4 if shuffled else 0)
+    columns = {
+        "steps/rollout_id": np.zeros(num_steps, np.int64), "steps/candidate_start": starts,
+        "steps/candidate_count": count.astype(np.int32), "steps/selected_shell_index": np.zeros(num_steps, np.int32),
+        "steps/reward": np.ones(num_steps, np.float32), "steps/terminal": np.arange(num_steps) == num_steps - 1,
+        "steps/next_step_id": np.where(np.arange(num_steps) == num_steps - 1, -1, np.arange(num_steps) + 1),
+        "rollouts/source_id": np.zeros(1, np.int64), "rollouts/target_id": np.zeros(1, np.int64),
+        "targets/label_valid": np.array([True]),
+        "candidates/valid_action": rng.random(num_candidates) < 0.7,
+        "candidates/label_valid": rng.random(num_candidates) < 0.7,
+        "candidates/label": np.where(rng.random(num_candidates) < 0.2, np.nan,
+                                     rng.normal(size=num_candidates)).astype(np.float32),
+        "candidates/reason_bits": rng.integers(0, 8, num_candidates).astype(np.uint32),
+        "candidates/position": rng.normal(size=(num_candidates, width_p)).astype(np.float32),
+    }
+    width_a = int(count.max()) + extra_a
+    view = build_q_h(columns, discount_gamma=0.5, widths={"A": width_a})
+    for name, expected in per_step_padding(columns, width_a).items():
+        np.testing.assert_array_equal(view[name], expected, err_msg=name)
+    ids = view["candidate_ids"]
+    real = ids >= 0
+    trainable = np.zeros_like(real)
+    trainable[real] = (columns["candidates/valid_action"] & columns["candidates/label_valid"]
+                       & np.isfinite(columns["candidates/label"]))[ids[real]]
+    assert (view["q_train_mask"] == trainable).all()
+
+
+def test_a_shell_outside_the_candidates_is_a_store_error() -> None:
+    columns = columns_of(sample_records())
+    columns["steps/candidate_start"] = columns["steps/candidate_start"] + 1
+    with pytest.raises(RolloutStoreError, match="reaches outside candidates/"):
+        build_q_h(columns, discount_gamma=1.0)

@@ -7,6 +7,7 @@ import dataclasses
 import hashlib
 import json
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -25,7 +26,7 @@ from kuration.rollouts.schema import (
     ROLLOUT_ZARR_SCHEMA_ID,
     VOCABULARIES,
 )
-from kuration.rollouts.writer import TARGET_CHUNK_BYTES, _layout
+from kuration.rollouts.writer import TARGET_CHUNK_BYTES, _layout, normalize_rollout_records, write_rollout_tables
 from tests.rollouts.writer_records import SHA_A, replace_step, sample_records, source, target
 
 
@@ -158,6 +159,16 @@ def _flag(records: list, r: int, s: int, field: str, index: int, value: bool) ->
     return array
 
 
+def _with_step(records: list, r: int, s: int, **changes: object) -> list:
+    """``records`` with one step's fields replaced as given (no shell__ handling, so the
+    shell itself can be replaced by something that is not one)."""
+    steps = list(records[r].steps)
+    steps[s] = dataclasses.replace(steps[s], **changes)
+    out = list(records)
+    out[r] = dataclasses.replace(records[r], steps=tuple(steps))
+    return out
+
+
 def refusals() -> list[tuple[str, object, str]]:
     base = sample_records()
     r0 = base[0]
@@ -206,6 +217,26 @@ def refusals() -> list[tuple[str, object, str]]:
          r"records\[1\]\.source: shard"),
         ("negative audit", replace_step(base, 0, 0, audit_valid_candidates=-2),
          r"records\[0\]\.steps\[0\]\.audit_valid_candidates"),
+        ("bool among int rows", replace_step(base, 0, 1, source_row=True),
+         r"records\[0\]\.steps\[1\]\.source_row: expected an int in 0\.\.\d+, found True"),
+        ("bool audit count", replace_step(base, 2, 1, audit_valid_candidates=np.bool_(True)),
+         r"records\[2\]\.steps\[1\]\.audit_valid_candidates: expected an int"),
+        ("bool margin", replace_step(base, 3, 0, audit_selected_margin=False),
+         r"records\[3\]\.steps\[0\]\.audit_selected_margin: expected a number, found False"),
+        ("text reward", replace_step(base, 2, 0, reward="1.0"), r"records\[2\]\.steps\[0\]\.reward: expected a number"),
+        ("shell not a shell", _with_step(base, 2, 1, shell=object()),
+         r"records\[2\]\.steps\[1\]\.shell: expected a CandidateShell, found object"),
+        ("step not a step", [dataclasses.replace(r0, steps=(r0.steps[0], cast(Any, "step")))],
+         r"records\[0\]\.steps\[1\]: expected a RolloutStepRecord, found str"),
+        ("action_ids without a length", replace_step(base, 1, 0, shell__action_ids=7),
+         r"records\[1\]\.steps\[0\]\.shell\.action_ids: expected a 1-D array, found 7"),
+        ("2-D labels", replace_step(base, 0, 2, shell__labels=np.zeros((1, 1), np.float32)),
+         r"records\[0\]\.steps\[2\]\.shell\.labels: expected a 1-D numeric array"),
+        ("label overflows float32", replace_step(
+            base, 3, 0, shell__labels=_shell_labels_with(base, 3, 0, 2, 0.0).astype(np.float64) + [0, 0, 1e39]),
+         r"records\[3\]\.steps\[0\]\.shell\[2\]\.labels: overflows float32"),
+        ("short valid mask late", replace_step(base, 2, 1, shell__valid_action=np.ones(4, bool)),
+         r"records\[2\]\.steps\[1\]\.shell\.valid_action: 4 entries, but the shell has 5"),
     ]
 
 
@@ -260,3 +291,56 @@ def test_every_chunk_file_is_written_even_when_it_holds_only_fill_values(tmp_pat
     assert chunk.is_file()
     digest = hashlib.sha256(chunk.read_bytes()).hexdigest()
     assert digest  # a real file, not a fill-value hole
+
+
+@pytest.mark.parametrize("layout", ["lists", "strided", "mixed_int_widths", "big_endian"])
+def test_shell_arrays_in_any_layout_give_the_same_store(tmp_path: Path, layout: str) -> None:
+    """The one-call join and the per-step fallback give the same bytes: Python lists,
+    non-contiguous views, int32 mixed with int64 and big-endian floats all normalize alike."""
+    records = sample_records()
+    step = records[0].steps[0]
+    shell = step.shell
+    if layout == "lists":
+        changes = {"shell__action_ids": shell.action_ids.tolist(), "shell__labels": shell.labels.tolist(),
+                   "state": step.state.tolist()}
+    elif layout == "strided":
+        changes = {"shell__positions": np.asfortranarray(shell.positions),
+                   "shell__labels": np.repeat(shell.labels, 2)[::2], "state": np.repeat(step.state, 2)[::2]}
+    elif layout == "mixed_int_widths":
+        changes = {"shell__action_ids": shell.action_ids.astype(np.int32),
+                   "shell__reason_bits": shell.reason_bits.astype(np.int64)}
+    else:
+        changes = {"shell__labels": shell.labels.astype(">f4"), "shell__positions": shell.positions.astype(">f4")}
+    write_rollout_zarr_store(tmp_path / "a", records)
+    write_rollout_zarr_store(tmp_path / "b", replace_step(records, 0, 0, **changes))
+    assert all_files(tmp_path / "a") == all_files(tmp_path / "b")
+    tables = normalize_rollout_records(replace_step(records, 0, 0, **changes),
+                                       config=RolloutZarrStoreConfig(store_dir="x"))
+    for path, column in tables.columns.items():
+        assert column.flags.writeable, path
+
+
+def test_extra_root_attrs_join_the_final_commit(tmp_path: Path) -> None:
+    config = RolloutZarrStoreConfig(store_dir=str(tmp_path / "s"))
+    tables = normalize_rollout_records(sample_records(), config=config)
+    result = write_rollout_tables(config, tables, extra_root_attrs={"note": {"by": "test", "n": [1, 2]}})
+    root = zarr.open_group(str(tmp_path / "s"), mode="r")
+    assert root.attrs["note"] == {"by": "test", "n": [1, 2]}
+    assert root.attrs["manifest_sha256"] == result.manifest_sha256
+
+
+@pytest.mark.parametrize(("extra", "match"), [
+    ({"manifest_sha256": "0" * 64}, r"\['manifest_sha256'\] are root attrs the writer sets"),
+    ({"counts": {}, "widths": {}}, r"\['counts', 'widths'\] are root attrs the writer sets"),
+    ({"x": float("nan")}, "not JSON-serializable"),
+    ({"": 1}, "non-empty strings"),
+    ({1: "a"}, "non-empty strings"),
+    (["packing"], "expected a mapping"),
+])
+def test_bad_extra_root_attrs_are_refused_before_anything_is_written(tmp_path: Path, extra: object,
+                                                                    match: str) -> None:
+    config = RolloutZarrStoreConfig(store_dir=str(tmp_path / "s"))
+    tables = normalize_rollout_records(sample_records(), config=config)
+    with pytest.raises(RolloutInputError, match=match):
+        write_rollout_tables(config, tables, extra_root_attrs=extra)  # type: ignore[arg-type]
+    assert not (tmp_path / "s").exists()
