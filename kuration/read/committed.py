@@ -282,16 +282,17 @@ def fetch_shard(dataset: ShardSource, entry: Mapping[str, Any], *, verify: bool 
     buffer from ``allocate(size)`` (the decoded arrays view it), their size and SHA-256
     checked against the entry unless ``verify=False``. Safe to call on another thread
     (hashlib and file reads release the GIL)."""
-    where = dataset.destination.where(entry["path"])
     try:
         data = dataset.destination.read_buffer(entry["path"], allocate)
     except CommitError as exc:  # reached through a link, or not a regular file: a shard problem
         raise DatasetIntegrityError(str(exc)) from None
     if data is None:
-        raise DatasetIntegrityError(f"{where}: missing; re-run the write with resume=True to rebuild it")
+        raise DatasetIntegrityError(f"{dataset.destination.where(entry['path'])}: missing; re-run the write with "
+                                    "resume=True to rebuild it")
     if verify and (len(data) != entry["bytes"] or hashlib.sha256(data).hexdigest() != entry["sha256"]):
-        raise DatasetIntegrityError(f"{where}: size or SHA-256 differs from the manifest; the shard was changed or is "
-                                    "corrupt. Re-run the write with resume=True to rebuild it")
+        raise DatasetIntegrityError(f"{dataset.destination.where(entry['path'])}: size or SHA-256 differs from the "
+                                    "manifest; the shard was changed or is corrupt. Re-run the write with "
+                                    "resume=True to rebuild it")
     return data
 
 
@@ -302,18 +303,21 @@ def decode_shard(dataset: ShardSource, entry: Mapping[str, Any], data: bytes | b
     checked against the entry. ``verified``: ``data`` was checked against the entry's
     SHA-256, so the container may skip its own checksums."""
     spec = dataset.spec
-    where = dataset.destination.where(entry["path"])
+
+    def where() -> str:  # for an error message only: formatting it costs more than a good shard's checks
+        return dataset.destination.where(entry["path"])
+
     name = entry.get("container", spec.container)
     if container is None:
         container = get_container(name)
     elif container.name != name:
-        raise DatasetIntegrityError(f"{where}: the manifest records container {name!r}, but the reader was given "
+        raise DatasetIntegrityError(f"{where()}: the manifest records container {name!r}, but the reader was given "
                                     f"{container!r} (a {container.name!r} container)")
     try:
         if dataset.untrusted and not container.safe_for_untrusted:
             if type(container) is not CONTAINER_TYPES.get(name):
                 raise DatasetIntegrityError(
-                    f"{where}: the dataset was loaded untrusted, and {container!r} is neither safe for untrusted "
+                    f"{where()}: the dataset was loaded untrusted, and {container!r} is neither safe for untrusted "
                     "bytes nor a built-in container the isolated decoder can run; decode it with the built-in "
                     f"{name!r} container, or load the dataset trusted")
             shard = decode_isolated(spec, name, data, timeout=dataset.decode_timeout)
@@ -321,13 +325,13 @@ def decode_shard(dataset: ShardSource, entry: Mapping[str, Any], data: bytes | b
             shard = container.read(data, spec.modalities, presence=spec.presence_mask, max_rows=spec.shard_length,
                                    verified=verified)
     except ShardFormatError as exc:
-        raise DatasetIntegrityError(f"{where}: {exc}. Its size and SHA-256 match the manifest, so it was written "
+        raise DatasetIntegrityError(f"{where()}: {exc}. Its size and SHA-256 match the manifest, so it was written "
                                     "damaged or the dataset was crafted (the checksums prove integrity, not who wrote "
                                     "them): do not train on it; rebuild the dataset with force=True") from None
     recorded = (entry["n_steps"], entry.get("rows", shard.rows))
     if (shard.n_steps, shard.rows) != recorded:
         raise DatasetIntegrityError(
-            f"{where}: holds {shard.n_steps} real steps in {shard.rows} rows, but the manifest records {recorded[0]} "
+            f"{where()}: holds {shard.n_steps} real steps in {shard.rows} rows, but the manifest records {recorded[0]} "
             f"in {recorded[1]}; the manifest and the shard disagree, so neither can be trusted"
         )
     return shard

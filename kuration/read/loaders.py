@@ -48,13 +48,13 @@ plus ``container`` (the name decoded with) and ``location`` (the full path or UR
 
 Speed: each shard's bytes are read once, then hashed and decoded, on a helper thread while
 the caller works on the shard before (file reads, hashlib and zlib release the GIL);
-:data:`READ_AHEAD` shards are in flight, so at most three are in memory, and a container
-(a registry's too) may decode two shards at once on different threads. A verified npz
-shard skips its members' CRC-32s (the SHA-256 already covers every byte). Shard buffers
-are reused once nothing refers to them (:class:`ShardBuffers`): a caller that keeps a
-shard's arrays, or any slice or view of them, keeps that buffer out of reuse. Object-store
-shards are read in place, each in one request into memory, and verified before they are
-decoded; nothing is staged on local disk.
+:data:`READ_AHEAD` shards are in flight on :data:`FETCH_THREADS` threads, so at most four
+are in memory, and a container (a registry's too) may decode two shards at once on
+different threads. A verified npz shard skips its members' CRC-32s (the SHA-256 already
+covers every byte). Shard buffers are reused once nothing refers to them
+(:class:`ShardBuffers`): a caller that keeps a shard's arrays, or any slice or view of
+them, keeps that buffer out of reuse. Object-store shards are read in place, each in one
+request into memory, and verified before they are decoded; nothing is staged on local disk.
 """
 
 from __future__ import annotations
@@ -310,19 +310,24 @@ def read_shard_arrays(entry: ShardEntry, container: str | ShardContainer | None 
     return _arrays(entry, fetch_shard(entry.dataset, entry.record, verify=verify), names, trim=trim, verified=verify)
 
 
-#: Shards read, checked and decoded ahead of the one the caller has, each on its own helper
-#: thread: file reads, SHA-256 and CRC-32 release the GIL, and a SHA-256 (about 2 GB/s a
-#: core) is slower than a warm read, so two shards in flight keep two cores busy. At most
-#: this many plus one shards are in memory.
-READ_AHEAD = 2
+#: Helper threads that read, check and decode shards: file reads, SHA-256 and CRC-32
+#: release the GIL, and a SHA-256 (1.3-2 GB/s a core) is slower than a warm read, so two
+#: keep two cores busy.
+FETCH_THREADS = 2
+#: Shards read, checked and decoded ahead of the one the caller has: one more than
+#: :data:`FETCH_THREADS`, so a helper that finishes a shard starts the next one at once
+#: instead of waiting for the caller to take the oldest (on two busy cores that wait, the
+#: caller's wake-up and its turn at the GIL, idled a helper about a tenth of the time). At
+#: most this many plus one shards are in memory.
+READ_AHEAD = FETCH_THREADS + 1
 
 
 def _read_ahead(entries: list[ShardEntry], read: Callable[[ShardEntry], Arrays]) -> Iterator[tuple[ShardEntry, Arrays]]:
     """Each entry with ``read(entry)``, in order; the next :data:`READ_AHEAD` entries are read
-    on helper threads while the caller works on this one."""
+    on :data:`FETCH_THREADS` helper threads while the caller works on this one."""
     if not entries:
         return
-    with ThreadPoolExecutor(max_workers=READ_AHEAD, thread_name_prefix="kuration-shard-fetch") as pool:
+    with ThreadPoolExecutor(max_workers=FETCH_THREADS, thread_name_prefix="kuration-shard-fetch") as pool:
         pending = deque(pool.submit(read, entry) for entry in entries[:READ_AHEAD])
         try:
             for i, entry in enumerate(entries):

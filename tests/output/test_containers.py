@@ -454,6 +454,18 @@ class TestNpzContainer(ShardContainerContract):
                                                    r"more than the 24 values a shard of this spec can hold"):
             container.read(data, mods, presence=True, max_rows=8)
 
+    def test_a_header_read_before_is_checked_again_for_another_limit(self, container):
+        mods, shard = small_case()
+        data = write(container, shard)
+        self.assert_same(container.read(data, mods, presence=True, max_rows=8), shard)  # its headers parsed, kept
+        with pytest.raises(ShardFormatError, match=r"npz shard: modality '\w+' declares shape \(4, ?[\d, ]*\), "
+                                                   r"more than the \d+ values a shard of this spec can hold"):
+            container.read(data, mods, presence=True, max_rows=2)
+        crafted = data.replace(b"(4, 3), }", b"(5, 3), }", 1)  # pos's header, one byte apart from a kept one
+        with pytest.raises(ShardFormatError, match=r"member 'pos\.npy' cannot be read as a \.npy array: it holds 48 "
+                                                   r"bytes of data, its header declares 60"):
+            container.read(crafted, mods, presence=True, max_rows=8, verified=True)
+
     def test_duplicate_member(self, container):
         mods, shard = small_case()
         buffer = io.BytesIO(write(container, shard))

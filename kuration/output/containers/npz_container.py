@@ -182,7 +182,55 @@ def _load(data: bytes | bytearray, member: zipfile.ZipInfo, name: str, limit: in
     if member.compress_size != member.file_size or end > len(data):
         raise ShardFormatError(f"{what}: its {member.file_size} bytes run past the end of the {len(data)}-byte shard; "
                                "is the file truncated?")
-    header = io.BytesIO(data[start: start + min(member.file_size, _MAX_HEADER)])
+    available = min(member.file_size, _MAX_HEADER)
+    key = _header_key(data, start, available, name, limit)
+    parsed = _PARSED_HEADERS.get(key) if key is not None else None
+    if parsed is None:
+        parsed = _parse_header(data, start, available, what, name, limit)
+        if key is not None and key[0] == bytes(data[start: start + parsed[4]]):  # what was parsed is what is keyed
+            if len(_PARSED_HEADERS) >= _PARSED_HEADERS_KEPT:
+                _PARSED_HEADERS.clear()
+            _PARSED_HEADERS[key] = parsed
+    shape, fortran, dtype, count, offset = parsed
+    if offset + count * dtype.itemsize != member.file_size:  # short, or trailing bytes: damage either way
+        raise ShardFormatError(f"{what}: it holds {member.file_size - offset} bytes of data, its header declares "
+                               f"{count * dtype.itemsize}")
+    if not verified and zlib.crc32(memoryview(data)[start:end]) != member.CRC:
+        raise ShardFormatError(f"{what}: its CRC-32 does not match the zip directory's; the member is damaged")
+    flat = np.frombuffer(data, dtype=dtype, count=count, offset=start + offset) if count else np.empty(0, dtype)
+    return flat.reshape(shape[::-1]).transpose() if fortran else flat.reshape(shape)
+
+
+#: Parsed ``.npy`` headers by their exact bytes (with the member name and row limit they
+#: were checked against): a dataset's shards repeat a handful of headers, and parsing one
+#: (numpy's ``ast.literal_eval``) costs more than the rest of a member's decode. The same
+#: bytes parse to the same result, so a hit is what parsing them again would return.
+_PARSED_HEADERS: dict[tuple[bytes, str, int | None], tuple[tuple[int, ...], bool, np.dtype, int, int]] = {}
+_PARSED_HEADERS_KEPT = 1024
+_NPY_MAGIC = b"\x93NUMPY"
+#: Bytes of a header's length field, by format version.
+_LENGTH_FIELD = {(1, 0): struct.Struct("<H"), (2, 0): struct.Struct("<I")}
+
+
+def _header_key(data: bytes | bytearray, start: int, available: int, name: str,
+                limit: int | None) -> tuple[bytes, str, int | None] | None:
+    """The bytes a member's header occupies (magic, version, length and the header text),
+    with what it is checked against; None when they do not look like a header of a version
+    shards are written in, or run past ``available`` (then only a full parse says why)."""
+    if available < 10 or data[start: start + 6] != _NPY_MAGIC:
+        return None
+    field = _LENGTH_FIELD.get((data[start + 6], data[start + 7]))
+    if field is None or available < 8 + field.size:
+        return None
+    end = 8 + field.size + field.unpack_from(data, start + 8)[0]
+    return (bytes(data[start: start + end]), name, limit) if end <= available else None
+
+
+def _parse_header(data: bytes | bytearray, start: int, available: int, what: str, name: str,
+                  limit: int | None) -> tuple[tuple[int, ...], bool, np.dtype, int, int]:
+    """``(shape, fortran, dtype, count, data offset)`` of the member header at ``start``,
+    parsed by numpy and checked against what the member may hold; else raise."""
+    header = io.BytesIO(data[start: start + available])
     try:
         version = npy_format.read_magic(header)
         if version not in _HEADER_READERS:
@@ -193,14 +241,7 @@ def _load(data: bytes | bytearray, member: zipfile.ZipInfo, name: str, limit: in
     except (*_ZIP_ERRORS, SyntaxError, tokenize.TokenError) as exc:  # numpy tokenizes a header it must repair
         raise ShardFormatError(f"{what}: {exc}") from None
     count = _checked_header(what, name, shape, dtype, limit)
-    offset = header.tell()
-    if offset + count * dtype.itemsize != member.file_size:  # short, or trailing bytes: damage either way
-        raise ShardFormatError(f"{what}: it holds {member.file_size - offset} bytes of data, its header declares "
-                               f"{count * dtype.itemsize}")
-    if not verified and zlib.crc32(memoryview(data)[start:end]) != member.CRC:
-        raise ShardFormatError(f"{what}: its CRC-32 does not match the zip directory's; the member is damaged")
-    flat = np.frombuffer(data, dtype=dtype, count=count, offset=start + offset) if count else np.empty(0, dtype)
-    return flat.reshape(shape[::-1]).transpose() if fortran else flat.reshape(shape)
+    return shape, fortran, dtype, count, header.tell()
 
 
 def _member_start(data: bytes | bytearray, member: zipfile.ZipInfo, what: str) -> int:
