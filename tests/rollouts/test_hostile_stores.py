@@ -284,3 +284,63 @@ def test_damaged_chunk_bytes(pristine: dict[str, Path], data: st.DataObject, pat
             assert not any(e.startswith(path) for e in errors), errors
         elif not chunk.exists():
             assert any(path in e for e in errors), errors
+
+
+# -- what the fuzz found, pinned ----------------------------------------------------------------
+
+
+def _edit_root(store: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    meta = json.loads((store / "zarr.json").read_text())
+    edit(meta["attributes"])
+    _write_json(store / "zarr.json", meta)
+
+
+def test_a_deleted_chunk_is_refused_by_the_reader_not_read_as_fill(pristine: dict[str, Path]) -> None:
+    with copy_of(pristine["store"]) as store:
+        (store / "candidates" / "label" / "c" / "0").unlink()
+        reader = RolloutZarrStoreReader(store)
+        with pytest.raises(RolloutStoreError, match=r"candidates/label: the chunk grid declares 1 chunk\(s\) .* but 0 "
+                                                    r"chunk file\(s\) are stored"):
+            reader.array("candidates/label")
+        assert reader.array("candidates/valid_action").shape == (23,)  # other arrays still read
+
+
+def test_trillions_of_declared_rows_are_refused_without_reading(pristine: dict[str, Path]) -> None:
+    with copy_of(pristine["store"]) as store:
+        meta_file = store / "steps" / "reward" / "zarr.json"
+        meta = json.loads(meta_file.read_text())
+        meta["shape"], meta["chunk_grid"]["configuration"]["chunk_shape"] = [10**12], [1]
+        _write_json(meta_file, meta)
+        _edit_root(store, lambda attrs: attrs["counts"].update(steps=10**12))
+        with no_hang("huge grid"):
+            errors = validate_rollout_zarr_store(store).errors
+            assert any("steps/reward: the chunk grid declares 1000000000000 chunk(s)" in e for e in errors), errors
+            with pytest.raises(RolloutStoreError, match="chunk grid declares 1000000000000"):
+                RolloutZarrStoreReader(store).array("steps/reward")
+
+
+def test_a_hostile_shell_width_is_refused_before_the_view_is_sized(pristine: dict[str, Path]) -> None:
+    with copy_of(pristine["store"]) as store:
+        _edit_root(store, lambda attrs: attrs["widths"].update(A=2**31))
+        with no_hang("widths.A"):
+            with pytest.raises(RolloutStoreError, match=r"does not match root attrs widths.A 2147483648"):
+                RolloutZarrStoreReader(store).q_h_view(0.5)
+            errors = validate_rollout_zarr_store(store).errors
+        assert any(e.startswith("root attrs widths.A: found 2147483648; expected 5") for e in errors), errors
+
+
+def test_counts_with_an_unknown_table_fail_validation_as_they_fail_the_reader(pristine: dict[str, Path]) -> None:
+    with copy_of(pristine["store"]) as store:
+        _edit_root(store, lambda attrs: attrs["counts"].update(A=3))
+        with pytest.raises(RolloutStoreError, match="root attrs counts must map"):
+            RolloutZarrStoreReader(store)
+        assert "root attrs counts: unexpected keys ['A']" in " ".join(validate_rollout_zarr_store(store).errors)
+
+
+def test_a_nan_in_the_packing_archive_is_a_store_error(pristine: dict[str, Path]) -> None:
+    with copy_of(pristine["packed"]) as store:
+        _edit_root(store, lambda attrs: attrs["packing"]["inputs"][0]["rows"].update(steps=[0, float("nan")]))
+        errors = validate_rollout_zarr_store(store).errors
+        assert any("root attrs packing: has no canonical JSON form" in e for e in errors), errors
+        with pytest.raises(RolloutStoreError, match="root attrs packing: has no canonical JSON form"):
+            RolloutZarrStoreReader(store).acquisition_row_context("steps", 0)
