@@ -46,11 +46,47 @@ def _grid(shape: tuple[int, ...], cell: tuple[int, ...]) -> Iterator[tuple[int, 
     return itertools.product(*(range(count) for count in counts))
 
 
+#: Grid cells past the stored chunk files beyond which the missing keys are not enumerated
+#: (hostile metadata can declare trillions of chunks; walking them would never end).
+MAX_ENUMERATED_MISSING = 10_000
+
+
+def grid_cell_count(array: zarr.Array) -> int:
+    """How many chunks (shards, for a sharded array) the array's regular chunk grid has:
+    plain integer arithmetic on the metadata, whatever size it declares."""
+    metadata = array.metadata
+    grid: Any = metadata.chunk_grid
+    cells = 1
+    for size, step in zip(metadata.shape, grid.chunk_shape, strict=True):
+        cells *= -(-int(size) // int(step)) if int(step) > 0 else 0
+    return cells
+
+
+def stored_chunk_files(listed: set[str], path: str) -> int:
+    """How many files below the array at ``path`` are not its ``zarr.json``: its chunk files."""
+    prefix = f"{path}/"
+    return sum(1 for key in listed if key.startswith(prefix)) - (f"{prefix}zarr.json" in listed)
+
+
+def implausible_grid(array: zarr.Array, path: str, stored: int) -> str | None:
+    """Why the array's declared chunk grid cannot be the stored one (``stored`` chunk files
+    below it, every chunk written), or None. The writer writes every chunk, so a grid with
+    more cells than files has a missing chunk or altered metadata; it is refused before
+    anything walks or reads the grid."""
+    cells = grid_cell_count(array)
+    if cells <= stored:
+        return None
+    return (f"{path}: the chunk grid declares {cells} chunk(s) (shape {list(array.metadata.shape)}) but {stored} "
+            "chunk file(s) are stored; a chunk is missing or the array metadata was altered")
+
+
 def missing_chunk_keys(store_dir: Path, path: str, array: zarr.Array, listed: set[str]) -> tuple[list[str], list[str]]:
     """``(missing_keys, notes)`` for the array at ``path``: the store keys of grid cells (chunks,
     or shards for a sharded array) absent from ``listed``, then each shard whose index marks an
     in-bounds inner chunk as not stored, as ``"<key> inner chunk <coords>"``. ``notes`` says
-    what could not be checked (a shard index in a layout this module does not decode)."""
+    what could not be checked (a shard index in a layout this module does not decode, or a
+    grid declaring more than :data:`MAX_ENUMERATED_MISSING` cells beyond the stored files,
+    which is named by its counts instead of walked)."""
     metadata = array.metadata
     shape = tuple(int(n) for n in metadata.shape)
     grid: Any = metadata.chunk_grid  # a RegularChunkGrid: zarr 3.1 writes no other kind
@@ -58,6 +94,10 @@ def missing_chunk_keys(store_dir: Path, path: str, array: zarr.Array, listed: se
     sharding = next((codec for codec in metadata.codecs if isinstance(codec, ShardingCodec)), None)  # type: ignore[union-attr]
     missing: list[str] = []
     notes: list[str] = []
+    stored = stored_chunk_files(listed, path)
+    if grid_cell_count(array) > stored + MAX_ENUMERATED_MISSING:
+        notes.append(str(implausible_grid(array, path, stored)).removeprefix(f"{path}: "))
+        return missing, notes
     for coords in _grid(shape, cell):
         key = f"{path}/{metadata.encode_chunk_key(coords)}"
         if key not in listed:
@@ -104,4 +144,5 @@ def _empty_inner_chunks(file: Path, shard: tuple[int, ...], shape: tuple[int, ..
     return found
 
 
-__all__ = ["list_store_files", "missing_chunk_keys"]
+__all__ = ["MAX_ENUMERATED_MISSING", "grid_cell_count", "implausible_grid", "list_store_files", "missing_chunk_keys",
+           "stored_chunk_files"]

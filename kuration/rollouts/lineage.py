@@ -73,6 +73,18 @@ def mapping_digest(manifest_sha256: str, rows: Mapping[str, Any]) -> str:
     return canonical_digest({"manifest_sha256": manifest_sha256, "rows": rows})
 
 
+def stored_digest(value: Any, *, where: str) -> str:
+    """:func:`canonical_digest` of a JSON value read from a store; a value that has no
+    canonical form (NaN, infinity, nesting too deep to encode) is a :class:`RolloutStoreError`
+    naming ``where``: attrs are parsed leniently by zarr, so they can hold what the writer
+    never writes."""
+    try:
+        return canonical_digest(value)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise RolloutStoreError(f"{where}: has no canonical JSON form ({type(exc).__name__}: {shown(str(exc), 120)}); "
+                                "the record was altered after writing") from None
+
+
 @dataclass(frozen=True)
 class _StoreMetadata:
     attrs: dict[str, Any]
@@ -136,6 +148,7 @@ def acquisition_row_context(reader: Any, table: str, row_id: int) -> Acquisition
     if table not in LINEAGE_TABLES:
         raise RolloutStoreError(f"acquisition_row_context: table {shown(table)} has no lineage; expected one of "
                                 f"{list(LINEAGE_TABLES)}")
+    store_dir = Path(reader.store_dir)
     metadata = _metadata(reader)
     counts = metadata.attrs.get("counts")
     if not isinstance(counts, dict):
@@ -143,12 +156,13 @@ def acquisition_row_context(reader: Any, table: str, row_id: int) -> Acquisition
     rows = counts.get(table)
     if isinstance(row_id, bool) or not isinstance(row_id, (int, np.integer)) or not isinstance(rows, int) \
             or not 0 <= int(row_id) < rows:
-        raise RolloutStoreError(f"acquisition_row_context: {table} row {shown(row_id)} is not in the store "
-                                f"({shown(rows)} rows)")
+        raise RolloutStoreError(f"{store_dir}: acquisition_row_context: {table} row {shown(row_id)} is not in the "
+                                f"store ({shown(rows)} rows)")
     row = int(row_id)
     digest, original, depth, manifest = _resolve(metadata.attrs.get("packing"), metadata.manifest,
-                                                 metadata.manifest_sha256, table, row, where="root attrs packing")
-    strategy, mixture, source = _row_provenance(Path(reader.store_dir), table, row)
+                                                 metadata.manifest_sha256, table, row,
+                                                 where=f"{store_dir}: root attrs packing")
+    strategy, mixture, source = _row_provenance(store_dir, table, row)
     generation = {key: manifest.get(key) for key in ("config", "generation", "invocation", "lineage")}
     return AcquisitionRowContext(table=table, row_id=row, acquisition_manifest_sha256=digest,
                                  acquisition_row_id=original, packing_depth=depth, generation=generation,
@@ -161,7 +175,7 @@ def _resolve(packing: Any, manifest: dict[str, Any], manifest_sha256: str, table
     depth = 0
     while packing is not None:
         recorded = recorded_packing_digest(manifest)
-        if recorded != canonical_digest(packing):
+        if recorded != stored_digest(packing, where=where):
             raise RolloutStoreError(f"{where}: the packing block's digest does not match packing_sha256 "
                                     f"{shown(recorded)} in the manifest {manifest_sha256}; the packing record was "
                                     "altered")
@@ -196,10 +210,13 @@ def _input_holding(packing: Any, table: str, row: int, *, where: str) -> tuple[d
                                 f"{[index for index, _, _ in holding]}; the row mapping is ambiguous")
     index, entry, offset = holding[0]
     manifest, digest = entry.get("manifest"), entry.get("manifest_sha256")
-    if not isinstance(manifest, dict) or not isinstance(digest, str) or canonical_digest(manifest) != digest:
+    if not isinstance(manifest, dict) or not isinstance(digest, str) \
+            or stored_digest(manifest, where=f"{where}.inputs[{index}].manifest") != digest:
         raise RolloutStoreError(f"{where}.inputs[{index}]: the archived manifest does not match its manifest_sha256 "
                                 f"{shown(digest)}; the archive was altered")
-    if entry.get("mapping_sha256") != mapping_digest(digest, entry["rows"]):
+    rows = entry["rows"]
+    if entry.get("mapping_sha256") != stored_digest({"manifest_sha256": digest, "rows": rows},
+                                                    where=f"{where}.inputs[{index}].rows"):
         raise RolloutStoreError(f"{where}.inputs[{index}]: the row mapping {shown(entry['rows'])} does not match its "
                                 f"mapping_sha256 {shown(entry.get('mapping_sha256'))}; the mapping was altered")
     return entry, offset
@@ -265,4 +282,4 @@ def _word(group_attrs: Mapping[str, Mapping[str, Any]], name: str, code: int) ->
 
 
 __all__ = ["LINEAGE_TABLES", "PACKING_VERSION", "AcquisitionRowContext", "acquisition_row_context",
-           "mapping_digest", "read_store_metadata", "recorded_packing_digest", "vocabulary"]
+           "mapping_digest", "read_store_metadata", "recorded_packing_digest", "stored_digest", "vocabulary"]

@@ -31,6 +31,7 @@ import numpy as np
 
 from kuration.errors import RolloutInputError, RolloutStoreError, shown
 from kuration.hashing import canonical_digest
+from kuration.rollouts._chunks import implausible_grid
 from kuration.rollouts.qh import Q_H_INPUT_PATHS, build_q_h
 from kuration.rollouts.schema import (
     ARRAYS,
@@ -208,6 +209,16 @@ class RolloutZarrStoreReader:
         if tuple(node.shape) != expected:
             raise RolloutStoreError(f"{self.store_dir}: {spec.path} has shape {tuple(node.shape)}, expected "
                                     f"{expected} from the root attrs counts and widths; {_REWRITE}")
+        # Every chunk is written, so the grid must fit the chunk files on disk: this finds a
+        # deleted chunk (zarr would read it as the fill value) and metadata declaring more
+        # rows than were written (zarr would walk and allocate all of them).
+        try:
+            implausible = implausible_grid(node, spec.path, _chunk_files(Path(self.store_dir) / spec.path))
+        except _zarr_errors() as exc:
+            raise RolloutStoreError(f"{self.store_dir}: {spec.path}: unreadable chunk grid ({type(exc).__name__}: "
+                                    f"{shown(str(exc), 200)}); {_REWRITE}") from None
+        if implausible is not None:
+            raise RolloutStoreError(f"{self.store_dir}: {implausible}; {_REWRITE}")
         self._nodes[spec.path] = node
         return node
 
@@ -258,6 +269,9 @@ class RolloutZarrStoreReader:
     def _read(self, path: str, read: Any) -> np.ndarray:
         try:
             return np.asarray(read())
+        except MemoryError:
+            raise RolloutStoreError(f"{self.store_dir}: {path}: its declared shape {self.expected_shape(path)} does "
+                                    "not fit in memory; read rows with array_rows()") from None
         except _zarr_errors() as exc:
             raise RolloutStoreError(f"{self.store_dir}: {path}: a chunk cannot be read ({type(exc).__name__}: "
                                     f"{shown(str(exc), 200)}); {_REWRITE}") from None
@@ -271,6 +285,9 @@ class RolloutZarrStoreReader:
         not contiguous and in shell order is a :class:`RolloutStoreError`."""
         if self._shell_index is not None:
             return self._shell_index
+        # The steps table must hold counts["steps"] rows before that count sizes anything here
+        # (a hostile attrs count could otherwise ask bincount for terabytes).
+        self._present("steps/step_id")
         step_of = self.array("candidates/step_id")
         shell_of = self.array("candidates/shell_index").astype(np.int64)
         num_steps = self.counts["steps"]
@@ -306,6 +323,14 @@ class RolloutZarrStoreReader:
                 or not 0.0 < gamma <= 1.0:
             raise RolloutInputError(f"q_h_view: discount_gamma must be None or 0 < gamma <= 1, found {shown(gamma)}")
         columns = {path: self.array(path) for path in Q_H_INPUT_PATHS}
+        # The padded view is sized from widths.A and the shell counts: refuse ones that do not
+        # describe the candidate rows rather than allocate what a damaged store declares.
+        shells = columns["steps/candidate_count"].astype(np.int64)
+        widest = int(shells.max()) if shells.size else 0
+        if self.widths["A"] != widest or (shells < 0).any() or int(shells.sum()) != self.counts["candidates"]:
+            raise RolloutStoreError(f"{self.store_dir}: steps/candidate_count (widest {widest}, total "
+                                    f"{int(shells.sum())}) does not match root attrs widths.A {self.widths['A']} and "
+                                    f"counts.candidates {self.counts['candidates']}; run validate() for the rows")
         try:
             return build_q_h(columns, discount_gamma=float(gamma), widths=self.widths)
         except (IndexError, ValueError, KeyError) as exc:
@@ -328,6 +353,11 @@ class RolloutZarrStoreReader:
         packing: :func:`kuration.rollouts.lineage.acquisition_row_context` on this reader."""
         lineage = importlib.import_module("kuration.rollouts.lineage")
         return lineage.acquisition_row_context(self, table, row_id)
+
+
+def _chunk_files(array_dir: Path) -> int:
+    """The files below an array's directory other than its ``zarr.json``: its chunk files."""
+    return sum(len(files) for _, _, files in os.walk(array_dir)) - (array_dir / "zarr.json").is_file()
 
 
 def _spec(path: str) -> ArraySpec:

@@ -46,8 +46,14 @@ import zarr
 from kuration.errors import RolloutStoreError, shown
 from kuration.hashing import canonical_digest
 from kuration.rollouts import schema
-from kuration.rollouts._chunks import list_store_files, missing_chunk_keys
-from kuration.rollouts.lineage import recorded_packing_digest
+from kuration.rollouts._chunks import (
+    MAX_ENUMERATED_MISSING,
+    grid_cell_count,
+    list_store_files,
+    missing_chunk_keys,
+    stored_chunk_files,
+)
+from kuration.rollouts.lineage import recorded_packing_digest, stored_digest
 from kuration.rollouts.qh import Q_H_INPUT_PATHS, build_q_h
 from kuration.strict_json import parse_strict_json
 
@@ -119,6 +125,8 @@ class _Store:
     nodes: dict[str, zarr.Array]
     group_attrs: dict[str, dict[str, Any]]
     readable: set[str] = field(default_factory=set)
+    #: Every file of the store as a store key (None: the store could not be listed).
+    listed: set[str] | None = None
 
     def get(self, *paths: str) -> tuple[np.ndarray, ...] | None:
         """The arrays at ``paths``, or None when any one is unusable (already reported)."""
@@ -187,6 +195,10 @@ def _open(directory: Path, report: _Report, *, validate_selected_payload: bool) 
     if "widths" in attrs and not isinstance(attrs["widths"], dict):
         report.add(f"root attrs widths: found {shown(attrs['widths'])}; expected an object of widths")
     store = _Store(attrs=attrs, counts=counts, widths=widths, arrays={}, nodes={}, group_attrs={})
+    try:
+        store.listed = list_store_files(directory)
+    except OSError as exc:
+        report.add(f"{directory}: cannot list the store's files ({exc.strerror})")
     for group in (*schema.TABLES, schema.Q_H_GROUP):
         try:
             node = root.get(group)
@@ -205,6 +217,9 @@ def _int_mapping(value: Any, name: str, keys: tuple[str, ...], report: _Report) 
     if not isinstance(value, dict):
         report.add(f"root attrs {name}: found {shown(value)}; expected an object with keys {list(keys)}")
         return {}
+    unexpected = sorted(map(str, set(value) - set(keys)))
+    if unexpected:
+        report.add(f"root attrs {name}: unexpected keys {shown(unexpected)}; expected exactly {list(keys)}")
     out = {}
     for key in keys:
         item = value.get(key)
@@ -268,17 +283,21 @@ def _read_array(root: zarr.Group, spec: schema.ArraySpec, store: _Store, report:
     if not read:
         return
     try:
+        # Hostile metadata (with matching counts) can declare trillions of rows, and zarr would
+        # walk every chunk of them: a grid far larger than the stored files is not read (the
+        # chunk check reports it); a few missing chunks are read as fill and reported by name.
+        if store.listed is not None and grid_cell_count(node) > stored_chunk_files(store.listed, spec.path) \
+                + MAX_ENUMERATED_MISSING:
+            return
         store.arrays[spec.path] = np.asarray(node[...])
     except Exception as exc:  # noqa: BLE001 -- corrupt chunk bytes raise from whichever codec decodes them
         report.add(f"{spec.path}: chunks do not decode ({type(exc).__name__}: {shown(str(exc), 200)})")
 
 
 def _check_chunks(directory: Path, store: _Store, report: _Report) -> None:
-    try:
-        listed = list_store_files(directory)
-    except OSError as exc:
-        report.add(f"{directory}: cannot list the store's files ({exc.strerror})")
-        return
+    listed = store.listed
+    if listed is None:
+        return  # reported when the store was opened
     for path, node in store.nodes.items():
         if path not in store.arrays and path not in store.readable:
             continue  # a skipped payload is not checked
@@ -317,10 +336,16 @@ def _check_sidecar(directory: Path, store: _Store, report: _Report) -> None:
                    f"manifest_sha256 {shown(recorded)}; the sidecar or the attrs were altered after writing")
     packing = store.attrs.get("packing")
     bound = recorded_packing_digest(manifest) if isinstance(manifest, dict) else None
-    if (packing is not None or bound is not None) and bound != canonical_digest(packing):
-        report.add(f"root attrs packing: canonical digest {canonical_digest(packing) if packing is not None else None} "
-                   f"does not match lineage.caller.packing_sha256 {shown(bound)} in {schema.MANIFEST_FILENAME}; "
-                   "the packing archive was altered, added or removed")
+    if packing is None and bound is None:
+        return
+    try:
+        packed = None if packing is None else stored_digest(packing, where="root attrs packing")
+    except RolloutStoreError as exc:
+        report.add(str(exc))
+        return
+    if bound != packed:
+        report.add(f"root attrs packing: canonical digest {packed} does not match lineage.caller.packing_sha256 "
+                   f"{shown(bound)} in {schema.MANIFEST_FILENAME}; the packing archive was altered, added or removed")
 
 
 # -- linkage --------------------------------------------------------------------------------
@@ -606,13 +631,24 @@ def _check_q_h_shape(store: _Store, report: _Report) -> None:
         report.add(f"root attrs widths.A: found {width}; expected {widest}, the widest candidate shell")
 
 
+def _shells_fit(columns: Mapping[str, np.ndarray], widths: Mapping[str, Any]) -> bool:
+    """Whether the shells can be padded as recorded: widths.A is the widest shell and the
+    shells cover exactly the candidate rows. Otherwise a rebuild would size its S x A arrays
+    from a hostile width or count, and the mismatch is already reported."""
+    counts = columns["steps/candidate_count"].astype(np.int64)
+    width = widths.get("A")
+    widest = int(counts.max()) if counts.size else 0
+    return isinstance(width, int) and width == widest and bool((counts >= 0).all()) \
+        and int(counts.sum()) == columns["candidates/valid_action"].shape[0]
+
+
 def _check_q_h(store: _Store, report: _Report) -> None:
     """``q_h/`` against a rebuild from the factual tables at the persisted gamma, in bulk."""
     columns = {path: store.arrays[path] for path in Q_H_INPUT_PATHS if path in store.arrays}
     gamma = _gamma(store.attrs.get("config"))
-    if len(columns) < len(Q_H_INPUT_PATHS) or gamma is None:
-        report.add("q_h/: not compared with a rebuild (factual columns or config.discount_gamma unusable, "
-                   "reported above)")
+    if len(columns) < len(Q_H_INPUT_PATHS) or gamma is None or not _shells_fit(columns, store.widths):
+        report.add("q_h/: not compared with a rebuild (factual columns, shell widths or config.discount_gamma "
+                   "unusable, reported above)")
         return
     try:
         rebuilt = build_q_h(columns, discount_gamma=gamma, widths=store.widths)
