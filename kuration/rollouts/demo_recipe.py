@@ -35,7 +35,9 @@ descend. A candidate may carry several bits. An invalid candidate's label is NaN
 ``label_valid`` False: invalidity is never a low score.
 
 **Label** (one-step progress, metres): ``|pos_t - target| - |candidate - target|``;
-positive moves toward the target. **Selected action**: the candidate whose displacement
+positive moves toward the target. Every distance is summed in float64 in the fixed order
+``(dx*dx + dy*dy) + dz*dz``, so a label has the same bits on every CPU (and hover's is
+exactly 0). **Selected action**: the candidate whose displacement
 ``direction * length`` is closest to the recorded displacement (ties: the lowest id, so a
 drone that did not move selects hover). **Reward**: the selected candidate's label.
 
@@ -67,6 +69,10 @@ against that position, but the store's ``q_train_mask`` excludes them.
 order given (default ``pos``, ``vel``, ``battery``: 7 floats), as float32. **Payload**:
 with ``field_retention_policy="full"`` each step keeps its row of ``payload_modality``
 (default ``frame``, uint8) when the dataset has it; ``"compact"`` keeps none.
+
+The computation runs for a whole shard at once, as array operations over all rows, chains
+and candidates; only the record objects are built one step at a time, as row views of those
+arrays (a step of two overlapping chains shares its row's positions, bits and state).
 
 What it deliberately does not do: simulate dynamics (a candidate's position is a straight
 step), or plan beyond one step (labels are one-step, the reward of the recorded action).
@@ -168,6 +174,32 @@ class _Shells:
 
 
 @dataclass(frozen=True)
+class _Chains:
+    """The shard's chains (those with at least one step), in start-row order, and their
+    steps flattened chain after chain: step ``i`` is state row ``step_rows[i]`` of chain
+    ``step_chain[i]``."""
+
+    starts: np.ndarray  # int [C]: the first state row
+    lengths: np.ndarray  # int [C]: steps, >= 1
+    terminations: list[str]  # [C]
+    target_rows: np.ndarray  # int [C]: the row whose recorded position is the target
+    target_valid: np.ndarray  # bool [C]
+    step_rows: np.ndarray  # int [M], M = lengths.sum()
+    step_chain: np.ndarray  # int [M]
+
+
+def _distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Euclidean distance over the last axis (x, y, z), summed in the fixed order
+    ``(dx*dx + dy*dy) + dz*dz`` with elementwise float64 operations, so a distance has the
+    same bits on every CPU and in every array shape (``np.linalg.norm`` of one vector is a
+    BLAS dot product, whose kernel may fuse or reorder the sum: the hover candidate, at the
+    state itself, would then not always score exactly 0)."""
+    d = a - b
+    x, y, z = d[..., 0], d[..., 1], d[..., 2]
+    return np.sqrt((x * x + y * y) + z * z)
+
+
+@dataclass(frozen=True)
 class MotionDirectionRecipe:
     """Discretized motion directions with one-step progress labels; see the module doc.
 
@@ -256,16 +288,13 @@ class MotionDirectionRecipe:
         """The chains of one shard (``arrays`` trimmed to its recorded steps, with
         ``_present`` when the dataset has a presence mask), in start-row order."""
         track = self._checked(arrays, source)
-        n = len(track.pos)
-        if n < 2 or not track.usable.any():
+        if len(track.pos) < 2 or not track.usable.any():
             return []
         shells = self._shells(track)
-        records = []
-        for start in range(0, n - 1, self.stride):
-            rows, termination = self._walk(track, shells, start)
-            if rows:
-                records.append(self._record(track, shells, source, rows, termination))
-        return records
+        chains = self._chains(track, shells)
+        if not len(chains.starts):
+            return []
+        return self._records(track, shells, chains, source)
 
     # -- the computation -----------------------------------------------------------------
 
@@ -341,7 +370,7 @@ class MotionDirectionRecipe:
         here, there = track.pos[:-1], track.pos[1:]
         with np.errstate(invalid="ignore", over="ignore"):  # rows that are not states hold anything
             moved = there - here
-            length = np.linalg.norm(moved, axis=1) if self.step_length_m is None \
+            length = _distance(there, here) if self.step_length_m is None \
                 else np.full(len(here), float(self.step_length_m))
             offsets = _DIRECTIONS[None, :, :] * length[:, None, None]
             # Rounded to what the store keeps, so position, reason bits and label agree.
@@ -356,68 +385,89 @@ class MotionDirectionRecipe:
                 low = track.battery[:-1] < float(self.battery_reserve)
                 reserve = low[:, None] & ~_RESERVE_ACTIONS[None, :]
                 bits |= reserve.astype(np.uint32) << MOTION_REASON_CODES["battery_reserve"]
-            miss = np.linalg.norm(offsets - moved[:, None, :], axis=2)
+            miss = _distance(offsets, moved[:, None, :])
         selected = np.argmin(np.where(np.isfinite(miss), miss, np.inf), axis=1)  # first minimum: lowest id
         return _Shells(positions, bits, selected)
 
-    def _walk(self, track: _Track, shells: _Shells, start: int) -> tuple[list[int], str]:
-        """The state rows of the chain starting at ``start`` and why it ends."""
-        rows: list[int] = []
-        if not track.usable[start]:
-            return rows, "track_end"
-        t = start
+    def _chains(self, track: _Track, shells: _Shells) -> _Chains:
+        """Where every chain of the shard starts and ends, why, and its target row, for all
+        start rows at once (the walk of the module doc, as array operations)."""
         n = len(track.pos)
-        while True:
-            if len(rows) == self.chain_length:
-                return rows, "chain_length"
-            if t + 1 >= n or not track.present[t + 1]:
-                return rows, "track_end"
-            if not track.usable[t + 1]:
-                return rows, "non_finite_state"
-            if shells.reason_bits[t, shells.selected[t]] != 0:
-                return rows, "selected_invalid"
-            rows.append(t)
-            t += 1
+        rows = np.arange(n)
+        selected_bits = shells.reason_bits[rows[:-1], shells.selected]
+        # Row t steps on to t+1 when t+1 is a usable state and the recorded action is valid;
+        # the last row never does (no next state).
+        blocked = np.ones(n, dtype=bool)
+        blocked[:-1] = ~(track.usable[1:] & (selected_bits == 0))
+        # The first blocked row at or after each row: where a chain reaching it stops.
+        stop = np.minimum.accumulate(np.where(blocked, rows, n)[::-1])[::-1]
+        starts = rows[:-1:self.stride]
+        lengths = np.minimum(stop[starts] - starts, self.chain_length)
+        made = track.usable[starts] & (lengths > 0)
+        starts, lengths = starts[made], lengths[made]
+        ends = starts + lengths  # the row each chain's last step reached: a usable state
+        after = ends + 1  # the row a chain stopped short of, when it did
+        ran_out = (ends == n - 1) | ~track.present[np.minimum(after, n - 1)]
+        broken = ~track.usable[np.minimum(after, n - 1)]
+        terminations = np.where(lengths == self.chain_length, "chain_length",
+                                np.where(ran_out, "track_end",
+                                         np.where(broken, "non_finite_state", "selected_invalid"))).tolist()
+        wanted = ends + self.horizon
+        last_row = np.minimum(wanted, n - 1)
+        target_valid = (wanted < n) & track.usable[last_row]
+        # Else the last usable row up to the horizon (ends[c] is one, so there is one).
+        last_usable = np.maximum.accumulate(np.where(track.usable, rows, -1))
+        target_rows = np.where(target_valid, wanted, last_usable[last_row])
+        step_chain = np.repeat(np.arange(len(starts)), lengths)
+        first_step = np.cumsum(lengths) - lengths
+        step_rows = starts[step_chain] + np.arange(len(step_chain)) - first_step[step_chain]
+        return _Chains(starts, lengths, terminations, target_rows, target_valid, step_rows, step_chain)
 
-    def _target(self, track: _Track, end_row: int) -> RolloutTargetRecord:
-        """The recorded position ``horizon`` steps after ``end_row`` (a usable row)."""
-        wanted = end_row + self.horizon
-        reachable = wanted < len(track.pos) and bool(track.usable[wanted])
-        if reachable:
-            row = wanted
-        else:  # the last usable recorded position before the horizon runs out
-            window = track.usable[end_row:min(wanted, len(track.pos) - 1) + 1]
-            row = end_row + int(np.flatnonzero(window)[-1])
-        value = canonical_floats(track.pos[row].astype(np.float32))
-        return RolloutTargetRecord(kind=TARGET_KIND, value=value, label_valid=reachable)
-
-    def _record(self, track: _Track, shells: _Shells, source: RolloutSourceRef, rows: list[int],
-                termination: str) -> RolloutWriteRecord:
-        target = self._target(track, rows[-1] + 1)
-        goal = target.value.astype(np.float64)
-        steps = []
-        for t in rows:
-            positions = shells.positions[t]
-            bits = shells.reason_bits[t]
-            valid = bits == 0
-            progress = np.linalg.norm(track.pos[t] - goal) - np.linalg.norm(positions - goal, axis=1)
-            labels = canonical_floats(np.where(valid, progress, np.nan).astype(np.float32))
-            label_valid = valid & np.isfinite(labels)
-            selected = int(shells.selected[t])
-            shell = CandidateShell(action_ids=_ACTION_IDS.copy(),
-                                   positions=canonical_floats(positions.astype(np.float32)),
-                                   valid_action=valid, reason_bits=bits.copy(), labels=labels,
-                                   label_valid=label_valid)
-            finite = labels[label_valid].astype(np.float64)
-            margin = float(np.float32(finite.max() - float(labels[selected]))) if finite.size else None
-            payload = None if track.payload is None else np.array(track.payload[t], dtype=np.uint8)
+    def _records(self, track: _Track, shells: _Shells, chains: _Chains,
+                 source: RolloutSourceRef) -> list[RolloutWriteRecord]:
+        """The records of ``chains``: every label, reward and audit value computed for all
+        steps at once, then each record built from row views of those arrays."""
+        goals = canonical_floats(track.pos[chains.target_rows].astype(np.float32))  # [C, 3]
+        rows, chain = chains.step_rows, chains.step_chain
+        goal = goals.astype(np.float64)[chain]  # [M, 3]
+        valid_rows = shells.reason_bits == 0  # [n-1, A]
+        valid = valid_rows[rows]
+        progress = _distance(track.pos[rows], goal)[:, None] - _distance(shells.positions[rows], goal[:, None, :])
+        labels = canonical_floats(np.where(valid, progress, np.nan).astype(np.float32))  # [M, A]
+        label_valid = valid & np.isfinite(labels)
+        selected = shells.selected[rows]
+        rewards = labels[np.arange(len(rows)), selected]
+        best = np.where(label_valid, labels, -np.inf).max(axis=1)
+        margins = (best.astype(np.float64) - rewards.astype(np.float64)).astype(np.float32)
+        counts = valid.sum(axis=1).tolist()
+        # Per-row arrays, split into row views once: a step of two chains shares its row's.
+        position_rows = list(canonical_floats(shells.positions.astype(np.float32)))
+        bit_rows, valid_row_views = list(shells.reason_bits), list(valid_rows)
+        state_rows = list(canonical_floats(track.state))
+        payload_rows = None if track.payload is None else list(np.array(track.payload, dtype=np.uint8))
+        action_ids = np.broadcast_to(_ACTION_IDS, (len(rows), len(_ACTION_IDS)))
+        action_id_rows, label_rows, label_valid_rows = list(action_ids.copy()), list(labels), list(label_valid)
+        targets = [RolloutTargetRecord(kind=TARGET_KIND, value=value, label_valid=ok)
+                   for value, ok in zip(goals, chains.target_valid.tolist(), strict=True)]
+        steps: list[RolloutStepRecord] = []
+        for i, (t, choice, reward, count, margin, measured) in enumerate(zip(
+                rows.tolist(), selected.tolist(), rewards.tolist(), counts, margins.tolist(),
+                label_valid.any(axis=1).tolist(), strict=True)):
+            shell = CandidateShell(action_ids=action_id_rows[i], positions=position_rows[t],
+                                   valid_action=valid_row_views[t], reason_bits=bit_rows[t], labels=label_rows[i],
+                                   label_valid=label_valid_rows[i])
             steps.append(RolloutStepRecord(
-                source_row=t, state=canonical_floats(track.state[t]), shell=shell, selected_shell_index=selected,
-                reward=float(labels[selected]), audit_valid_candidates=int(valid.sum()),
-                audit_selected_margin=margin, selected_payload=payload))
-        return RolloutWriteRecord(source=source, target=target, strategy_id=self.strategy_id,
-                                  mixture_id=self.recipe_id, steps=tuple(steps), termination_reason=termination)
-
+                source_row=t, state=state_rows[t], shell=shell, selected_shell_index=choice, reward=reward,
+                audit_valid_candidates=count, audit_selected_margin=margin if measured else None,
+                selected_payload=None if payload_rows is None else payload_rows[t]))
+        records = []
+        first = 0
+        for target, length, termination in zip(targets, chains.lengths.tolist(), chains.terminations, strict=True):
+            records.append(RolloutWriteRecord(source=source, target=target, strategy_id=self.strategy_id,
+                                              mixture_id=self.recipe_id, steps=tuple(steps[first:first + length]),
+                                              termination_reason=termination))
+            first += length
+        return records
 
 __all__ = ["ACTION_IDS", "MAX_COORDINATE_M", "MOTION_ACTIONS", "MOTION_REASON_CODES", "RETENTION_POLICIES",
            "TARGET_KIND", "TERMINATION_REASONS", "MotionDirectionRecipe"]
