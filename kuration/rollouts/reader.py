@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -46,6 +46,9 @@ from kuration.rollouts.schema import (
     ArraySpec,
 )
 from kuration.storage import is_remote, local_path, read_json
+
+if TYPE_CHECKING:
+    from kuration.rollouts.read_model import StepView
 
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _SPECS = {spec.path: spec for spec in ARRAYS}
@@ -265,6 +268,14 @@ class RolloutZarrStoreReader:
         if index.size == 0:
             return np.empty((0, *node.shape[1:]), dtype=node.dtype)
         return self._read(path, lambda: node.oindex[index.astype(np.int64, copy=False)])
+
+    def step_view(self, step_id: int) -> StepView:
+        """The typed projection of one step and its candidate shell
+        (:func:`kuration.rollouts.read_model.step_view`): codes decoded to strings, reason bits
+        to names, and unavailable values (NaN, -1) to ``None``."""
+        from kuration.rollouts.read_model import step_view
+
+        return step_view(self, step_id)
 
     def _read(self, path: str, read: Any) -> np.ndarray:
         try:
