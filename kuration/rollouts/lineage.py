@@ -26,7 +26,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +90,10 @@ class _StoreMetadata:
     attrs: dict[str, Any]
     manifest: dict[str, Any]
     manifest_sha256: str
+    #: The opened root group, each table group's attrs and the link columns read so far,
+    #: filled on the first row lookup and kept with the rest: reopening the group and
+    #: decoding a chunk per row cost ~10 ms a call.
+    provenance: dict[str, Any] = field(default_factory=dict)
 
 
 _CACHE: dict[int, _StoreMetadata] = {}
@@ -162,7 +166,7 @@ def acquisition_row_context(reader: Any, table: str, row_id: int) -> Acquisition
     digest, original, depth, manifest = _resolve(metadata.attrs.get("packing"), metadata.manifest,
                                                  metadata.manifest_sha256, table, row,
                                                  where=f"{store_dir}: root attrs packing")
-    strategy, mixture, source = _row_provenance(store_dir, table, row)
+    strategy, mixture, source = _row_provenance(store_dir, metadata, table, row)
     generation = {key: manifest.get(key) for key in ("config", "generation", "invocation", "lineage")}
     return AcquisitionRowContext(table=table, row_id=row, acquisition_manifest_sha256=digest,
                                  acquisition_row_id=original, packing_depth=depth, generation=generation,
@@ -248,24 +252,43 @@ def recorded_packing_digest(manifest: Mapping[str, Any]) -> Any:
     return caller.get("packing_sha256") if isinstance(caller, dict) else None
 
 
-def _row_provenance(store_dir: Path, table: str, row: int
+def _row_provenance(store_dir: Path, metadata: _StoreMetadata, table: str, row: int
                     ) -> tuple[str, str, dict[str, Any]]:
     """Strategy id, mixture id and source of the chain that ``row`` of ``table`` belongs to,
     read one element at a time (the store's columns are not loaded)."""
     try:
-        root: Any = zarr.open_group(str(store_dir), mode="r", zarr_format=3)
-        attrs = {group: dict(root[group].attrs.asdict()) for group in schema.VOCABULARIES}
+        if not metadata.provenance:
+            opened: Any = zarr.open_group(str(store_dir), mode="r", zarr_format=3)
+            metadata.provenance.update(
+                root=opened, attrs={group: dict(opened[group].attrs.asdict()) for group in schema.VOCABULARIES})
+        root, attrs = metadata.provenance["root"], metadata.provenance["attrs"]
+        recorded = metadata.attrs.get("counts")
+        counts: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
+        columns = metadata.provenance.setdefault("columns", {})
+
+        def at(path: str, index: int) -> Any:
+            # A column is read whole the first time and kept: a single element costs the
+            # decode of its ~1 MB chunk, so per-row lookups over many rows would repeat it.
+            if path not in columns:
+                node = root[path]
+                rows = counts.get(path.split("/")[0])
+                if not isinstance(rows, int) or node.shape[:1] != (rows,):  # never size a read from hostile metadata
+                    raise RolloutStoreError(f"{store_dir}: {path} has shape {node.shape}, but the root attrs count "
+                                            f"{shown(rows)} rows; run validate() for details")
+                columns[path] = np.asarray(node[...])
+            return columns[path][index]
+
         if table == "candidates":
-            row = int(root["candidates/step_id"][row])
+            row = int(at("candidates/step_id", row))
         if table in ("candidates", "steps"):
-            row = int(root["steps/rollout_id"][row])
-        strategy_code = int(root["rollouts/strategy_code"][row])
-        mixture_code = int(root["rollouts/mixture_code"][row])
-        source_id = int(root["rollouts/source_id"][row])
-        source = {"shard_path": _word(attrs, "shard_paths", int(root["sources/shard_path_code"][source_id])),
-                  "shard_sha256": bytes(np.asarray(root["sources/shard_sha256"][source_id], dtype=np.uint8)).hex(),
-                  "entity": _word(attrs, "entities", int(root["sources/entity_code"][source_id])),
-                  "split": _word(attrs, "splits", int(root["sources/split_code"][source_id]))}
+            row = int(at("steps/rollout_id", row))
+        strategy_code = int(at("rollouts/strategy_code", row))
+        mixture_code = int(at("rollouts/mixture_code", row))
+        source_id = int(at("rollouts/source_id", row))
+        source = {"shard_path": _word(attrs, "shard_paths", int(at("sources/shard_path_code", source_id))),
+                  "shard_sha256": bytes(np.asarray(at("sources/shard_sha256", source_id), dtype=np.uint8)).hex(),
+                  "entity": _word(attrs, "entities", int(at("sources/entity_code", source_id))),
+                  "split": _word(attrs, "splits", int(at("sources/split_code", source_id)))}
     except RolloutStoreError:
         raise
     except Exception as exc:  # noqa: BLE001 -- a damaged array or link; validation names the details

@@ -166,3 +166,28 @@ def test_validation_reports_an_altered_packing_archive(stores: dict[str, Path], 
     _edit_packing(store, lambda packing: packing["inputs"][0]["rows"]["steps"].__setitem__(0, 5))
     result = validate_rollout_zarr_store(store)
     assert any("root attrs packing: canonical digest" in error for error in result.errors), result.errors
+
+
+def test_a_link_column_whose_shape_disagrees_with_the_counts_is_refused_before_it_is_read(
+        stores: dict[str, Path], tmp_path: Path) -> None:
+    # the columns a lookup follows are read whole and kept; their size must come from the
+    # checked counts, never from an array's own (hostile) metadata
+    import shutil
+
+    store = tmp_path / "store"
+    shutil.copytree(stores["in1"], store)
+    meta_path = store / "rollouts" / "strategy_code" / "zarr.json"
+    meta = json.loads(meta_path.read_text())
+    meta["shape"] = [10**9]
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(RolloutStoreError, match=r"rollouts/strategy_code has shape \(1000000000,\), but the root "
+                                                r"attrs count \d+ rows"):
+        acquisition_row_context(_Reader(store), "steps", 0)
+
+
+def test_many_row_lookups_read_each_link_column_once(stores: dict[str, Path]) -> None:
+    reader = _Reader(stores["packed_twice"])
+    steps = _counts(stores["packed_twice"])["candidates"]
+    contexts = [acquisition_row_context(reader, "candidates", row) for row in range(steps)]
+    again = acquisition_row_context(_Reader(stores["packed_twice"]), "candidates", steps - 1)
+    assert contexts[-1] == again  # the kept columns give what a fresh lookup reads
