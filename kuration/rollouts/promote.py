@@ -53,7 +53,8 @@ def write_rollout_store_atomically(store_dir: str | os.PathLike[str], records: I
                                    **writer_options: Any) -> RolloutZarrWriteResult:
     """Write ``records`` (records and batches, as :func:`write_rollout_zarr_store` takes them)
     to a temp sibling of the local directory ``store_dir``, verify it, and promote it
-    atomically over ``store_dir`` (see the module docstring). ``writer_options`` are :func:`write_rollout_zarr_store`'s keyword options. Returns the write result with
+    atomically over ``store_dir`` (see the module docstring). ``writer_options`` are
+    :func:`write_rollout_zarr_store`'s keyword options. Returns the write result with
     ``store_dir`` and ``manifest_path`` pointing at the promoted store. A failed write or
     verification raises and leaves the previous store untouched."""
     if is_remote(store_dir):

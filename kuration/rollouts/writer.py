@@ -310,7 +310,7 @@ def _batch_column(batch: RolloutChainBatch, item: int, name: str, kinds: str, nd
                   rows: int | None, rows_label: str) -> np.ndarray:
     """The batch's column ``name`` as an array of a dtype kind in ``kinds`` (``"u1"``: uint8
     only) with ``ndim`` dimensions (None: at least 2) and ``rows`` rows (None: any), or a
-    refusal naming ``records[item].<name>``. A uint64 column is returned as int64 (numpy
+    refusal naming ``records[item].<name>``. A uint64 int column is returned as int64 (numpy
     would join it with signed ints as floats)."""
     where = f"records[{item}].{name}"
     try:
@@ -326,7 +326,7 @@ def _batch_column(batch: RolloutChainBatch, item: int, name: str, kinds: str, nd
                                 f"{array.shape}")
     if rows is not None and len(array) != rows:
         raise RolloutInputError(f"{where}: {len(array)} rows, but {rows_label}; every row of the batch has one entry")
-    if array.dtype == np.uint64:
+    if array.dtype == np.uint64 and kinds == "iu":
         _refuse_rows(array > np.uint64(_INT64_MAX), array, where, "is outside the int64 range")
         array = array.astype(np.int64)
     return array
@@ -378,8 +378,9 @@ class _Locator:
         self.num_steps = int(lengths.sum())
         self.step_rollout = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
         self.step_index = np.arange(self.num_steps, dtype=np.int64) - self.first_step[self.step_rollout]
-        item_first_chain = np.zeros(len(is_batch), dtype=np.int64)
-        item_first_chain[self.chain_item[::-1]] = np.arange(len(lengths) - 1, -1, -1)  # the first write wins last
+        # Every item adds at least one chain, and items add theirs in order: the first
+        # occurrence of each item among the chains is its first chain.
+        _, item_first_chain = np.unique(self.chain_item, return_index=True)
         self.item_first_step = self.first_step[item_first_chain]
         self.candidate_start = np.zeros(0, dtype=np.int64)
         self.candidate_step = np.zeros(0, dtype=np.int64)

@@ -45,7 +45,8 @@ def random_batch(rng: np.random.Generator, *, sha: str = SHA_A, chains: int = 2,
     audit = rng.integers(-1, counts + 1)
     margin = rng.normal(size=num_steps)
     margin[rng.random(num_steps) < 0.3] = np.nan
-    values = rng.integers(0, 2, (chains, 2)).astype(np.float64) - 0.0 * rng.integers(0, 2, (chains, 1))
+    values = rng.integers(0, 2, (chains, 2)).astype(np.float64)
+    values[rng.random(values.shape) < 0.3] *= -1.0  # -0.0 among the zeros: one target with 0.0
     return RolloutChainBatch(
         source=RolloutSourceRef(shard_path=f"train/shard_{sha[:4]}.npz", shard_sha256=sha, entity="robot_1",
                                 split="train", n_states=20),
