@@ -15,6 +15,7 @@ from kuration.rollouts.read_model import CandidateView, StepView
 from kuration.rollouts.reader import RolloutZarrStoreReader
 from kuration.rollouts.records import (
     CandidateShell,
+    RolloutChainBatch,
     RolloutSourceRef,
     RolloutStepRecord,
     RolloutTargetRecord,
@@ -35,8 +36,9 @@ from kuration.rollouts.writer import RolloutZarrWriteResult, write_rollout_zarr_
 __all__ = [
     "DEFAULT_RETURN_SEMANTICS", "INVALID_REASON_VERSION", "Q_H_ARRAY_NAMES", "Q_H_REWARD_METRIC", "Q_H_TD_SEMANTICS",
     "ROLLOUT_ZARR_SCHEMA_ID", "ROLLOUT_ZARR_SCHEMA_VERSION", "CandidateShell", "CandidateView", "MotionDirectionRecipe",
-    "RolloutGeneration", "RolloutRecipe", "RolloutSourceRef", "RolloutStepRecord", "RolloutTargetRecord",
-    "RolloutWriteRecord", "RolloutZarrStoreConfig", "RolloutZarrStoreReader", "RolloutZarrValidationResult",
-    "RolloutZarrWriteResult", "StepView", "pack_rollout_zarr_stores", "rollout_records_from_dataset",
-    "validate_rollout_zarr_store", "write_rollout_store_atomically", "write_rollout_zarr_store",
+    "RolloutChainBatch", "RolloutGeneration", "RolloutRecipe", "RolloutSourceRef", "RolloutStepRecord",
+    "RolloutTargetRecord", "RolloutWriteRecord", "RolloutZarrStoreConfig", "RolloutZarrStoreReader",
+    "RolloutZarrValidationResult", "RolloutZarrWriteResult", "StepView", "pack_rollout_zarr_stores",
+    "rollout_records_from_dataset", "validate_rollout_zarr_store", "write_rollout_store_atomically",
+    "write_rollout_zarr_store",
 ]

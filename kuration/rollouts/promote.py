@@ -40,7 +40,7 @@ from typing import Any
 
 from kuration.errors import RolloutInputError, RolloutStoreError
 from kuration.rollouts.reader import RolloutZarrStoreReader
-from kuration.rollouts.records import RolloutWriteRecord
+from kuration.rollouts.records import RolloutChainInput
 from kuration.rollouts.schema import MANIFEST_FILENAME
 from kuration.rollouts.writer import RolloutZarrWriteResult, write_rollout_zarr_store
 from kuration.storage import TEMP_PREFIX, fsync_directory, is_remote, local_path, remove_tree, temp_name
@@ -49,11 +49,12 @@ from kuration.storage import TEMP_PREFIX, fsync_directory, is_remote, local_path
 _TOKEN = re.compile(r"^(?P<pid>[0-9]+)-[0-9a-f]{12}(?P<old>-old)?$")
 
 
-def write_rollout_store_atomically(store_dir: str | os.PathLike[str], records: Iterable[RolloutWriteRecord],
+def write_rollout_store_atomically(store_dir: str | os.PathLike[str], records: Iterable[RolloutChainInput],
                                    **writer_options: Any) -> RolloutZarrWriteResult:
-    """Write ``records`` to a temp sibling of the local directory ``store_dir``, verify it,
-    and promote it atomically over ``store_dir`` (see the module docstring). ``writer_options``
-    are :func:`write_rollout_zarr_store`'s keyword options. Returns the write result with
+    """Write ``records`` (records and batches, as :func:`write_rollout_zarr_store` takes them)
+    to a temp sibling of the local directory ``store_dir``, verify it, and promote it
+    atomically over ``store_dir`` (see the module docstring). ``writer_options`` are
+    :func:`write_rollout_zarr_store`'s keyword options. Returns the write result with
     ``store_dir`` and ``manifest_path`` pointing at the promoted store. A failed write or
     verification raises and leaves the previous store untouched."""
     if is_remote(store_dir):

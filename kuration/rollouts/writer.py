@@ -6,11 +6,18 @@ then write). A killed direct write leaves a torn store; the crash-safe path is
 :func:`kuration.rollouts.promote.write_rollout_store_atomically`, which writes a temp sibling
 with this function and promotes it.
 
-Plan, then act: :func:`normalize_rollout_records` validates every record and builds every
-column (pure numpy, vectorised over candidates: per-record and per-step Python work is only
-collecting the record's arrays for one ``np.concatenate``; a failed vectorised check goes back
-to the records to name the culprit), then :func:`write_rollout_zarr_store` writes them.
-Refusals raise :class:`RolloutInputError` naming ``records[i].steps[j].<field>``.
+Plan, then act: :func:`normalize_rollout_records` validates every input item and builds every
+column, then :func:`write_rollout_zarr_store` writes them. The input is any mix of
+:class:`~kuration.rollouts.records.RolloutWriteRecord` (one chain) and
+:class:`~kuration.rollouts.records.RolloutChainBatch` (many chains of one source as columns),
+their chains stored in the order given. Each item becomes raw columns (a run of records: one
+C-level pass per field over their steps and one numpy join; a batch: its columns, checked for
+kind, rank and row count), the pieces are joined with one ``np.concatenate`` per column, and
+the rules run once on the joined columns, the same code for records and batches, so the same
+chains give the same bytes either way. A failed vectorised check names the culprit as
+``records[i].steps[j].<field>`` (``.shell[k].<field>`` for a candidate) for a record and as
+``records[i].<field>[row] (chain c, step j[, shell[k]])`` for a batch, ``row`` indexing the
+batch's own column; refusals raise :class:`RolloutInputError`.
 
 Layout choices (zarr 3.1.6, zstd level 0; figures in ``bench/README.md``, where ~1M candidate
 rows make a 38 MB store of 159 files):
@@ -40,7 +47,7 @@ import math
 import os
 import platform
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import attrgetter
 from dataclasses import dataclass
 from typing import Any
@@ -53,7 +60,13 @@ from kuration.floats import canonical_floats
 from kuration.hashing import canonical_digest, canonical_json, readable_json
 from kuration.rollouts.config import RolloutZarrStoreConfig
 from kuration.rollouts.qh import build_q_h
-from kuration.rollouts.records import CandidateShell, RolloutStepRecord, RolloutWriteRecord
+from kuration.rollouts.records import (
+    CandidateShell,
+    RolloutChainBatch,
+    RolloutChainInput,
+    RolloutStepRecord,
+    RolloutWriteRecord,
+)
 from kuration.rollouts.schema import (
     ARRAYS,
     DEFAULT_LABEL_SUPPORT,
@@ -147,113 +160,365 @@ def _int(value: Any, where: str, *, minimum: int = 0) -> int:
     return int(value)
 
 
-def normalize_rollout_records(records: Iterable[RolloutWriteRecord], *,
-                              config: RolloutZarrStoreConfig) -> RolloutTables:
-    """Validate ``records`` and build every factual column (no I/O). Raises
-    :class:`RolloutInputError` naming the record index, step index and field of the first
-    violation (see :func:`write_rollout_zarr_store` for what is refused)."""
-    chains = list(records)
-    if not chains:
-        raise RolloutInputError("records: no rollout chains to write (a store holds at least one)")
-    source_rows: dict[tuple[str, str, str], int] = {}
-    source_info: list[tuple[str, str, str, str, int]] = []
-    target_rows: dict[tuple[int, str, bool, bytes], int] = {}
-    target_info: list[tuple[int, str, np.ndarray, bool]] = []
-    vocab = {name: _Vocabulary() for name in ("shard_paths", "entities", "splits", "kinds", "strategy_ids",
-                                               "mixture_ids", "termination_reasons")}
-    rollout_source, rollout_target, rollout_len = [], [], []
-    rollout_strategy, rollout_mixture, rollout_termination = [], [], []
-    steps: list[Any] = []
-    width_t: int | None = None
-    for ri, record in enumerate(chains):
-        where = f"records[{ri}]"
-        if not isinstance(record, RolloutWriteRecord):
-            raise RolloutInputError(f"{where}: expected a RolloutWriteRecord, found {type(record).__name__}")
-        source = record.source
-        path = _text(source.shard_path, f"{where}.source.shard_path")
+_INT32_MAX = int(np.iinfo(np.int32).max)
+_INT64_MAX = int(np.iinfo(np.int64).max)
+_CHAIN_VOCABULARIES = ("shard_paths", "entities", "splits", "kinds", "strategy_ids", "mixture_ids",
+                       "termination_reasons")
+#: A batch's name for a per-step field where it differs from the record's (a column is plural).
+_BATCH_FIELDS = {"source_row": "source_rows", "state": "states", "reward": "rewards"}
+#: The raw per-step and per-candidate columns every input item gives, joined over the items
+#: before the rules run (names as in the records).
+_STEP_KEYS = ("source_row", "selected_shell_index", "reward", "audit_valid_candidates", "audit_selected_margin",
+              "state", "shell_counts")
+_CANDIDATE_KEYS = ("action_ids", "positions", "valid_action", "reason_bits", "labels", "label_valid")
+_PAYLOAD_MISSING = ("missing, but field_retention_policy='full' keeps a payload for every step (use 'compact' to "
+                    "store none)")
+
+
+class _Chains:
+    """The chain-level tables as the input items add their chains: sources (one row per
+    shard), targets (equal targets of one source stored once), the vocabularies (codes in
+    first-appearance order) and, per chain, its ids, codes, step count and input item."""
+
+    def __init__(self) -> None:
+        self.source_rows: dict[tuple[str, str, str], int] = {}
+        self.source_info: list[tuple[str, str, str, str, int]] = []
+        self.target_rows: dict[tuple[int, str, bool, bytes], int] = {}
+        self.target_info: list[tuple[int, str, np.ndarray, bool]] = []
+        self.vocab = {name: _Vocabulary() for name in _CHAIN_VOCABULARIES}
+        self.width_t: int | None = None
+        self.source: list[int] = []
+        self.target: list[int] = []
+        self.strategy: list[int] = []
+        self.mixture: list[int] = []
+        self.termination: list[int] = []
+        self.lengths: list[int] = []
+        self.item: list[int] = []
+        self.in_item: list[int] = []
+
+    def source_id(self, source: Any, where: str) -> int:
+        path = _text(source.shard_path, f"{where}.shard_path")
         sha = source.shard_sha256
         if not isinstance(sha, str) or not _SHA256_HEX.match(sha):
-            raise RolloutInputError(f"{where}.source.shard_sha256: expected 64 lowercase hex digits, "
-                                    f"found {shown(sha)}")
-        entity = _text(source.entity, f"{where}.source.entity")
-        split = _text(source.split, f"{where}.source.split")
-        n_states = _int(source.n_states, f"{where}.source.n_states", minimum=1)
+            raise RolloutInputError(f"{where}.shard_sha256: expected 64 lowercase hex digits, found {shown(sha)}")
+        entity = _text(source.entity, f"{where}.entity")
+        split = _text(source.split, f"{where}.split")
+        n_states = _int(source.n_states, f"{where}.n_states", minimum=1)
         key = (path, sha, entity)
-        source_id = source_rows.get(key)
+        source_id = self.source_rows.get(key)
         if source_id is None:
-            source_id = source_rows[key] = len(source_info)
-            source_info.append((path, sha, entity, split, n_states))
-        elif source_info[source_id][3:] != (split, n_states):
+            source_id = self.source_rows[key] = len(self.source_info)
+            self.source_info.append((path, sha, entity, split, n_states))
+        elif self.source_info[source_id][3:] != (split, n_states):
+            known = self.source_info[source_id]
             raise RolloutInputError(
-                f"{where}.source: shard {path!r} (sha256 {sha[:12]}..., entity {entity!r}) was given with split "
-                f"{source_info[source_id][3]!r} and n_states {source_info[source_id][4]} before, now {split!r} and "
-                f"{n_states}; one shard has one split and one state count")
+                f"{where}: shard {path!r} (sha256 {sha[:12]}..., entity {entity!r}) was given with split {known[3]!r} "
+                f"and n_states {known[4]} before, now {split!r} and {n_states}; one shard has one split and one state "
+                "count")
+        return source_id
+
+    def add(self, *, item: int, in_item: int, source_id: int, kind: str, value: np.ndarray, label_valid: bool,
+            strategy: str, mixture: str, termination: str, length: int, value_where: str) -> None:
+        """One chain, its strings checked already and ``value`` a canonical float32 vector."""
+        if self.width_t is None:
+            self.width_t = len(value)
+        elif len(value) != self.width_t:
+            raise RolloutInputError(f"{value_where}: width D_t {len(value)}, but earlier targets have {self.width_t}")
+        target_key = (source_id, kind, label_valid, value.tobytes())
+        target_id = self.target_rows.get(target_key)
+        if target_id is None:
+            target_id = self.target_rows[target_key] = len(self.target_info)
+            self.target_info.append((source_id, kind, value, label_valid))
+        self.source.append(source_id)
+        self.target.append(target_id)
+        self.strategy.append(self.vocab["strategy_ids"].code(strategy))
+        self.mixture.append(self.vocab["mixture_ids"].code(mixture))
+        self.termination.append(self.vocab["termination_reasons"].code(termination))
+        self.lengths.append(length)
+        self.item.append(item)
+        self.in_item.append(in_item)
+
+    def add_record(self, record: RolloutWriteRecord, item: int) -> Sequence[Any]:
+        """Add a record's chain; returns its steps (a non-empty sequence, not yet checked)."""
+        where = f"records[{item}]"
+        source_id = self.source_id(record.source, f"{where}.source")
         target = record.target
         kind = _text(target.kind, f"{where}.target.kind")
         value = _float_vector(target.value, f"{where}.target.value")
-        if width_t is None:
-            width_t = len(value)
-        elif len(value) != width_t:
-            raise RolloutInputError(f"{where}.target.value: width D_t {len(value)}, but earlier targets have {width_t}")
         if not isinstance(target.label_valid, (bool, np.bool_)):
             raise RolloutInputError(f"{where}.target.label_valid: expected a bool, found {shown(target.label_valid)}")
-        target_key = (source_id, kind, bool(target.label_valid), value.tobytes())
-        target_id = target_rows.get(target_key)
-        if target_id is None:
-            target_id = target_rows[target_key] = len(target_info)
-            target_info.append((source_id, kind, value, bool(target.label_valid)))
-        rollout_source.append(source_id)
-        rollout_target.append(target_id)
-        rollout_strategy.append(vocab["strategy_ids"].code(_text(record.strategy_id, f"{where}.strategy_id")))
-        rollout_mixture.append(vocab["mixture_ids"].code(_text(record.mixture_id, f"{where}.mixture_id")))
-        rollout_termination.append(vocab["termination_reasons"].code(
-            _text(record.termination_reason, f"{where}.termination_reason")))
-        chain_steps: Any = record.steps
-        if not isinstance(chain_steps, Sequence) or isinstance(chain_steps, (str, bytes)) or not chain_steps:
+        strategy = _text(record.strategy_id, f"{where}.strategy_id")
+        mixture = _text(record.mixture_id, f"{where}.mixture_id")
+        termination = _text(record.termination_reason, f"{where}.termination_reason")
+        steps: Any = record.steps
+        if not isinstance(steps, Sequence) or isinstance(steps, (str, bytes)) or not steps:
             raise RolloutInputError(f"{where}.steps: a chain needs at least one step, found {shown(record.steps)}")
-        rollout_len.append(len(record.steps))
-        steps.extend(record.steps)
+        self.add(item=item, in_item=0, source_id=source_id, kind=kind, value=value,
+                 label_valid=bool(target.label_valid), strategy=strategy, mixture=mixture, termination=termination,
+                 length=len(steps), value_where=f"{where}.target.value")
+        return steps
 
-    num_rollouts = len(chains)
-    lengths = np.asarray(rollout_len, dtype=np.int64)
-    num_steps = int(lengths.sum())
-    first_step = np.cumsum(lengths) - lengths
-    step_rollout = np.repeat(np.arange(num_rollouts, dtype=np.int64), lengths)
-    step_index = np.arange(num_steps, dtype=np.int64) - first_step[step_rollout]
+    def add_batch(self, batch: RolloutChainBatch, item: int) -> None:
+        """Add a batch's chains after checking its per-chain columns (names, kinds, ``C`` rows)."""
+        where = f"records[{item}]"
+        source_id = self.source_id(batch.source, f"{where}.source")
+        strategy = _text(batch.strategy_id, f"{where}.strategy_id")
+        mixture = _text(batch.mixture_id, f"{where}.mixture_id")
+        lengths = _batch_column(batch, item, "chain_lengths", "iu", 1, None, "")
+        num_chains = len(lengths)
+        if not num_chains:
+            raise RolloutInputError(f"{where}.chain_lengths: a batch needs at least one chain, found none")
+        _refuse_rows(lengths < 1, lengths, f"{where}.chain_lengths", "is not >= 1 (a chain needs at least one step)")
+        rows = f"len(chain_lengths) {num_chains}"
+        values = _batch_column(batch, item, "target_values", "fiu", 2, num_chains, rows)
+        values = canonical_floats(values.astype(np.float32))
+        label_valid = _batch_column(batch, item, "target_label_valid", "b", 1, num_chains, rows)
+        kinds = _batch_texts(batch.target_kind, f"{where}.target_kind", num_chains, rows, one_for_all=True)
+        reasons = _batch_texts(batch.termination_reasons, f"{where}.termination_reasons", num_chains, rows,
+                               one_for_all=False)
+        for c in range(num_chains):
+            self.add(item=item, in_item=c, source_id=source_id, kind=kinds[c], value=values[c],
+                     label_valid=bool(label_valid[c]), strategy=strategy, mixture=mixture, termination=reasons[c],
+                     length=int(lengths[c]), value_where=f"{where}.target_values[{c}]")
 
-    def step_where(step: int) -> str:
-        return f"records[{int(step_rollout[step])}].steps[{int(step_index[step])}]"
 
-    columns, shells, counts = _step_columns(steps, step_where, config)
-    candidate_start = np.cumsum(counts) - counts
-    candidate_step = np.repeat(np.arange(num_steps, dtype=np.int64), counts)
+def _refuse_rows(mask: np.ndarray, values: np.ndarray, where: str, what: str) -> None:
+    """Refuse the first row of a batch column where ``mask`` holds, naming ``where[row]``."""
+    bad = np.flatnonzero(mask)
+    if bad.size:
+        row = int(bad[0])
+        raise RolloutInputError(f"{where}[{row}]: {shown(values[row].item())} {what} ({bad.size} rows in all)")
 
-    def candidate_where(candidate: int) -> str:
-        step = int(candidate_step[candidate])
-        return f"{step_where(step)}.shell[{candidate - int(candidate_start[step])}]"
 
-    columns.update(_candidate_columns(shells, counts, step_where, candidate_where, config))
+def _batch_texts(value: Any, where: str, count: int, rows: str, *, one_for_all: bool) -> list[str]:
+    """A batch's per-chain strings: ``count`` non-empty strings (or one for all chains when
+    ``one_for_all``)."""
+    if isinstance(value, str) and one_for_all:
+        return [_text(value, where)] * count
+    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
+        one = "a string or " if one_for_all else ""
+        raise RolloutInputError(f"{where}: expected {one}a sequence of {count} strings, found {shown(value)}")
+    if len(value) != count:
+        raise RolloutInputError(f"{where}: {len(value)} strings, but {rows}; give one per chain")
+    texts = list(value)
+    for c, text in enumerate(texts):
+        _text(text, f"{where}[{c}]")
+    return [str(text) for text in texts]
+
+
+def _batch_column(batch: RolloutChainBatch, item: int, name: str, kinds: str, ndim: int | None,
+                  rows: int | None, rows_label: str) -> np.ndarray:
+    """The batch's column ``name`` as an array of a dtype kind in ``kinds`` (``"u1"``: uint8
+    only) with ``ndim`` dimensions (None: at least 2) and ``rows`` rows (None: any), or a
+    refusal naming ``records[item].<name>``. A uint64 int column is returned as int64 (numpy
+    would join it with signed ints as floats)."""
+    where = f"records[{item}].{name}"
+    try:
+        array = np.asarray(getattr(batch, name))
+    except (TypeError, ValueError) as exc:
+        raise RolloutInputError(f"{where}: expected an array: {exc}") from None
+    uint8_only = kinds == "u1"
+    kind_ok = array.dtype == np.uint8 if uint8_only else array.dtype.kind in kinds
+    if not kind_ok or (array.ndim < 2 if ndim is None else array.ndim != ndim):
+        shape = "an N-D (N >= 2)" if ndim is None else f"a {ndim}-D"
+        kind = "uint8" if uint8_only else _KIND_NAMES[kinds]
+        raise RolloutInputError(f"{where}: expected {shape} {kind} array, found dtype {array.dtype} shape "
+                                f"{array.shape}")
+    if rows is not None and len(array) != rows:
+        raise RolloutInputError(f"{where}: {len(array)} rows, but {rows_label}; every row of the batch has one entry")
+    if array.dtype == np.uint64 and kinds == "iu":
+        _refuse_rows(array > np.uint64(_INT64_MAX), array, where, "is outside the int64 range")
+        array = array.astype(np.int64)
+    return array
+
+
+def _batch_columns(batch: RolloutChainBatch, item: int, num_steps: int, config: RolloutZarrStoreConfig
+                   ) -> dict[str, np.ndarray]:
+    """A batch's raw step and candidate columns, checked for kind, rank and row count (the
+    rules run on the joined columns)."""
+    steps = f"sum(chain_lengths) {num_steps}"
+    counts = _batch_column(batch, item, "shell_counts", "iu", 1, num_steps, steps)
+    _refuse_rows(counts < 1, counts, f"records[{item}].shell_counts", "is not >= 1 (a shell needs a candidate)")
+    columns = {
+        "source_row": _batch_column(batch, item, "source_rows", "iu", 1, num_steps, steps),
+        "selected_shell_index": _batch_column(batch, item, "selected_shell_index", "iu", 1, num_steps, steps),
+        "reward": _batch_column(batch, item, "rewards", "fiu", 1, num_steps, steps).astype(np.float64),
+        "state": _batch_column(batch, item, "states", "fiu", 2, num_steps, steps),
+        "shell_counts": counts.astype(np.int64, copy=False),
+    }
+    columns["audit_valid_candidates"] = np.full(num_steps, -1, dtype=np.int64) \
+        if batch.audit_valid_candidates is None \
+        else _batch_column(batch, item, "audit_valid_candidates", "iu", 1, num_steps, steps)
+    columns["audit_selected_margin"] = np.full(num_steps, np.nan) if batch.audit_selected_margin is None \
+        else _batch_column(batch, item, "audit_selected_margin", "fiu", 1, num_steps, steps).astype(np.float64)
+    if config.field_retention_policy == "full":
+        if batch.selected_payload is None:
+            raise RolloutInputError(f"records[{item}].selected_payload: {_PAYLOAD_MISSING}")
+        columns["selected_payload"] = _batch_column(batch, item, "selected_payload", "u1", None, num_steps, steps)
+    candidates = f"sum(shell_counts) {int(counts.sum())}"
+    for name, kinds in zip(_CANDIDATE_KEYS, _CANDIDATE_KINDS, strict=True):
+        ndim = 2 if name == "positions" else 1
+        columns[name] = _batch_column(batch, item, name, kinds, ndim, int(counts.sum()), candidates)
+    return columns
+
+
+class _Locator:
+    """Names a row of the joined step and candidate columns as the input it came from:
+    ``records[i].steps[j].<field>`` and ``records[i].steps[j].shell[k].<field>`` for a
+    record; ``records[i].<field>[row] (chain c, step j[, shell[k]])`` for a batch, ``row``
+    being the row of the batch's own column."""
+
+    def __init__(self, chains: _Chains, is_batch: list[bool]) -> None:
+        lengths = np.asarray(chains.lengths, dtype=np.int64)
+        self.lengths = lengths
+        self.is_batch = is_batch
+        self.chain_item = np.asarray(chains.item, dtype=np.int64)
+        self.chain_in_item = np.asarray(chains.in_item, dtype=np.int64)
+        self.first_step = np.cumsum(lengths) - lengths
+        self.num_steps = int(lengths.sum())
+        self.step_rollout = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+        self.step_index = np.arange(self.num_steps, dtype=np.int64) - self.first_step[self.step_rollout]
+        # Every item adds at least one chain, and items add theirs in order: the first
+        # occurrence of each item among the chains is its first chain.
+        _, item_first_chain = np.unique(self.chain_item, return_index=True)
+        self.item_first_step = self.first_step[item_first_chain]
+        self.candidate_start = np.zeros(0, dtype=np.int64)
+        self.candidate_step = np.zeros(0, dtype=np.int64)
+
+    def set_counts(self, counts: np.ndarray) -> None:
+        self.candidate_start = np.cumsum(counts) - counts
+        self.candidate_step = np.repeat(np.arange(self.num_steps, dtype=np.int64), counts)
+
+    def _step_parts(self, step: int) -> tuple[int, int, int]:
+        chain = int(self.step_rollout[step])
+        return int(self.chain_item[chain]), int(self.chain_in_item[chain]), int(self.step_index[step])
+
+    def step(self, step: int, field: str | None = None) -> str:
+        item, chain, index = self._step_parts(step)
+        if not self.is_batch[item]:
+            return f"records[{item}].steps[{index}]" + ("" if field is None else f".{field}")
+        row = step - int(self.item_first_step[item])
+        name = "steps" if field is None else _BATCH_FIELDS.get(field, field)
+        return f"records[{item}].{name}[{row}] (chain {chain}, step {index})"
+
+    def candidate(self, candidate: int, field: str) -> str:
+        step = int(self.candidate_step[candidate])
+        item, chain, index = self._step_parts(step)
+        shell_index = candidate - int(self.candidate_start[step])
+        if not self.is_batch[item]:
+            return f"records[{item}].steps[{index}].shell[{shell_index}].{field}"
+        row = candidate - int(self.candidate_start[self.item_first_step[item]])
+        return f"records[{item}].{field}[{row}] (chain {chain}, step {index}, shell[{shell_index}])"
+
+    def column(self, item: int, field: str) -> str:
+        """Where a whole column of item ``item`` comes from (for a width mismatch)."""
+        if self.is_batch[item]:
+            return f"records[{item}].{_BATCH_FIELDS.get(field, field)}"
+        shell = "shell." if field in _CANDIDATE_KEYS else ""
+        return f"records[{item}].steps[0].{shell}{field}"
+
+
+def normalize_rollout_records(records: Iterable[RolloutChainInput], *,
+                              config: RolloutZarrStoreConfig) -> RolloutTables:
+    """Validate ``records`` and build every factual column (no I/O).
+
+    ``records`` may mix :class:`RolloutWriteRecord` (one chain) and
+    :class:`RolloutChainBatch` (many chains of one source, as columns): the store holds
+    their chains in the order given, and the same chains give the same columns (so the
+    same store bytes) whichever way they come. Raises :class:`RolloutInputError` naming
+    the input item, row and field of a violation (see :func:`write_rollout_zarr_store`
+    for what is refused)."""
+    items = list(records)
+    if not items:
+        raise RolloutInputError("records: no rollout chains to write (a store holds at least one)")
+    chains = _Chains()
+    # Consecutive records are converted as one run (one C-level pass per field over all
+    # their steps); each batch is its own piece. Pieces are joined once per column.
+    plan: list[tuple[int, list[Any] | RolloutChainBatch]] = []
+    run: list[Any] | None = None
+    for i, item in enumerate(items):
+        if isinstance(item, RolloutWriteRecord):
+            steps = chains.add_record(item, i)
+            if run is None:
+                run = []
+                plan.append((i, run))
+            run.extend(steps)
+        elif isinstance(item, RolloutChainBatch):
+            chains.add_batch(item, i)
+            run = None
+            plan.append((i, item))
+        else:
+            raise RolloutInputError(f"records[{i}]: expected a RolloutWriteRecord or a RolloutChainBatch, found "
+                                    f"{type(item).__name__}")
+    locate = _Locator(chains, [isinstance(item, RolloutChainBatch) for item in items])
+    item_steps = np.bincount(locate.chain_item, weights=locate.lengths, minlength=len(items)).astype(np.int64)
+    pieces: list[dict[str, np.ndarray]] = []
+    for first_item, part in plan:
+        if isinstance(part, RolloutChainBatch):
+            pieces.append(_batch_columns(part, first_item, int(item_steps[first_item]), config))
+        else:
+            run_start = int(locate.item_first_step[first_item])
+            pieces.append(_record_columns(part, lambda s, field=None, o=run_start: locate.step(o + s, field), config))
+    owners = [first_item for first_item, _ in plan]
+    raw = {key: _joined_pieces(pieces, owners, key, locate) for key in pieces[0]}
+    return _tables(chains, locate, raw, config)
+
+
+def _joined_pieces(pieces: list[dict[str, np.ndarray]], owners: list[int], key: str, locate: _Locator) -> np.ndarray:
+    """One column over every piece (one ``np.concatenate``); a piece whose width differs
+    from the first piece's is named."""
+    parts = [piece[key] for piece in pieces]
+    if len(parts) == 1:
+        return parts[0]
+    first = parts[0].shape[1:]
+    for part, owner in zip(parts, owners, strict=True):
+        if part.shape[1:] != first:
+            raise RolloutInputError(f"{locate.column(owner, key)}: width {part.shape[1:]}, but "
+                                    f"{locate.column(owners[0], key)} has {first}; every chain has the same")
+    return np.concatenate(parts)
+
+
+def _tables(chains: _Chains, locate: _Locator, raw: dict[str, np.ndarray], config: RolloutZarrStoreConfig
+            ) -> RolloutTables:
+    """Every factual column from the joined raw columns: the rules checked on them (the one
+    place they are, for records and batches alike), then the derived ids and links."""
+    counts = raw["shell_counts"]
+    locate.set_counts(counts)
+    columns = _checked_step_columns(raw, locate.step)
+    columns.update(_checked_candidate_columns(raw, locate.candidate, config))
+    candidate_start = locate.candidate_start
+    step_rollout = locate.step_rollout
+    lengths = locate.lengths
+    num_rollouts, num_steps = len(lengths), locate.num_steps
 
     # Per-step checks that need the shells and the sources.
-    n_states = np.asarray([info[4] for info in source_info], dtype=np.int64)[np.asarray(rollout_source)][step_rollout]
+    n_states = np.asarray([info[4] for info in chains.source_info], dtype=np.int64)[
+        np.asarray(chains.source, dtype=np.int64)][step_rollout]
     bad = np.flatnonzero(columns["steps/source_row"] >= n_states)
     if bad.size:
         s = int(bad[0])
-        raise RolloutInputError(f"{step_where(s)}.source_row: {int(columns['steps/source_row'][s])} is outside the "
-                                f"source's {int(n_states[s])} states")
+        raise RolloutInputError(f"{locate.step(s, 'source_row')}: {int(columns['steps/source_row'][s])} is outside "
+                                f"the source's {int(n_states[s])} states")
     selected = columns["steps/selected_shell_index"].astype(np.int64)
     bad = np.flatnonzero(selected >= counts)
     if bad.size:
         s = int(bad[0])
-        raise RolloutInputError(f"{step_where(s)}.selected_shell_index: {int(selected[s])} is out of range for a "
+        raise RolloutInputError(f"{locate.step(s, 'selected_shell_index')}: {int(selected[s])} is out of range for a "
                                 f"shell of {int(counts[s])} candidates")
+    audit = columns["steps/audit_valid_candidates"]
+    bad = np.flatnonzero(audit > counts)
+    if bad.size:
+        s = int(bad[0])
+        raise RolloutInputError(f"{locate.step(s, 'audit_valid_candidates')}: {int(audit[s])} valid candidates, but "
+                                f"the shell has {int(counts[s])} (validation refuses such a store)")
     selected_id = candidate_start + selected
     bad = np.flatnonzero(~columns["candidates/valid_action"][selected_id])
     if bad.size:
         s = int(bad[0])
-        raise RolloutInputError(f"{step_where(s)}.selected_shell_index: selects candidate {int(selected[s])}, which "
-                                "is not a valid action (the recorded action must be actor-valid)")
+        raise RolloutInputError(f"{locate.step(s, 'selected_shell_index')}: selects candidate {int(selected[s])}, "
+                                "which is not a valid action (the recorded action must be actor-valid)")
 
+    first_step, step_index = locate.first_step, locate.step_index
     terminal = step_index == (lengths[step_rollout] - 1)
     step_ids = np.arange(num_steps, dtype=np.int64)
     columns.update({
@@ -267,24 +532,25 @@ def normalize_rollout_records(records: Iterable[RolloutWriteRecord], *,
         "steps/next_step_id": np.where(terminal, np.int64(-1), step_ids + 1),
     })
     num_candidates = len(columns["candidates/valid_action"])
-    strategy = np.asarray(rollout_strategy, dtype=np.int32)
-    mixture = np.asarray(rollout_mixture, dtype=np.int32)
+    strategy = np.asarray(chains.strategy, dtype=np.int32)
+    mixture = np.asarray(chains.mixture, dtype=np.int32)
     columns.update({
         "candidates/candidate_id": np.arange(num_candidates, dtype=np.int64),
-        "candidates/step_id": candidate_step,
+        "candidates/step_id": locate.candidate_step,
         "candidates/shell_index": (np.arange(num_candidates, dtype=np.int64)
                                    - np.repeat(candidate_start, counts)).astype(np.int32),
         "candidates/strategy_code": np.repeat(strategy[step_rollout], counts),
         "candidates/mixture_code": np.repeat(mixture[step_rollout], counts),
         "rollouts/rollout_id": np.arange(num_rollouts, dtype=np.int64),
-        "rollouts/source_id": np.asarray(rollout_source, dtype=np.int64),
-        "rollouts/target_id": np.asarray(rollout_target, dtype=np.int64),
+        "rollouts/source_id": np.asarray(chains.source, dtype=np.int64),
+        "rollouts/target_id": np.asarray(chains.target, dtype=np.int64),
         "rollouts/strategy_code": strategy,
         "rollouts/mixture_code": mixture,
         "rollouts/first_step": first_step.astype(np.int64),
         "rollouts/num_steps": lengths.astype(np.int32),
-        "rollouts/termination_code": np.asarray(rollout_termination, dtype=np.int32),
+        "rollouts/termination_code": np.asarray(chains.termination, dtype=np.int32),
     })
+    source_info, target_info, vocab, width_t = chains.source_info, chains.target_info, chains.vocab, chains.width_t
     num_sources = len(source_info)
     columns.update({
         "sources/source_id": np.arange(num_sources, dtype=np.int64),
@@ -333,14 +599,14 @@ def _all_of(types: set[type], accepted: tuple[type, ...], refused: tuple[type, .
     return all(issubclass(t, accepted) and not issubclass(t, refused) for t in types)
 
 
-def _check_instances(items: list[Any], expected: type, where: Any, suffix: str = "") -> None:
+def _check_instances(items: Sequence[Any], expected: type, where: Callable[[int], str]) -> None:
     """Refuse the first item that is not an ``expected``. One C-level pass over the types is
     the fast path; the per-item loop runs only when some type differs."""
     if set(map(type, items)) <= {expected}:
         return
     for i, item in enumerate(items):
         if not isinstance(item, expected):
-            raise RolloutInputError(f"{where(i)}{suffix}: expected a {expected.__name__}, found {type(item).__name__}")
+            raise RolloutInputError(f"{where(i)}: expected a {expected.__name__}, found {type(item).__name__}")
 
 
 def _attribute_lists(items: list[Any], names: tuple[str, ...]) -> list[list[Any]]:
@@ -351,53 +617,52 @@ def _attribute_lists(items: list[Any], names: tuple[str, ...]) -> list[list[Any]
 
 _STEP_FIELDS = ("source_row", "state", "shell", "selected_shell_index", "reward", "audit_valid_candidates",
                 "audit_selected_margin", "selected_payload")
-_SHELL_FIELDS = ("action_ids", "positions", "valid_action", "reason_bits", "labels", "label_valid")
+#: The dtype kinds of the candidate columns (:data:`_CANDIDATE_KEYS`), for records and batches.
+_CANDIDATE_KINDS = ("iu", "fiu", "b", "iu", "fiu", "b")
+
+#: ``where(row, field)``: the input location of a joined row (see :class:`_Locator`).
+_Where = Callable[..., str]
 
 
-def _step_columns(steps: list[Any], step_where: Any, config: RolloutZarrStoreConfig
-                  ) -> tuple[dict[str, np.ndarray], list[Any], np.ndarray]:
-    """The per-step columns, the steps' shells and each shell's candidate count."""
-    _check_instances(steps, RolloutStepRecord, step_where)
-    source_row, state, shells, selected, reward_values, audit_count, margin_values, payloads = \
+def _record_columns(steps: list[Any], where: _Where, config: RolloutZarrStoreConfig) -> dict[str, np.ndarray]:
+    """The raw step and candidate columns of a run of records' steps (``where`` names the
+    run's step ``s``), checked for type and shape only: each field is collected by one
+    C-level pass and joined by one numpy call; the rules run on the joined columns."""
+    _check_instances(steps, RolloutStepRecord, where)
+    source_row, state, shells, selected, reward, audit_count, margin_values, payloads = \
         _attribute_lists(steps, _STEP_FIELDS)
-    columns: dict[str, np.ndarray] = {}
-    columns["steps/source_row"] = _int_column(source_row, "source_row", step_where, np.int64)
-    columns["steps/selected_shell_index"] = _int_column(selected, "selected_shell_index", step_where, np.int32)
-    reward = _float_column(reward_values, "reward", step_where)
-    bad = np.flatnonzero(~np.isfinite(reward))
-    if bad.size:
-        s = int(bad[0])
-        raise RolloutInputError(f"{step_where(s)}.reward: {reward[s]} is not finite (every selected transition "
-                                "needs an explicit finite reward)")
-    with np.errstate(over="ignore"):
-        columns["steps/reward"] = canonical_floats(reward.astype(np.float32))
-    bad = np.flatnonzero(~np.isfinite(columns["steps/reward"]))
-    if bad.size:
-        s = int(bad[0])
-        raise RolloutInputError(f"{step_where(s)}.reward: {reward[s]} overflows float32")
+    columns: dict[str, np.ndarray] = {
+        "source_row": _int_column(source_row, "source_row", where, 0, _INT64_MAX),
+        "selected_shell_index": _int_column(selected, "selected_shell_index", where, 0, _INT32_MAX),
+        "reward": _float_column(reward, "reward", where),
+    }
     if _has_none(audit_count):  # unavailable (None) is written as -1, so a measured 0 stays 0
         available = np.fromiter((v is not None for v in audit_count), dtype=bool, count=len(steps))
-        counts_known = _int_column([0 if v is None else v for v in audit_count], "audit_valid_candidates",
-                                   step_where, np.int32)
-        columns["steps/audit_valid_candidates"] = np.where(available, counts_known, np.int32(-1))
+        known = _int_column([0 if v is None else v for v in audit_count], "audit_valid_candidates", where, -1,
+                            _INT32_MAX)
+        columns["audit_valid_candidates"] = np.where(available, known, np.int64(-1))
     else:
-        columns["steps/audit_valid_candidates"] = _int_column(audit_count, "audit_valid_candidates", step_where,
-                                                              np.int32)
+        columns["audit_valid_candidates"] = _int_column(audit_count, "audit_valid_candidates", where, -1,
+                                                        _INT32_MAX)
     if _has_none(margin_values):
         margin_values = [math.nan if v is None else v for v in margin_values]
-    margin = _float_column(margin_values, "audit_selected_margin", step_where)
-    columns["steps/audit_selected_margin"] = canonical_floats(margin.astype(np.float32))
-    columns["steps/state"] = _stacked(state, "state", step_where, np.float32)
+    columns["audit_selected_margin"] = _float_column(margin_values, "audit_selected_margin", where)
+    columns["state"] = _joined(state, field="state", where=where, accept=_is_numeric, want="a 1-D numeric vector",
+                               item_ndim=1, stack=True, width_label="width D_s")
     if config.field_retention_policy == "full":
         if _has_none(payloads):
             missing = next(s for s, payload in enumerate(payloads) if payload is None)
-            raise RolloutInputError(f"{step_where(missing)}.selected_payload: missing, but "
-                                    "field_retention_policy='full' keeps a payload for every step (use 'compact' "
-                                    "to store none)")
-        columns["steps/selected_payload"] = _stacked(payloads, "selected_payload", step_where, np.uint8,
-                                                     payload=True)
-    _check_instances(shells, CandidateShell, step_where, ".shell")
-    return columns, shells, _lengths([shell.action_ids for shell in shells], "shell.action_ids", step_where)
+            raise RolloutInputError(f"{where(missing, 'selected_payload')}: {_PAYLOAD_MISSING}")
+        columns["selected_payload"] = _joined(payloads, field="selected_payload", where=where,
+                                              accept=lambda d: d == np.uint8, want="a uint8 array", item_ndim=None,
+                                              stack=True, width_label="payload shape")
+    _check_instances(shells, CandidateShell, lambda s: where(s, "shell"))
+    counts = _lengths([shell.action_ids for shell in shells], "shell.action_ids", where)
+    columns["shell_counts"] = counts
+    fields = _attribute_lists(shells, _CANDIDATE_KEYS)
+    for name, kinds, parts in zip(_CANDIDATE_KEYS, _CANDIDATE_KINDS, fields, strict=True):
+        columns[name] = _shell_concat(parts, name, where, kinds, counts)
+    return columns
 
 
 def _has_none(values: list[Any]) -> bool:
@@ -405,45 +670,43 @@ def _has_none(values: list[Any]) -> bool:
     return type(None) in set(map(type, values))
 
 
-def _lengths(parts: list[Any], field: str, step_where: Any) -> np.ndarray:
+def _lengths(parts: list[Any], field: str, where: _Where) -> np.ndarray:
     try:
         return np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
     except TypeError:
         for s, part in enumerate(parts):
             if not hasattr(part, "__len__") or np.ndim(part) == 0:
-                raise RolloutInputError(f"{step_where(s)}.{field}: expected a 1-D array, found "
-                                        f"{shown(part)}") from None
+                raise RolloutInputError(f"{where(s, field)}: expected a 1-D array, found {shown(part)}") from None
         raise
 
 
-def _int_column(values: list[Any], name: str, step_where: Any, dtype: type) -> np.ndarray:
-    """``values`` (one Python or numpy int per step, bools refused) as ``dtype``; a value out
-    of ``0..dtype max`` is named."""
-    info = np.iinfo(dtype)
+def _int_column(values: list[Any], name: str, where: _Where, low: int, high: int) -> np.ndarray:
+    """``values`` (one Python or numpy int per step, bools refused) as int64. The range
+    ``low..high`` is checked on the joined column (:func:`_check_int_range`); here it only
+    words the refusal of a value that is no int or does not fit int64."""
     if _all_of(set(map(type, values)), (int, np.integer)):
         try:
             array = np.asarray(values)
         except (TypeError, ValueError, OverflowError):
             array = np.zeros(0, dtype=object)
-        if array.ndim == 1 and array.dtype.kind in "iu" and (
-                not array.size or (array.min() >= 0 and array.max() <= info.max)):
-            return array.astype(dtype)
+        if array.ndim == 1 and (array.dtype.kind == "i" or (
+                array.dtype.kind == "u" and (not array.size or array.max() <= _INT64_MAX))):
+            return array.astype(np.int64, copy=False)
     for s, value in enumerate(values):
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
-                or not 0 <= int(value) <= info.max:
-            raise RolloutInputError(f"{step_where(s)}.{name}: expected an int in 0..{info.max}, "
-                                    f"found {shown(value)}")
+                or not -_INT64_MAX - 1 <= int(value) <= _INT64_MAX:
+            raise RolloutInputError(f"{where(s, name)}: expected an int in {low}..{high}, found {shown(value)}")
     raise RolloutInputError(f"steps.{name}: values are not integers")  # unreachable in practice
 
 
-def _float_column(values: list[Any], name: str, step_where: Any) -> np.ndarray:
+def _float_column(values: list[Any], name: str, where: _Where) -> np.ndarray:
     """``values`` (one Python or numpy number per step) as float64. ``None`` and bools are
     refused by name: numpy would read them as NaN and 1.0."""
     if _all_of(set(map(type, values)), (int, float, np.integer, np.floating)):
         return np.asarray(values, dtype=np.float64)
     for s, value in enumerate(values):
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-            raise RolloutInputError(f"{step_where(s)}.{name}: expected a number, found {shown(value)}")
+            raise RolloutInputError(f"{where(s, name)}: expected a number, found {shown(value)}")
     raise RolloutInputError(f"steps.{name}: expected one number per step")  # unreachable in practice
 
 
@@ -451,7 +714,7 @@ def _is_numeric(dtype: np.dtype) -> bool:
     return dtype.kind in "fiu"
 
 
-def _joined(parts: list[Any], *, field: str, step_where: Any, accept: Any, want: str, item_ndim: int | None,
+def _joined(parts: list[Any], *, field: str, where: _Where, accept: Any, want: str, item_ndim: int | None,
             stack: bool, width_label: str) -> np.ndarray:
     """The per-step arrays ``parts`` stacked (one row per step) or concatenated (one row per
     candidate). The fast path is one numpy call; when it fails or gives the wrong dtype or
@@ -470,60 +733,90 @@ def _joined(parts: list[Any], *, field: str, step_where: Any, accept: Any, want:
     for s, part in enumerate(parts):
         item = np.asarray(part)
         if not accept(item.dtype) or (item.ndim < 1 if item_ndim is None else item.ndim != item_ndim):
-            raise RolloutInputError(f"{step_where(s)}.{field}: expected {want}, found dtype {item.dtype} "
-                                    f"shape {item.shape}")
+            raise RolloutInputError(f"{where(s, field)}: expected {want}, found dtype {item.dtype} shape {item.shape}")
         kept = 0 if stack else 1  # stacked parts share their whole shape, concatenated ones their width
         if item.shape[kept:] != first.shape[kept:]:
-            raise RolloutInputError(f"{step_where(s)}.{field}: {width_label} {item.shape[kept:]}, but step 0 has "
+            raise RolloutInputError(f"{where(s, field)}: {width_label} {item.shape[kept:]}, but step 0 has "
                                     f"{first.shape[kept:]}; every step has the same")
     raise RolloutInputError(f"{field}: cannot join the per-step arrays")
-
-
-def _stacked(values: list[Any], name: str, step_where: Any, dtype: type, *, payload: bool = False) -> np.ndarray:
-    """One row per step from per-step arrays of one shape; the culprit is named on failure."""
-    if payload:
-        array = _joined(values, field=name, step_where=step_where, accept=lambda d: d == np.uint8,
-                        want="a uint8 array", item_ndim=None, stack=True, width_label="payload shape")
-    else:
-        array = _joined(values, field=name, step_where=step_where, accept=_is_numeric, want="a 1-D numeric vector",
-                        item_ndim=1, stack=True, width_label="width D_s")
-    return canonical_floats(array.astype(dtype, copy=False))
 
 
 _KIND_NAMES = {"b": "bool", "iu": "integer", "fiu": "numeric"}
 
 
-def _shell_concat(parts: list[Any], field: str, step_where: Any, kinds: str, counts: np.ndarray) -> np.ndarray:
+def _shell_concat(parts: list[Any], field: str, where: _Where, kinds: str, counts: np.ndarray) -> np.ndarray:
     """One shell array per step, joined into one row per candidate. Every shell array has one
     entry per candidate (``counts``); the first step where one does not is named."""
-    lengths = _lengths(parts, f"shell.{field}", step_where)
+    lengths = _lengths(parts, f"shell.{field}", where)
     bad = np.flatnonzero(lengths != counts)
     if bad.size:
         s = int(bad[0])
-        raise RolloutInputError(f"{step_where(s)}.shell.{field}: {int(lengths[s])} entries, but the shell has "
+        raise RolloutInputError(f"{where(s, f'shell.{field}')}: {int(lengths[s])} entries, but the shell has "
                                 f"{int(counts[s])} action_ids; every shell array has one entry per candidate")
     item_ndim = 2 if field == "positions" else 1
-    return _joined(parts, field=f"shell.{field}", step_where=step_where, accept=lambda d: d.kind in kinds,
+    return _joined(parts, field=f"shell.{field}", where=where, accept=lambda d: d.kind in kinds,
                    want=f"a {item_ndim}-D {_KIND_NAMES[kinds]} array", item_ndim=item_ndim, stack=False,
                    width_label="width P")
 
 
-def _candidate_columns(shells: list[Any], counts: np.ndarray, step_where: Any, candidate_where: Any,
-                       config: RolloutZarrStoreConfig) -> dict[str, np.ndarray]:
-    """The candidate columns from the steps' shells (checked to be CandidateShells): each
-    field joined once over all shells, then every contract checked on the joined columns."""
-    fields = dict(zip(_SHELL_FIELDS, _attribute_lists(shells, _SHELL_FIELDS), strict=True))
-    action = _shell_concat(fields["action_ids"], "action_ids", step_where, "iu", counts)
-    position = _shell_concat(fields["positions"], "positions", step_where, "fiu", counts)
-    valid = _shell_concat(fields["valid_action"], "valid_action", step_where, "b", counts)
-    reason = _shell_concat(fields["reason_bits"], "reason_bits", step_where, "iu", counts)
-    label = _shell_concat(fields["labels"], "labels", step_where, "fiu", counts)
-    label_valid = _shell_concat(fields["label_valid"], "label_valid", step_where, "b", counts)
+def _check_int_range(values: np.ndarray, field: str, where: _Where, low: int, high: int) -> np.ndarray:
+    """``values`` after refusing the first row outside ``low..high``."""
+    bad = np.flatnonzero((values < low) | (values > high))
+    if bad.size:
+        row = int(bad[0])
+        raise RolloutInputError(f"{where(row, field)}: expected an int in {low}..{high}, found {int(values[row])} "
+                                f"({bad.size} rows in all)")
+    return values
+
+
+def _checked_step_columns(raw: Mapping[str, np.ndarray], where: _Where) -> dict[str, np.ndarray]:
+    """The per-step rules on the joined raw columns, and the step columns in store dtypes."""
+    source_row = _check_int_range(raw["source_row"], "source_row", where, 0, _INT64_MAX)
+    selected = _check_int_range(raw["selected_shell_index"], "selected_shell_index", where, 0, _INT32_MAX)
+    audit = _check_int_range(raw["audit_valid_candidates"], "audit_valid_candidates", where, -1, _INT32_MAX)
+    reward = raw["reward"]
+    bad = np.flatnonzero(~np.isfinite(reward))
+    if bad.size:
+        s = int(bad[0])
+        raise RolloutInputError(f"{where(s, 'reward')}: {reward[s]} is not finite (every selected transition "
+                                "needs an explicit finite reward)")
+    with np.errstate(over="ignore"):
+        reward32 = canonical_floats(reward.astype(np.float32))
+    bad = np.flatnonzero(~np.isfinite(reward32))
+    if bad.size:
+        s = int(bad[0])
+        raise RolloutInputError(f"{where(s, 'reward')}: {reward[s]} overflows float32")
+    with np.errstate(over="ignore"):
+        margin = canonical_floats(raw["audit_selected_margin"].astype(np.float32))
+    bad = np.flatnonzero(np.isinf(margin))
+    if bad.size:
+        s = int(bad[0])
+        raise RolloutInputError(f"{where(s, 'audit_selected_margin')}: {raw['audit_selected_margin'][s]} is infinite "
+                                "in float32 (a margin is finite, or NaN when unavailable)")
+    columns: dict[str, np.ndarray] = {
+        "steps/source_row": source_row.astype(np.int64, copy=False),
+        "steps/selected_shell_index": selected.astype(np.int32),
+        "steps/reward": reward32,
+        "steps/audit_valid_candidates": audit.astype(np.int32),
+        "steps/audit_selected_margin": margin,
+        "steps/state": canonical_floats(raw["state"].astype(np.float32, copy=False)),
+    }
+    if "selected_payload" in raw:
+        columns["steps/selected_payload"] = raw["selected_payload"]
+    return columns
+
+
+def _checked_candidate_columns(raw: Mapping[str, np.ndarray], where: _Where, config: RolloutZarrStoreConfig
+                               ) -> dict[str, np.ndarray]:
+    """The per-candidate rules on the joined raw columns, and the candidate columns in store
+    dtypes."""
+    action, position, valid = raw["action_ids"], raw["positions"], raw["valid_action"]
+    reason, label, label_valid = raw["reason_bits"], raw["labels"], raw["label_valid"]
 
     def refuse(mask: np.ndarray, field: str, what: str) -> None:
         bad = np.flatnonzero(mask)
         if bad.size:
-            raise RolloutInputError(f"{candidate_where(int(bad[0]))}.{field}: {what} ({bad.size} candidates in all)")
+            raise RolloutInputError(f"{where(int(bad[0]), field)}: {what} ({bad.size} candidates in all)")
 
     refuse((action < 0) | (action > np.iinfo(np.int32).max), "action_ids", "outside 0..2**31-1")
     refuse((reason < 0) | (reason > np.iinfo(np.uint32).max), "reason_bits", "outside the uint32 range")
@@ -599,7 +892,7 @@ def _write_array(group: Any, spec: ArraySpec, data: np.ndarray, config: RolloutZ
 
 def write_rollout_zarr_store(
     store_dir: str | os.PathLike[str],
-    records: Iterable[RolloutWriteRecord],
+    records: Iterable[RolloutChainInput],
     *,
     return_semantics: str = DEFAULT_RETURN_SEMANTICS,
     discount_gamma: float = 1.0,
@@ -615,21 +908,27 @@ def write_rollout_zarr_store(
     label_support_semantics: str = DEFAULT_LABEL_SUPPORT,
     manifest_context: Mapping[str, Any] | None = None,
 ) -> RolloutZarrWriteResult:
-    """Replace the local directory ``store_dir`` with a rollout store written from ``records``.
+    """Replace the local directory ``store_dir`` with a rollout store written from ``records``:
+    :class:`RolloutWriteRecord` and :class:`RolloutChainBatch` items in any mix, their chains
+    stored in the order given (the same chains give the same bytes as records or batches).
 
     Keyword options are the :class:`RolloutZarrStoreConfig` fields (``reason_codes=None``:
     :data:`~kuration.rollouts.config.DEFAULT_REASON_CODES`). ``manifest_context`` may carry
     ``invocation``, ``generation`` and ``lineage`` JSON objects from the caller; they go into
     the sidecar as given.
 
-    Refused with :class:`RolloutInputError` naming ``records[i].steps[j].<field>``, before
-    anything is written: no records; an empty chain; an empty strategy, mixture, target kind
-    or termination reason; a shard SHA-256 that is not 64 lowercase hex digits; shell arrays
-    of unequal length; reason bits 0 on an invalid candidate, nonzero on a valid one or
-    outside the declared table; a ``label_valid`` candidate with a non-finite label or an
-    invalid action; a finite label on an invalid action (it must be NaN); a selected index
-    out of range or selecting an invalid action; a non-finite reward; a source row outside
-    the source's states; widths (P, D_s, D_t, payload) that differ between rows.
+    Refused with :class:`RolloutInputError` naming ``records[i].steps[j].<field>`` (a
+    record) or ``records[i].<field>[row]`` (a batch), before anything is written: no
+    records; an empty chain; an empty strategy, mixture, target kind or termination reason;
+    a shard SHA-256 that is not 64 lowercase hex digits; shell arrays of unequal length;
+    reason bits 0 on an invalid candidate, nonzero on a valid one or outside the declared
+    table; a ``label_valid`` candidate with a non-finite label or an invalid action; a
+    finite label on an invalid action (it must be NaN); a selected index out of range or
+    selecting an invalid action; a non-finite reward; an audit count above the shell width
+    or an infinite audit margin; a source row outside the source's states; widths (P, D_s,
+    D_t, payload) that differ between rows. A batch is also refused, naming the field, for
+    a column of the wrong dtype kind or rank, row counts that do not match ``chain_lengths``
+    / ``shell_counts`` sums, no chains, or a chain length or shell count below 1.
 
     Writes the five factual tables, ``q_h/`` (built by :func:`build_q_h` at
     ``discount_gamma``), the sidecar :data:`MANIFEST_FILENAME` and, last, the root attrs
