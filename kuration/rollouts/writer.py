@@ -101,6 +101,8 @@ SHARDED_ARRAYS = frozenset({
 MANIFEST_CONTEXT_KEYS = ("invocation", "generation", "lineage")
 
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+#: An all-zero digest binds a source to nothing (validation refuses it in a store).
+_NO_DIGEST = "0" * 64
 
 
 @dataclass(frozen=True)
@@ -201,6 +203,9 @@ class _Chains:
         sha = source.shard_sha256
         if not isinstance(sha, str) or not _SHA256_HEX.match(sha):
             raise RolloutInputError(f"{where}.shard_sha256: expected 64 lowercase hex digits, found {shown(sha)}")
+        if sha == _NO_DIGEST:
+            raise RolloutInputError(f"{where}.shard_sha256: all zeros, which binds the source to no shard; pass the "
+                                    "SHA-256 the dataset manifest records for it")
         entity = _text(source.entity, f"{where}.entity")
         split = _text(source.split, f"{where}.split")
         n_states = _int(source.n_states, f"{where}.n_states", minimum=1)
@@ -831,6 +836,7 @@ def _checked_candidate_columns(raw: Mapping[str, np.ndarray], where: _Where, con
     finite = np.isfinite(label)
     refuse(label_valid & ~valid, "label_valid", "True on an invalid action (label_valid implies valid_action)")
     refuse(label_valid & ~finite, "labels", "not finite on a label_valid candidate")
+    refuse(np.isinf(label), "labels", "infinite; an unavailable label is NaN and an available one is finite")
     refuse(~valid & finite, "labels", "finite on an invalid action; it must be NaN (invalid actions are masked, "
            "never low or zero labels)")
     if label.dtype.kind == "f" and label.dtype.itemsize > 4:  # only a wider float can overflow float32

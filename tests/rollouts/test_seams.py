@@ -21,7 +21,6 @@ from kuration.rollouts import (
     RolloutZarrValidationResult,
     RolloutZarrWriteResult,
     pack_rollout_zarr_stores,
-    validate_rollout_zarr_store,
     write_rollout_store_atomically,
     write_rollout_zarr_store,
 )
@@ -206,28 +205,44 @@ def test_the_runner_promotes_nothing_that_fails_the_real_validation(tmp_path: Pa
     assert [p.name for p in tmp_path.iterdir()] == ["s"]
 
 
-def test_the_runner_refuses_records_the_writer_accepts_but_validation_does_not(tmp_path: Path) -> None:
-    # An all-zero shard SHA-256 passes the writer's checks (it is 64 hex digits) but breaks the
-    # store contract (no source hash recorded): only the runner's validation stops it.
-    records = sample_records()
-    records[0] = dataclasses.replace(records[0], source=source(sha="0" * 64))
-    with pytest.raises(RolloutStoreError, match="all-zero shard SHA-256"):
-        write_rollout_store_atomically(tmp_path / "s", records)
+def test_the_runner_refuses_a_temp_store_the_real_validation_fails(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # The writer refuses every bad record it can see, so damage the temp store between the
+    # write and the promotion (a chunk lost on the way): only the runner's real validation
+    # stands between it and the destination.
+    from kuration.rollouts import promote
+
+    def write_then_lose_a_chunk(store_dir, records, **options):
+        result = write_rollout_zarr_store(store_dir, records, **options)
+        chunk = next(p for p in (Path(store_dir) / "candidates" / "label").rglob("*") if p.is_file()
+                     and p.name != "zarr.json")
+        chunk.unlink()
+        return result
+
+    monkeypatch.setattr(promote, "write_rollout_zarr_store", write_then_lose_a_chunk)
+    with pytest.raises(RolloutStoreError, match="candidates/label"):
+        write_rollout_store_atomically(tmp_path / "s", sample_records())
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.xfail(strict=True, reason="writer.py (owned by rollouts-perf) accepts what validation refuses: an "
-                                       "all-zero shard SHA-256 and an infinite label on a valid action; the writer "
-                                       "should refuse them with RolloutInputError")
-@pytest.mark.parametrize("case", ["zero_sha", "inf_label"])
-def test_the_writer_refuses_what_validation_refuses(tmp_path: Path, case: str) -> None:
+@pytest.mark.parametrize("case, message", [
+    ("zero_sha", r"records\[0\]\.source\.shard_sha256: all zeros"),
+    ("inf_label", r"records\[0\]\.steps\[1\]\.shell\[1\]\.labels: infinite"),
+    ("inf_label_on_invalid", r"records\[0\]\.steps\[0\]\.shell\[0\]\.labels: infinite"),
+])
+def test_the_writer_refuses_what_validation_refuses(tmp_path: Path, case: str, message: str) -> None:
+    # a direct write must not leave a store only the atomic runner's validation would stop
     from kuration.errors import RolloutInputError
 
     records = sample_records()
     if case == "zero_sha":
         records[0] = dataclasses.replace(records[0], source=source(sha="0" * 64))
-    else:
+    elif case == "inf_label":
         records = replace_step(records, 0, 1, shell__labels=np.array([1.0, np.inf, 1.0], np.float32))
-    with pytest.raises(RolloutInputError):
+    else:  # candidate 0 of step 0 is invalid: its label must be NaN, never -inf
+        labels = records[0].steps[0].shell.labels.copy()
+        labels[0] = -np.inf
+        records = replace_step(records, 0, 0, shell__labels=labels)
+    with pytest.raises(RolloutInputError, match=message):
         write_rollout_zarr_store(tmp_path / "s", records)
-    assert validate_rollout_zarr_store(tmp_path / "s").ok
+    assert not (tmp_path / "s").exists()
