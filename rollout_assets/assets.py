@@ -5,7 +5,8 @@ and dataset manifest)."""
 
 # No "from __future__ import annotations": Dagster reads config annotations at decoration time.
 
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Union
 
 from dagster import (
     AssetCheckResult,
@@ -58,7 +59,8 @@ class RolloutStoreConfig(Config):
 
 @asset(deps=["dataset_manifest", resolved_splits], group_name="rollouts", kinds={"zarr"},
        check_specs=[rollout_validation])
-def rollout_store(context: AssetExecutionContext, config: RolloutStoreConfig, storage_root: StorageRootResource):
+def rollout_store(context: AssetExecutionContext, config: RolloutStoreConfig,
+                  storage_root: StorageRootResource) -> Iterator[Union[MaterializeResult, AssetCheckResult]]:
     """One rollout chain per recorded stretch of the train split: every state with its full shell
     of candidate motions, one-step labels, the recorded action selected; written atomically."""
     store = storage_root.path(*STORE_DIR)
