@@ -17,10 +17,16 @@ Timed, interleaved, best of ``--repeats``:
   verify=True)`` (every shard's size and SHA-256 checked), the raw baseline;
 - ``generate``: ``rollout_records_from_dataset(dataset, MotionDirectionRecipe())``, which
   reads the same way and runs the recipe on every shard;
-- ``recipe``: ``records_for_shard`` alone on every shard, arrays read before timing.
+- ``recipe``: ``records_for_shard`` alone on every shard, arrays read before timing;
+- ``write``: ``write_rollout_store_atomically`` of the generation's ``records`` (what the
+  recipe returned: one ``RolloutChainBatch`` per shard, or one record per chain before the
+  recipe emitted batches) into a fresh directory, with ``writer_options()``: the rest of
+  ``build_rollout_store``.
 
 ``ratio`` = generate seconds / read seconds: how much generation costs over reading the
-shards. ``steps_per_s`` = recorded steps generated per second of ``generate``.
+shards. ``steps_per_s`` = recorded steps generated per second of ``generate``. Counts are
+taken from records or batches alike, so the script also runs on code whose recipe returns
+records.
 """
 
 from __future__ import annotations
@@ -30,7 +36,9 @@ import json
 import shutil
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -45,7 +53,10 @@ from kuration.output.destinations import LocalDestination  # noqa: E402
 from kuration.output.spec import PRESENT, OutputSpec  # noqa: E402
 from kuration.read import iter_shards  # noqa: E402
 from kuration.read.committed import load_committed  # noqa: E402
-from kuration.rollouts import MotionDirectionRecipe, RolloutSourceRef, rollout_records_from_dataset  # noqa: E402
+from kuration.rollouts import (  # noqa: E402
+    MotionDirectionRecipe, RolloutChainBatch, RolloutGeneration, RolloutSourceRef, rollout_records_from_dataset,
+    write_rollout_store_atomically,
+)
 
 ROWS, FRAME, HZ = 64, (12, 16, 3), 10.0
 SPEC = OutputSpec.from_dict({"shard_length": ROWS, "short_policy": "pad", "container": "npz", "presence_mask": True,
@@ -103,6 +114,24 @@ def build(out: Path, shards: int) -> Path:
     return out
 
 
+def counts(items: Any) -> tuple[int, int, int]:
+    """Chains, steps and candidates of a generation's items, records or batches."""
+    chains = steps = candidates = 0
+    for item in items:
+        if isinstance(item, RolloutChainBatch):
+            chains, steps = chains + len(item.chain_lengths), steps + int(np.sum(item.chain_lengths))
+            candidates += int(np.sum(item.shell_counts))
+        else:
+            chains, steps = chains + 1, steps + len(item.steps)
+            candidates += sum(len(step.shell) for step in item.steps)
+    return chains, steps, candidates
+
+
+def write_store(generation: RolloutGeneration, store: Path) -> None:
+    """What ``build_rollout_store`` does after generating: the atomic write."""
+    write_rollout_store_atomically(store, generation.records, **generation.writer_options())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shards", type=int, default=2410)
@@ -122,24 +151,27 @@ def main() -> None:
             source = RolloutSourceRef(meta["path"], meta["sha256"], str(meta["entity_id"]), "train", meta["n_steps"])
             shards.append(({name: arrays[name] for name in (*SPEC.modalities, PRESENT) if name in arrays}, source))
 
-        runs: dict[str, list[float]] = {"read": [], "generate": [], "recipe": []}
+        runs: dict[str, list[float]] = {"read": [], "generate": [], "recipe": [], "write": []}
         generation = None
-        for _ in range(args.repeats):  # interleaved, so drifting load hits every figure alike
+        for repeat in range(args.repeats):  # interleaved, so drifting load hits every figure alike
             runs["read"] += best_of(read, 1)[1]
             seconds, _, generation = best_of(lambda: rollout_records_from_dataset(dataset, recipe), 1)
             runs["generate"].append(seconds)
             runs["recipe"] += best_of(lambda: [recipe.records_for_shard(a, s) for a, s in shards], 1)[1]
+            store = work / f"store{repeat}"
+            runs["write"] += best_of(partial(write_store, generation, store), 1)[1]
+            shutil.rmtree(store)
         assert generation is not None
-        steps = sum(len(record.steps) for record in generation.records)
-        candidates = sum(len(step.shell) for record in generation.records for step in record.steps)
+        chains, steps, candidates = counts(generation.records)
         best = {name: min(times) for name, times in runs.items()}
         print(json.dumps({
             "shards": args.shards, "rows": sum(len(a["pos"]) for a, _ in shards),
             "bytes": sum(int(e["bytes"]) for e in json.loads((work / "dataset" / "dataset_manifest.json").read_text())
                          ["entries"]),
-            "chains": len(generation.records), "steps": steps, "candidates": candidates,
+            "items": len(generation.records), "chains": chains, "steps": steps, "candidates": candidates,
             "read_s": round(best["read"], 3), "generate_s": round(best["generate"], 3),
-            "recipe_s": round(best["recipe"], 3), "ratio": round(best["generate"] / best["read"], 2),
+            "recipe_s": round(best["recipe"], 3), "write_s": round(best["write"], 3),
+            "ratio": round(best["generate"] / best["read"], 2),
             "steps_per_s": round(steps / best["generate"]),
             "runs_s": {name: [round(t, 3) for t in times] for name, times in runs.items()},
         }, indent=2))

@@ -71,8 +71,9 @@ with ``field_retention_policy="full"`` each step keeps its row of ``payload_moda
 (default ``frame``, uint8) when the dataset has it; ``"compact"`` keeps none.
 
 The computation runs for a whole shard at once, as array operations over all rows, chains
-and candidates; only the record objects are built one step at a time, as row views of those
-arrays (a step of two overlapping chains shares its row's positions, bits and state).
+and candidates, and the shard's chains leave as one
+:class:`~kuration.rollouts.records.RolloutChainBatch` of those arrays: no object is built
+per chain or step.
 
 What it deliberately does not do: simulate dynamics (a candidate's position is a straight
 step), or plan beyond one step (labels are one-step, the reward of the recorded action).
@@ -90,9 +91,7 @@ import numpy as np
 from kuration.errors import RolloutInputError, shown
 from kuration.floats import canonical_floats
 from kuration.output.spec import MODALITY_NAME, PRESENT
-from kuration.rollouts.records import (
-    CandidateShell, RolloutSourceRef, RolloutStepRecord, RolloutTargetRecord, RolloutWriteRecord,
-)
+from kuration.rollouts.records import RolloutChainBatch, RolloutSourceRef
 
 _DIAGONAL = 1.0 / math.sqrt(2.0)
 #: The action vocabulary, in shell order: (id, name, unit direction x, y, z).
@@ -284,9 +283,12 @@ class MotionDirectionRecipe:
             "actions": [[action_id, name] for action_id, name, _ in MOTION_ACTIONS],
         }
 
-    def records_for_shard(self, arrays: Mapping[str, np.ndarray], source: RolloutSourceRef) -> list[RolloutWriteRecord]:
+    def records_for_shard(self, arrays: Mapping[str, np.ndarray],
+                          source: RolloutSourceRef) -> list[RolloutChainBatch]:
         """The chains of one shard (``arrays`` trimmed to its recorded steps, with
-        ``_present`` when the dataset has a presence mask), in start-row order."""
+        ``_present`` when the dataset has a presence mask), in start-row order, as one
+        :class:`~kuration.rollouts.records.RolloutChainBatch` (``to_records()`` gives one
+        record per chain); an empty list when the shard has no chains."""
         track = self._checked(arrays, source)
         if len(track.pos) < 2 or not track.usable.any():
             return []
@@ -294,7 +296,7 @@ class MotionDirectionRecipe:
         chains = self._chains(track, shells)
         if not len(chains.starts):
             return []
-        return self._records(track, shells, chains, source)
+        return [self._batch(track, shells, chains, source)]
 
     # -- the computation -----------------------------------------------------------------
 
@@ -423,15 +425,15 @@ class MotionDirectionRecipe:
         step_rows = starts[step_chain] + np.arange(len(step_chain)) - first_step[step_chain]
         return _Chains(starts, lengths, terminations, target_rows, target_valid, step_rows, step_chain)
 
-    def _records(self, track: _Track, shells: _Shells, chains: _Chains,
-                 source: RolloutSourceRef) -> list[RolloutWriteRecord]:
-        """The records of ``chains``: every label, reward and audit value computed for all
-        steps at once, then each record built from row views of those arrays."""
+    def _batch(self, track: _Track, shells: _Shells, chains: _Chains, source: RolloutSourceRef) -> RolloutChainBatch:
+        """``chains`` as one batch: every label, reward and audit value computed for all
+        steps at once, and each column one array over all chains, steps or candidates (a
+        step of two overlapping chains is its row's values, copied into both)."""
         goals = canonical_floats(track.pos[chains.target_rows].astype(np.float32))  # [C, 3]
         rows, chain = chains.step_rows, chains.step_chain
         goal = goals.astype(np.float64)[chain]  # [M, 3]
-        valid_rows = shells.reason_bits == 0  # [n-1, A]
-        valid = valid_rows[rows]
+        bits = shells.reason_bits[rows]  # [M, A]
+        valid = bits == 0
         progress = _distance(track.pos[rows], goal)[:, None] - _distance(shells.positions[rows], goal[:, None, :])
         labels = canonical_floats(np.where(valid, progress, np.nan).astype(np.float32))  # [M, A]
         label_valid = valid & np.isfinite(labels)
@@ -439,35 +441,21 @@ class MotionDirectionRecipe:
         rewards = labels[np.arange(len(rows)), selected]
         best = np.where(label_valid, labels, -np.inf).max(axis=1)
         margins = (best.astype(np.float64) - rewards.astype(np.float64)).astype(np.float32)
-        counts = valid.sum(axis=1).tolist()
-        # Per-row arrays, split into row views once: a step of two chains shares its row's.
-        position_rows = list(canonical_floats(shells.positions.astype(np.float32)))
-        bit_rows, valid_row_views = list(shells.reason_bits), list(valid_rows)
-        state_rows = list(canonical_floats(track.state))
-        payload_rows = None if track.payload is None else list(np.array(track.payload, dtype=np.uint8))
-        action_ids = np.broadcast_to(_ACTION_IDS, (len(rows), len(_ACTION_IDS)))
-        action_id_rows, label_rows, label_valid_rows = list(action_ids.copy()), list(labels), list(label_valid)
-        targets = [RolloutTargetRecord(kind=TARGET_KIND, value=value, label_valid=ok)
-                   for value, ok in zip(goals, chains.target_valid.tolist(), strict=True)]
-        steps: list[RolloutStepRecord] = []
-        for i, (t, choice, reward, count, margin, measured) in enumerate(zip(
-                rows.tolist(), selected.tolist(), rewards.tolist(), counts, margins.tolist(),
-                label_valid.any(axis=1).tolist(), strict=True)):
-            shell = CandidateShell(action_ids=action_id_rows[i], positions=position_rows[t],
-                                   valid_action=valid_row_views[t], reason_bits=bit_rows[t], labels=label_rows[i],
-                                   label_valid=label_valid_rows[i])
-            steps.append(RolloutStepRecord(
-                source_row=t, state=state_rows[t], shell=shell, selected_shell_index=choice, reward=reward,
-                audit_valid_candidates=count, audit_selected_margin=margin if measured else None,
-                selected_payload=None if payload_rows is None else payload_rows[t]))
-        records = []
-        first = 0
-        for target, length, termination in zip(targets, chains.lengths.tolist(), chains.terminations, strict=True):
-            records.append(RolloutWriteRecord(source=source, target=target, strategy_id=self.strategy_id,
-                                              mixture_id=self.recipe_id, steps=tuple(steps[first:first + length]),
-                                              termination_reason=termination))
-            first += length
-        return records
+        # A step with no trainable label has no margin to measure: NaN is "unavailable" (a guard: a
+        # chain step's selected action is valid, so its label is trainable and it has one).
+        margins[~label_valid.any(axis=1)] = np.nan
+        width = len(_ACTION_IDS)
+        return RolloutChainBatch(
+            source=source, strategy_id=self.strategy_id, mixture_id=self.recipe_id, target_kind=TARGET_KIND,
+            target_values=goals, target_label_valid=chains.target_valid, chain_lengths=chains.lengths,
+            termination_reasons=chains.terminations, source_rows=rows, states=canonical_floats(track.state[rows]),
+            shell_counts=np.full(len(rows), width), selected_shell_index=selected, rewards=rewards,
+            action_ids=np.tile(_ACTION_IDS, len(rows)),
+            positions=canonical_floats(shells.positions[rows].astype(np.float32)).reshape(-1, 3),
+            valid_action=valid.ravel(), reason_bits=bits.ravel(), labels=labels.ravel(),
+            label_valid=label_valid.ravel(), audit_valid_candidates=valid.sum(axis=1), audit_selected_margin=margins,
+            selected_payload=None if track.payload is None else track.payload[rows])
+
 
 __all__ = ["ACTION_IDS", "MAX_COORDINATE_M", "MOTION_ACTIONS", "MOTION_REASON_CODES", "RETENTION_POLICIES",
            "TARGET_KIND", "TERMINATION_REASONS", "MotionDirectionRecipe"]

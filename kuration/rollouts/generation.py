@@ -4,12 +4,13 @@ pluggable :class:`RolloutRecipe`, with the lineage that binds them to what they 
 :func:`rollout_records_from_dataset` loads the committed dataset, checks it can serve the
 recipe (every required modality declared), reads the split's shards (each verified against
 the size and SHA-256 its manifest records) and hands each shard's arrays to the recipe. The
-result, :class:`RolloutGeneration`, holds the records and what the store writer needs
-beyond them (:meth:`RolloutGeneration.writer_options`).
+result, :class:`RolloutGeneration`, holds the recipe's chains (records, or columnar
+:class:`~kuration.rollouts.records.RolloutChainBatch` es, as the recipe made them) and what
+the store writer needs beyond them (:meth:`RolloutGeneration.writer_options`).
 
 Lineage rules, each refused with :class:`~kuration.errors.RolloutInputError` when broken:
 
-- every record's source is a shard of the dataset, carrying the SHA-256 the dataset
+- every record's (and batch's) source is a shard of the dataset, carrying the SHA-256 the dataset
   manifest records for it (the recipe may not invent another);
 - ``split_manifest_hash`` is the SHA-256 of the baked ``splits.json`` under ``splits_root``
   (:func:`kuration.splits.artifacts.read_split_assignments`), and the dataset must have
@@ -21,14 +22,15 @@ Lineage rules, each refused with :class:`~kuration.errors.RolloutInputError` whe
   ``allow_non_train=True``, which the lineage records.
 
 What it deliberately does not do: write the store (:mod:`kuration.rollouts.writer`), or
-check a recipe's labels beyond the record types (the writer checks the store contract).
+check a recipe's labels beyond the item types and sources (the writer checks the store
+contract, a batch's columns included).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -41,7 +43,7 @@ from kuration.hashing import canonical_digest, canonical_json, code_fingerprint
 from kuration.output.spec import PRESENT
 from kuration.read.committed import CommittedDataset, load_committed
 from kuration.read.loaders import iter_shards, shard_entries
-from kuration.rollouts.records import RolloutSourceRef, RolloutWriteRecord
+from kuration.rollouts.records import RolloutChainBatch, RolloutChainInput, RolloutSourceRef, RolloutWriteRecord
 from kuration.rollouts.schema import INVALID_REASON_VERSION
 from kuration.splits.artifacts import read_split_assignments
 from kuration.splits.stages import EXCLUSIVE_STAGES
@@ -71,11 +73,15 @@ class RolloutRecipe(Protocol):
       does not declare one is refused before any shard is read.
     - ``field_retention_policy``: ``"compact"`` (no heavy payloads) or ``"full"`` (the
       records carry ``selected_payload``); handed to the store writer.
-    - ``records_for_shard(arrays, source)``: the chains of one shard. ``arrays`` maps each
-      declared modality to its rows, trimmed to the shard's recorded steps (pad rows cut
-      away), plus ``"_present"`` (bool, one per row: the entity is recorded on the row)
-      when the dataset has a presence mask. Every record's ``source`` must be ``source``.
-      Raise :class:`~kuration.errors.RolloutInputError` for arrays it cannot use.
+    - ``records_for_shard(arrays, source)``: the chains of one shard, as a list of
+      :class:`~kuration.rollouts.records.RolloutWriteRecord` (one chain each) and/or
+      :class:`~kuration.rollouts.records.RolloutChainBatch` (many chains as columns: the
+      fast form for a recipe that computes whole arrays; the writer stores both alike). A
+      shard with no chains gives an empty list, never a batch of zero chains. ``arrays``
+      maps each declared modality to its rows, trimmed to the shard's recorded steps (pad
+      rows cut away), plus ``"_present"`` (bool, one per row: the entity is recorded on the
+      row) when the dataset has a presence mask. Every item's ``source`` must be
+      ``source``. Raise :class:`~kuration.errors.RolloutInputError` for arrays it cannot use.
     """
 
     @property
@@ -93,7 +99,7 @@ class RolloutRecipe(Protocol):
     def params(self) -> Mapping[str, Any]: ...
 
     def records_for_shard(self, arrays: Mapping[str, np.ndarray],
-                          source: RolloutSourceRef) -> list[RolloutWriteRecord]: ...
+                          source: RolloutSourceRef) -> Sequence[RolloutChainInput]: ...
 
 
 @dataclass(frozen=True)
@@ -137,14 +143,40 @@ class RolloutLineage:
 
 @dataclass(frozen=True)
 class RolloutGeneration:
-    """The records of one generation, its lineage, and the recipe's reason-code table and
+    """The chains of one generation, its lineage, and the recipe's reason-code table and
     retention policy. :meth:`writer_options` gives the keyword arguments of
-    ``write_rollout_zarr_store`` that the generation decides."""
+    ``write_rollout_zarr_store`` that the generation decides.
 
-    records: tuple[RolloutWriteRecord, ...]
+    ``records`` holds what the recipe returned, shard by shard in manifest order:
+    :class:`~kuration.rollouts.records.RolloutWriteRecord` s and/or
+    :class:`~kuration.rollouts.records.RolloutChainBatch` es (the built-in recipe gives one
+    batch per shard), which the writer takes as they are. So ``len(records)`` is not the
+    number of chains: use :attr:`num_chains` and :attr:`num_steps`, or
+    :meth:`chain_records` for one record per chain."""
+
+    records: tuple[RolloutChainInput, ...]
     lineage: RolloutLineage
     reason_codes: Mapping[str, int]
     field_retention_policy: str
+
+    @property
+    def num_chains(self) -> int:
+        """How many chains the generation holds (each batch counts its chains)."""
+        return sum(len(item.chain_lengths) if isinstance(item, RolloutChainBatch) else 1 for item in self.records)
+
+    @property
+    def num_steps(self) -> int:
+        """How many steps the chains hold in all."""
+        return sum(int(np.sum(item.chain_lengths)) if isinstance(item, RolloutChainBatch) else len(item.steps)
+                   for item in self.records)
+
+    def chain_records(self) -> tuple[RolloutWriteRecord, ...]:
+        """One :class:`~kuration.rollouts.records.RolloutWriteRecord` per chain, in store
+        order (batches expanded with ``to_records()``): the per-chain view for inspection.
+        It builds an object per step, so it is far slower than handing ``records`` to the
+        writer."""
+        return tuple(record for item in self.records
+                     for record in (item.to_records() if isinstance(item, RolloutChainBatch) else (item,)))
 
     def writer_options(self) -> dict[str, Any]:
         """``reason_codes``, ``split_manifest_hash`` (only when one was bound: the writer
@@ -260,17 +292,33 @@ def _split_binding(loaded: CommittedDataset, splits_root: str | os.PathLike[str]
     return digest, identity
 
 
-def _checked_records(records: Any, source: RolloutSourceRef, recipe_id: str) -> list[RolloutWriteRecord]:
+def _holds_no_chains(batch: RolloutChainBatch) -> bool:
+    """``chain_lengths`` is an empty sequence; anything stranger is left to the writer's
+    column checks, which name what they found."""
+    try:
+        return len(batch.chain_lengths) == 0
+    except TypeError:  # a scalar or an object without a length
+        return False
+
+
+def _checked_records(records: Any, source: RolloutSourceRef, recipe_id: str) -> list[RolloutChainInput]:
+    """The recipe's items for one shard, each a record or a batch of that shard's chains.
+    A batch's columns are the writer's to check; a batch of no chains is refused here,
+    where the recipe and shard can be named."""
     where = f"recipe {recipe_id!r} on {source.shard_path}"
     if not isinstance(records, (list, tuple)):
-        raise RolloutInputError(f"{where}: records_for_shard must return a list of RolloutWriteRecord, got "
-                                f"{type(records).__name__}")
-    for i, record in enumerate(records):
-        if not isinstance(record, RolloutWriteRecord):
-            raise RolloutInputError(f"{where}: record {i} is a {type(record).__name__}, not a RolloutWriteRecord")
-        if record.source != source:
-            raise RolloutInputError(f"{where}: record {i} names source {shown(record.source)}; each record's source "
+        raise RolloutInputError(f"{where}: records_for_shard must return a list of RolloutWriteRecord and/or "
+                                f"RolloutChainBatch, got {type(records).__name__}")
+    for i, item in enumerate(records):
+        if not isinstance(item, (RolloutWriteRecord, RolloutChainBatch)):
+            raise RolloutInputError(f"{where}: item {i} is a {type(item).__name__}, not a RolloutWriteRecord or "
+                                    "RolloutChainBatch")
+        kind = "record" if isinstance(item, RolloutWriteRecord) else "batch"
+        if item.source != source:
+            raise RolloutInputError(f"{where}: {kind} {i} names source {shown(item.source)}; each {kind}'s source "
                                     "must be the shard's (its path and the SHA-256 the dataset manifest records)")
+        if isinstance(item, RolloutChainBatch) and _holds_no_chains(item):
+            raise RolloutInputError(f"{where}: batch {i} holds no chains; return no batch for a shard without chains")
     return list(records)
 
 
@@ -313,7 +361,7 @@ def rollout_records_from_dataset(
                 "the recipe to use a modality the dataset has")
     bound_hash, identity = _split_binding(loaded, splits_root, split_manifest_hash)
     entries = shard_entries(loaded, split=split)
-    records: list[RolloutWriteRecord] = []
+    records: list[RolloutChainInput] = []
     for done, (arrays, meta) in enumerate(iter_shards(loaded, split=split, with_meta=True, verify=True), start=1):
         source = RolloutSourceRef(shard_path=meta["path"], shard_sha256=meta["sha256"],
                                   entity=str(meta.get("entity_id", "")), split=meta["split"],

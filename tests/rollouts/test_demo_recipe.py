@@ -37,7 +37,9 @@ def arrays(pos, battery=None, present=None, frame=False) -> dict[str, np.ndarray
 
 
 def run(recipe: MotionDirectionRecipe, data: dict[str, np.ndarray]):
-    return recipe.records_for_shard(data, source(len(data["pos"])))
+    """The recipe's chains, one record each (it returns them as batches)."""
+    return [record for batch in recipe.records_for_shard(data, source(len(data["pos"])))
+            for record in batch.to_records()]
 
 
 def line(n: int, step=(1.0, 0.0, 0.0), start=(0.0, 0.0, 10.0)) -> np.ndarray:

@@ -15,7 +15,7 @@ from kuration.errors import RolloutInputError
 from kuration.read import DatasetIntegrityError
 from kuration.rollouts import MotionDirectionRecipe, RolloutGeneration, RolloutRecipe, rollout_records_from_dataset
 from kuration.rollouts.records import (
-    CandidateShell, RolloutSourceRef, RolloutStepRecord, RolloutTargetRecord, RolloutWriteRecord,
+    CandidateShell, RolloutChainBatch, RolloutSourceRef, RolloutStepRecord, RolloutTargetRecord, RolloutWriteRecord,
 )
 from tests.rollouts.drone_datasets import (
     SHARD_LENGTH, Track, build_dataset, build_split_root, drone_spec, identity_of, straight_track,
@@ -42,11 +42,16 @@ def test_records_bind_to_the_shard_sha256s_the_manifest_records(dataset):
     generation = rollout_records_from_dataset(dataset, RECIPE)
     entries = {e["path"]: e for e in manifest(dataset)["entries"]}
     assert generation.records
-    for record in generation.records:
+    # the built-in recipe gives one batch per shard with chains; chain_records() is one record per chain
+    assert all(isinstance(item, RolloutChainBatch) for item in generation.records)
+    chains = generation.chain_records()
+    assert (generation.num_chains, generation.num_steps) == (len(chains), sum(len(r.steps) for r in chains))
+    for record in chains:
         entry = entries[record.source.shard_path]
         assert record.source.shard_sha256 == entry["sha256"] and record.source.split == "train"
         assert record.source.n_states == entry["n_steps"] and record.source.entity == entry["entity_id"]
         assert all(step.source_row + 1 < entry["n_steps"] for step in record.steps)  # pad rows are never states
+    assert [r.source.shard_path for r in generation.records] == sorted({r.source.shard_path for r in chains})
     assert {r.source.shard_path for r in generation.records} == {
         e["path"] for e in entries.values() if e["split"] == "train" and e["n_steps"] != 9}  # the absent drone: none
     assert generation.lineage.shards == 3 and generation.lineage.split == "train"
@@ -136,7 +141,7 @@ def test_a_dataset_lacking_a_required_modality_is_refused_naming_it(tmp_path):
 def test_a_dataset_without_a_presence_mask_reads_every_row_as_present(tmp_path):
     out = build_dataset(tmp_path / "nomask", [straight_track(6)], spec=drone_spec(presence=False))
     generation = rollout_records_from_dataset(out, MotionDirectionRecipe(stride=10, chain_length=10, horizon=0))
-    [record] = generation.records
+    [record] = generation.chain_records()
     assert [s.source_row for s in record.steps] == [0, 1, 2, 3, 4] and record.termination_reason == "track_end"
 
 
@@ -144,7 +149,7 @@ def test_full_retention_keeps_the_frame_of_each_state(dataset):
     generation = rollout_records_from_dataset(dataset, MotionDirectionRecipe(stride=4, chain_length=3,
                                                                              field_retention_policy="full"))
     assert generation.writer_options()["field_retention_policy"] == "full"
-    first = generation.records[0].steps[1]
+    first = generation.chain_records()[0].steps[1]
     assert first.selected_payload is not None and first.selected_payload.dtype == np.uint8
     assert (first.selected_payload == first.source_row).all()  # the builder's frame of row r holds r (shard 0)
 
@@ -167,7 +172,8 @@ def test_only_committed_datasets_are_read(tmp_path):
 @dataclass(frozen=True)
 class OneStepRecipe:
     """A user's recipe: one chain per shard, one step, two candidates (stay; go to the next
-    recorded position). ``tamper`` breaks its output on purpose."""
+    recorded position). ``tamper`` breaks its output on purpose; ``"batch"`` also returns
+    the same chain again as a one-chain RolloutChainBatch (a mixed list)."""
 
     tamper: str = ""
     recipe_id: str = "one_step_v1"
@@ -190,8 +196,25 @@ class OneStepRecipe:
         shell = CandidateShell(np.array([0, 1]), np.stack([pos[0], pos[1]]), np.array([True, True]),
                                np.zeros(2, np.uint32), np.float32([0, 1]), np.array([True, True]))
         step = RolloutStepRecord(0, pos[0], shell, 1, 1.0)
+        foreign = RolloutSourceRef(source.shard_path, "0" * 64, source.entity, source.split, source.n_states)
+        if self.tamper == "item":
+            return ["not a record"]
+        if self.tamper in ("batch", "batch_source", "empty_batch"):
+            chains = 0 if self.tamper == "empty_batch" else 1
+            batch = RolloutChainBatch(
+                source=foreign if self.tamper == "batch_source" else source, strategy_id="user", mixture_id="mix",
+                target_kind="next", target_values=pos[1:2][:chains], target_label_valid=np.ones(chains, bool),
+                chain_lengths=np.ones(chains, int), termination_reasons=["done"] * chains,
+                source_rows=np.zeros(chains, int), states=pos[:chains], shell_counts=np.full(chains, 2),
+                selected_shell_index=np.ones(chains, int), rewards=np.ones(chains),
+                action_ids=shell.action_ids[:2 * chains], positions=shell.positions[:2 * chains],
+                valid_action=shell.valid_action[:2 * chains],
+                reason_bits=shell.reason_bits[:2 * chains], labels=shell.labels[:2 * chains],
+                label_valid=shell.label_valid[:2 * chains])
+            record = RolloutWriteRecord(source, RolloutTargetRecord("next", pos[1]), "user", "mix", (step,), "done")
+            return [record, batch]
         if self.tamper == "source":
-            source = RolloutSourceRef(source.shard_path, "0" * 64, source.entity, source.split, source.n_states)
+            source = foreign
         return [RolloutWriteRecord(source, RolloutTargetRecord("next", pos[1]), "user", "mix", (step,), "done")]
 
 
@@ -208,12 +231,32 @@ def test_a_user_recipe_is_plugged_in(dataset):
 @pytest.mark.parametrize("tamper, message", [
     ("codes", r"reason_codes 'never' and 'also' share bit 0"),
     ("params", r"params\(\) must be JSON-able"),
-    ("type", r"records_for_shard must return a list of RolloutWriteRecord, got dict"),
+    ("type", r"records_for_shard must return a list of RolloutWriteRecord and/or RolloutChainBatch, got dict"),
     ("source", r"record 0 names source .*each record's source must be the shard's"),
+    ("item", r"on train/\S+: item 0 is a str, not a RolloutWriteRecord or RolloutChainBatch"),
+    ("batch_source", r"batch 1 names source .*shard_sha256='000.*each batch's source must be the shard's"),
+    ("empty_batch", r"on train/\S+: batch 1 holds no chains; return no batch for a shard without chains"),
 ])
 def test_a_user_recipe_breaking_its_contract_is_refused(dataset, tamper, message):
     with pytest.raises(RolloutInputError, match=message):
         rollout_records_from_dataset(dataset, OneStepRecipe(tamper=tamper))
+
+
+def test_a_user_recipe_may_mix_records_and_batches(dataset: Path, tmp_path: Path) -> None:
+    from kuration.rollouts import write_rollout_zarr_store
+
+    plain = rollout_records_from_dataset(dataset, OneStepRecipe())
+    mixed = rollout_records_from_dataset(dataset, OneStepRecipe(tamper="batch"))
+    assert [type(item) for item in mixed.records] == [RolloutWriteRecord, RolloutChainBatch] * 3
+    assert (mixed.num_chains, mixed.num_steps) == (6, 6) and (plain.num_chains, plain.num_steps) == (3, 3)
+    # each shard's batch holds the same chain as its record: the per-chain view is each record twice
+    chains = mixed.chain_records()
+    assert [(r.source, r.steps[0].source_row, r.termination_reason) for r in chains] == [
+        (r.source, r.steps[0].source_row, r.termination_reason) for r in plain.chain_records() for _ in range(2)]
+    assert all(np.array_equal(a.steps[0].shell.positions, b.steps[0].shell.positions)
+               for a, b in zip(chains[::2], chains[1::2], strict=True))
+    result = write_rollout_zarr_store(tmp_path / "store", mixed.records, **mixed.writer_options())
+    assert (result.num_rollouts, result.num_steps, result.num_candidates) == (6, 6, 12)
 
 
 def test_an_object_that_is_not_a_recipe_is_refused(dataset):
@@ -235,8 +278,10 @@ def test_a_generated_set_writes_a_store_that_keeps_its_lineage(dataset, tmp_path
         splits_root=tmp_path / "root")
     result = write_rollout_zarr_store(tmp_path / "store", generation.records, discount_gamma=0.9,
                                       **generation.writer_options())
-    steps = sum(len(r.steps) for r in generation.records)
-    assert (result.num_rollouts, result.num_steps) == (len(generation.records), steps)
+    chains = generation.chain_records()
+    steps = sum(len(r.steps) for r in chains)
+    assert (result.num_rollouts, result.num_steps) == (len(chains), steps) == (generation.num_chains,
+                                                                             generation.num_steps)
     group = zarr.open_group(str(tmp_path / "store"), mode="r")
     assert group.attrs["reason_codes"]["bits"] == generation.reason_codes
     digests = {bytes(row).hex() for row in np.asarray(group["sources/shard_sha256"][:])}
