@@ -66,3 +66,7 @@ def tree_digest(directory: Path) -> dict[str, tuple[str, int]]:
     """Every file below ``directory``: its SHA-256 and mtime (ns), to show nothing was written."""
     return {str(path.relative_to(directory)): (hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mtime_ns)
             for path in sorted(directory.rglob("*")) if path.is_file()}
+
+
+def all_files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}

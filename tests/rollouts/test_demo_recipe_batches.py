@@ -16,7 +16,7 @@ from kuration.floats import canonical_floats
 from kuration.rollouts import MotionDirectionRecipe, RolloutChainBatch, RolloutSourceRef, write_rollout_zarr_store
 from kuration.rollouts.demo_recipe import _ACTION_IDS, TARGET_KIND, _distance
 from kuration.rollouts.records import CandidateShell, RolloutStepRecord, RolloutTargetRecord, RolloutWriteRecord
-from tests.rollouts.test_demo_recipe_reference import MOVES, assert_identical, shards, source
+from tests.rollouts.recipe_shards import MOVES, assert_identical, shards, source
 
 
 def previous_records(recipe: MotionDirectionRecipe, data: dict[str, np.ndarray],
@@ -127,7 +127,7 @@ def test_a_store_from_the_batches_is_the_store_from_their_records_byte_for_byte(
         data = {"pos": pos.astype(np.float32), "vel": rng.normal(0, 1, (n, 3)).astype(np.float32),
                 "battery": rng.choice([0.9, 0.1], n).astype(np.float32), "_present": rng.random(n) > 0.05,
                 "frame": rng.integers(0, 255, (n, 2, 3), dtype=np.uint8)}
-        ref = RolloutSourceRef(f"train/rec_{i}_shard0000.npz", f"{i:064x}", "str:'drone'", "train", n)
+        ref = RolloutSourceRef(f"train/rec_{i}_shard0000.npz", f"{i + 1:064x}", "str:'drone'", "train", n)
         batches += emitted(recipe, data, ref)
     records = [record for batch in batches for record in batch.to_records()]
     assert len(batches) > 10 and len(records) > 2 * len(batches)  # shards with several chains, not a vacuous store

@@ -19,7 +19,7 @@ from kuration.errors import RolloutInputError, RolloutStoreError
 from kuration.rollouts import RolloutZarrStoreReader, write_rollout_store_atomically
 from kuration.rollouts.promote import recover_interrupted_promotion
 from kuration.storage import temp_name
-from tests.rollouts.test_writer import all_files
+from tests.rollouts.store_factory import all_files
 from tests.rollouts.writer_records import sample_records
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,19 +12,8 @@ from kuration.rollouts.config import RolloutZarrStoreConfig
 from kuration.rollouts.qh import Q_H_INPUT_PATHS, build_q_h, discounted_returns
 from kuration.rollouts.schema import Q_H_ARRAY_NAMES, spec_of
 from kuration.rollouts.writer import normalize_rollout_records
+from tests.rollouts.td_reference import brute_force_returns
 from tests.rollouts.writer_records import sample_records
-
-
-def brute_force_returns(rewards_per_chain: list[list[float]], gamma: float) -> list[float]:
-    """G_t = r_t + gamma * G_{t+1}, G = r on the last step: one chain at a time, in Python."""
-    out: list[float] = []
-    for rewards in rewards_per_chain:
-        chain = [0.0] * len(rewards)
-        for t in reversed(range(len(rewards))):
-            r = float(np.float32(rewards[t]))
-            chain[t] = r if t == len(rewards) - 1 else r + gamma * chain[t + 1]
-        out.extend(chain)
-    return out
 
 
 def columns_of(records: list) -> dict[str, np.ndarray]:

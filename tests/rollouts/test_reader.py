@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from kuration.errors import RolloutInputError, RolloutStoreError
 from kuration.rollouts import RolloutZarrStoreReader, write_rollout_zarr_store
 from kuration.rollouts.schema import ARRAYS, MANIFEST_FILENAME, Q_H_ARRAY_NAMES
-from tests.rollouts.test_qh import brute_force_returns
+from tests.rollouts.td_reference import brute_force_returns
 from tests.rollouts.writer_records import sample_records
 
 

@@ -27,11 +27,8 @@ from kuration.rollouts.schema import (
     VOCABULARIES,
 )
 from kuration.rollouts.writer import TARGET_CHUNK_BYTES, _layout, normalize_rollout_records, write_rollout_tables
+from tests.rollouts.store_factory import all_files
 from tests.rollouts.writer_records import SHA_A, replace_step, sample_records, source, target
-
-
-def all_files(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def test_round_trip_through_plain_zarr(tmp_path: Path) -> None:
