@@ -27,7 +27,7 @@ from kuration.rollouts.build import (
     build_rollout_store,
     check_rollout_lineage,
     q_h_preview,
-    rollout_validation_check,
+    validation_check_result,
 )
 from kuration_assets.dataset_assets import DATASET_DIR
 from kuration_dagster_checks import asset_check_result, markdown_table
@@ -71,7 +71,8 @@ def rollout_store(context: AssetExecutionContext, config: RolloutStoreConfig,
         progress=lambda done, total: context.log.info(f"{done}/{total} shards turned into rollouts"),
     )
     yield MaterializeResult(metadata=_store_metadata(build), data_version=DataVersion(build.write.manifest_sha256))
-    yield asset_check_result(rollout_validation_check(store), check_name=rollout_validation.name)
+    # the validation the runner ran on these very bytes before promoting them
+    yield asset_check_result(validation_check_result(build.validation), check_name=rollout_validation.name)
 
 
 def _store_metadata(build: RolloutStoreBuild) -> dict[str, Any]:

@@ -22,28 +22,25 @@ from typing import Any
 
 import numpy as np
 
-from kuration.checks import CheckResult, Figure
+from kuration.checks import CheckResult, Figure, failed_verdict, first
 from kuration.errors import KurationError, RolloutStoreError
 from kuration.read.committed import CommittedDataset, load_committed
 from kuration.rollouts.demo_recipe import MotionDirectionRecipe
 from kuration.rollouts.generation import RolloutLineage, RolloutRecipe, rollout_records_from_dataset
-from kuration.rollouts.promote import write_rollout_store_atomically
+from kuration.rollouts.promote import write_validated_rollout_store
 from kuration.rollouts.reader import RolloutZarrStoreReader
 from kuration.rollouts.validation import RolloutZarrValidationResult, validate_rollout_zarr_store
 from kuration.rollouts.writer import RolloutZarrWriteResult
 from kuration.splits.artifacts import read_split_assignments
 
-#: How many offending rows a lineage error lists before it counts the rest.
-_LISTED = 3
-
-
 @dataclass(frozen=True)
 class RolloutStoreBuild:
-    """What :func:`build_rollout_store` wrote (counts, chunking, manifest digest) and what it
-    was generated from."""
+    """What :func:`build_rollout_store` wrote (counts, chunking, manifest digest), what it
+    was generated from, and the validation that let it be promoted."""
 
     write: RolloutZarrWriteResult
     lineage: RolloutLineage
+    validation: RolloutZarrValidationResult
 
 
 def build_rollout_store(
@@ -74,9 +71,9 @@ def build_rollout_store(
     context = dict(options.pop("manifest_context"))
     if invocation is not None:
         context["invocation"] = dict(invocation)
-    written = write_rollout_store_atomically(store_dir, generation.records, discount_gamma=discount_gamma,
-                                             manifest_context=context, **options)
-    return RolloutStoreBuild(written, generation.lineage)
+    written, validation = write_validated_rollout_store(store_dir, generation.records, discount_gamma=discount_gamma,
+                                                        manifest_context=context, **options)
+    return RolloutStoreBuild(written, generation.lineage, validation)
 
 
 def validation_check_result(result: RolloutZarrValidationResult) -> CheckResult:
@@ -88,7 +85,7 @@ def validation_check_result(result: RolloutZarrValidationResult) -> CheckResult:
         verdict = (f"{result.num_rollouts:,} rollouts, {result.num_steps:,} steps, {result.num_candidates:,} "
                    "candidates: schema, chunks, linkage, masks, labels, provenance and q_h/ all hold")
     else:
-        verdict = f"{len(result.errors)} violation(s); first: {result.errors[0]}"
+        verdict = failed_verdict(tuple(result.errors), "violation")
     return CheckResult(verdict=verdict, errors=tuple(result.errors), figures=figures)
 
 
@@ -98,11 +95,6 @@ def rollout_validation_check(store_dir: str | os.PathLike[str], *,
     unreadable store is a violation)."""
     return validation_check_result(validate_rollout_zarr_store(os.fspath(store_dir),
                                                                validate_selected_payload=validate_selected_payload))
-
-
-def _listed(values: list[str]) -> str:
-    shown = ", ".join(values[:_LISTED])
-    return shown + (f" and {len(values) - _LISTED:,} more" if len(values) > _LISTED else "")
 
 
 def check_rollout_lineage(store_dir: str | os.PathLike[str], *, dataset: str | os.PathLike[str],
@@ -137,15 +129,15 @@ def check_rollout_lineage(store_dir: str | os.PathLike[str], *, dataset: str | o
     missing = [p for p in sources if p not in recorded]
     changed = [p for p, sha in sources.items() if p in recorded and recorded[p] != sha]
     if missing:
-        errors.append(f"{len(missing):,} source shard(s) are not in the dataset manifest: {_listed(missing)}")
+        errors.append(f"{len(missing):,} source shard(s) are not in the dataset manifest: {first(missing)}")
     if changed:
         errors.append(f"{len(changed):,} source shard(s) have another SHA-256 in the dataset manifest: "
-                      f"{_listed(changed)}")
+                      f"{first(changed)}")
     figures: dict[str, Figure] = {
         "sources": len(sources), "split_manifest_hash": str(config.get("split_manifest_hash"))[:12],
         "dataset_manifest_sha256": str(committed.record.manifest_sha256)[:12]}
     if errors:
-        return CheckResult(verdict=f"{len(errors)} lineage break(s); first: {errors[0]}", errors=tuple(errors),
+        return CheckResult(verdict=failed_verdict(tuple(errors), "lineage break"), errors=tuple(errors),
                            figures=figures)
     return CheckResult(verdict=f"{len(sources):,} source shards match the dataset manifest; the split hash is the "
                                "current baked splits.json", figures=figures)

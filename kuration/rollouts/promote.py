@@ -9,9 +9,8 @@ writes it, so a crash in between leaves nothing usable. Here:
 2. the store is written to a temp sibling ``.kuration-tmp.<name>.<pid>-<token>.tmp`` in the
    destination's folder (same filesystem, so the renames are atomic);
 3. the temp store is re-opened with :class:`RolloutZarrStoreReader`: its counts and its
-   manifest digest (root attrs, sidecar and the write result) must agree, and when
-   :mod:`kuration.rollouts.validation` is installed the full validation must pass; a store
-   that fails is removed and never promoted;
+   manifest digest (root attrs, sidecar and the write result) must agree, and the full
+   validation must pass; a store that fails is removed and never promoted;
 4. promotion: the old store is renamed to ``.kuration-tmp.<name>.<pid>-<token>-old.tmp``,
    the temp store renamed in, the folder fsynced, the old store removed.
 
@@ -30,7 +29,6 @@ have no atomic directory rename; write locally and upload the finished store.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import os
 import re
 import uuid
@@ -42,6 +40,7 @@ from kuration.errors import RolloutInputError, RolloutStoreError
 from kuration.rollouts.reader import RolloutZarrStoreReader
 from kuration.rollouts.records import RolloutChainInput
 from kuration.rollouts.schema import MANIFEST_FILENAME
+from kuration.rollouts.validation import RolloutZarrValidationResult, validate_rollout_zarr_store
 from kuration.rollouts.writer import RolloutZarrWriteResult, write_rollout_zarr_store
 from kuration.storage import TEMP_PREFIX, fsync_directory, is_remote, local_path, remove_tree, temp_name
 
@@ -57,6 +56,14 @@ def write_rollout_store_atomically(store_dir: str | os.PathLike[str], records: I
     :func:`write_rollout_zarr_store`'s keyword options. Returns the write result with
     ``store_dir`` and ``manifest_path`` pointing at the promoted store. A failed write or
     verification raises and leaves the previous store untouched."""
+    return write_validated_rollout_store(store_dir, records, **writer_options)[0]
+
+
+def write_validated_rollout_store(store_dir: str | os.PathLike[str], records: Iterable[RolloutChainInput],
+                                  **writer_options: Any) -> tuple[RolloutZarrWriteResult, RolloutZarrValidationResult]:
+    """:func:`write_rollout_store_atomically`, also returning the validation that let the
+    store be promoted (its ``store_dir`` the promoted one: the rename changes no byte), so a
+    caller that reports it (the ``rollout_validation`` check) does not read the store again."""
     if is_remote(store_dir):
         raise RolloutInputError(f"store_dir: {os.fspath(store_dir)!r} is a remote URL; the atomic runner promotes "
                                 "by renaming a local directory (write locally, then upload the finished store)")
@@ -67,7 +74,7 @@ def write_rollout_store_atomically(store_dir: str | os.PathLike[str], records: I
     temp = final.parent / temp_name(final.name, token)
     try:
         result = write_rollout_zarr_store(temp, records, **writer_options)
-        _verify(temp, result)
+        validation = _verify(temp, result)
     except BaseException:
         remove_tree(temp)
         raise
@@ -78,7 +85,8 @@ def write_rollout_store_atomically(store_dir: str | os.PathLike[str], records: I
     fsync_directory(final.parent)
     remove_tree(old)
     final = final.resolve()
-    return dataclasses.replace(result, store_dir=str(final), manifest_path=str(final / MANIFEST_FILENAME))
+    return (dataclasses.replace(result, store_dir=str(final), manifest_path=str(final / MANIFEST_FILENAME)),
+            dataclasses.replace(validation, store_dir=final))
 
 
 def recover_interrupted_promotion(store_dir: str | os.PathLike[str]) -> list[str]:
@@ -125,7 +133,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _verify(temp: Path, result: RolloutZarrWriteResult) -> None:
+def _verify(temp: Path, result: RolloutZarrWriteResult) -> RolloutZarrValidationResult:
     reader = RolloutZarrStoreReader(temp)
     manifest = reader.manifest()
     counts = reader.counts
@@ -138,17 +146,12 @@ def _verify(temp: Path, result: RolloutZarrWriteResult) -> None:
     if len(digests) != 1:
         raise RolloutStoreError(f"{temp}: manifest digests disagree (root attrs, sidecar, write result: "
                                 f"{sorted(digests)}); not promoted")
-    try:
-        validation = importlib.import_module("kuration.rollouts.validation")
-    except ModuleNotFoundError as exc:
-        if exc.name != "kuration.rollouts.validation":
-            raise
-        return
-    report = validation.validate_rollout_zarr_store(str(temp), validate_selected_payload=True)
+    report = validate_rollout_zarr_store(str(temp), validate_selected_payload=True)
     if not report.ok:
         shown_errors = "; ".join(str(e) for e in list(report.errors)[:10])
         raise RolloutStoreError(f"{temp}: the written store fails validation ({len(report.errors)} errors: "
                                 f"{shown_errors}); not promoted")
+    return report
 
 
-__all__ = ["recover_interrupted_promotion", "write_rollout_store_atomically"]
+__all__ = ["recover_interrupted_promotion", "write_rollout_store_atomically", "write_validated_rollout_store"]

@@ -121,15 +121,13 @@ def test_a_failed_write_leaves_the_previous_store_and_no_temp(tmp_path: Path) ->
 
 
 def test_a_store_failing_validation_is_not_promoted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import types
-
     class Report:
         ok = False
         errors = ["candidates/valid_action[3]: flipped"]
 
-    fake = types.ModuleType("kuration.rollouts.validation")
-    fake.validate_rollout_zarr_store = lambda store_dir, **_: Report()  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "kuration.rollouts.validation", fake)
+    from kuration.rollouts import promote
+
+    monkeypatch.setattr(promote, "validate_rollout_zarr_store", lambda store_dir, **_: Report())
     with pytest.raises(RolloutStoreError, match=r"fails validation \(1 errors: candidates/valid_action\[3\]"):
         write_rollout_store_atomically(tmp_path / "s", sample_records())
     assert list(tmp_path.iterdir()) == []
