@@ -19,7 +19,8 @@ with leaves of both kinds carries no builtin itself; its leaves do. ::
     │   ├── SchemaError                            kuration.sources.schema
     │   ├── StrategyError                          kuration.scoring.strategy
     │   ├── SegmenterError                         kuration.scoring.segments
-    │   └── OutputSpecError                        kuration.output.spec
+    │   ├── OutputSpecError                        kuration.output.spec
+    │   └── CurationConfigError                    kuration.curation_config
     ├── RecordingError (ValueError)                a recording, its media or an entity id cannot be read as declared
     │   ├── SourceError                            kuration.sources.ticks
     │   │   └── TickDataError                      kuration.sources.ticks

@@ -20,6 +20,8 @@ from dagster import (
 from pydantic import Field
 
 from kuration.budget import BudgetOptions, ShardChunking
+from kuration.curation_config import BudgetSettings
+from kuration.errors import BudgetError
 from kuration.budget.plan_store import StoredBudgetPlan, check_budget_plan, plan_stored_budget
 from kuration.budget.summary import PlanSummary, summarize_plan
 from kuration.scoring import run_fingerprint
@@ -37,20 +39,28 @@ class ClipAggregate(Enum):
 
 
 class BudgetPlanConfig(Config):
-    """The budget request. The defaults fill about a third of the bundled demo corpus. Shard
-    length and short policy come from the output spec (the curation resource's
+    """The budget request. Unset amounts (null) come from the landing zone's ``curation.json``
+    ``budget`` (default 4 h train, 1 h val, 0.5 h test of 60 s spans, about a third of the
+    bundled demo corpus), so sensor-launched and manual runs ask for the same. Shard length
+    and short policy come from the output spec (the curation resource's
     ``output_spec_file``), so the plan prices exactly what the writer will emit."""
 
     budget_unit: Literal["hours", "segments"] = Field(
         default="hours",
         description="hours: fill each split to that many hours of spans; segments: admit that many segments")
-    train: float = Field(default=4.0, description="Train budget, in budget_unit")
-    val: float = Field(default=1.0, description="Validation budget, in budget_unit (0: none)")
-    test: float = Field(default=0.5, description="Test budget, in budget_unit (0: none)")
+    train: Optional[float] = Field(
+        default=None, description="Train budget, in budget_unit; null: curation.json budget.train_hours (hours only)")
+    val: Optional[float] = Field(
+        default=None, description="Validation budget, in budget_unit (0: none); null: curation.json "
+                                  "budget.val_hours, or 0 segments")
+    test: Optional[float] = Field(
+        default=None, description="Test budget, in budget_unit (0: none); null: curation.json budget.test_hours, "
+                                  "or 0 segments")
     span_seconds: Optional[float] = Field(
-        default=60.0, description="Cut tracks into spans of this many seconds, budgeted independently (hours only)")
+        default=None, description="Cut tracks into spans of this many seconds, budgeted independently (hours only); "
+                                  "null with span_steps null: curation.json budget.span_seconds")
     span_steps: Optional[int] = Field(default=None,
-                                      description="Or cut spans of this many steps (set span_seconds to null)")
+                                      description="Or cut spans of this many steps (leave span_seconds null)")
     clip_aggregate: Optional[ClipAggregate] = Field(
         default=None,
         description="How a span aggregates its segments: max | mean | min; default from the strategy's method")
@@ -62,18 +72,28 @@ class BudgetPlanConfig(Config):
         "identity are read as memory-mapped checkpoints from the score cache, the rest count against the budget and "
         "the plan fails past it (local storage root only). The fill's own working arrays come on top")
 
-    def options(self, chunking: ShardChunking) -> BudgetOptions:
-        """The request; ``chunking`` (the output spec's shard length and short policy)
-        prices the dropped tail and rejects spans shorter than a dropped shard."""
-        amounts = {"train": self.train, "val": self.val, "test": self.test}
-        # Passed as given: BudgetOptions checks every value (a fractional count is its error to report).
+    def options(self, chunking: ShardChunking, settings: BudgetSettings) -> BudgetOptions:
+        """The request; ``settings`` (curation.json's budget) fills what this config leaves
+        unset, and ``chunking`` (the output spec's shard length and short policy) prices the
+        dropped tail and rejects spans shorter than a dropped shard."""
         budget: dict[str, Any]
         spans: dict[str, Any]
         if self.budget_unit == "hours":
-            budget = {f"{k}_hours": v for k, v in amounts.items()}
-            spans = {"span_seconds": self.span_seconds, "span_steps": self.span_steps}
+            defaults = settings.requested_hours()
+            amounts = {"train": self.train, "val": self.val, "test": self.test}
+            # Passed as given: BudgetOptions checks every value.
+            budget = {f"{k}_hours": defaults[k] if v is None else v for k, v in amounts.items()}
+            if self.span_seconds is None and self.span_steps is None:
+                spans = {"span_seconds": settings.span_seconds, "span_steps": None}
+            else:
+                spans = {"span_seconds": self.span_seconds, "span_steps": self.span_steps}
         else:
-            budget = {f"{k}_count": int(v) if float(v).is_integer() else v for k, v in amounts.items()}
+            if self.train is None:
+                raise BudgetError("budget_unit segments: set train (and val, test) to a number of segments; "
+                                  "curation.json budgets hours only")
+            counts = {"train": self.train, "val": self.val or 0, "test": self.test or 0}
+            # a fractional count is BudgetOptions' error to report
+            budget = {f"{k}_count": int(v) if float(v).is_integer() else v for k, v in counts.items()}
             spans = {}
         return BudgetOptions(
             **budget, **spans, seed=self.seed,
@@ -99,7 +119,8 @@ def budget_plan(
     and the accounting in `budget/budget.json`."""
     settings = curation.settings(landing_zone)
     # a bad request fails before any read
-    options = config.options(curation.output_spec(landing_zone, settings).chunking)
+    options = config.options(curation.output_spec(landing_zone, settings).chunking,
+                             curation.config(landing_zone).budget)
     sources = context.instance.get_dynamic_partitions(SOURCE_PARTITIONS)
     stored = plan_stored_budget(
         storage_root.url, sources, options,

@@ -55,9 +55,10 @@ with warnings.catch_warnings():
         """Each source's segments with the strategy's features, tags and priorities, as
         ``scored_segments/<source>.parquet``. Unchanged sources come from the scoring cache."""
         settings = curation.settings(landing_zone)
+        config = curation.config(landing_zone)
         stored = score_and_store(
             curation.adapter(landing_zone, settings), segmenter=settings.segmenter, strategy=settings.strategy,
-            sources=context.partition_keys, root=storage_root.url, workers=curation.workers,
+            sources=context.partition_keys, root=storage_root.url, workers=config.workers,
             progress=lambda outcome, done,
             total: context.log.info(f"{done}/{total} {outcome.source_id}: {outcome.status}"),
         )

@@ -15,7 +15,8 @@ from splits_assets import universe
 def new_recordings_sensor(context: SensorEvaluationContext, landing_zone: LandingZoneResource,
                           curation: CurationResource):
     previous = json.loads(context.cursor) if context.cursor else {}
-    current = list_recordings(curation.recordings_url(landing_zone), pattern=curation.source_pattern)
+    config = curation.config(landing_zone)
+    current = list_recordings(config.recordings_url(landing_zone.url), pattern=config.source_pattern)
     diff = diff_recordings(previous.get("recordings", {}), current)
     csv_url = landing_zone.universe_csv_url()
     csv_token = file_token(csv_url) if csv_url else None

@@ -7,6 +7,7 @@ They wrap :mod:`kuration.storage`; they hold no logic of their own.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Optional
 
 from dagster import ConfigurableResource, InitResourceContext
@@ -14,6 +15,7 @@ from dagster_aws.s3 import S3Resource
 from pydantic import Field
 
 from kuration import storage
+from kuration.curation_config import CurationConfig, curation_config_from_dict, load_curation_config
 from kuration.output.spec import OutputSpec
 from kuration.settings import CurationSettings, load_curation_settings, load_output_spec
 from kuration.sources.parquet import ParquetTickAdapter
@@ -72,9 +74,9 @@ class LandingZoneResource(ConfigurableResource):
         default="universe.csv",
         description="The universe file, relative to the landing zone; null to enumerate the folder instead",
     )
-    source_pattern: str = Field(
-        default="*", description="Without a universe_csv: which files are sources (one sample each), e.g. *.parquet"
-    )
+    source_pattern: Optional[str] = Field(
+        default=None, description="Without a universe_csv: which files under the recordings root are samples (one "
+                                  "each), e.g. *.parquet; null: the curation settings' source_pattern")
     one_file_per_row: bool = Field(
         default=False, description="Require a distinct materialized_path per universe row (one file per sample)"
     )
@@ -88,37 +90,64 @@ class LandingZoneResource(ConfigurableResource):
 
 
 class CurationResource(ConfigurableResource):
-    """How recordings are read and scored: the schema and strategy files, the segment
-    window, and where in the landing zone the recordings live."""
+    """How recordings are read and scored: the schema, strategy and output spec files, and
+    the curation settings of the landing zone's ``curation.json``
+    (:mod:`kuration.curation_config`, with its ``KURATION_*`` environment overrides).
+
+    A field left unset (null) takes its value from those settings, so runs launched by hand,
+    by the sensor and by a schedule agree; a field set here wins, for this resource's runs."""
 
     schema_file: str = Field(default="schema.json", description="Schema file, relative to the landing zone, or a URL")
     strategy_file: str = Field(default="strategy.json",
                                description="Strategy file, relative to the landing zone, or a URL")
-    recordings: str = Field(default="recordings", description="Landing-zone folder with one Parquet file per source")
-    source_pattern: str = Field(default="*.parquet", description="Which files in it are sources")
-    segment_window: float = Field(default=10.0, description="Segment length (segment_unit)")
-    segment_stride: float = Field(default=5.0, description="Step between segment starts (segment_unit)")
-    segment_unit: str = Field(default="seconds", description="seconds | steps")
-    workers: int = Field(default=1, description="Local worker processes for a multi-source run")
+    recordings: Optional[str] = Field(
+        default=None, description="The recordings root, relative to the landing zone; null: curation.json")
+    media_root: Optional[str] = Field(
+        default=None, description="Where media references resolve, relative to the landing zone; null: curation.json "
+                                  "(whose default is the recordings root)")
+    source_pattern: Optional[str] = Field(default=None, description="Which files are sources; null: curation.json")
+    segment_window: Optional[float] = Field(default=None,
+                                            description="Segment length (segment_unit); null: curation.json")
+    segment_stride: Optional[float] = Field(
+        default=None, description="Step between segment starts (segment_unit); null: curation.json")
+    segment_unit: Optional[str] = Field(default=None, description="seconds | steps; null: curation.json")
+    workers: Optional[int] = Field(default=None, description="Local worker processes for a multi-source run; "
+                                                             "null: curation.json")
     output_spec_file: str = Field(
         default="output_spec.json",
         description="Output spec (what a shard holds), relative to the landing zone, or a URL")
 
+    def config(self, landing: LandingZoneResource) -> CurationConfig:
+        """The landing zone's curation settings with this resource's set fields over them."""
+        loaded = load_curation_config(landing.url)
+        overrides = {name: getattr(self, name) for name in _CONFIG_FIELDS if getattr(self, name) is not None}
+        if not overrides:
+            return loaded
+        config = curation_config_from_dict(overrides, where="the curation resource's config", base=loaded)
+        return replace(config, origin=(*config.origin, "resource config"))
 
     def recordings_url(self, landing: LandingZoneResource) -> str:
-        return landing.resolve(self.recordings)
+        return self.config(landing).recordings_url(landing.url)
 
     def settings(self, landing: LandingZoneResource) -> CurationSettings:
+        config = self.config(landing)
         return load_curation_settings(
             landing.resolve(self.schema_file), landing.resolve(self.strategy_file),
-            window=self.segment_window, stride=self.segment_stride, unit=self.segment_unit,
+            window=config.segment_window, stride=config.segment_stride, unit=config.segment_unit,
         )
 
     def output_spec(self, landing: LandingZoneResource, settings: CurationSettings) -> OutputSpec:
         return load_output_spec(landing.resolve(self.output_spec_file), settings.schema)
 
     def adapter(self, landing: LandingZoneResource, settings: CurationSettings) -> ParquetTickAdapter:
-        return ParquetTickAdapter(self.recordings_url(landing), settings.schema, pattern=self.source_pattern)
+        config = self.config(landing)
+        return ParquetTickAdapter(config.recordings_url(landing.url), settings.schema, pattern=config.source_pattern,
+                                  media_root=config.media_root_url(landing.url))
+
+
+#: The resource fields that stand for a curation.json key of the same name.
+_CONFIG_FIELDS = ("recordings", "media_root", "source_pattern", "segment_window", "segment_stride", "segment_unit",
+                  "workers")
 
 
 def resources_from_env() -> dict[str, ConfigurableResource]:

@@ -4,7 +4,9 @@ Reads go through fsspec, so a local folder and ``s3://bucket/prefix`` work alike
 ids are file paths relative to the root, posix, sorted; hidden files and folders are
 skipped. A vector field is a fixed-size list column (or a list column whose every row has
 the declared size). Only the columns the schema declares are converted; others are
-ignored whatever they hold. Media references are relative to the root.
+ignored whatever they hold. Media references are relative to ``media_root``, which
+defaults to the root (a corpus may keep its frames beside the recordings folder and write
+references relative to the corpus root; see :mod:`kuration.curation_config`).
 
 Identity: the object's version id or ETag when the filesystem reports one, else a sha256
 of the file's bytes for local files (both strong), else a logical ``size:mtime`` token
@@ -33,14 +35,18 @@ from kuration.sources.ticks import SourceError, TickDataError, Ticks
 
 
 class ParquetTickAdapter:
-    def __init__(self, root_url: str | os.PathLike[str], schema: Schema, *, pattern: str = "*.parquet") -> None:
+    def __init__(self, root_url: str | os.PathLike[str], schema: Schema, *, pattern: str = "*.parquet",
+                 media_root: str | os.PathLike[str] | None = None) -> None:
         self.root_url = os.fspath(root_url)
+        self.media_root = self.root_url if media_root is None else os.fspath(media_root)
         self.schema = schema
         self.pattern = pattern
         self._fs, self._root = fsspec.core.url_to_fs(self.root_url)
 
     def __repr__(self) -> str:
-        return f"ParquetTickAdapter({self.root_url!r})"
+        if self.media_root == self.root_url:
+            return f"ParquetTickAdapter({self.root_url!r})"
+        return f"ParquetTickAdapter({self.root_url!r}, media_root={self.media_root!r})"
 
     def _path(self, source_id: str) -> str:
         return f"{self._root.rstrip('/')}/{source_id}"
@@ -91,39 +97,27 @@ class ParquetTickAdapter:
 
     def decode_media(self, column: str, refs: Sequence[str], *, source_id: str) -> np.ndarray:
         spec = self.schema.media[column]
-        return get_media_provider(spec.provider).decode(refs, spec, root=self.root_url, source_id=source_id)
+        return get_media_provider(spec.provider).decode(refs, spec, root=self.media_root, source_id=source_id)
 
     def identity(self, source_id: str) -> SourceIdentity:
         """The file's identity, combined with that of every media file its rows reference
         (a changed frame file must change the source's identity, or stale work is reused)."""
         path = self._path(source_id)
-        own = self._file_identity(path, source_id)
+        own = _file_identity(self._fs, path, source_id, remote=storage.is_remote(self.root_url), root=self.root_url)
         dependencies = self._media_dependencies(source_id, path)
         if not dependencies:
             return own
-        parts = [own] + [self._file_identity(fsspec.core.url_to_fs(url)[1], url) for url in dependencies]
+        # media may live on another filesystem than the recordings (media_root is its own URL)
+        parts = [own]
+        for url in dependencies:
+            fs, path = fsspec.core.url_to_fs(url)
+            parts.append(_file_identity(fs, path, url, remote=storage.is_remote(url), root=self.media_root))
         if not all(p.strong for p in parts):
             return SourceIdentity("logical", " | ".join(p.token() for p in parts))
         digest = hashlib.sha256("\n".join([own.token(),
                                            *(f"{u}={p.token()}"
                                              for u, p in zip(dependencies, parts[1:], strict=True))]).encode())
         return SourceIdentity("fingerprint", digest.hexdigest())
-
-    def _file_identity(self, path: str, name: str) -> SourceIdentity:
-        try:
-            # fresh: a cached listing's entry may predate a rewrite (a stale identity would
-            # reuse stale cached work), and it lacks the VersionId a HEAD reports
-            info = self._fs.info(storage.fresh_path(self._fs, path))
-        except FileNotFoundError:
-            raise TickDataError(f"{name}: no such file under {self.root_url}") from None
-        for key, kind in (("VersionId", "version"), ("ETag", "etag"), ("etag", "etag")):
-            if info.get(key):
-                return SourceIdentity(kind, str(info[key]).strip('"'))
-        if not storage.is_remote(self.root_url):
-            with self._fs.open(path, "rb") as handle:
-                return SourceIdentity("content_sha256", storage.sha256_of_stream(handle)[1])
-        stamp = info.get("mtime") or info.get("LastModified") or info.get("created")
-        return SourceIdentity("logical", f"{name}:{info.get('size')}:{stamp}")
 
     def _media_dependencies(self, source_id: str, path: str) -> list[str]:
         """Sorted URLs of the files this source's media references read, for providers that
@@ -150,8 +144,25 @@ class ParquetTickAdapter:
         urls: set[str] = set()
         for name in wanted:
             refs = sorted({r for r in table.column(name).to_pylist() if r is not None})
-            urls.update(providers[name].dependencies(refs, self.schema.media[name], root=self.root_url))
+            urls.update(providers[name].dependencies(refs, self.schema.media[name], root=self.media_root))
         return sorted(urls)
+
+
+def _file_identity(fs: fsspec.AbstractFileSystem, path: str, name: str, *, remote: bool, root: str) -> SourceIdentity:
+    try:
+        # fresh: a cached listing's entry may predate a rewrite (a stale identity would
+        # reuse stale cached work), and it lacks the VersionId a HEAD reports
+        info = fs.info(storage.fresh_path(fs, path))
+    except FileNotFoundError:
+        raise TickDataError(f"{name}: no such file under {root}") from None
+    for key, kind in (("VersionId", "version"), ("ETag", "etag"), ("etag", "etag")):
+        if info.get(key):
+            return SourceIdentity(kind, str(info[key]).strip('"'))
+    if not remote:
+        with fs.open(path, "rb") as handle:
+            return SourceIdentity("content_sha256", storage.sha256_of_stream(handle)[1])
+    stamp = info.get("mtime") or info.get("LastModified") or info.get("created")
+    return SourceIdentity("logical", f"{name}:{info.get('size')}:{stamp}")
 
 
 def _read_declared(file: pq.ParquetFile, wanted: set[str]) -> pa.Table:

@@ -33,6 +33,7 @@ def resources(tmp_path: Path, small_landing: Path) -> dict:
     return {
         "storage_root": StorageRootResource(url=str(tmp_path / "storage")),
         "landing_zone": LandingZoneResource(url=str(small_landing)),
+        "curation": CurationResource(),
     }
 
 

@@ -163,13 +163,14 @@ def test_universe_schema_check_catches_a_tampered_parquet(resources, instance):
 def test_landing_zone_on_an_fsspec_url(tmp_path, instance):
     import fsspec
 
-    from kuration_resources import LandingZoneResource, StorageRootResource
+    from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
 
     fs = fsspec.filesystem("memory")
     fs.pipe("/lz-test/universe.csv", b"source,index,group\nr1.parquet,0-2,g1\nr2.parquet,0-2,g2\n")
     resources = {
         "storage_root": StorageRootResource(url="memory://lz-test-storage"),
         "landing_zone": LandingZoneResource(url="memory://lz-test"),
+        "curation": CurationResource(),
     }
     result = materialize([universe, universe_schema], resources=resources, instance=instance)
     assert result.success
@@ -186,19 +187,21 @@ def test_split_definition_config_rejects_two_sources(resources, instance, tmp_pa
 
 @pytest.mark.parametrize("strategy", ["random", "stratified"])
 def test_demo_corpus_through_the_graph(tmp_path, instance, demo_landing, strategy):
-    from kuration_resources import LandingZoneResource, StorageRootResource
+    from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
 
     resources = {
         "storage_root": StorageRootResource(url=str(tmp_path / "s")),
         "landing_zone": LandingZoneResource(url=str(demo_landing)),
+        "curation": CurationResource(),
     }
     result = _run(ALL, resources, instance, {"strategy": strategy, "seed": 4})
     assert result.success
     assert all(_checks(result).values())
 
 
-def test_without_a_universe_csv_the_landing_folder_is_enumerated(tmp_path, instance):
-    from kuration_resources import LandingZoneResource, StorageRootResource
+def test_without_a_universe_csv_the_recordings_root_is_enumerated(tmp_path, instance):
+    # curation.json's "recordings": "." makes the landing zone itself the recordings root
+    from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
 
     landing = tmp_path / "folder_landing"
     (landing / "site_a").mkdir(parents=True)
@@ -207,6 +210,7 @@ def test_without_a_universe_csv_the_landing_folder_is_enumerated(tmp_path, insta
     resources = {
         "storage_root": StorageRootResource(url=str(tmp_path / "s")),
         "landing_zone": LandingZoneResource(url=str(landing), universe_csv=None, source_pattern="*.parquet"),
+        "curation": CurationResource(recordings="."),
     }
     assert materialize([universe, universe_schema], resources=resources, instance=instance).success
     stored = load_universe(str(tmp_path / "s"))

@@ -1,0 +1,325 @@
+"""``curation.json``: the curation settings that travel with the data.
+
+A landing zone carries one ``curation.json`` beside its ``universe.csv``, ``schema.json``,
+``strategy.json`` and ``output_spec.json``. Every run reads it (a run launched by hand, by
+the sensor or by a schedule), so they all curate the same way; before this file, settings
+set in code or in one run's config were lost on the next sensor-launched run. ::
+
+    {
+      "plugins": ["my_team.kuration_plugins"],
+      "recordings": "recordings",          # the recordings root, relative to the landing zone ("." allowed)
+      "media_root": ".",                    # where media references resolve; default: the recordings root
+      "source_pattern": "*.parquet",
+      "segment_window": 10, "segment_stride": 5, "segment_unit": "seconds",
+      "workers": 2,
+      "budget": {"train_hours": 4, "val_hours": 1, "test_hours": 0.5, "span_seconds": 60},
+      "split": {"strategy": "stratified", "seed": 0, "val_ratio": 0.2, "test_ratio": 0.2, "group_by": "group"}
+    }
+
+Every key is optional; a missing file means every default (:data:`DEFAULTS`). Unknown keys
+and values of the wrong type are a :class:`CurationConfigError` naming the file and the key.
+
+**Where relative references resolve** (one rule for every file):
+
+- ``recordings`` and ``media_root`` resolve against the landing zone (a URL or an absolute
+  path is taken as given);
+- a universe ``source`` id is a path relative to the recordings root, the same id the
+  recordings adapter lists;
+- a media reference in a recording resolves against the media root, which defaults to the
+  recordings root. A corpus that keeps ``frames/`` beside ``recordings/`` and writes its
+  references relative to the corpus root sets ``"media_root": "."``.
+
+**Environment overrides** win over the file, so one deployment can change a setting without
+editing the data: ``KURATION_<KEY>`` for a top-level key (``KURATION_WORKERS=4``,
+``KURATION_RECORDINGS=.``), ``KURATION_BUDGET_<KEY>`` and ``KURATION_SPLIT_<KEY>`` for the
+nested ones (``KURATION_BUDGET_TRAIN_HOURS=0.5``; ``none`` clears ``span_seconds``).
+``KURATION_CONFIG`` names another settings file to read instead of the landing zone's.
+``KURATION_PLUGINS`` is read by :mod:`kuration.plugins`, which adds its modules to
+``plugins``. A run's own config (a Dagster run config field that is set) wins over both.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from kuration import storage
+from kuration.errors import InputError, check_keys, shown
+
+#: The settings file's name in a landing zone.
+CURATION_FILE = "curation.json"
+#: Names another settings file to read instead of ``<landing zone>/curation.json``.
+CONFIG_ENV = "KURATION_CONFIG"
+ENV_PREFIX = "KURATION_"
+SPLIT_STRATEGIES = ("stratified", "random")
+GROUP_BY = ("group", "source")
+SEGMENT_UNITS = ("seconds", "steps")
+
+
+class CurationConfigError(InputError):
+    """``curation.json`` or a ``KURATION_*`` override is invalid; the message names the file
+    or variable and the key."""
+
+
+@dataclass(frozen=True)
+class BudgetSettings:
+    """How many hours each split is filled to, in spans of ``span_seconds`` (``None``: whole tracks)."""
+
+    train_hours: float = 4.0
+    val_hours: float = 1.0
+    test_hours: float = 0.5
+    span_seconds: float | None = 60.0
+
+    def requested_hours(self) -> dict[str, float]:
+        return {"train": self.train_hours, "val": self.val_hours, "test": self.test_hours}
+
+
+@dataclass(frozen=True)
+class SplitRule:
+    """How the split is computed: a seeded ``stratified`` or ``random`` split of groups (or
+    sources), or a rule / baked ``splits_json`` (relative to the landing zone)."""
+
+    strategy: str | None = "stratified"
+    seed: int = 0
+    val_ratio: float = 0.2
+    test_ratio: float = 0.2
+    group_by: str = "group"
+    splits_json: str | None = None
+
+
+@dataclass(frozen=True)
+class CurationConfig:
+    plugins: tuple[str, ...] = ()
+    recordings: str = "recordings"
+    media_root: str | None = None
+    source_pattern: str = "*.parquet"
+    segment_window: float = 10.0
+    segment_stride: float = 5.0
+    segment_unit: str = "seconds"
+    workers: int = 1
+    budget: BudgetSettings = field(default_factory=BudgetSettings)
+    split: SplitRule = field(default_factory=SplitRule)
+    #: Where these settings came from: the file read (or "defaults"), then each override applied.
+    origin: tuple[str, ...] = ("defaults",)
+
+    def recordings_url(self, landing_url: str) -> str:
+        return resolve_in_landing(landing_url, self.recordings)
+
+    def media_root_url(self, landing_url: str) -> str:
+        """Where media references resolve: ``media_root`` in the landing zone, else the recordings root."""
+        return resolve_in_landing(landing_url, self.media_root) if self.media_root else self.recordings_url(landing_url)
+
+    def describe(self) -> str:
+        return " + ".join(self.origin)
+
+
+DEFAULTS = CurationConfig()
+
+
+def resolve_in_landing(landing_url: str, value: str) -> str:
+    """``value`` as a URL: a URL or an absolute path as given, anything else relative to the
+    landing zone (``.`` is the landing zone itself)."""
+    if "://" in value or value.startswith("/"):
+        return value
+    parts = [part for part in value.replace("\\", "/").split("/") if part not in ("", ".")]
+    return storage.join_url(landing_url, *parts) if parts else landing_url
+
+
+# -- parsing -----------------------------------------------------------------------------------
+
+def _number(where: str, key: str, value: Any, *, minimum: float, inclusive: bool) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise CurationConfigError(f"{where}: {key} must be a finite number, got {shown(value)}")
+    if value < minimum or (not inclusive and value == minimum):
+        relation = ">=" if inclusive else ">"
+        raise CurationConfigError(f"{where}: {key} must be {relation} {minimum:g}, got {shown(value)}")
+    return float(value)
+
+
+def _integer(where: str, key: str, value: Any, *, minimum: int | None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CurationConfigError(f"{where}: {key} must be an integer, got {shown(value)}")
+    if minimum is not None and value < minimum:
+        raise CurationConfigError(f"{where}: {key} must be >= {minimum}, got {value}")
+    return value
+
+
+def _text(where: str, key: str, value: Any, *, choices: tuple[str, ...] | None = None) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise CurationConfigError(f"{where}: {key} must be a non-empty string, got {shown(value)}")
+    if choices is not None and value not in choices:
+        raise CurationConfigError(f"{where}: {key} must be one of {list(choices)}, got {shown(value)}")
+    return value
+
+
+def _object(where: str, key: str, value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise CurationConfigError(f"{where}: {key} must be a JSON object, got {shown(value)}")
+    return value
+
+
+def _budget(where: str, data: Mapping[str, Any], base: BudgetSettings) -> BudgetSettings:
+    check_keys(data, [f.name for f in fields(BudgetSettings)], where=f"{where}: budget", error=CurationConfigError)
+    values: dict[str, Any] = {}
+    for key in ("train_hours", "val_hours", "test_hours"):
+        if key in data:
+            values[key] = _number(where, f"budget.{key}", data[key], minimum=0.0, inclusive=True)
+    if "span_seconds" in data:
+        span = data["span_seconds"]
+        values["span_seconds"] = None if span is None else _number(where, "budget.span_seconds", span,
+                                                                   minimum=0.0, inclusive=False)
+    return replace(base, **values)
+
+
+def _split(where: str, data: Mapping[str, Any], base: SplitRule) -> SplitRule:
+    check_keys(data, [f.name for f in fields(SplitRule)], where=f"{where}: split", error=CurationConfigError)
+    values: dict[str, Any] = {}
+    if "strategy" in data:
+        values["strategy"] = _text(where, "split.strategy", data["strategy"], choices=SPLIT_STRATEGIES)
+    if "splits_json" in data:
+        values["splits_json"] = None if data["splits_json"] is None else _text(where, "split.splits_json",
+                                                                               data["splits_json"])
+        if values["splits_json"] is not None and "strategy" not in data:
+            values["strategy"] = None  # a rule file replaces the default computed split
+    if "seed" in data:
+        values["seed"] = _integer(where, "split.seed", data["seed"], minimum=0)
+    for key in ("val_ratio", "test_ratio"):
+        if key in data:
+            values[key] = _number(where, f"split.{key}", data[key], minimum=0.0, inclusive=True)
+            if values[key] >= 1.0:
+                raise CurationConfigError(f"{where}: split.{key} must be < 1, got {data[key]!r}")
+    if "group_by" in data:
+        values["group_by"] = _text(where, "split.group_by", data["group_by"], choices=GROUP_BY)
+    rule = replace(base, **values)
+    if rule.val_ratio + rule.test_ratio >= 1.0:
+        raise CurationConfigError(f"{where}: split.val_ratio + split.test_ratio must be < 1 (train gets the rest), "
+                                  f"got {rule.val_ratio:g} + {rule.test_ratio:g}")
+    if (rule.strategy is None) == (rule.splits_json is None):
+        raise CurationConfigError(f"{where}: split needs exactly one of strategy or splits_json, got "
+                                  f"strategy={rule.strategy!r}, splits_json={rule.splits_json!r}")
+    return rule
+
+
+def curation_config_from_dict(data: Mapping[str, Any], *, where: str = CURATION_FILE,
+                              base: CurationConfig = DEFAULTS) -> CurationConfig:
+    """``base`` with the keys of ``data`` applied; every key is checked."""
+    check_keys(data, [f.name for f in fields(CurationConfig) if f.name != "origin"], where=where,
+               error=CurationConfigError)
+    values: dict[str, Any] = {}
+    if "plugins" in data:
+        plugins = data["plugins"]
+        if not isinstance(plugins, list):
+            raise CurationConfigError(f"{where}: plugins must be a list of module names, got {shown(plugins)}")
+        values["plugins"] = tuple(_text(where, f"plugins[{i}]", name) for i, name in enumerate(plugins))
+    for key in ("recordings", "source_pattern"):
+        if key in data:
+            values[key] = _text(where, key, data[key])
+    if "media_root" in data:
+        values["media_root"] = None if data["media_root"] is None else _text(where, "media_root", data["media_root"])
+    for key in ("segment_window", "segment_stride"):
+        if key in data:
+            values[key] = _number(where, key, data[key], minimum=0.0, inclusive=False)
+    if "segment_unit" in data:
+        values["segment_unit"] = _text(where, "segment_unit", data["segment_unit"], choices=SEGMENT_UNITS)
+    if "workers" in data:
+        values["workers"] = _integer(where, "workers", data["workers"], minimum=1)
+    if "budget" in data:
+        values["budget"] = _budget(where, _object(where, "budget", data["budget"]), base.budget)
+    if "split" in data:
+        values["split"] = _split(where, _object(where, "split", data["split"]), base.split)
+    return replace(base, **values)
+
+
+# -- environment overrides ---------------------------------------------------------------------
+
+_TOP_LEVEL_ENV = ("recordings", "media_root", "source_pattern", "segment_window", "segment_stride", "segment_unit",
+                  "workers")
+_NESTED_ENV = {"budget": [f.name for f in fields(BudgetSettings)], "split": [f.name for f in fields(SplitRule)]}
+_TEXT_KEYS = {"recordings", "media_root", "source_pattern", "segment_unit", "strategy", "group_by", "splits_json"}
+_NULLABLE = {"media_root", "span_seconds", "splits_json", "strategy"}
+
+
+def _env_value(variable: str, key: str, text: str) -> Any:
+    """The JSON value an override's text stands for: text for text keys, ``none`` for null, else a number."""
+    stripped = text.strip()
+    if key in _NULLABLE and stripped.lower() in ("none", "null", ""):
+        return None
+    if key in _TEXT_KEYS:
+        return stripped
+    try:
+        return int(stripped)
+    except ValueError:
+        pass
+    try:
+        return float(stripped)
+    except ValueError:
+        raise CurationConfigError(f"{variable}={shown(text)}: {key} must be a number") from None
+
+
+def _env_overrides(environ: Mapping[str, str]) -> list[tuple[str, dict[str, Any]]]:
+    """``[(variable, {key: value})]`` for every ``KURATION_*`` variable that overrides a setting."""
+    overrides: list[tuple[str, dict[str, Any]]] = []
+    for key in _TOP_LEVEL_ENV:
+        variable = f"{ENV_PREFIX}{key.upper()}"
+        if variable in environ:
+            overrides.append((variable, {key: _env_value(variable, key, environ[variable])}))
+    for section, keys in _NESTED_ENV.items():
+        for key in keys:
+            variable = f"{ENV_PREFIX}{section.upper()}_{key.upper()}"
+            if variable in environ:
+                overrides.append((variable, {section: {key: _env_value(variable, key, environ[variable])}}))
+    return overrides
+
+
+def apply_env_overrides(config: CurationConfig, environ: Mapping[str, str] | None = None) -> CurationConfig:
+    """``config`` with every ``KURATION_*`` override in ``environ`` (default ``os.environ``) applied."""
+    environ = os.environ if environ is None else environ
+    for variable, data in _env_overrides(environ):
+        config = curation_config_from_dict(data, where=f"environment variable {variable}", base=config)
+        config = replace(config, origin=(*config.origin, variable))
+    return config
+
+
+def curation_config_url(landing_url: str, environ: Mapping[str, str] | None = None) -> str:
+    """The settings file a landing zone's runs read: ``$KURATION_CONFIG`` or ``<landing>/curation.json``."""
+    environ = os.environ if environ is None else environ
+    named = environ.get(CONFIG_ENV, "").strip()
+    return named if named else storage.join_url(landing_url, CURATION_FILE)
+
+
+def load_curation_config(landing_url: str | os.PathLike[str], *, config_url: str | None = None,
+                         environ: Mapping[str, str] | None = None) -> CurationConfig:
+    """The curation settings of a landing zone: ``config_url`` (default
+    :func:`curation_config_url`) over :data:`DEFAULTS`, then the environment's overrides.
+
+    A missing ``curation.json`` in the landing zone means the defaults; a file named
+    explicitly (``config_url`` or ``$KURATION_CONFIG``) must exist."""
+    environ = os.environ if environ is None else environ
+    explicit = config_url or environ.get(CONFIG_ENV, "").strip() or None
+    url = explicit or curation_config_url(os.fspath(landing_url), environ)
+    config = DEFAULTS
+    if explicit or storage.exists(url):
+        data = storage.read_json(url, what="curation settings", error=CurationConfigError)
+        config = replace(curation_config_from_dict(data, where=url), origin=(url,))
+    return apply_env_overrides(config, environ)
+
+
+def curation_config_to_dict(config: CurationConfig) -> dict[str, Any]:
+    """The JSON object of ``config`` (what :func:`curation_config_from_dict` reads back)."""
+    return {
+        "plugins": list(config.plugins), "recordings": config.recordings, "media_root": config.media_root,
+        "source_pattern": config.source_pattern, "segment_window": config.segment_window,
+        "segment_stride": config.segment_stride, "segment_unit": config.segment_unit, "workers": config.workers,
+        "budget": {f.name: getattr(config.budget, f.name) for f in fields(BudgetSettings)},
+        "split": {f.name: getattr(config.split, f.name) for f in fields(SplitRule)},
+    }
+
+
+__all__ = [
+    "CONFIG_ENV", "CURATION_FILE", "DEFAULTS", "BudgetSettings", "CurationConfig", "CurationConfigError", "SplitRule",
+    "apply_env_overrides", "curation_config_from_dict", "curation_config_to_dict", "curation_config_url",
+    "load_curation_config", "resolve_in_landing",
+]
