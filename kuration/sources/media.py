@@ -97,6 +97,11 @@ def media_provider_names() -> list[str]:
     return sorted(set(_PROVIDERS) | set(_REGISTERED_ON_IMPORT))
 
 
+def unregister_media_provider(name: str) -> None:
+    """Remove provider ``name`` (no error when absent). Mostly for tests."""
+    _PROVIDERS.pop(name, None)
+
+
 def media_provider_module(name: str) -> str | None:
     """The module that registered provider ``name`` (what a worker process imports to find
     it by name), or ``None`` when no provider by that name is registered."""
@@ -394,4 +399,5 @@ __all__ = [
     "NPY_INDEX_FORM", "NpyIndexProvider",
     "cached", "decode_in_batches", "fill_rows", "get_media_provider", "group_row_refs", "media_cache",
     "media_provider_names", "parse_row_ref", "media_provider_module", "register_media_provider",
+    "unregister_media_provider",
 ]

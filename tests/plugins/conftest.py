@@ -1,6 +1,7 @@
 """The ``plugin_kit`` fixture: a folder for plugin modules on ``sys.path`` and on
 ``PYTHONPATH`` (worker processes find plugins through either), ``KURATION_PLUGINS`` unset,
-and afterwards the kit's modules, features and the loaded-plugin list gone again."""
+and afterwards the kit's modules, features, media providers and the loaded-plugin list gone
+again."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 from kuration.plugins import PLUGINS_ENV, forget_loaded_plugins
 from kuration.scoring.features import registered_features, unregister_feature
+from kuration.sources.media import media_provider_names, unregister_media_provider
 from tests.plugins.plugin_factory import PluginKit
 
 
@@ -30,3 +32,6 @@ def plugin_kit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     for name in registered_features():
         if name.startswith(kit.prefix):
             unregister_feature(name)
+    for name in media_provider_names():
+        if name.startswith(kit.prefix):
+            unregister_media_provider(name)

@@ -89,3 +89,24 @@ def test_the_ray_executor_imports_every_loaded_plugin(plugin_kit, monkeypatch, r
     finally:
         ray.shutdown()
     assert on_ray.executor == "ray" and on_ray.segments.equals(serial.segments)
+
+
+def test_workers_import_the_module_of_a_media_provider_the_schema_names(plugin_kit, tmp_path):
+    # Not declared as plugins, only imported here: the feature's module reaches the workers as
+    # a feature's, the provider's module because the schema's media column names the provider.
+    import importlib
+    import json
+
+    from kuration.demo_corpus import write_demo_landing_zone
+    from kuration.sources.schema import Schema
+
+    importlib.import_module(plugin_kit.write_media_plugin())
+    importlib.import_module(plugin_kit.write_feature_plugin())
+    zone = write_demo_landing_zone(tmp_path / "landing", seed=2, recordings_per_site=2, sites=1, minutes=(1, 1))
+    declared = json.loads((tmp_path / "landing" / "schema.json").read_text())
+    declared["media"]["frame"]["provider"] = plugin_kit.provider
+    adapter = ParquetTickAdapter(f"{zone.root}/recordings", Schema.from_dict(declared))
+    strategy = Strategy.from_dict({"method": "inclusion", "priority": {f"fn.{plugin_kit.feature}": 1.0}})
+    serial = score_sources(adapter, segmenter=SEGMENTER, strategy=strategy, on_error="raise")
+    parallel = score_sources(adapter, segmenter=SEGMENTER, strategy=strategy, on_error="raise", workers=2)
+    assert parallel.segments.equals(serial.segments) and serial.segments.num_rows > 0
