@@ -19,6 +19,7 @@ with leaves of both kinds carries no builtin itself; its leaves do. ::
     │   ├── SchemaError                            kuration.sources.schema
     │   ├── StrategyError                          kuration.scoring.strategy
     │   ├── SegmenterError                         kuration.scoring.segments
+    │   ├── PluginError                            kuration.plugins
     │   ├── OutputSpecError                        kuration.output.spec
     │   └── CurationConfigError                    kuration.curation_config
     ├── RecordingError (ValueError)                a recording, its media or an entity id cannot be read as declared

@@ -7,6 +7,12 @@ name the graph's stages: ``curate_splits`` (universe, resolved splits and their 
 plan over every scored source, and its check), ``build_dataset`` (the committed shards
 and manifest, and the integrity check) and ``build_rollouts`` (the Zarr rollout replay store
 and its validation and lineage checks).
+
+Loading the code location loads the plugins (:mod:`kuration.plugins`): the modules named in
+``KURATION_PLUGINS`` and the installed packages' ``kuration.plugins`` entry points, so what
+they register (features, media providers, encoders) exists in this process, in every run it
+executes (a run worker imports this module again) and in the scoring workers. A plugin that
+fails to import fails the load with a :class:`kuration.plugins.PluginError` naming it.
 """
 
 from dagster import AssetSelection, Definitions, define_asset_job
@@ -14,7 +20,11 @@ from dagster import AssetSelection, Definitions, define_asset_job
 import kuration_assets
 import rollout_assets
 import splits_assets
+from kuration.plugins import load_plugins
 from kuration_resources import resources_from_env
+
+#: What a missing plugin should be installed in, for the PluginError's message.
+CODE_LOCATION_ENVIRONMENT = "the Dagster code location's environment (the Python that runs dagster)"
 
 curate_splits = define_asset_job(
     "curate_splits", selection=AssetSelection.groups("splits"),
@@ -44,6 +54,8 @@ fill_budget = define_asset_job(
 
 
 def build_definitions() -> Definitions:
+    """The code location's definitions; loads the plugins first (raises ``PluginError``)."""
+    load_plugins(environment=CODE_LOCATION_ENVIRONMENT)
     return Definitions.merge(
         splits_assets.defs,
         kuration_assets.defs,

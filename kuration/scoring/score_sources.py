@@ -6,9 +6,11 @@ features and priorities (:func:`kuration.scoring.track.score_track`), and concat
 results in canonical order (source, entity, segment), so the outcome is identical
 whatever the worker count or the order workers finish in.
 
-- ``workers=N`` runs N local processes (forked from a preloaded forkserver; each worker
-  imports the modules that registered user features, see ``feature_modules``); ``executor="ray"`` sends the same
-  per-source task to Ray (the ``[ray]`` extra).
+- ``workers=N`` runs N local processes (forked from a preloaded forkserver); ``executor="ray"``
+  sends the same per-source task to Ray (the ``[ray]`` extra). Every worker imports the
+  user code the run needs, by module name: every plugin this process loaded
+  (:func:`kuration.plugins.loaded_plugin_modules`), the modules that registered the
+  strategy's ``fn.`` features and the schema's media providers, and ``feature_modules``.
 - ``on_error="skip"`` (the default) logs a source that fails reading, transforms or
   scoring, records its error, and goes on; ``"raise"`` stops at the first failure.
 - Results are cached per source under a run fingerprint (schema, segmenter, strategy,
@@ -26,7 +28,6 @@ whatever the worker count or the order workers finish in.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import importlib
 import logging
 import math
 import multiprocessing
@@ -44,9 +45,11 @@ from kuration.errors import InputError, KurationError, ScoringError
 from kuration.scoring.features import get_feature, parse_feature_key
 from kuration.hashing import canonical_digest, code_fingerprint
 from kuration.numbers import format_bytes
+from kuration.plugins import import_plugin, loaded_plugin_modules
 from kuration.scoring.cache import ScoreCache
 from kuration.scoring.track import score_track, segment_table_schema
 from kuration.scoring.segments import Segmenter
+from kuration.sources.media import media_provider_module
 from kuration.sources.protocol import SourceAdapter, SourceIdentity
 from kuration.scoring.strategy import Strategy
 from kuration.sources.tracks import tracks_from_ticks
@@ -199,28 +202,45 @@ def _task(adapter: SourceAdapter, source_id: str, segmenter: Segmenter,
         return source_id, None, f"{type(exc).__name__}: {exc}", time.perf_counter() - started
 
 
+#: Where a module the workers import must be importable, for the message when it is not.
+_WORKER_ENVIRONMENT = ("the scoring workers' environment (a forkserver worker gets this process's sys.path, a Ray "
+                       "worker the environment Ray was started with)")
+
+
 def _import_modules(modules: Sequence[str]) -> None:
+    """In a worker, before its first task: the user code the parent loaded. Done in the
+    task, not in the pool's initializer, so a module that fails here reaches the caller as
+    the PluginError naming it (an initializer's error only breaks the pool)."""
     for name in modules:
-        importlib.import_module(name)
+        import_plugin(name, declared_in="the scoring run's parent process, whose plugins and user code every worker "
+                      "imports", environment=_WORKER_ENVIRONMENT)
 
 
-def _init_worker(modules: Sequence[str]) -> None:
+def _init_worker() -> None:
     """Per worker process: one Arrow thread (N workers already use N cores; Arrow's own
-    pool on top would oversubscribe them), and the modules that register user features."""
+    pool on top would oversubscribe them)."""
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
-    _import_modules(modules)
 
 
-def _modules_registering_features(strategy: Strategy, extra: Iterable[str]) -> list[str]:
+def _modules_for_workers(adapter: SourceAdapter, strategy: Strategy, extra: Iterable[str]) -> list[str]:
+    """What every worker imports, in order: the loaded plugins (in their load order), then
+    ``extra`` and the modules defining the strategy's ``fn.`` features and the schema's
+    media provider factories, sorted. Importing a factory's module registers it only when
+    that module does the registering; a provider registered elsewhere (a built-in class
+    under a new name) reaches workers through the plugin that registers it. Code defined
+    in ``__main__`` cannot be found by name in a worker and is left out (the worker then
+    says the name is unregistered)."""
+    plugins = loaded_plugin_modules()
     modules = set(extra)
     for key in strategy.feature_keys():
         parsed = parse_feature_key(key)
         if getattr(parsed, "kind", None) == "fn":
-            module = getattr(get_feature(parsed.name), "__module__", None)
-            if module and module != "__main__":
-                modules.add(module)
-    return sorted(modules)
+            modules.add(getattr(get_feature(parsed.name), "__module__", None) or "__main__")
+    for spec in adapter.schema.media.values():
+        modules.add(media_provider_module(spec.provider) or "__main__")
+    modules -= {"__main__", *plugins}
+    return [*plugins, *sorted(modules)]
 
 
 def _worker_context(modules: Sequence[str]) -> multiprocessing.context.BaseContext:
@@ -231,8 +251,8 @@ def _worker_context(modules: Sequence[str]) -> multiprocessing.context.BaseConte
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    # Only takes effect before the server first starts; later calls import extra modules
-    # in the worker initializer instead.
+    # Only takes effect before the server first starts; each task imports the modules
+    # again (a no-op where they are loaded).
     # pandas: pyarrow imports it on a worker's first to_numpy (150 ms each); importing
     # starts no threads, so the server can hold it and every worker starts warm.
     context.set_forkserver_preload(["kuration.scoring", "kuration.sources.parquet", "pandas", *modules])
@@ -246,8 +266,7 @@ def _run_local(tasks: list[str], call: Callable[[Sequence[str]], _Batch], worker
         for source_id in tasks:
             yield call([source_id])
         return
-    pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=_worker_context(modules), initializer=_init_worker,
-                                  initargs=(tuple(modules),))
+    pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=_worker_context(modules), initializer=_init_worker)
     finished = False
     try:
         pending: set[cf.Future] = set()
@@ -386,11 +405,11 @@ def score_sources(
         else:
             todo.append(source_id)
 
-    modules = _modules_registering_features(strategy, feature_modules)
+    modules = _modules_for_workers(adapter, strategy, feature_modules)
     if executor == "ray":
         results = _run_ray(todo, adapter, segmenter, strategy, workers, modules)
     else:
-        results = _run_local(todo, _Call(adapter, segmenter, strategy), workers, modules)
+        results = _run_local(todo, _Call(adapter, segmenter, strategy, tuple(modules)), workers, modules)
     for batch_table, items in results:
         offset = 0
         for source_id, rows, error, elapsed in items:
@@ -432,8 +451,10 @@ class _Call:
     adapter: SourceAdapter
     segmenter: Segmenter
     strategy: Strategy
+    modules: tuple[str, ...] = ()
 
     def __call__(self, source_ids: Sequence[str]) -> _Batch:
+        _import_modules(self.modules)
         return _task_batch(self.adapter, source_ids, self.segmenter, self.strategy)
 
 

@@ -97,6 +97,18 @@ def media_provider_names() -> list[str]:
     return sorted(set(_PROVIDERS) | set(_REGISTERED_ON_IMPORT))
 
 
+def unregister_media_provider(name: str) -> None:
+    """Remove provider ``name`` (no error when absent). Mostly for tests."""
+    _PROVIDERS.pop(name, None)
+
+
+def media_provider_module(name: str) -> str | None:
+    """The module that registered provider ``name`` (what a worker process imports to find
+    it by name), or ``None`` when no provider by that name is registered."""
+    factory = _PROVIDERS.get(name)
+    return None if factory is None else getattr(factory, "__module__", None)
+
+
 def get_media_provider(name: str, **options) -> MediaProvider:
     if name not in _PROVIDERS and name in _REGISTERED_ON_IMPORT:
         importlib.import_module(_REGISTERED_ON_IMPORT[name])
@@ -386,5 +398,6 @@ __all__ = [
     "DEFAULT_MEDIA_CACHE_BYTES", "MediaCache", "MediaDependencies", "MediaError", "MediaProvider", "MediaSpec",
     "NPY_INDEX_FORM", "NpyIndexProvider",
     "cached", "decode_in_batches", "fill_rows", "get_media_provider", "group_row_refs", "media_cache",
-    "media_provider_names", "parse_row_ref", "register_media_provider",
+    "media_provider_names", "parse_row_ref", "media_provider_module", "register_media_provider",
+    "unregister_media_provider",
 ]

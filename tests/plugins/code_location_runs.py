@@ -1,0 +1,49 @@
+"""Run by ``test_code_location`` in a fresh interpreter, as a Dagster run process would be:
+nothing is loaded but what importing the code location loads (the plugins come from
+``KURATION_PLUGINS``). Evaluates the new-recordings sensor, executes each run request it
+makes the way the daemon would (its partition and asset selection, in the sensor's job),
+then a manual ``score_recordings`` run over every partition with two workers into a second
+storage root; prints what ran as JSON.
+
+    python -m tests.plugins.code_location_runs <manual storage root>
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def main(manual_storage: str) -> None:
+    from dagster import DagsterInstance, build_sensor_context
+
+    import kuration_definitions
+    from kuration.plugins import loaded_plugins
+
+    defs = kuration_definitions.defs
+    sensor = defs.resolve_sensor_def("new_recordings_sensor")
+    job = defs.resolve_implicit_global_asset_job_def()
+    report: dict = {"plugins": [p.to_dict() for p in loaded_plugins()], "sensor_runs": []}
+    with DagsterInstance.ephemeral() as instance:
+        with build_sensor_context(instance=instance, resources=defs.resources) as context:
+            result = sensor(context)
+        for request in result.dynamic_partitions_requests:
+            instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+        for request in result.run_requests:
+            run = job.execute_in_process(instance=instance, partition_key=request.partition_key,
+                                         asset_selection=request.asset_selection, tags=request.tags,
+                                         raise_on_error=False)
+            report["sensor_runs"].append({"partition": request.partition_key, "success": run.success})
+        sources = sorted(instance.get_dynamic_partitions("sources"))
+        manual = defs.resolve_job_def("score_recordings").execute_in_process(
+            instance=instance, raise_on_error=False,
+            tags={"dagster/asset_partition_range_start": sources[0], "dagster/asset_partition_range_end": sources[-1]},
+            run_config={"resources": {"curation": {"config": {"workers": 2}},
+                                      "storage_root": {"config": {"url": manual_storage}}}},
+        )
+        report["manual_run"] = {"sources": sources, "success": manual.success}
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

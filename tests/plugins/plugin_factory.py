@@ -1,0 +1,80 @@
+"""Plugin modules written into a temporary folder for the plugin tests: a feature plugin
+and a media-provider plugin (the feature finds the provider by name, so a worker that
+imported only the feature's module would fail), and fake installed distributions whose
+``entry_points.txt`` declares plugins."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+#: What the plugin provider's factory carries: the feature multiplies the present steps by it.
+PROVIDER_WEIGHT = 3.0
+
+
+@dataclass(frozen=True)
+class PluginKit:
+    """A folder on ``sys.path`` (and ``PYTHONPATH``) to write plugin modules into; every
+    module, feature and provider name starts with ``prefix``, unique per test."""
+
+    folder: Path
+    prefix: str
+
+    def write(self, name: str, source: str) -> str:
+        """Write module ``<prefix>_<name>`` with ``source``; returns its module name."""
+        module = f"{self.prefix}_{name}"
+        (self.folder / f"{module}.py").write_text(textwrap.dedent(source))
+        importlib.invalidate_caches()
+        return module
+
+    @property
+    def provider(self) -> str:
+        return f"{self.prefix}_frames"
+
+    @property
+    def feature(self) -> str:
+        return f"{self.prefix}_weighted_present"
+
+    def write_media_plugin(self) -> str:
+        """A plugin registering media provider ``<prefix>_frames``: ``npy_index`` decoding,
+        plus a ``weight`` the feature plugin reads."""
+        return self.write("media", f"""
+            from kuration.sources.media import NpyIndexProvider, register_media_provider
+
+            class WeightedFrames(NpyIndexProvider):
+                weight = {PROVIDER_WEIGHT!r}
+
+            register_media_provider({self.provider!r}, WeightedFrames)
+        """)
+
+    def write_feature_plugin(self) -> str:
+        """A plugin registering feature ``fn.<prefix>_weighted_present``: the segment's present
+        steps times the weight of the provider it looks up by name (it does not import the
+        provider's module: only a process that loaded both plugins can compute it)."""
+        return self.write("features", f"""
+            from kuration.scoring.features import register_feature
+            from kuration.sources.media import get_media_provider
+
+            @register_feature({self.feature!r})
+            def weighted_present(track, segment) -> float:
+                weight = get_media_provider({self.provider!r}).weight
+                return weight * float(track.present[segment.start:segment.stop].sum())
+        """)
+
+    def write_distribution(self, dist: str, entry_points: dict[str, str]) -> None:
+        """A fake installed distribution ``dist`` whose ``kuration.plugins`` entry points are
+        ``entry_points`` (name -> value), found by importlib.metadata through ``sys.path``."""
+        info = self.folder / f"{dist}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+        lines = ["[kuration.plugins]", *(f"{name} = {value}" for name, value in entry_points.items())]
+        (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
+        importlib.invalidate_caches()
+
+    def forget_modules(self) -> None:
+        """Drop every module of this kit from ``sys.modules``."""
+        for name in [m for m in sys.modules if m.startswith(self.prefix)]:
+            del sys.modules[name]
