@@ -159,7 +159,9 @@ def _plan_metadata(stored: StoredBudgetPlan, summary: PlanSummary, sources: int)
 @asset_check(
     asset=budget_plan, blocking=True,
     description="no split over budget by more than one span; no source or group in two splits; nothing -inf or "
-                "non-finite admitted; group caps hold. Underfill past the configured fraction warns.",
+                "non-finite admitted; group caps hold; every split with a request admits something; every scored "
+                "source is in a split. A budget larger than the split's pool, and underfill past the configured "
+                "fraction, warn.",
 )
 def budget(storage_root: StorageRootResource) -> AssetCheckResult:
     return asset_check_result(check_budget_plan(storage_root.url))

@@ -3,12 +3,12 @@
 from dagster import Definitions
 
 from splits_assets.assets import SplitDefinition, SplitStrategy, resolved_splits, universe
-from splits_assets.checks import split_leakage, universe_drift, universe_schema
+from splits_assets.checks import split_leakage, universe_drift, universe_schema, universe_sources
 
 defs = Definitions(
     assets=[universe, resolved_splits],
-    asset_checks=[universe_schema, split_leakage, universe_drift],
+    asset_checks=[universe_schema, universe_sources, split_leakage, universe_drift],
 )
 
 __all__ = ["SplitDefinition", "SplitStrategy", "defs", "resolved_splits", "split_leakage", "universe", "universe_drift",
-           "universe_schema"]
+           "universe_schema", "universe_sources"]

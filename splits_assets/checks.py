@@ -4,14 +4,27 @@
 from dagster import AssetCheckResult, asset_check
 
 from kuration.splits.artifacts import check_split_leakage, check_universe_drift, check_universe_table
+from kuration.universe_sources import check_stored_universe_sources
 from kuration_dagster_checks import asset_check_result
-from kuration_resources import StorageRootResource
+from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
 from splits_assets.assets import resolved_splits, universe
 
 
 @asset_check(asset=universe, blocking=True, description="universe.parquet matches its pandera schema and pinned hash")
 def universe_schema(storage_root: StorageRootResource) -> AssetCheckResult:
     return asset_check_result(check_universe_table(storage_root.url))
+
+
+@asset_check(
+    asset=universe, blocking=True,
+    description="every universe source id names a recording under the recordings root (ids are paths relative to "
+                "it); recordings no universe row names warn",
+)
+def universe_sources(
+    storage_root: StorageRootResource, landing_zone: LandingZoneResource, curation: CurationResource,
+) -> AssetCheckResult:
+    return asset_check_result(check_stored_universe_sources(
+        storage_root.url, curation.recordings_url(landing_zone), pattern=curation.source_pattern))
 
 
 @asset_check(

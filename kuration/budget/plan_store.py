@@ -272,7 +272,9 @@ def plan_stored_budget(root: str | os.PathLike[str], sources: Sequence[str], opt
 def check_budget_plan(root: str | os.PathLike[str], *,
                       underfill_warn_fraction: float | None = None) -> BudgetValidation:
     """:func:`validate_budget_plan` on the stored plan, warning past ``underfill_warn_fraction``
-    (default: what the plan was made with). Never raises: a missing or tampered plan fails."""
+    (default: what the plan was made with). It fails a requested split that admits nothing and
+    scored sources in no split, and warns of a budget larger than a split's pool. Never
+    raises: a missing or tampered plan fails."""
     try:
         plan, threshold = read_plan_to_check(root, underfill_warn_fraction=underfill_warn_fraction)
     except KurationError as exc:

@@ -12,8 +12,15 @@ errors (the plan must not be used):
 - a group holds more than the split's group cap;
 - the budget block disagrees with the items (admitted amount, item counts, and, for plans
   whose items carry ``present_seconds``, the admitted and the lost present seconds);
+- a split with a non-zero request admits nothing (its pool is empty, or nothing in it can be
+  ranked): a dataset built from it would silently lack that split;
+- scored sources belong to no split (``not_in_split``): the resolved split does not know
+  them, usually because the universe changed after it was resolved, or because the
+  universe's source ids do not name the recordings that were scored.
 
 warnings (the plan is usable, but someone should look):
+- a split's request is larger than its whole scored pool, whatever the threshold (the
+  warning gives both figures: no fill could have met that request);
 - a split is underfilled by more than ``underfill_warn_fraction`` of its request.
 
 The result is the uniform :class:`~kuration.checks.CheckResult`; its verdict gives each
@@ -32,7 +39,7 @@ import pyarrow.compute as pc
 
 from kuration.budget.fill import cut_tolerance
 from kuration.budget.spans import UNRANKABLE
-from kuration.checks import CheckResult, Figure, failed_verdict, hours
+from kuration.checks import CheckResult, Figure, count, failed_verdict, first, hours
 from kuration.splits.stages import EXCLUSIVE_STAGES as SPLITS
 
 _EXAMPLES = 5
@@ -72,9 +79,10 @@ def validate_budget_plan(items: pa.Table, accounting: dict[str, Any], *,
     split = string_codes(items.column("split"))
     groups = string_codes(items.column("group"))
     rank = _numpy(items, "fill_rank")
+    reasons = string_codes(items.column("reason"))
     # Plans stored before present seconds were recorded have no such column to check.
     present = _numpy(items, "present_seconds").astype(np.float64) if "present_seconds" in items.column_names else None
-    unrankable = None if present is None else string_codes(items.column("reason")).among(UNRANKABLE)
+    unrankable = None if present is None else reasons.among(UNRANKABLE)
 
     not_ok = admitted & ~string_codes(items.column("status")).among(("ok",))
     priority = _numpy(items, "priority")
@@ -88,6 +96,8 @@ def validate_budget_plan(items: pa.Table, accounting: dict[str, Any], *,
     errors += _spread(taken, "source_id", "admitted")
     errors += _spread(taken, "group", "admitted")
     errors += _spread(items.filter(pc.is_valid(items.column("split"))), "group", "pooled")
+    outside = reasons.among(("not_in_split",))
+    errors += _not_in_split(items, outside)
 
     for name in SPLITS:
         block = accounting["splits"].get(name, {})
@@ -123,19 +133,90 @@ def validate_budget_plan(items: pa.Table, accounting: dict[str, Any], *,
             over = np.flatnonzero(per_group > cap * (1 + 1e-9) + 1e-9)
             for g in over[:_EXAMPLES]:
                 errors.append(f"{name}: group {names[g]!r} holds {per_group[g]:g} {unit}, over its cap of {cap:g}")
+        pool = float(weight[in_split].sum())
+        figures[f"{name}_pool_{_figure_unit(unit)}"] = _in_figure_unit(pool, unit)
         underfill = max(0.0, requested - total)
-        if requested > 0 and underfill / requested > underfill_warn_fraction:
-            excluded = ", ".join(f"{r} {v['items']}" for r, v in block.get("excluded", {}).items() if v["items"])
-            warnings.append(
-                f"{name}: underfilled by {underfill:g} of {requested:g} {unit} ({underfill / requested:.0%}); the "
-                f"pool's candidates hold {block.get('candidate', 0.0):g}. Excluded items: {excluded or 'none'}"
-            )
+        if requested > 0 and not mine.any():
+            errors.append(_nothing_admitted(name, unit, requested, pool, reasons, in_split, int(outside.sum())))
+        elif requested > 0:
+            # A pool smaller than the request warns whatever the threshold: no fill could meet it.
+            pool_too_small = pool < requested - cut_tolerance(requested)
+            underfilled = f"{name}: underfilled by {underfill:g} of {requested:g} {unit} ({underfill / requested:.0%})"
+            if pool_too_small:
+                warnings.append(f"{underfilled}: the budget is larger than the split's whole scored pool "
+                                f"({_amount(requested, unit)} requested, {_amount(pool, unit)} in the pool). Lower "
+                                f"the {name} budget, or add recordings to {name}")
+            elif underfill / requested > underfill_warn_fraction:
+                excluded = ", ".join(f"{r} {v['items']}" for r, v in block.get("excluded", {}).items() if v["items"])
+                warnings.append(f"{underfilled}; the pool's candidates hold {block.get('candidate', 0.0):g}. "
+                                f"Excluded items: {excluded or 'none'}")
+    requested_total = sum(float(accounting["splits"].get(n, {}).get("requested", 0.0)) for n in SPLITS)
+    figures[f"requested_{_figure_unit(unit)}"] = _in_figure_unit(requested_total, unit)
+    figures[f"scored_pool_{_figure_unit(unit)}"] = _in_figure_unit(float(weight.sum()), unit)
+    figures["not_in_split_sources"] = len(_sources(items, outside))
     verdict = "; ".join(filled) or "nothing requested, nothing admitted"
     if errors:
         verdict = failed_verdict(tuple(errors), "contract violation")
     elif warnings:
         verdict += f"; {failed_verdict(tuple(warnings), 'warning')}"
     return BudgetValidation(verdict, tuple(errors), tuple(warnings), figures)
+
+
+def _figure_unit(unit: str) -> str:
+    return "segments" if unit == "segments" else "hours"
+
+
+def _in_figure_unit(amount: float, unit: str) -> float:
+    return amount if unit == "segments" else amount / 3600.0
+
+
+def _amount(amount: float, unit: str) -> str:
+    """``4 h`` for a time budget (held in seconds), ``12 segments`` for a count."""
+    return f"{amount:,.0f} segments" if unit == "segments" else hours(amount / 3600.0)
+
+
+def _sources(items: pa.Table, mask: np.ndarray) -> list[str]:
+    """The distinct sources of the items under ``mask``, sorted."""
+    if not mask.any():
+        return []
+    return sorted(set(items.column("source_id").filter(pa.array(mask)).to_pylist()))
+
+
+def _not_in_split(items: pa.Table, outside: np.ndarray) -> list[str]:
+    """The error for scored sources the resolved split does not assign (none when there are none)."""
+    outside_sources = _sources(items, outside)
+    if not outside_sources:
+        return []
+    scored = int(pc.count_distinct(items.column("source_id")).as_py())
+    named = first((repr(s) for s in outside_sources), len(outside_sources))
+    if len(outside_sources) == scored:
+        return [f"not_in_split: none of the {count(scored, 'scored source')} is in the resolved split ({named}); the "
+                "universe's source ids do not name the scored recordings. Universe source ids are paths relative to "
+                "the recordings root: check them against the recordings (the universe_sources check), then "
+                "re-materialize universe and resolved_splits"]
+    verb = "is" if len(outside_sources) == 1 else "are"
+    return [f"not_in_split: {len(outside_sources):,} of the {count(scored, 'scored source')} {verb} in no split "
+            f"({named}); the resolved split does not assign them, so no budget can admit them. Re-materialize "
+            "resolved_splits (extend the split) once the universe lists them, and check that their universe source "
+            "ids resolve against the recordings root (the universe_sources check)"]
+
+
+def _nothing_admitted(name: str, unit: str, requested: float, pool: float, reasons: StringCodes,
+                      in_split: np.ndarray, outside: int) -> str:
+    """The error for a split that requests something and admits nothing, saying why."""
+    head = f"{name}: {_amount(requested, unit)} requested, nothing admitted"
+    fix = f"add recordings to {name}, or request 0 for {name} if it is meant to be empty"
+    if not in_split.any():
+        why = f"no scored item is in the {name} split (its pool is empty)"
+        if outside:
+            why += f", while {count(outside, 'scored item')} belong to no split (see not_in_split)"
+        return f"{head}: {why}. Re-materialize resolved_splits so {name} holds sources, {fix}"
+    counts = np.bincount(reasons.codes[in_split] + 1, minlength=len(reasons.names) + 1)[1:]
+    excluded = ", ".join(f"{reasons.names[k]} {int(counts[k])}" for k in np.argsort(-counts, kind="stable")
+                         if counts[k])
+    return (f"{head}: none of its pool's {count(int(in_split.sum()), 'item')} ({_amount(pool, unit)}) could be "
+            f"admitted (excluded: {excluded}). Check the strategy's predicates and the scored_segments partitions' "
+            f"priorities, {fix}")
 
 
 def _split_figures(name: str, unit: str, requested: float, total: float, last: float) -> dict[str, Figure]:

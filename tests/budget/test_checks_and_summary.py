@@ -64,10 +64,13 @@ def test_a_broken_plan_fails_naming_the_first_violation():
 
 def test_the_stored_check_uses_the_recorded_threshold_and_fails_instead_of_raising(tmp_path):
     assert check_budget_plan(tmp_path).verdict.startswith("cannot check the budget plan: no budget plan at ")
-    plan = _plan(train_hours=10.0)
+    # Train's pool (s1-s4) holds 4 h; s1 and s2 cannot be ranked, so 2 of the 4 h requested are admitted.
+    rows = [(*row[:5], np.nan if row[0] in ("s1", "s2") else row[5], row[6]) for row in ROWS]
+    plan = plan_budget(segments_table(rows), BudgetOptions(train_hours=4.0), strategy=strategy(),
+                       split_assignments=SPLITS)
     write_budget_plan(plan, tmp_path, inputs={"check": {"underfill_warn_fraction": 0.7}})
-    assert check_budget_plan(tmp_path).passed  # 60% underfill, under the recorded 70%
-    assert check_budget_plan(tmp_path, underfill_warn_fraction=0.5).severity == "warn"
+    assert check_budget_plan(tmp_path).passed  # 50% underfill, under the recorded 70%
+    assert check_budget_plan(tmp_path, underfill_warn_fraction=0.4).severity == "warn"
     (tmp_path / "budget" / "budget.json").write_text("[1]")
     broken = check_budget_plan(tmp_path)
     assert broken.severity == "error" and "must be a JSON object" in broken.verdict

@@ -122,11 +122,29 @@ def test_the_validator_catches_a_broken_group_cap(plan):
 
 
 def test_underfill_past_the_threshold_is_a_warning_not_an_error():
+    # Train's pool holds 40 s, enough for the request, but two of its four spans cannot be ranked.
+    rows = [(s, e, a, b, n, math.nan if s in ("s1", "s2") else p, t) for s, e, a, b, n, p, t in ROWS]
+    plan = plan_budget(segments_table(rows), BudgetOptions(train_hours=40 * H), strategy=strategy(),
+                       split_assignments=SPLITS)
+    result = validate_budget_plan(plan.items, plan.accounting, underfill_warn_fraction=0.4)
+    assert result.ok and result.warnings == (
+        "train: underfilled by 20 of 40 seconds (50%); the pool's candidates hold 20. Excluded items: non_finite 2",)
+    assert not validate_budget_plan(plan.items, plan.accounting, underfill_warn_fraction=0.6).warnings
+
+
+def test_a_budget_larger_than_the_pool_warns_whatever_the_threshold_with_both_figures():
+    # Was: under a 0.7 threshold this 60% underfill passed silently. The request (100 s) is
+    # larger than train's whole pool (40 s), which no threshold should hide.
     plan = plan_budget(segments_table(ROWS), BudgetOptions(train_hours=100 * H), strategy=strategy(),
                        split_assignments=SPLITS)
-    result = validate_budget_plan(plan.items, plan.accounting, underfill_warn_fraction=0.5)
-    assert result.ok and result.warnings and "underfilled by 60 of 100 seconds (60%)" in result.warnings[0]
-    assert not validate_budget_plan(plan.items, plan.accounting, underfill_warn_fraction=0.7).warnings
+    for threshold in (0.5, 0.7, 1.0):
+        result = validate_budget_plan(plan.items, plan.accounting, underfill_warn_fraction=threshold)
+        assert result.ok and result.warnings == (
+            "train: underfilled by 60 of 100 seconds (60%): the budget is larger than the split's whole scored pool "
+            "(0.0278 h requested, 0.0111 h in the pool). Lower the train budget, or add recordings to train",)
+        assert result.figures["train_pool_hours"] == pytest.approx(40 * H)
+        assert result.figures["scored_pool_hours"] == pytest.approx(60 * H)
+        assert result.figures["requested_hours"] == pytest.approx(100 * H)
 
 
 def test_a_stored_plan_reads_back_and_refuses_tampering(plan, tmp_path):

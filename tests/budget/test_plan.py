@@ -222,14 +222,55 @@ def test_the_plan_records_its_options_and_strategy():
                        split_assignments=TRAIN).accounting["clip_aggregate"] == "mean"
 
 
-def test_an_empty_pool_plans_nothing_and_reports_the_underfill():
+def test_an_empty_pool_plans_nothing_and_its_check_fails():
+    # Was a warning ("underfilled by 3600 of 3600 seconds"): a plan that admits nothing for a
+    # split that requests something would build a dataset without that split, so it is an error.
     from kuration.budget import validate_budget_plan
     empty = segments_table(FOUR).slice(0, 0)
     plan = plan_budget(empty, BudgetOptions(train_hours=1.0), strategy=strategy(tag_coverage=True, min_tag_frac=0.1))
     assert plan.items.num_rows == 0 and plan.accounting["splits"]["train"]["underfill"] == 3600.0
     result = validate_budget_plan(plan.items, plan.accounting)
-    assert result.ok and result.warnings == ("train: underfilled by 3600 of 3600 seconds (100%); the pool's candidates "
-                                             "hold 0. Excluded items: none",)
+    assert not result.ok and result.warnings == ()
+    assert result.errors == ("train: 1 h requested, nothing admitted: no scored item is in the train split (its pool "
+                             "is empty). Re-materialize resolved_splits so train holds sources, add recordings to "
+                             "train, or request 0 for train if it is meant to be empty",)
+    assert result.verdict == "1 contract violation; first: " + result.errors[0]
+
+
+def test_a_split_that_requests_something_and_admits_nothing_fails_saying_why():
+    splits = assignments({"s4": "train", "s3": "train", "s2": "val", "s1": "val"})
+    rows = FOUR[:2] + [(s, e, a, b, n, -math.inf, t) for s, e, a, b, n, _, t in FOUR[2:]]  # val: all filtered
+    plan = _plan(rows, splits=splits, strat=strategy("filter"), train_hours=10 * H, val_hours=10 * H)
+    from kuration.budget import validate_budget_plan
+    result = validate_budget_plan(plan.items, plan.accounting)
+    assert result.errors == ("val: 0.00278 h requested, nothing admitted: none of its pool's 2 items (0.00556 h) could "
+                             "be admitted (excluded: filtered 2). Check the strategy's predicates and the "
+                             "scored_segments partitions' priorities, add recordings to val, or request 0 for val if "
+                             "it is meant to be empty",)
+    zero_val = _plan(rows, splits=splits, strat=strategy("filter"), train_hours=10 * H, val_hours=0.0)
+    assert validate_budget_plan(zero_val.items, zero_val.accounting).passed  # an empty split asked for nothing
+
+
+def test_scored_sources_outside_the_split_fail_the_check_naming_them():
+    from kuration.budget import validate_budget_plan
+    some = _plan(FOUR, splits=assignments({"s1": "train"}), train_hours=10 * H)
+    assert validate_budget_plan(some.items, some.accounting).errors == (
+        "not_in_split: 3 of the 4 scored sources are in no split ('s2', 's3', 's4'); the resolved split does not "
+        "assign them, so no budget can admit them. Re-materialize resolved_splits (extend the split) once the "
+        "universe lists them, and check that their universe source ids resolve against the recordings root (the "
+        "universe_sources check)",)
+    # Ids relative to the landing zone: the split names sources no recording is scored as.
+    none = _plan(FOUR, splits=assignments({f"recordings/s{p}": "train" for p in (4, 3, 2, 1)}), train_hours=10 * H)
+    result = validate_budget_plan(none.items, none.accounting)
+    assert result.errors == (
+        "not_in_split: none of the 4 scored sources is in the resolved split ('s1', 's2', 's3' and 1 more); the "
+        "universe's source ids do not name the scored recordings. Universe source ids are paths relative to the "
+        "recordings root: check them against the recordings (the universe_sources check), then re-materialize "
+        "universe and resolved_splits",
+        "train: 0.00278 h requested, nothing admitted: no scored item is in the train split (its pool is empty), "
+        "while 4 scored items belong to no split (see not_in_split). Re-materialize resolved_splits so train holds "
+        "sources, add recordings to train, or request 0 for train if it is meant to be empty")
+    assert result.figures["not_in_split_sources"] == 4 and result.figures["train_pool_hours"] == 0.0
 
 
 def test_a_reserved_item_is_always_admitted_even_with_the_whole_budget_reserved():

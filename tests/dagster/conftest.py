@@ -17,13 +17,17 @@ def instance():
 
 @pytest.fixture
 def small_landing(tmp_path: Path) -> Path:
-    """A hand-made landing zone: 3 groups (sites), 6 recordings, 4 clips each."""
+    """A hand-made landing zone: 3 groups (sites), 6 recordings, 4 clips each. The recordings
+    are empty placeholders under ``recordings/`` (the split assets never read them), there so
+    the universe's source ids name files, as the ``universe_sources`` check requires."""
     root = tmp_path / "landing"
     root.mkdir()
     rows = ["source,index,group"]
     for site in ("site_a", "site_b", "site_c"):
+        (root / "recordings" / site).mkdir(parents=True)
         for rec in (1, 2):
             rows.append(f"{site}/rec_{rec}.parquet,0-3,{site}")
+            (root / "recordings" / site / f"rec_{rec}.parquet").write_bytes(b"")
     (root / "universe.csv").write_text("\n".join(rows) + "\n")
     return root
 

@@ -10,7 +10,9 @@ from dagster import materialize
 from kuration.budget.plan_store import read_budget_plan, read_budget_record, write_budget_plan
 from kuration_assets import budget, budget_plan
 from kuration_resources import StorageRootResource
-from tests.dagster.runs import H, failure_text
+from splits_assets import resolved_splits, universe
+from tests.dagster.runs import H, failure_text, write_rule
+from tests.splits.mismatched_ids import prefix_universe_sources
 
 
 def _budget(resources, instance, **config):
@@ -60,8 +62,47 @@ def test_underfill_past_the_threshold_warns_without_blocking(scored, instance):
     evaluation = _evaluation(result)
     assert not evaluation.passed and evaluation.severity.value == "WARN"
     warnings = evaluation.metadata["warnings"].value
-    assert any(w.startswith("train: underfilled") for w in warnings)
+    (train,) = [w for w in warnings if w.startswith("train: underfilled")]
+    # 100 h is more than train's whole pool: the warning gives both figures, the check's figures too.
+    assert ": the budget is larger than the split's whole scored pool (100 h requested, " in train
+    assert train.endswith(" in the pool). Lower the train budget, or add recordings to train")
     assert "; 1 warning; first: train: underfilled" in evaluation.description
+    figures = evaluation.metadata["figures"].value
+    assert "| train_requested_hours | 100 |" in figures and "| train_pool_hours | " in figures
+    assert "| requested_hours | 100 |" in figures and "| scored_pool_hours | " in figures
+
+
+def test_scored_sources_in_no_split_fail_the_check(scored, instance, scored_landing):
+    # The universe rewritten with ids relative to the landing zone, as a user did: the split
+    # resolves over ids no recording was scored as, so every scored source is in no split.
+    prefix_universe_sources(scored_landing)
+    split = {"ops": {"resolved_splits": {"config": {"strategy": "random", "seed": 2}}}}
+    assert materialize([universe, resolved_splits], resources=scored, instance=instance, run_config=split).success
+    result = _budget(scored, instance)
+    assert not result.success  # blocking: nothing downstream of budget_plan may run on this plan
+    evaluation = _evaluation(result)
+    assert not evaluation.passed and evaluation.severity.value == "ERROR"
+    errors = evaluation.metadata["errors"].value
+    assert errors[0].startswith("not_in_split: none of the 6 scored sources is in the resolved split ('airfield_")
+    assert "Universe source ids are paths relative to the recordings root" in errors[0]
+    assert [e.split(":")[0] for e in errors[1:]] == ["train", "val", "test"]
+    assert all(" requested, nothing admitted: no scored item is in the " in e for e in errors[1:])
+    assert evaluation.description.startswith("4 contract violations; first: not_in_split: none of the 6 scored ")
+
+
+def test_a_requested_split_that_admits_nothing_fails_and_a_zero_request_passes(scored, instance, tmp_path):
+    rule = write_rule(tmp_path / "rule.json", {"train": [{"kind": "glob", "pattern": "airfield_*/*"}],
+                                               "test": [{"kind": "glob", "pattern": "[!a]*/*"}]})
+    split = {"ops": {"resolved_splits": {"config": {"splits_json": rule}}}}
+    assert materialize([resolved_splits], resources=scored, instance=instance, run_config=split).success
+    result = _budget(scored, instance)  # val asks for 30 s, but the split gives val no source
+    assert not result.success
+    (error,) = _evaluation(result).metadata["errors"].value
+    assert error == ("val: 0.00833 h requested, nothing admitted: no scored item is in the val split (its pool is "
+                     "empty). Re-materialize resolved_splits so val holds sources, add recordings to val, or request "
+                     "0 for val if it is meant to be empty")
+    empty_on_purpose = _budget(scored, instance, val=0.0)
+    assert empty_on_purpose.success and _evaluation(empty_on_purpose).passed
 
 
 def test_a_plan_that_breaks_the_contract_fails_the_check(scored, instance, tmp_path):

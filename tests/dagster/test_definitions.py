@@ -21,7 +21,8 @@ def test_code_location_loads_and_merges_every_package():
     assert keys == {"universe", "resolved_splits", "scored_segments", "budget_plan", "shards", "dataset_manifest",
                     "rollout_store"}
     checks = {(c.asset_key.to_user_string(), c.name) for c in graph.asset_check_keys}
-    assert checks == {("universe", "universe_schema"), ("resolved_splits", "split_leakage"),
+    assert checks == {("universe", "universe_schema"), ("universe", "universe_sources"),
+                      ("resolved_splits", "split_leakage"),
                       ("resolved_splits", "universe_drift"), ("scored_segments", "segment_pool"),
                       ("budget_plan", "budget"), ("dataset_manifest", "dataset_integrity"),
                       ("dataset_manifest", "dataset_quality"), ("rollout_store", "rollout_validation"),
@@ -31,6 +32,10 @@ def test_code_location_loads_and_merges_every_package():
     assert defs.resolve_sensor_def("new_recordings_sensor") is not None
     job = defs.resolve_implicit_global_asset_job_def()
     assert job is not None
+    curate = defs.resolve_job_def("curate_splits").asset_layer.asset_graph.asset_check_keys
+    assert {(c.asset_key.to_user_string(), c.name) for c in curate} == {
+        ("universe", "universe_schema"), ("universe", "universe_sources"), ("resolved_splits", "split_leakage"),
+        ("resolved_splits", "universe_drift")}
     assert graph.get(AssetKey("resolved_splits")).parent_keys == {AssetKey("universe")}
     assert graph.get(AssetKey("budget_plan")).parent_keys == {AssetKey("scored_segments"), AssetKey("resolved_splits")}
     assert graph.get(AssetKey("shards")).parent_keys == {AssetKey("budget_plan")}
@@ -41,9 +46,9 @@ def test_code_location_loads_and_merges_every_package():
 
 def test_blocking_checks_are_declared_blocking():
     from kuration_assets import budget, dataset_integrity, segment_pool
-    from splits_assets import split_leakage, universe_drift, universe_schema
+    from splits_assets import split_leakage, universe_drift, universe_schema, universe_sources
 
-    for check in (split_leakage, universe_drift, universe_schema, budget):
+    for check in (split_leakage, universe_drift, universe_schema, universe_sources, budget):
         (spec,) = check.check_specs
         assert spec.blocking, spec.name
     assert segment_pool.blocking and dataset_integrity.blocking
@@ -100,6 +105,7 @@ def test_demo_job_materializes_everything_and_reports(tmp_path, monkeypatch, cap
     out = capsys.readouterr().out
     assert "SUCCESS" in out
     for needle in ("asset universe", "asset resolved_splits", "train_samples", "split_leakage", "universe_drift",
+                   "universe:universe_sources", "each names a recording under",
                    "asset scored_segments: ", "segment_pool", "asset budget_plan", "train_admitted",
                    "budget_plan:budget", "budget review", "asset dataset_manifest", "commit_state",
                    "dataset_manifest:dataset_integrity",

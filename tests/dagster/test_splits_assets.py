@@ -9,11 +9,12 @@ from dagster import AssetKey, AssetSelection, materialize
 
 from kuration.splits import load_splits
 from kuration.splits.artifacts import load_universe
-from splits_assets import resolved_splits, split_leakage, universe, universe_drift, universe_schema
+from splits_assets import resolved_splits, split_leakage, universe, universe_drift, universe_schema, universe_sources
 from tests.dagster.downstream import training_view
 from tests.dagster.runs import failure_text, write_rule
+from tests.splits.mismatched_ids import prefix_universe_sources
 
-ALL = [universe, resolved_splits, universe_schema, split_leakage, universe_drift]
+ALL = [universe, resolved_splits, universe_schema, universe_sources, split_leakage, universe_drift]
 
 
 def _run(assets, resources, instance, split_config=None):
@@ -47,9 +48,11 @@ def test_universe_asset_writes_parquet_and_metadata(resources, instance, tmp_pat
 def test_whole_graph_resolves_a_leak_free_split(resources, instance):
     result = _run(ALL, resources, instance)
     assert result.success
-    assert _checks(result) == {"universe_schema": True, "split_leakage": True, "universe_drift": True}
+    assert _checks(result) == {"universe_schema": True, "universe_sources": True, "split_leakage": True,
+                               "universe_drift": True}
     verdicts = {e.check_name: e.description for e in result.get_asset_check_evaluations()}
     assert verdicts["universe_schema"].startswith("24 samples from 6 sources in 3 groups: ")
+    assert verdicts["universe_sources"].startswith("6 universe sources, each names a recording under ")
     assert verdicts["split_leakage"].startswith("no sample or group in two stages (train ")
     assert verdicts["universe_drift"].startswith("split is baked against the current universe ")
     storage = Path(resources["storage_root"].url)
@@ -196,7 +199,46 @@ def test_demo_corpus_through_the_graph(tmp_path, instance, demo_landing, strateg
     }
     result = _run(ALL, resources, instance, {"strategy": strategy, "seed": 4})
     assert result.success
-    assert all(_checks(result).values())
+    assert all(_checks(result).values()) and "universe_sources" in _checks(result)
+
+
+def _curate_splits(monkeypatch, tmp_path, instance, landing):
+    """The code location's own ``curate_splits`` job, on ``landing``."""
+    from kuration_definitions import build_definitions
+
+    monkeypatch.setenv("KURATION_LANDING_ZONE", str(landing))
+    monkeypatch.setenv("KURATION_STORAGE_ROOT", str(tmp_path / "job_storage"))
+    return build_definitions().resolve_job_def("curate_splits").execute_in_process(
+        instance=instance, raise_on_error=False,
+        run_config={"ops": {"resolved_splits": {"config": {"strategy": "stratified", "seed": 0}}}})
+
+
+def test_curate_splits_checks_that_the_demo_universe_names_its_recordings(monkeypatch, tmp_path, instance,
+                                                                         demo_landing):
+    result = _curate_splits(monkeypatch, tmp_path, instance, demo_landing)
+    assert result.success and _checks(result)["universe_sources"] is True
+    assert _materialized(result) == {"universe", "resolved_splits"}
+
+
+def test_universe_ids_relative_to_the_landing_zone_block_resolved_splits(monkeypatch, tmp_path, instance,
+                                                                        demo_landing):
+    ids = sorted(prefix_universe_sources(demo_landing))  # recordings/<site>/flight_NNN.parquet
+    result = _curate_splits(monkeypatch, tmp_path, instance, demo_landing)
+    assert not result.success
+    assert _checks(result) == {"universe_schema": True, "universe_sources": False}
+    assert _materialized(result) == {"universe"}  # the blocking check stopped resolved_splits
+    assert not (tmp_path / "job_storage" / "splits").exists()
+    (evaluation,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "universe_sources"]
+    assert evaluation.severity.value == "ERROR"
+    recordings = f"{demo_landing}/recordings"
+    assert evaluation.description.startswith(
+        f"{len(ids)} of {len(ids)} universe sources name no recording under {recordings} matching '*.parquet': "
+        f"{ids[0]!r}, {ids[1]!r}, {ids[2]!r} and {len(ids) - 3} more")
+    (error,) = evaluation.metadata["errors"].value
+    assert f"Universe source ids are paths relative to the recordings root {recordings} " in error
+    assert "match a recording once the prefix 'recordings/' is removed" in error
+    figures = evaluation.metadata["figures"].value
+    assert f"| unmatched_sources | {len(ids)} |" in figures and f"| recordings | {len(ids)} |" in figures
 
 
 def test_without_a_universe_csv_the_recordings_root_is_enumerated(tmp_path, instance):
