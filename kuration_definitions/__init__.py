@@ -9,7 +9,8 @@ and manifest, and the integrity check) and ``build_rollouts`` (the Zarr rollout 
 and its validation and lineage checks).
 
 Loading the code location loads the plugins (:mod:`kuration.plugins`): the modules named in
-``KURATION_PLUGINS`` and the installed packages' ``kuration.plugins`` entry points, so what
+the landing zone's ``curation.json`` ``plugins``, in ``KURATION_PLUGINS`` and by the
+installed packages' ``kuration.plugins`` entry points, so what
 they register (features, media providers, encoders) exists in this process, in every run it
 executes (a run worker imports this module again) and in the scoring workers. A plugin that
 fails to import fails the load with a :class:`kuration.plugins.PluginError` naming it.
@@ -20,11 +21,7 @@ from dagster import AssetSelection, Definitions, define_asset_job
 import kuration_assets
 import rollout_assets
 import splits_assets
-from kuration.plugins import load_plugins
-from kuration_resources import resources_from_env
-
-#: What a missing plugin should be installed in, for the PluginError's message.
-CODE_LOCATION_ENVIRONMENT = "the Dagster code location's environment (the Python that runs dagster)"
+from kuration_resources import CODE_LOCATION_ENVIRONMENT, LandingZoneResource, load_landing_plugins, resources_from_env
 
 curate_splits = define_asset_job(
     "curate_splits", selection=AssetSelection.groups("splits"),
@@ -54,18 +51,22 @@ fill_budget = define_asset_job(
 
 
 def build_definitions() -> Definitions:
-    """The code location's definitions; loads the plugins first (raises ``PluginError``)."""
-    load_plugins(environment=CODE_LOCATION_ENVIRONMENT)
+    """The code location's definitions; loads the plugins first (raises ``PluginError``, or
+    ``CurationConfigError`` when the landing zone's ``curation.json`` cannot say which)."""
+    resources = resources_from_env()
+    landing = resources["landing_zone"]
+    assert isinstance(landing, LandingZoneResource)
+    load_landing_plugins(landing.url)
     return Definitions.merge(
         splits_assets.defs,
         kuration_assets.defs,
         rollout_assets.defs,
-        Definitions(resources=resources_from_env(), jobs=[curate_splits, score_recordings, fill_budget, build_dataset,
+        Definitions(resources=resources, jobs=[curate_splits, score_recordings, fill_budget, build_dataset,
                                                                  build_rollouts]),
     )
 
 
 defs = build_definitions()
 
-__all__ = ["build_dataset", "build_definitions", "build_rollouts", "curate_splits", "defs", "fill_budget",
-           "score_recordings"]
+__all__ = ["CODE_LOCATION_ENVIRONMENT", "build_dataset", "build_definitions", "build_rollouts", "curate_splits",
+           "defs", "fill_budget", "score_recordings"]

@@ -17,6 +17,7 @@ from pydantic import Field
 from kuration import storage
 from kuration.curation_config import CurationConfig, curation_config_from_dict, load_curation_config
 from kuration.output.spec import OutputSpec
+from kuration.plugins import load_plugins
 from kuration.settings import CurationSettings, load_curation_settings, load_output_spec
 from kuration.sources.parquet import ParquetTickAdapter
 
@@ -118,8 +119,11 @@ class CurationResource(ConfigurableResource):
         description="Output spec (what a shard holds), relative to the landing zone, or a URL")
 
     def config(self, landing: LandingZoneResource) -> CurationConfig:
-        """The landing zone's curation settings with this resource's set fields over them."""
-        loaded = load_curation_config(landing.url)
+        """The landing zone's curation settings with this resource's set fields over them.
+
+        Their plugins are loaded too (once per process): a plugin added to ``curation.json``
+        after the code location loaded is imported by the next run that reads the settings."""
+        loaded = load_landing_plugins(landing.url)
         overrides = {name: getattr(self, name) for name in _CONFIG_FIELDS if getattr(self, name) is not None}
         if not overrides:
             return loaded
@@ -145,6 +149,18 @@ class CurationResource(ConfigurableResource):
                                   media_root=config.media_root_url(landing.url))
 
 
+def load_landing_plugins(landing_url: str) -> CurationConfig:
+    """The landing zone's curation settings, after importing every plugin they, the
+    ``KURATION_PLUGINS`` variable and the installed entry points declare (raises
+    :class:`kuration.plugins.PluginError` naming the one that fails)."""
+    config = load_curation_config(landing_url)
+    load_plugins(config.plugins, declared_in=config.origin[0], environment=CODE_LOCATION_ENVIRONMENT)
+    return config
+
+
+#: What a missing plugin should be installed in, for the PluginError's message.
+CODE_LOCATION_ENVIRONMENT = "the Dagster code location's environment (the Python that runs dagster)"
+
 #: The resource fields that stand for a curation.json key of the same name.
 _CONFIG_FIELDS = ("recordings", "media_root", "source_pattern", "segment_window", "segment_stride", "segment_unit",
                   "workers")
@@ -162,4 +178,5 @@ def resources_from_env() -> dict[str, ConfigurableResource]:
     }
 
 
-__all__ = ["CurationResource", "LandingZoneResource", "StorageRootResource", "resources_from_env", "s3_fsspec_options"]
+__all__ = ["CODE_LOCATION_ENVIRONMENT", "CurationResource", "LandingZoneResource", "StorageRootResource",
+           "load_landing_plugins", "resources_from_env", "s3_fsspec_options"]

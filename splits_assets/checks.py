@@ -23,8 +23,9 @@ def universe_schema(storage_root: StorageRootResource) -> AssetCheckResult:
 def universe_sources(
     storage_root: StorageRootResource, landing_zone: LandingZoneResource, curation: CurationResource,
 ) -> AssetCheckResult:
+    config = curation.config(landing_zone)
     return asset_check_result(check_stored_universe_sources(
-        storage_root.url, curation.recordings_url(landing_zone), pattern=curation.source_pattern))
+        storage_root.url, config.recordings_url(landing_zone.url), pattern=config.source_pattern))
 
 
 @asset_check(
