@@ -60,6 +60,11 @@ class SplitDefinition(Config):
     group_by: Literal["group", "source"] = Field(default="group", description="The unit kept whole in one stage")
     ad_aware: bool = Field(default=False, description="Keep anomalous samples out of train")
     leakage: Literal["error", "warn", "off"] = Field(default="error", description="Leakage policy of a computed split")
+    extend_baked: bool = Field(
+        default=False,
+        description="Extend a baked splits_json over samples of a changed universe it assigns to no stage, by the "
+        "seeded unit hash (seed, ratios, group_by); without it such a file is refused and universe_drift fails",
+    )
 
     def to_request(self) -> SplitRequest:
         strategy = self.strategy.value if self.strategy is not None else None
@@ -68,7 +73,7 @@ class SplitDefinition(Config):
         return SplitRequest(
             splits_json=self.splits_json, strategy=strategy, from_split_column=self.from_split_column,
             seed=self.seed, val_ratio=self.val_ratio, test_ratio=self.test_ratio, group_by=self.group_by,
-            ad_aware=self.ad_aware, leakage=self.leakage,
+            ad_aware=self.ad_aware, leakage=self.leakage, extend_baked=self.extend_baked,
         )
 
 
@@ -77,9 +82,13 @@ def resolved_splits(
     context: AssetExecutionContext, config: SplitDefinition, storage_root: StorageRootResource
 ) -> MaterializeResult:
     """The baked ``splits/splits.json`` and per-sample stage table. Leakage and drift are
-    recorded here and gated by the blocking ``split_leakage`` / ``universe_drift`` checks."""
+    recorded here and gated by the blocking ``split_leakage`` / ``universe_drift`` checks.
+    A computed split with an unchanged rule extends the one already on storage, so new
+    samples never move existing ones (see ``kuration.splits.extend``)."""
     artifacts = materialize_splits(load_universe(storage_root.url), config.to_request(), storage_root.url)
-    if artifacts.refused and artifacts.input_drift is not None:  # only a drifted rule is refused
-        context.log.error(artifacts.input_drift.message)
+    if artifacts.refused:
+        context.log.error(artifacts.refusal)
         return MaterializeResult(metadata=split_metadata(artifacts))
+    if artifacts.extension is not None:
+        context.log.info(artifacts.extension.summary())
     return MaterializeResult(metadata=split_metadata(artifacts), data_version=DataVersion(artifacts.splits_digest))
