@@ -49,7 +49,9 @@ class SplitStrategy(Enum):
 class SplitDefinition(Config):
     """Where the split comes from. Give a ``splits_json`` (rule or baked file), or a
     ``strategy``, or ``from_split_column``; with none of them, a stratified split with
-    ``seed`` is computed."""
+    ``seed`` is computed. A computed split whose rule is unchanged extends the one already
+    under the storage root (new samples placed, none moved); a baked file pinned to another
+    universe that leaves samples in no stage is extended only with ``extend_baked``."""
 
     splits_json: Optional[str] = Field(default=None, description="Path or URL of a rule or baked splits.json")
     strategy: Optional[SplitStrategy] = Field(default=None, description="Compute a split this way")
