@@ -61,7 +61,10 @@ class SplitDefinition(Config):
     """Where the split comes from. Give a ``splits_json`` (rule or baked file), or a
     ``strategy``, or ``from_split_column``; with none of them, the landing zone's
     ``curation.json`` ``split`` rule is used (default: a stratified split with seed 0). The
-    seed, ratios and grouping of a computed split also default to that rule."""
+    seed, ratios and grouping of a computed split also default to that rule. A computed
+    split whose rule is unchanged extends the one already under the storage root (new
+    samples placed, none moved); a baked file pinned to another universe that leaves samples
+    in no stage is extended only with ``extend_baked``."""
 
     splits_json: Optional[str] = Field(default=None, description="Path or URL of a rule or baked splits.json")
     strategy: Optional[SplitStrategy] = Field(default=None,
@@ -74,6 +77,11 @@ class SplitDefinition(Config):
         default=None, description="The unit kept whole in one stage: group | source; null: curation.json")
     ad_aware: bool = Field(default=False, description="Keep anomalous samples out of train")
     leakage: Literal["error", "warn", "off"] = Field(default="error", description="Leakage policy of a computed split")
+    extend_baked: bool = Field(
+        default=False,
+        description="Extend a baked splits_json over samples of a changed universe it assigns to no stage, by the "
+        "seeded unit hash (seed, ratios, group_by); without it such a file is refused and universe_drift fails",
+    )
 
     def to_request(self, rule: SplitRule, landing: LandingZoneResource) -> SplitRequest:
         """The request: this config's choices, and ``rule`` (curation.json's split) for the rest."""
@@ -88,7 +96,7 @@ class SplitDefinition(Config):
             val_ratio=rule.val_ratio if self.val_ratio is None else self.val_ratio,
             test_ratio=rule.test_ratio if self.test_ratio is None else self.test_ratio,
             group_by=rule.group_by if self.group_by is None else self.group_by.value,
-            ad_aware=self.ad_aware, leakage=self.leakage,
+            ad_aware=self.ad_aware, leakage=self.leakage, extend_baked=self.extend_baked,
         )
 
 
@@ -98,11 +106,15 @@ def resolved_splits(
     landing_zone: LandingZoneResource, curation: CurationResource,
 ) -> MaterializeResult:
     """The baked ``splits/splits.json`` and per-sample stage table. Leakage and drift are
-    recorded here and gated by the blocking ``split_leakage`` / ``universe_drift`` checks."""
+    recorded here and gated by the blocking ``split_leakage`` / ``universe_drift`` checks.
+    A computed split with an unchanged rule extends the one already on storage, so new
+    samples never move existing ones (see ``kuration.splits.extend``)."""
     artifacts = materialize_splits(
         load_universe(storage_root.url), config.to_request(curation.config(landing_zone).split, landing_zone),
         storage_root.url)
-    if artifacts.refused and artifacts.input_drift is not None:  # only a drifted rule is refused
-        context.log.error(artifacts.input_drift.message)
+    if artifacts.refused:
+        context.log.error(artifacts.refusal)
         return MaterializeResult(metadata=split_metadata(artifacts))
+    if artifacts.extension is not None:
+        context.log.info(artifacts.extension.summary())
     return MaterializeResult(metadata=split_metadata(artifacts), data_version=DataVersion(artifacts.splits_digest))

@@ -17,10 +17,18 @@ def split_metadata(artifacts: SplitArtifacts) -> dict[str, Any]:
     }
     if artifacts.input_drift is not None:
         meta["input_drift"] = artifacts.input_drift.status
+    if artifacts.mode:
+        meta["resolution_mode"] = artifacts.mode
     # The split files are written exactly when the split resolved.
     if artifacts.resolution is None or artifacts.splits_url is None or artifacts.assignments_url is None:
-        meta["status"] = "refused: the rule's universe drifted (see the universe_drift check)"
+        meta["status"] = f"refused (see the universe_drift check): {artifacts.refusal}"
         return meta
+    extension = artifacts.extension
+    if extension is not None:
+        meta.update(kept_samples=extension.kept, newly_assigned_samples=extension.assigned,
+                    extension=extension.summary(), extension_rule=extension.rule)
+        if extension.removed is not None:
+            meta["removed_samples"] = extension.removed
     resolution = artifacts.resolution
     counts, groups = resolution.counts(), resolution.group_counts()
     meta.update(

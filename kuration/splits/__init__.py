@@ -24,6 +24,15 @@ from kuration.splits.config import (
     save_splits,
 )
 from kuration.splits.drift import DriftReport, evaluate_drift, has_dir_indices, verify_universe
+from kuration.splits.extend import (
+    EXTENSION_SCHEME,
+    SplitExtension,
+    bake_file,
+    extend_baked,
+    extend_computed,
+    extend_split,
+    hashed_stage,
+)
 from kuration.splits.leakage import (
     ConstraintResult,
     LeakageReport,
@@ -52,6 +61,7 @@ from kuration.splits.universe_csv import read_landing_universe, read_universe_cs
 
 __all__ = [
     "EXCLUSIVE_STAGES",
+    "EXTENSION_SCHEME",
     "STAGES",
     "WHOLE_FILE",
     "AttributeLoader",
@@ -69,8 +79,10 @@ __all__ = [
     "SampleRefs",
     "Selector",
     "SelectorKind",
+    "SplitExtension",
     "SplitResolution",
     "Universe",
+    "bake_file",
     "bake_from_split_column",
     "bake_random",
     "bake_rule",
@@ -84,7 +96,11 @@ __all__ = [
     "evaluate_drift",
     "evaluate_leakage",
     "expand_ids",
+    "extend_baked",
+    "extend_computed",
+    "extend_split",
     "has_dir_indices",
+    "hashed_stage",
     "load_splits",
     "loads_splits",
     "plan_splits",

@@ -10,7 +10,13 @@ Layout under a storage root (a local folder or an fsspec URL)::
 ``materialize_splits`` plans first and writes last: nothing is written for a request
 that cannot be resolved, and a positional rule whose universe drifted is refused: only
 its report is written, so the drift check (and any reader comparing the pinned hash)
-fails closed. The validators (:func:`check_universe_table`, :func:`check_split_leakage`,
+fails closed. So is a baked ``splits.json`` that assigns some samples of a changed
+universe to no stage, until the request says ``extend_baked``. A computed split
+(``random`` / ``stratified``) whose earlier resolution under the same root used the same
+rule is *extended* (:mod:`kuration.splits.extend`): every earlier assignment is kept and
+only new samples are placed, so a growing universe never moves a source between stages.
+
+The validators (:func:`check_universe_table`, :func:`check_split_leakage`,
 :func:`check_universe_drift`) re-read what is on storage and return a
 :class:`~kuration.checks.CheckResult` (never raising for what they find); Dagster asset
 checks only wrap them.
@@ -34,9 +40,10 @@ import pyarrow.parquet as pq
 from kuration import storage
 from kuration.checks import CheckResult, count, failed_verdict
 from kuration.errors import KurationError, SplitConfigError, UniverseDriftError, UniverseError
-from kuration.splits.bake import GROUP_BY, bake_from_split_column, bake_random, bake_rule, bake_stratified
+from kuration.splits.bake import GROUP_BY, bake_from_split_column, bake_random, bake_stratified
 from kuration.splits.config import LEAKAGE_MODES, DataSplitConfig, dumps_splits, load_splits, loads_splits
 from kuration.splits.drift import DriftCheck, DriftReport, drift_check, evaluate_drift
+from kuration.splits.extend import PriorSplit, SplitExtension, bake_file, extend_computed, prior_from_stage_table
 from kuration.splits.leakage import LeakageCheck, leakage_check
 from kuration.splits.resolution import SplitResolution, plan_splits
 from kuration.splits.universe import Universe
@@ -47,6 +54,8 @@ SPLITS_FILE = ("splits", "splits.json")
 ASSIGNMENTS_FILE = ("splits", "split_assignments.parquet")
 REPORT_FILE = ("splits", "split_report.json")
 STRATEGIES = ("random", "stratified")
+#: The :class:`SplitRequest` fields a computed split's assignments depend on.
+COMPUTED_RULE_FIELDS = ("strategy", "seed", "val_ratio", "test_ratio", "group_by", "ad_aware", "leakage")
 
 
 def _url(root: str, parts: tuple[str, ...]) -> str:
@@ -157,6 +166,10 @@ class SplitRequest:
     group_by: str = "group"
     ad_aware: bool = False
     leakage: str = "error"
+    #: Extend a baked ``splits_json`` over samples of a changed universe it assigns to no
+    #: stage (by the seeded unit hash, with ``seed`` and the ratios). Without it such a file
+    #: is refused and the ``universe_drift`` check fails.
+    extend_baked: bool = False
 
     def __post_init__(self) -> None:
         chosen = [name for name, on in (
@@ -173,9 +186,20 @@ class SplitRequest:
             raise SplitConfigError(f"group_by must be one of {list(GROUP_BY)}, got {self.group_by!r}")
         if self.leakage not in LEAKAGE_MODES:
             raise SplitConfigError(f"leakage must be one of {list(LEAKAGE_MODES)}, got {self.leakage!r}")
+        if self.extend_baked and not self.splits_json:
+            raise SplitConfigError("extend_baked extends a baked splits_json; it needs splits_json (a computed split "
+                                   "extends itself when its rule is unchanged)")
+
+    def computed_rule(self) -> dict[str, Any]:
+        """The fields that decide a computed split's assignments: an earlier resolution with
+        the same values is extended, any difference resolves afresh."""
+        return {name: getattr(self, name) for name in COMPUTED_RULE_FIELDS}
 
     def describe(self) -> str:
         if self.splits_json:
+            if self.extend_baked:
+                return (f"rule {self.splits_json}, extended by seed {self.seed}, group_by {self.group_by}, val "
+                        f"{self.val_ratio}, test {self.test_ratio}")
             return f"rule {self.splits_json}"
         if self.from_split_column:
             return "universe split column"
@@ -183,30 +207,104 @@ class SplitRequest:
                 f"test {self.test_ratio}")
 
 
-def _bake(request: SplitRequest, universe: Universe) -> tuple[DataSplitConfig, DriftReport | None]:
-    """The baked config for a request, and the input rule's drift verdict if it has one.
+@dataclass(frozen=True)
+class _Outcome:
+    """What a request bakes to before anything is written. ``refusal`` is set (and ``cfg``
+    None) when the request must not be resolved; ``resolution`` is the report's account of
+    how the assignments came about."""
+
+    cfg: DataSplitConfig | None
+    input_drift: DriftReport | None
+    resolution: dict[str, Any]
+    extension: SplitExtension | None = None
+    status: str = "resolved"
+    refusal: str = ""
+
+
+def _bake(request: SplitRequest, universe: Universe, root: str) -> _Outcome:
+    """The baked config for a request, and how it came about.
 
     Constraints are *not* enforced here: the caller records them and the blocking
     checks gate on them."""
     if request.splits_json:
-        rule = load_splits(request.splits_json)
-        drift = evaluate_drift(rule, universe)
-        if not drift.ok:
-            return rule, drift
-        return bake_rule(rule, universe, check=False), drift
+        return _bake_file(request, universe)
     if request.from_split_column:
-        return bake_from_split_column(universe, leakage=request.leakage, check=False), None
+        return _Outcome(bake_from_split_column(universe, leakage=request.leakage, check=False), None,
+                        {"mode": "split_column"})
+    prior, fresh_because = _earlier_computed(request, universe, root)
+    if prior is not None:
+        cfg, extension = extend_computed(
+            universe, prior, seed=request.seed, val_ratio=request.val_ratio, test_ratio=request.test_ratio,
+            group_by=request.group_by, ad_aware=request.ad_aware, leakage=request.leakage, check=False,
+        )
+        return _Outcome(cfg, None, {"mode": "extended", **extension.to_dict()}, extension)
     bake = bake_random if request.strategy == "random" else bake_stratified
     cfg = bake(
         universe, seed=request.seed, val_ratio=request.val_ratio, test_ratio=request.test_ratio,
         group_by=request.group_by, ad_aware=request.ad_aware, leakage=request.leakage, check=False,
     )
-    return cfg, None
+    return _Outcome(cfg, None, {"mode": "fresh", "reason": fresh_because})
+
+
+def _bake_file(request: SplitRequest, universe: Universe) -> _Outcome:
+    """A rule or baked ``splits_json``: refused when a positional rule drifted, or when a
+    baked file leaves samples of a changed universe in no stage and ``extend_baked`` is off."""
+    where = str(request.splits_json)
+    rule = load_splits(where)
+    drift = evaluate_drift(rule, universe)
+    if not drift.ok:
+        return _Outcome(None, drift, {"mode": "refused"}, status="refused_drift", refusal=drift.message)
+    baked = bake_file(
+        rule, universe, where=where, extend=request.extend_baked, seed=request.seed, val_ratio=request.val_ratio,
+        test_ratio=request.test_ratio, group_by=request.group_by, ad_aware=request.ad_aware, check=False,
+    )
+    if baked.cfg is None and baked.coverage is not None:
+        return _Outcome(None, drift, {"mode": "refused", "unassigned": baked.coverage.to_dict(where)},
+                        status="refused_unassigned", refusal=baked.refusal(where))
+    account: dict[str, Any] = {"mode": baked.mode}
+    if baked.extension is not None:
+        account.update(baked.extension.to_dict())
+    elif request.extend_baked:
+        account["extend_baked"] = "nothing to extend: the file decides about every sample, or is a rule"
+    return _Outcome(baked.cfg, drift, account, baked.extension)
+
+
+def _earlier_computed(request: SplitRequest, universe: Universe, root: str) -> tuple[PriorSplit | None, str]:
+    """The earlier resolution under ``root`` to extend, or None and why the split is resolved afresh.
+
+    Only a resolution of the same computed rule is extended. One that claims the same rule
+    but cannot be read is an error, not a reason to start afresh: that could silently
+    move sources between stages."""
+    if not storage.exists(_url(root, REPORT_FILE)):
+        return None, "no earlier resolution under the storage root"
+    restart = (f"To resolve afresh instead (sources may move between stages), remove {_url(root, ('splits',))} "
+               "or change the seed.")
+    try:
+        report = read_split_report(root)
+    except SplitConfigError as exc:
+        raise SplitConfigError(f"{exc}. The earlier split cannot be extended. {restart}") from None
+    earlier = report.get("request")
+    if not isinstance(earlier, dict) or earlier.get("splits_json") or earlier.get("from_split_column"):
+        return None, "the earlier resolution came from a splits_json or the split column, not this rule"
+    wanted = request.computed_rule()
+    changed = [f"{name} {earlier.get(name)!r} -> {value!r}" for name, value in wanted.items()
+               if earlier.get(name) != value]
+    if changed:
+        return None, f"the rule changed since the earlier resolution ({', '.join(changed)})"
+    try:
+        table, _ = read_split_assignments(root)
+    except SplitConfigError as exc:
+        raise SplitConfigError(f"{exc}. The earlier split cannot be extended. {restart}") from None
+    basis = (f"earlier resolution {_url(root, ASSIGNMENTS_FILE)} (universe "
+             f"{str(report.get('universe_hash'))[:12]}...)")
+    return prior_from_stage_table(universe, table, basis=basis), ""
 
 
 @dataclass(frozen=True)
 class SplitArtifacts:
-    """What :func:`materialize_splits` did. ``resolution`` is None when drift refused it."""
+    """What :func:`materialize_splits` did. ``resolution`` is None when the request was
+    refused (``refusal`` says why: a drifted positional rule, or a baked file that assigns
+    samples of a changed universe to no stage)."""
 
     request: SplitRequest
     report_url: str
@@ -216,6 +314,11 @@ class SplitArtifacts:
     resolution: SplitResolution | None
     #: sha256 of the written splits.json: the split's identity (empty when refused).
     splits_digest: str = ""
+    #: How the assignments came about: ``fresh``, ``extended``, ``extended_baked``, ``baked``, ...
+    mode: str = ""
+    #: Kept against newly assigned samples, when an earlier split was extended.
+    extension: SplitExtension | None = None
+    refusal: str = ""
 
     @property
     def refused(self) -> bool:
@@ -226,28 +329,36 @@ def materialize_splits(universe: Universe, request: SplitRequest, root: str | os
     """Bake ``request`` against ``universe`` and write the split files under ``root``.
 
     The report is written last, so a reader that finds a report describing these files
-    finds the files complete. A drifted positional rule writes only a report."""
+    finds the files complete. A refused request (a drifted positional rule, a baked file
+    that does not cover a changed universe) writes only a report. A computed request whose
+    rule matches the earlier resolution under ``root`` extends it."""
     root = os.fspath(root)
-    cfg, input_drift = _bake(request, universe)
+    outcome = _bake(request, universe, root)
+    input_drift = outcome.input_drift
     report: dict[str, Any] = {
         "request": asdict(request), "universe_hash": universe.hash,
-        "input_drift": input_drift.to_dict() if input_drift else None,
+        "input_drift": input_drift.to_dict() if input_drift else None, "resolution": outcome.resolution,
     }
     report_url = _url(root, REPORT_FILE)
-    if input_drift is not None and not input_drift.ok:
-        report["status"] = "refused_drift"
+    mode = str(outcome.resolution.get("mode", ""))
+    if outcome.cfg is None:
+        report.update(status=outcome.status, refusal=outcome.refusal)
         storage.write_bytes_atomic(report_url, json.dumps(report, indent=2, sort_keys=True).encode())
-        return SplitArtifacts(request, report_url, None, None, input_drift, None)
+        return SplitArtifacts(request, report_url, None, None, input_drift, None, mode=mode, refusal=outcome.refusal)
+    cfg = outcome.cfg
     resolution = plan_splits(cfg, universe)
     buffer = io.BytesIO()
     pq.write_table(resolution.stage_table(), buffer)
-    assignments_url = storage.write_bytes_atomic(_url(root, ASSIGNMENTS_FILE), buffer.getvalue())
+    assignments_bytes = buffer.getvalue()
+    assignments_url = storage.write_bytes_atomic(_url(root, ASSIGNMENTS_FILE), assignments_bytes)
     splits_bytes = dumps_splits(cfg).encode("utf-8")
     splits_url = storage.write_bytes_atomic(_url(root, SPLITS_FILE), splits_bytes)
     digest = hashlib.sha256(splits_bytes).hexdigest()
-    report.update(status="resolved", splits_sha256=digest, **resolution.summary())
+    report.update(status="resolved", splits_sha256=digest,
+                  assignments_sha256=hashlib.sha256(assignments_bytes).hexdigest(), **resolution.summary())
     storage.write_bytes_atomic(report_url, json.dumps(report, indent=2, sort_keys=True).encode())
-    return SplitArtifacts(request, report_url, splits_url, assignments_url, input_drift, resolution, digest)
+    return SplitArtifacts(request, report_url, splits_url, assignments_url, input_drift, resolution, digest,
+                          mode=mode, extension=outcome.extension)
 
 
 def read_split_report(root: str | os.PathLike[str]) -> dict[str, Any]:
@@ -270,10 +381,10 @@ def read_split_assignments(root: str | os.PathLike[str]) -> tuple[pa.Table, str]
     root = os.fspath(root)
     report = read_split_report(root)
     if report.get("status") != "resolved":
+        why = report.get("refusal") or (report.get("input_drift") or {}).get("message", "see the report")
         raise SplitConfigError(
             f"{_url(root, REPORT_FILE)}: the last split run was {report.get('status')!r}, not resolved "
-            f"({(report.get('input_drift') or {}).get('message', 'see the report')}); fix the split and re-materialize "
-            "'resolved_splits'"
+            f"({why}); fix the split and re-materialize 'resolved_splits'"
         )
     splits_url, assignments_url = _url(root, SPLITS_FILE), _url(root, ASSIGNMENTS_FILE)
     for url in (splits_url, assignments_url):
@@ -285,7 +396,14 @@ def read_split_assignments(root: str | os.PathLike[str]) -> tuple[pa.Table, str]
             f"{splits_url} changed after the split report was written (sha256 {digest[:12]}..., report "
             f"{str(report.get('splits_sha256'))[:12]}...); re-materialize 'resolved_splits'"
         )
-    return pq.read_table(io.BytesIO(storage.read_bytes(assignments_url))), digest
+    assignments = storage.read_bytes(assignments_url)
+    pinned = report.get("assignments_sha256")  # reports written before it was pinned have none
+    if pinned is not None and hashlib.sha256(assignments).hexdigest() != pinned:
+        raise SplitConfigError(
+            f"{assignments_url} changed after the split report was written (report sha256 {str(pinned)[:12]}...); "
+            "re-materialize 'resolved_splits'"
+        )
+    return pq.read_table(io.BytesIO(assignments)), digest
 
 
 def load_baked_splits(root: str | os.PathLike[str], universe: Universe) -> DataSplitConfig:
@@ -320,15 +438,16 @@ def check_split_leakage(root: str | os.PathLike[str]) -> LeakageCheck:
 def check_universe_drift(root: str | os.PathLike[str]) -> DriftCheck:
     """Does the split on storage still belong to the universe on storage?
 
-    Fails when the input rule drifted (the asset refused it), or when the committed
+    Fails when the asset refused the input (a drifted positional rule, or a baked file
+    that assigns samples of a changed universe to no stage), or when the committed
     ``splits.json`` pins a different universe than ``universe.parquet`` holds. Never
     raises: missing or unreadable artifacts fail the check."""
     try:
         universe = load_universe(root)
         report = read_split_report(root)
         input_drift = report.get("input_drift")
-        if report.get("status") == "refused_drift":
-            return drift_check(universe.hash, None, input_drift, refused=True)
+        if str(report.get("status", "")).startswith("refused"):
+            return drift_check(universe.hash, None, input_drift, refused=True, refusal=report.get("refusal"))
         url = _url(os.fspath(root), SPLITS_FILE)
         baked = loads_splits(storage.read_bytes(url), where=url).universe_hash
     except (KurationError, FileNotFoundError) as exc:

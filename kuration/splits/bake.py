@@ -114,7 +114,9 @@ def _groups(universe: Universe, group_by: str) -> _Groups:
     return _Groups(keys, rows)
 
 
-def _check_ratios(val_ratio: float, test_ratio: float) -> dict[str, float]:
+def check_ratios(val_ratio: float, test_ratio: float) -> dict[str, float]:
+    """The stage shares ``val_ratio`` / ``test_ratio`` leave, refused unless each is in
+    [0, 1) and something is left for train."""
     for name, value in (("val_ratio", val_ratio), ("test_ratio", test_ratio)):
         number = finite_float(value)
         if number is None or not 0 <= number < 1:
@@ -151,7 +153,9 @@ def _drop_anomalous_from_train(universe: Universe, positions: dict[str, np.ndarr
     return {**positions, "train": train[~anomalous[train]]}
 
 
-def _policy(leakage: str, ad_aware: bool) -> tuple[Constraint, ...]:
+def computed_constraints(leakage: str, ad_aware: bool) -> tuple[Constraint, ...]:
+    """The constraints a computed split writes: the leakage policy, and ``no_train_anomalous``
+    when ``ad_aware``."""
     extra = (Constraint(ConstraintKind.NO_TRAIN_ANOMALOUS, ConstraintSeverity.ERROR),) if ad_aware else ()
     return constraints_for_leakage_check(leakage) + extra
 
@@ -177,7 +181,8 @@ def _bake_assignment(
     }
     if ad_aware:
         positions = _drop_anomalous_from_train(universe, positions)
-    return _checked(universe, baked_config(universe, positions, constraints=_policy(leakage, ad_aware)), check)
+    constraints = computed_constraints(leakage, ad_aware)
+    return _checked(universe, baked_config(universe, positions, constraints=constraints), check)
 
 
 def bake_random(
@@ -192,7 +197,7 @@ def bake_random(
     check: bool = True,
 ) -> DataSplitConfig:
     """Shuffle whole groups with ``seed`` and carve test, then val, then train by ratio."""
-    ratios = _check_ratios(val_ratio, test_ratio)
+    ratios = check_ratios(val_ratio, test_ratio)
     groups = _groups(universe, group_by)
     counts = _stage_counts(len(groups.keys), ratios, group_by)
     order = list(range(len(groups.keys)))
@@ -222,7 +227,7 @@ def bake_stratified(
     stages, sample counts included as one more "tag". Samples with no tag count as
     ``(untagged)``.
     """
-    ratios = _check_ratios(val_ratio, test_ratio)
+    ratios = check_ratios(val_ratio, test_ratio)
     groups = _groups(universe, group_by)
     _stage_counts(len(groups.keys), ratios, group_by)
     attrs = universe.attributes(frozenset({"tags"}))

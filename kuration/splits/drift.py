@@ -92,15 +92,16 @@ class DriftCheck(CheckResult):
 
 
 def drift_check(universe_hash: str, baked_hash: str | None, input_drift: Mapping[str, Any] | None, *,
-                refused: bool = False) -> DriftCheck:
+                refused: bool = False, refusal: str | None = None) -> DriftCheck:
     """Does a stored split, baked against ``baked_hash``, belong to the stored universe?
-    ``refused``: the split run refused its input rule (``input_drift`` says why) and baked nothing."""
+    ``refused``: the split run refused its input and baked nothing; ``refusal`` says why
+    (by default the input rule's drift message)."""
     figures = {"universe_hash": universe_hash, "baked_universe_hash": baked_hash or "",
                "input_rule": (input_drift or {}).get("status", "none")}
     fields: dict[str, Any] = {"figures": figures, "universe_hash": universe_hash, "baked_hash": baked_hash,
                               "input_drift": input_drift}
     if refused:
-        message = (input_drift or {}).get("message") or "the split run was refused and wrote no splits.json"
+        message = refusal or (input_drift or {}).get("message") or "the split run was refused and wrote no splits.json"
         return DriftCheck(f"split refused: {message}", (message,), **fields)
     if baked_hash != universe_hash:
         message = (f"splits.json pins universe {str(baked_hash)[:12]}..., but universe.parquet is "

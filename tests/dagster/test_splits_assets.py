@@ -9,9 +9,10 @@ from dagster import AssetKey, AssetSelection, materialize
 
 from kuration.splits import load_splits
 from kuration.splits.artifacts import load_universe
+from kuration.splits.extend import hashed_stage
 from splits_assets import resolved_splits, split_leakage, universe, universe_drift, universe_schema, universe_sources
 from tests.dagster.downstream import training_view
-from tests.dagster.runs import failure_text, write_rule
+from tests.dagster.runs import failure_text, materialization_metadata, write_rule
 from tests.splits.mismatched_ids import prefix_universe_sources
 
 ALL = [universe, resolved_splits, universe_schema, universe_sources, split_leakage, universe_drift]
@@ -122,6 +123,10 @@ def test_position_independent_rule_with_stale_pin_still_resolves(resources, inst
         "universe_hash": "0" * 64,
         "train": [{"kind": "file_indices", "source": "site_a/rec_1.parquet", "ids": ["0-3"]}],
         "val": [{"kind": "file_indices", "source": "site_b/rec_1.parquet", "ids": [0, 1]}],
+        # a stale baked file must decide about every sample; these it keeps out of train / val / test
+        "predict": [{"kind": "file_indices", "source": "site_b/rec_1.parquet", "ids": [2, 3]},
+                    {"kind": "files", "paths": ["site_a/rec_2.parquet", "site_b/rec_2.parquet", "site_c/rec_1.parquet",
+                                                "site_c/rec_2.parquet"]}],
     })
     result = _run(ALL, resources, instance, {"splits_json": rule})
     assert result.success
@@ -275,3 +280,64 @@ def test_the_split_data_version_is_the_baked_files_digest(resources, instance):
     version = record.asset_materialization.tags["dagster/data_version"]
     text = (Path(resources["storage_root"].url) / "splits" / "splits.json").read_bytes()
     assert version == hashlib.sha256(text).hexdigest()
+
+
+def _stored_stages(resources) -> dict[str, str]:
+    table = pq.read_table(Path(resources["storage_root"].url) / "splits" / "split_assignments.parquet").to_pandas()
+    exclusive = table[table.stage != "predict"]
+    return dict(zip(exclusive.uid, exclusive.stage, strict=True))
+
+
+def _grow(landing: Path) -> None:
+    """A new recording of an existing site, and a new site."""
+    with (landing / "universe.csv").open("a") as handle:
+        handle.write("site_a/rec_3.parquet,0-1,site_a\nsite_d/rec_1.parquet,0-3,site_d\n")
+
+
+def test_a_grown_universe_extends_the_computed_split_without_moving_a_source(resources, instance, small_landing):
+    assert _run(ALL, resources, instance).success
+    before = _stored_stages(resources)
+    _grow(small_landing)
+    result = _run([*ALL, training_view], resources, instance)
+    assert result.success and all(_checks(result).values())
+    after = _stored_stages(resources)
+    assert {uid: after[uid] for uid in before} == before
+    assert after["site_a/rec_3.parquet#0"] == after["site_a/rec_3.parquet#1"] == before["site_a/rec_1.parquet#0"]
+    assert after["site_d/rec_1.parquet#0"] == hashed_stage(1, "site_d", val_ratio=0.2, test_ratio=0.2)
+    meta = materialization_metadata(result)["resolved_splits"]
+    assert meta["resolution_mode"] == "extended"
+    assert (meta["kept_samples"], meta["newly_assigned_samples"], meta["removed_samples"]) == (24, 6, 0)
+    assert meta["extension_rule"].startswith("kuration.split-extension.v1: ")
+    # a changed seed resolves afresh
+    fresh = _run(ALL, resources, instance, {"strategy": "random", "seed": 2})
+    assert fresh.success and materialization_metadata(fresh)["resolved_splits"]["resolution_mode"] == "fresh"
+    assert "kept_samples" not in materialization_metadata(fresh)["resolved_splits"]
+
+
+def test_a_baked_file_on_a_grown_universe_blocks_until_extended(resources, instance, small_landing, tmp_path):
+    from kuration.splits.cli import main
+
+    baked = tmp_path / "baked.json"
+    assert main(["--universe-csv", str(small_landing / "universe.csv"), "--strategy", "random", "--seed", "5",
+                 "--out", str(baked), "-q"]) == 0
+    assert _run(ALL, resources, instance, {"splits_json": str(baked)}).success
+    before = _stored_stages(resources)
+    _grow(small_landing)
+    blocked = _run([*ALL, training_view], resources, instance, {"splits_json": str(baked)})
+    assert not blocked.success
+    assert _checks(blocked) == {"universe_schema": True, "universe_drift": False, "split_leakage": False}
+    assert "training_view" not in _materialized(blocked)
+    (drift,) = [e for e in blocked.get_asset_check_evaluations() if e.check_name == "universe_drift"]
+    assert drift.description.startswith(f"split refused: {baked} was baked against universe ")
+    assert "6 samples from 2 sources are in none of its stages (first: site_a/rec_3.parquet, " \
+           "site_d/rec_1.parquet)" in drift.description
+    assert "extend_baked: true" in drift.description
+    extended = _run([*ALL, training_view], resources, instance,
+                    {"splits_json": str(baked), "extend_baked": True, "seed": 5})
+    assert extended.success and all(_checks(extended).values())
+    assert "training_view" in _materialized(extended)
+    after = _stored_stages(resources)
+    assert {uid: after[uid] for uid in before} == before and len(after) == 30
+    meta = materialization_metadata(extended)["resolved_splits"]
+    assert meta["resolution_mode"] == "extended_baked"
+    assert (meta["kept_samples"], meta["newly_assigned_samples"]) == (24, 6) and "removed_samples" not in meta

@@ -159,10 +159,29 @@ def test_a_refused_positional_rule_fails_with_the_drift_message(tmp_path):
 
 
 def test_a_position_independent_rule_with_a_stale_pin_passes_and_says_why(tmp_path):
+    # a baked file pinned to another universe passes only while it decides about every sample:
+    # the ones it keeps out of train / val / test it names under predict
     _split(tmp_path, {"universe_hash": "0" * 64,
-                      "train": [{"kind": "file_indices", "source": "site_a/rec_1.parquet", "ids": ["0-3"]}]})
+                      "train": [{"kind": "file_indices", "source": "site_a/rec_1.parquet", "ids": ["0-3"]}],
+                      "predict": [{"kind": "files", "paths": ["site_a/rec_2.parquet", "site_b/rec_1.parquet",
+                                                              "site_b/rec_2.parquet", "site_c/rec_1.parquet",
+                                                              "site_c/rec_2.parquet"]}]})
     result = check_universe_drift(tmp_path)
     assert result.passed and "holds no dir_indices, so it still selects the same samples" in result.verdict
+
+
+def test_a_stale_baked_file_that_leaves_samples_unassigned_fails_naming_them(tmp_path):
+    _split(tmp_path, {"universe_hash": "0" * 64,
+                      "train": [{"kind": "file_indices", "source": "site_a/rec_1.parquet", "ids": ["0-3"]}],
+                      "val": [{"kind": "files", "paths": ["site_b/rec_1.parquet"]}]})
+    result = check_universe_drift(tmp_path)
+    assert result.severity == "error" and result.baked_hash is None
+    assert result.verdict.startswith(f"split refused: {tmp_path / 'rule.json'} was baked against universe "
+                                     "000000000000..., but the universe is now ")
+    assert ("and 16 samples from 4 sources are in none of its stages (first: site_a/rec_2.parquet, "
+            "site_b/rec_2.parquet, site_c/rec_1.parquet and 1 more)") in result.errors[0]
+    assert "set extend_baked: true in the resolved_splits config" in result.errors[0]
+    assert "resolve-splits --rule FILE --extend-baked --seed N" in result.errors[0]
 
 
 @pytest.mark.parametrize("missing", ["universe", "report"])
