@@ -57,6 +57,8 @@ ENV_PREFIX = "KURATION_"
 SPLIT_STRATEGIES = ("stratified", "random")
 GROUP_BY = ("group", "source")
 SEGMENT_UNITS = ("seconds", "steps")
+#: More local worker processes than any machine has cores is a typo, not a setting.
+MAX_WORKERS = 4096
 
 
 class CurationConfigError(InputError):
@@ -131,7 +133,13 @@ def resolve_in_landing(landing_url: str, value: str) -> str:
 # -- parsing -----------------------------------------------------------------------------------
 
 def _number(where: str, key: str, value: Any, *, minimum: float, inclusive: bool) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise CurationConfigError(f"{where}: {key} must be a finite number, got {shown(value)}")
+    try:
+        value = float(value)
+    except OverflowError:  # an int past the float range, from Python (a file's is refused by strict JSON)
+        raise CurationConfigError(f"{where}: {key} must be a finite number, got {shown(value)}") from None
+    if not math.isfinite(value):
         raise CurationConfigError(f"{where}: {key} must be a finite number, got {shown(value)}")
     if value < minimum or (not inclusive and value == minimum):
         relation = ">=" if inclusive else ">"
@@ -139,11 +147,11 @@ def _number(where: str, key: str, value: Any, *, minimum: float, inclusive: bool
     return float(value)
 
 
-def _integer(where: str, key: str, value: Any, *, minimum: int | None) -> int:
+def _integer(where: str, key: str, value: Any, *, minimum: int, maximum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise CurationConfigError(f"{where}: {key} must be an integer, got {shown(value)}")
-    if minimum is not None and value < minimum:
-        raise CurationConfigError(f"{where}: {key} must be >= {minimum}, got {value}")
+    if not minimum <= value <= maximum:
+        raise CurationConfigError(f"{where}: {key} must be between {minimum} and {maximum}, got {shown(value)}")
     return value
 
 
@@ -185,7 +193,7 @@ def _split(where: str, data: Mapping[str, Any], base: SplitRule) -> SplitRule:
         if values["splits_json"] is not None and "strategy" not in data:
             values["strategy"] = None  # a rule file replaces the default computed split
     if "seed" in data:
-        values["seed"] = _integer(where, "split.seed", data["seed"], minimum=0)
+        values["seed"] = _integer(where, "split.seed", data["seed"], minimum=0, maximum=2**63 - 1)
     for key in ("val_ratio", "test_ratio"):
         if key in data:
             values[key] = _number(where, f"split.{key}", data[key], minimum=0.0, inclusive=True)
@@ -225,7 +233,7 @@ def curation_config_from_dict(data: Mapping[str, Any], *, where: str = CURATION_
     if "segment_unit" in data:
         values["segment_unit"] = _text(where, "segment_unit", data["segment_unit"], choices=SEGMENT_UNITS)
     if "workers" in data:
-        values["workers"] = _integer(where, "workers", data["workers"], minimum=1)
+        values["workers"] = _integer(where, "workers", data["workers"], minimum=1, maximum=MAX_WORKERS)
     if "budget" in data:
         values["budget"] = _budget(where, _object(where, "budget", data["budget"]), base.budget)
     if "split" in data:

@@ -16,11 +16,14 @@ executes (a run worker imports this module again) and in the scoring workers. A 
 fails to import fails the load with a :class:`kuration.plugins.PluginError` naming it.
 """
 
+import warnings
+
 from dagster import AssetSelection, Definitions, define_asset_job
 
 import kuration_assets
 import rollout_assets
 import splits_assets
+from kuration.errors import KurationError
 from kuration_resources import CODE_LOCATION_ENVIRONMENT, LandingZoneResource, load_landing_plugins, resources_from_env
 
 curate_splits = define_asset_job(
@@ -56,7 +59,17 @@ def build_definitions() -> Definitions:
     resources = resources_from_env()
     landing = resources["landing_zone"]
     assert isinstance(landing, LandingZoneResource)
-    load_landing_plugins(landing.url)
+    try:
+        load_landing_plugins(landing.url)
+    except KurationError:
+        raise  # an invalid curation.json or a failing plugin: loud, at load
+    except Exception as exc:  # the landing zone unreachable from here (no credentials yet, a network error)
+        # Runs read the settings again (CurationResource.config) and load the plugins then,
+        # with the run's storage credentials; the UI must not go down for it.
+        warnings.warn(f"kuration: could not read the curation settings of {landing.url} while loading the code "
+                      f"location ({type(exc).__name__}: {exc}); curation.json plugins load when a run reads them",
+                      stacklevel=2)
+
     return Definitions.merge(
         splits_assets.defs,
         kuration_assets.defs,

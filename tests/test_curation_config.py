@@ -58,7 +58,8 @@ def test_every_key_is_read(tmp_path):
     ({"recordigns": "x"}, "unknown key(s) ['recordigns']"),
     ({"budget": {"train_hour": 1}}, "budget: unknown key(s) ['train_hour']"),
     ({"split": {"sede": 1}}, "split: unknown key(s) ['sede']"),
-    ({"workers": 0}, "workers must be >= 1"),
+    ({"workers": 0}, "workers must be between 1 and 4096"),
+    ({"workers": 10**6}, "workers must be between 1 and 4096"),
     ({"workers": True}, "workers must be an integer"),
     ({"workers": 2.0}, "workers must be an integer"),
     ({"segment_window": 0}, "segment_window must be > 0"),
@@ -69,7 +70,7 @@ def test_every_key_is_read(tmp_path):
     ({"budget": []}, "budget must be a JSON object"),
     ({"split": {"strategy": "alphabetical"}}, "split.strategy must be one of"),
     ({"split": {"val_ratio": 0.6, "test_ratio": 0.5}}, "must be < 1 (train gets the rest)"),
-    ({"split": {"seed": -1}}, "split.seed must be >= 0"),
+    ({"split": {"seed": -1}}, "split.seed must be between 0 and"),
     ({"split": {"strategy": "random", "splits_json": "s.json"}}, "exactly one of strategy or splits_json"),
     ({"plugins": "team.features"}, "plugins must be a list of module names"),
     ({"plugins": ["ok", ""]}, "plugins[1] must be a non-empty string"),
@@ -83,6 +84,11 @@ def test_a_bad_value_names_the_file_and_the_key(tmp_path, data, fragment):
     assert fragment in str(caught.value)
     assert str(landing / "curation.json") in str(caught.value)
     assert isinstance(caught.value, InputError)
+
+
+def test_an_int_past_the_float_range_from_python_is_the_settings_error():
+    with pytest.raises(CurationConfigError, match="segment_window must be a finite number"):
+        curation_config_from_dict({"segment_window": 10**400})
 
 
 @pytest.mark.parametrize("text, fragment", [
@@ -139,7 +145,7 @@ def test_environment_overrides_win_over_the_file_and_are_recorded(tmp_path):
 
 @pytest.mark.parametrize("variable, value, fragment", [
     ("KURATION_WORKERS", "many", "KURATION_WORKERS='many': workers must be a number"),
-    ("KURATION_WORKERS", "0", "environment variable KURATION_WORKERS: workers must be >= 1"),
+    ("KURATION_WORKERS", "0", "environment variable KURATION_WORKERS: workers must be between 1 and 4096"),
     ("KURATION_BUDGET_VAL_HOURS", "-2", "environment variable KURATION_BUDGET_VAL_HOURS: budget.val_hours"),
     ("KURATION_SPLIT_STRATEGY", "alphabetical", "KURATION_SPLIT_STRATEGY: split.strategy must be one of"),
 ])

@@ -4,6 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from dagster import AssetKey
 
@@ -126,3 +127,21 @@ def test_demo_job_materializes_everything_and_reports(tmp_path, monkeypatch, cap
     assert verify_dataset(tmp_path / "demo" / "storage" / "dataset").ok
     from kuration.rollouts import validate_rollout_zarr_store
     assert validate_rollout_zarr_store(tmp_path / "demo" / "storage" / "rollouts" / "rollouts.zarr").ok
+
+
+def test_an_unreachable_landing_zone_warns_at_load_and_defers_its_plugins(monkeypatch, tmp_path):
+    # no S3 credentials in this process: the code location still loads, and says why it could not read curation.json
+    monkeypatch.setenv("KURATION_STORAGE_ROOT", str(tmp_path / "s"))
+    monkeypatch.setenv("KURATION_LANDING_ZONE", "s3://bucket/landing")
+    with pytest.warns(UserWarning, match="could not read the curation settings of s3://bucket/landing"):
+        build_definitions()
+
+
+def test_an_invalid_curation_json_fails_the_load_naming_the_key(monkeypatch, tmp_path):
+    from kuration.curation_config import CurationConfigError
+
+    (tmp_path / "curation.json").write_text('{"workers": 2, "segment_windw": 3}')
+    monkeypatch.setenv("KURATION_LANDING_ZONE", str(tmp_path))
+    monkeypatch.setenv("KURATION_STORAGE_ROOT", str(tmp_path / "s"))
+    with pytest.raises(CurationConfigError, match=r"curation.json: unknown key\(s\) \['segment_windw'\]"):
+        build_definitions()

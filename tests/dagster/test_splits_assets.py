@@ -289,7 +289,10 @@ def _stored_stages(resources) -> dict[str, str]:
 
 
 def _grow(landing: Path) -> None:
-    """A new recording of an existing site, and a new site."""
+    """A new recording of an existing site, and a new site (placeholder files, as in ``small_landing``)."""
+    for name in ("site_a/rec_3.parquet", "site_d/rec_1.parquet"):
+        (landing / "recordings" / name).parent.mkdir(parents=True, exist_ok=True)
+        (landing / "recordings" / name).write_bytes(b"")
     with (landing / "universe.csv").open("a") as handle:
         handle.write("site_a/rec_3.parquet,0-1,site_a\nsite_d/rec_1.parquet,0-3,site_d\n")
 
@@ -325,7 +328,8 @@ def test_a_baked_file_on_a_grown_universe_blocks_until_extended(resources, insta
     _grow(small_landing)
     blocked = _run([*ALL, training_view], resources, instance, {"splits_json": str(baked)})
     assert not blocked.success
-    assert _checks(blocked) == {"universe_schema": True, "universe_drift": False, "split_leakage": False}
+    assert _checks(blocked) == {"universe_schema": True, "universe_sources": True, "universe_drift": False,
+                                "split_leakage": False}
     assert "training_view" not in _materialized(blocked)
     (drift,) = [e for e in blocked.get_asset_check_evaluations() if e.check_name == "universe_drift"]
     assert drift.description.startswith(f"split refused: {baked} was baked against universe ")
