@@ -53,6 +53,17 @@ class DatasetConfig(Config):
                     "replace it; false refuses and keeps it. The same run is always resumed (verified shards are "
                     "kept).",
     )
+    reuse_shards: bool = Field(
+        default=True,
+        description="Keep every shard whose content key (source content, span, rows, output spec, code) matches a "
+                    "verified shard of the dataset already in the folder, instead of writing it again; false writes "
+                    "every shard anew.",
+    )
+    allow_empty: bool = Field(
+        default=False,
+        description="Commit an empty dataset when the budget plan admits nothing; false (the default) fails the step "
+                    "instead, naming the splits and the sources that are in no split.",
+    )
 
 
 @multi_asset(
@@ -81,6 +92,7 @@ def training_dataset(
         schema=settings.schema, spec=spec, resume=True, job=stored_scoring_job(storage_root.url),
         on_other_run="replace" if config.replace_other_runs else "refuse",
         split=stored_split_identity(storage_root.url),
+        reuse_shards=config.reuse_shards, allow_empty=config.allow_empty,
         progress=lambda done, total, source: context.log.info(f"{done}/{total} sources written ({source})"),
     )
     if result.replaced:
@@ -98,6 +110,8 @@ def training_dataset(
 def _shards_metadata(out: str, spec: OutputSpec, summary: DatasetSummary) -> dict[str, Any]:
     metadata = {"path": MetadataValue.path(out), "container": spec.container,
                 "written_shards": summary.written, "reused_shards": summary.reused}
+    if summary.reused_from_run is not None:
+        metadata["reused_from_run"] = summary.reused_from_run
     for name, split in summary.splits.items():
         metadata[f"{name}_shards"] = split.shards
         metadata[f"{name}_bytes"] = split.bytes
