@@ -90,9 +90,8 @@ def training_dataset(
     result = write_planned_dataset(
         out, read_budget_plan(storage_root.url), adapter=curation.adapter(landing_zone, settings),
         schema=settings.schema, spec=spec, resume=True, job=stored_scoring_job(storage_root.url),
-        on_other_run="replace" if config.replace_other_runs else "refuse",
-        split=stored_split_identity(storage_root.url),
-        reuse_shards=config.reuse_shards, allow_empty=config.allow_empty,
+        on_other_run="replace" if config.replace_other_runs else "refuse", reuse_shards=config.reuse_shards,
+        split=stored_split_identity(storage_root.url), allow_empty=config.allow_empty,
         progress=lambda done, total, source: context.log.info(f"{done}/{total} sources written ({source})"),
     )
     if result.replaced:
