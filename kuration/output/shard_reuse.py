@@ -39,7 +39,9 @@ anything under a weak identity.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,6 +61,8 @@ from kuration.sources.schema import Schema
 
 #: Bumped when what a content key covers changes, so no older key ever matches a newer one.
 CONTENT_KEY_FORMAT = 1
+#: Threads that hash kept shards before publication (SHA-256 is bound by one core per file).
+HASH_THREADS = max(1, min(4, os.cpu_count() or 1))
 #: The resume record that lists the shards a run adopted, so a resume after a crash keeps them.
 ADOPTED_RECORD = "adopted.json"
 
@@ -172,7 +176,7 @@ def verified_reuse(destination: Destination, candidates: ReuseCandidates, spec: 
     are: the candidate at the target's path records exactly the entry this write would
     record for it (:func:`shard_entry`; only the size and SHA-256 are taken from the
     candidate), and its file has that size and SHA-256 (hashed now). Path -> that entry."""
-    kept: dict[str, dict[str, Any]] = {}
+    to_check: list[tuple[str, dict[str, Any]]] = []
     for target, key in wanted:
         recorded = candidates.entries.get(target.path)
         if recorded is None or key is None:
@@ -181,9 +185,12 @@ def verified_reuse(destination: Destination, candidates: ReuseCandidates, spec: 
         if isinstance(size, bool) or not isinstance(size, int) or not isinstance(digest, str):
             continue
         expected = shard_entry(target, spec, key, size, digest)
-        if dict(recorded) == expected and destination.shard_matches(target.path, expected):
-            kept[target.path] = expected
-    return kept
+        if dict(recorded) == expected:
+            to_check.append((target.path, expected))
+    # Reading and hashing release the GIL: a few threads hash as many files at once.
+    with ThreadPoolExecutor(max_workers=HASH_THREADS, thread_name_prefix="kuration-reuse-sha256") as pool:
+        matches = list(pool.map(lambda item: destination.shard_matches(*item), to_check))
+    return {path: expected for (path, expected), ok in zip(to_check, matches, strict=True) if ok}
 
 
 __all__ = [
