@@ -13,7 +13,9 @@ set in code or in one run's config were lost on the next sensor-launched run. ::
       "segment_window": 10, "segment_stride": 5, "segment_unit": "seconds",
       "workers": 2,
       "budget": {"train_hours": 4, "val_hours": 1, "test_hours": 0.5, "span_seconds": 60},
-      "split": {"strategy": "stratified", "seed": 0, "val_ratio": 0.2, "test_ratio": 0.2, "group_by": "group"}
+      "split": {"strategy": "stratified", "seed": 0, "val_ratio": 0.2, "test_ratio": 0.2, "group_by": "group"},
+      "rollouts": {"enabled": true, "position": "pos", "battery": "battery",
+                   "state_modalities": ["pos", "vel", "battery"], "payload_modality": "frame"}
     }
 
 Every key is optional; a missing file means every default (:data:`DEFAULTS`). Unknown keys
@@ -32,8 +34,9 @@ and values of the wrong type are a :class:`CurationConfigError` naming the file 
 **Environment overrides** win over the file, so one deployment can change a setting without
 editing the data: ``KURATION_<KEY>`` for a top-level key (``KURATION_WORKERS=4``,
 ``KURATION_RECORDINGS=.``), ``KURATION_BUDGET_<KEY>`` and ``KURATION_SPLIT_<KEY>`` for the
-nested ones (``KURATION_BUDGET_TRAIN_HOURS=0.5``; ``none`` clears ``span_seconds``).
-``KURATION_CONFIG`` names another settings file to read instead of the landing zone's.
+nested ones (``KURATION_BUDGET_TRAIN_HOURS=0.5``; ``none`` clears ``span_seconds``), and
+``KURATION_ROLLOUTS_ENABLED=false``. ``KURATION_CONFIG`` names another settings file to read
+instead of the landing zone's.
 ``KURATION_PLUGINS`` is read by :mod:`kuration.plugins`, which adds its modules to
 ``plugins``. A run's own config (a Dagster run config field that is set) wins over both.
 """
@@ -93,6 +96,21 @@ class SplitRule:
 
 
 @dataclass(frozen=True)
+class RolloutSettings:
+    """Whether ``kuration run`` builds the rollout replay store, and which output modalities
+    the built-in motion-direction recipe reads (:class:`kuration.rollouts.MotionDirectionRecipe`):
+    a dataset whose modalities are named otherwise maps them here, or sets ``enabled`` false."""
+
+    enabled: bool = True
+    position: str = "pos"
+    battery: str | None = "battery"
+    state_modalities: tuple[str, ...] = ("pos", "vel", "battery")
+    payload_modality: str | None = "frame"
+    site_half_extent_m: float = 160.0
+    ground_level_m: float = 0.0
+
+
+@dataclass(frozen=True)
 class CurationConfig:
     plugins: tuple[str, ...] = ()
     recordings: str = "recordings"
@@ -104,6 +122,7 @@ class CurationConfig:
     workers: int = 1
     budget: BudgetSettings = field(default_factory=BudgetSettings)
     split: SplitRule = field(default_factory=SplitRule)
+    rollouts: RolloutSettings = field(default_factory=RolloutSettings)
     #: Where these settings came from: the file read (or "defaults"), then each override applied.
     origin: tuple[str, ...] = ("defaults",)
 
@@ -211,6 +230,34 @@ def _split(where: str, data: Mapping[str, Any], base: SplitRule) -> SplitRule:
     return rule
 
 
+def _rollouts(where: str, data: Mapping[str, Any], base: RolloutSettings) -> RolloutSettings:
+    check_keys(data, [f.name for f in fields(RolloutSettings)], where=f"{where}: rollouts", error=CurationConfigError)
+    values: dict[str, Any] = {}
+    if "enabled" in data:
+        if not isinstance(data["enabled"], bool):
+            raise CurationConfigError(f"{where}: rollouts.enabled must be true or false, got {shown(data['enabled'])}")
+        values["enabled"] = data["enabled"]
+    if "position" in data:
+        values["position"] = _text(where, "rollouts.position", data["position"])
+    for key in ("battery", "payload_modality"):
+        if key in data:
+            values[key] = None if data[key] is None else _text(where, f"rollouts.{key}", data[key])
+    if "state_modalities" in data:
+        names = data["state_modalities"]
+        if not isinstance(names, list) or not names:
+            raise CurationConfigError(f"{where}: rollouts.state_modalities must be a non-empty list of modality "
+                                      f"names, got {shown(names)}")
+        values["state_modalities"] = tuple(_text(where, f"rollouts.state_modalities[{i}]", name)
+                                           for i, name in enumerate(names))
+    if "site_half_extent_m" in data:
+        values["site_half_extent_m"] = _number(where, "rollouts.site_half_extent_m", data["site_half_extent_m"],
+                                               minimum=0.0, inclusive=False)
+    if "ground_level_m" in data:
+        values["ground_level_m"] = _number(where, "rollouts.ground_level_m", data["ground_level_m"],
+                                           minimum=-math.inf, inclusive=True)
+    return replace(base, **values)
+
+
 def curation_config_from_dict(data: Mapping[str, Any], *, where: str = CURATION_FILE,
                               base: CurationConfig = DEFAULTS) -> CurationConfig:
     """``base`` with the keys of ``data`` applied; every key is checked."""
@@ -238,6 +285,8 @@ def curation_config_from_dict(data: Mapping[str, Any], *, where: str = CURATION_
         values["budget"] = _budget(where, _object(where, "budget", data["budget"]), base.budget)
     if "split" in data:
         values["split"] = _split(where, _object(where, "split", data["split"]), base.split)
+    if "rollouts" in data:
+        values["rollouts"] = _rollouts(where, _object(where, "rollouts", data["rollouts"]), base.rollouts)
     return replace(base, **values)
 
 
@@ -245,7 +294,9 @@ def curation_config_from_dict(data: Mapping[str, Any], *, where: str = CURATION_
 
 _TOP_LEVEL_ENV = ("recordings", "media_root", "source_pattern", "segment_window", "segment_stride", "segment_unit",
                   "workers")
-_NESTED_ENV = {"budget": [f.name for f in fields(BudgetSettings)], "split": [f.name for f in fields(SplitRule)]}
+_NESTED_ENV = {"budget": [f.name for f in fields(BudgetSettings)], "split": [f.name for f in fields(SplitRule)],
+               "rollouts": ["enabled"]}
+_BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 _TEXT_KEYS = {"recordings", "media_root", "source_pattern", "segment_unit", "strategy", "group_by", "splits_json"}
 _NULLABLE = {"media_root", "span_seconds", "splits_json", "strategy"}
 
@@ -257,6 +308,10 @@ def _env_value(variable: str, key: str, text: str) -> Any:
         return None
     if key in _TEXT_KEYS:
         return stripped
+    if key == "enabled":
+        if stripped.lower() not in _BOOLEANS:
+            raise CurationConfigError(f"{variable}={shown(text)}: {key} must be true or false")
+        return _BOOLEANS[stripped.lower()]
     try:
         return int(stripped)
     except ValueError:
@@ -323,11 +378,14 @@ def curation_config_to_dict(config: CurationConfig) -> dict[str, Any]:
         "segment_stride": config.segment_stride, "segment_unit": config.segment_unit, "workers": config.workers,
         "budget": {f.name: getattr(config.budget, f.name) for f in fields(BudgetSettings)},
         "split": {f.name: getattr(config.split, f.name) for f in fields(SplitRule)},
+        "rollouts": {f.name: list(v) if isinstance(v := getattr(config.rollouts, f.name), tuple) else v
+                     for f in fields(RolloutSettings)},
     }
 
 
 __all__ = [
-    "CONFIG_ENV", "CURATION_FILE", "DEFAULTS", "BudgetSettings", "CurationConfig", "CurationConfigError", "SplitRule",
+    "CONFIG_ENV", "CURATION_FILE", "DEFAULTS", "BudgetSettings", "CurationConfig", "CurationConfigError",
+    "RolloutSettings", "SplitRule",
     "apply_env_overrides", "curation_config_from_dict", "curation_config_to_dict", "curation_config_url",
     "load_curation_config", "resolve_in_landing",
 ]

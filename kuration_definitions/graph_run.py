@@ -128,6 +128,9 @@ def _run_jobs(landing: str, storage_root: str, out: Callable[[str], None],
     outcome = GraphRunOutcome()
     quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
     for job in JOB_ORDER:
+        if job == "build_rollouts" and not config.rollouts.enabled:
+            out(f"\n{job}: not run: rollouts are disabled in the curation settings (rollouts.enabled false)")
+            continue
         tags: dict[str, str] = {}
         if job == "score_recordings":
             recordings = list(list_recordings(config.recordings_url(landing), pattern=config.source_pattern))
@@ -165,7 +168,12 @@ def _failed_blocking_checks(result: Any) -> list[str]:
 def _step_failure(result: Any) -> str:
     for event in result.all_events:
         if event.is_step_failure and event.step_failure_data is not None and event.step_failure_data.error:
-            return f"step {event.step_key}: {event.step_failure_data.error.message.strip()}"
+            # Dagster wraps the asset's own error ("Error occurred while executing op ..."):
+            # the innermost cause is the one that says what to fix
+            error = event.step_failure_data.error
+            while error.cause is not None:
+                error = error.cause
+            return f"step {event.step_key}: {error.message.strip()}"
     return "see the run's events in the UI"
 
 

@@ -21,6 +21,8 @@ from dagster import (
 )
 from pydantic import Field
 
+from kuration.curation_config import RolloutSettings
+from kuration.errors import RolloutInputError
 from kuration.rollouts import MotionDirectionRecipe
 from kuration.rollouts.build import (
     RolloutStoreBuild,
@@ -31,7 +33,7 @@ from kuration.rollouts.build import (
 )
 from kuration_assets.dataset_assets import DATASET_DIR
 from kuration_dagster_checks import asset_check_result, markdown_table
-from kuration_resources import StorageRootResource
+from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
 from splits_assets import resolved_splits
 
 STORE_DIR = ("rollouts", "rollouts.zarr")
@@ -52,20 +54,31 @@ class RolloutStoreConfig(Config):
     allow_non_train: bool = Field(default=False, description="Build from a split other than train (recorded)")
     split: str = Field(default="train", description="The dataset split the store is built from")
 
-    def recipe(self) -> MotionDirectionRecipe:
-        return MotionDirectionRecipe(stride=self.stride, chain_length=self.chain_length, horizon=self.horizon,
-                                     field_retention_policy=self.field_retention_policy)
+    def recipe(self, settings: RolloutSettings) -> MotionDirectionRecipe:
+        """The recipe: this config's chain shape, and the modalities curation.json's ``rollouts`` names."""
+        return MotionDirectionRecipe(
+            stride=self.stride, chain_length=self.chain_length, horizon=self.horizon,
+            field_retention_policy=self.field_retention_policy, position=settings.position,
+            battery=settings.battery, state_modalities=settings.state_modalities,
+            payload_modality=settings.payload_modality, site_half_extent_m=settings.site_half_extent_m,
+            ground_level_m=settings.ground_level_m)
 
 
 @asset(deps=["dataset_manifest", resolved_splits], group_name="rollouts", kinds={"zarr"},
        check_specs=[rollout_validation])
-def rollout_store(context: AssetExecutionContext, config: RolloutStoreConfig,
-                  storage_root: StorageRootResource) -> Iterator[Union[MaterializeResult, AssetCheckResult]]:
+def rollout_store(context: AssetExecutionContext, config: RolloutStoreConfig, storage_root: StorageRootResource,
+                  landing_zone: LandingZoneResource,
+                  curation: CurationResource) -> Iterator[Union[MaterializeResult, AssetCheckResult]]:
     """One rollout chain per recorded stretch of the train split: every state with its full shell
-    of candidate motions, one-step labels, the recorded action selected; written atomically."""
+    of candidate motions, one-step labels, the recorded action selected; written atomically.
+    Which modalities are position, battery and state comes from `curation.json` `rollouts`."""
+    settings = curation.config(landing_zone).rollouts
+    if not settings.enabled:
+        raise RolloutInputError("rollout_store: rollouts are disabled in the curation settings (curation.json "
+                                "rollouts.enabled is false, or KURATION_ROLLOUTS_ENABLED); enable them to build it")
     store = storage_root.path(*STORE_DIR)
     build = build_rollout_store(
-        storage_root.path(DATASET_DIR), store, splits_root=storage_root.url, recipe=config.recipe(),
+        storage_root.path(DATASET_DIR), store, splits_root=storage_root.url, recipe=config.recipe(settings),
         discount_gamma=config.discount_gamma, split=config.split, allow_non_train=config.allow_non_train,
         invocation={"dagster_run_id": context.run.run_id, "asset": "rollout_store"},
         progress=lambda done, total: context.log.info(f"{done}/{total} shards turned into rollouts"),

@@ -176,3 +176,21 @@ def test_a_splits_json_rule_replaces_the_default_computed_split():
 ])
 def test_relative_references_resolve_against_the_landing_zone(value, expected):
     assert resolve_in_landing("/lz", value) == expected
+
+
+def test_the_rollouts_section_maps_modalities_or_turns_the_store_off():
+    config = curation_config_from_dict({"rollouts": {"position": "xyz", "battery": None,
+                                                     "state_modalities": ["xyz", "velocity"], "ground_level_m": -5}})
+    assert (config.rollouts.position, config.rollouts.battery, config.rollouts.state_modalities) == (
+        "xyz", None, ("xyz", "velocity"))
+    assert config.rollouts.enabled and config.rollouts.ground_level_m == -5.0
+    assert not apply_env_overrides(config, {"KURATION_ROLLOUTS_ENABLED": "false"}).rollouts.enabled
+    for bad, fragment in (({"enabled": "no"}, "rollouts.enabled must be true or false"),
+                          ({"state_modalities": []}, "rollouts.state_modalities must be a non-empty list"),
+                          ({"positon": "x"}, "rollouts: unknown key(s) ['positon']"),
+                          ({"site_half_extent_m": 0}, "rollouts.site_half_extent_m must be > 0")):
+        with pytest.raises(CurationConfigError) as caught:
+            curation_config_from_dict({"rollouts": bad})
+        assert fragment in str(caught.value)
+    with pytest.raises(CurationConfigError, match="KURATION_ROLLOUTS_ENABLED='maybe': enabled must be true or false"):
+        apply_env_overrides(DEFAULTS, {"KURATION_ROLLOUTS_ENABLED": "maybe"})

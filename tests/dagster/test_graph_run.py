@@ -53,9 +53,12 @@ def test_the_whole_graph_runs_on_the_instance_beside_the_storage_root(landing, t
     with DagsterInstance.from_config(str(home)) as instance:  # the runs belong to that instance
         jobs = {run.job_name for run in instance.get_runs()}
     assert jobs == set(JOB_ORDER)
-    # run again: nothing new, the scoring comes from the cache and the split is kept
+    # run again: nothing new, the scoring comes from the cache and the split is kept; an
+    # environment override turns the rollout store off for this deployment
+    monkeypatch.setenv("KURATION_ROLLOUTS_ENABLED", "false")
     code, again = _run(landing, tmp_path / "storage")
     assert code == 0 and "(6 from cache)" in again and "resolution_mode      extended" in again
+    assert "build_rollouts: not run: rollouts are disabled" in again and "kuration run: 4 runs succeeded" in again
 
 
 def test_mismatched_universe_ids_stop_the_graph_naming_the_check(landing, tmp_path, monkeypatch):

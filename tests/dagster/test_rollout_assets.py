@@ -108,3 +108,28 @@ def test_a_rewritten_dataset_or_a_missing_store_fails_the_lineage_check(curated,
     assert any("source shard(s)" in e for e in stale.errors)  # its shards changed with it
     again = _rollouts(curated, instance)  # re-materializing rebuilds a store that matches
     assert again.success and all(check.passed for check in _checks(again).values())
+
+
+def test_the_recipe_reads_its_modalities_from_the_curation_settings(curated, instance, tmp_path):
+    import json
+    from pathlib import Path
+
+    from kuration.curation_config import RolloutSettings
+    from rollout_assets import RolloutStoreConfig
+
+    recipe = RolloutStoreConfig().recipe(RolloutSettings(position="xyz", battery=None, state_modalities=("xyz",),
+                                                         payload_modality=None, site_half_extent_m=50.0))
+    assert (recipe.position, recipe.battery, recipe.state_modalities, recipe.payload_modality) == (
+        "xyz", None, ("xyz",), None)
+    assert recipe.site_half_extent_m == 50.0
+    settings = Path(curated["landing_zone"].url) / "curation.json"
+    # a dataset without the demo's names: the recipe is told where the position is, and says what is missing
+    settings.write_text(json.dumps({"rollouts": {"position": "xyz"}}))
+    missing = _rollouts(curated, instance)
+    assert not missing.success and "xyz" in failure_text(missing)
+    settings.write_text(json.dumps({"rollouts": {"enabled": False}}))
+    disabled = _rollouts(curated, instance)
+    assert not disabled.success
+    assert "rollouts are disabled in the curation settings (curation.json rollouts.enabled is false" in failure_text(
+        disabled)
+    assert not (tmp_path / "storage" / "rollouts").exists()
