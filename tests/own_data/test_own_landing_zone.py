@@ -10,10 +10,12 @@ scored sources the split does not know (the ``budget`` check)."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import io
 import json
 import os
 import re
+import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
@@ -62,24 +64,31 @@ def fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FleetLand
     unregister_media_provider(zone.provider)
 
 
-def kuration(*argv: str) -> tuple[int, str]:
-    """``kuration <argv>`` in this process: its exit status and what it printed (stdout, then
-    stderr, where Dagster's own log of a failing step goes). A command the ``kuration`` CLI
-    (``kuration_definitions.cli``) does not offer yet is skipped, except ``run``, which its
-    module ``kuration_definitions.graph_run`` runs until then."""
+REPO = Path(__file__).resolve().parents[2]
+
+
+def kuration(*argv: str, fresh_process: bool = False) -> tuple[int, str]:
+    """``kuration <argv>``: its exit status and what it printed (stdout, then stderr, where
+    Dagster's own log of a failing step goes); in this process, or with ``fresh_process`` in
+    a new interpreter that finds the plugin through ``PYTHONPATH`` alone, as a user's shell
+    would run it. A command the ``kuration`` CLI (``kuration_definitions.cli``) does not
+    offer yet is skipped, except ``run``, which ``kuration_definitions.graph_run`` runs until then."""
     commands = _cli_commands()
     if argv[0] in commands:
-        from kuration_definitions.cli import main
+        module, args = "kuration_definitions.cli", list(argv)
     elif argv[0] == "run":
-        from kuration_definitions.graph_run import main as run_main
-
-        def main(args: list[str]) -> int:
-            return run_main(args[1:])
+        module, args = "kuration_definitions.graph_run", list(argv[1:])
     else:
         pytest.skip(f"`kuration {argv[0]}` is not in kuration_definitions.cli yet (it has {sorted(commands)})")
+    if fresh_process:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KURATION_") and k != "DAGSTER_HOME"}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+        done = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, env=env,
+                              timeout=300)
+        return done.returncode, f"{done.stdout}\n--- stderr ---\n{done.stderr}"
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
-        code = main(list(argv))
+        code = importlib.import_module(module).main(args)
     return code, f"{out.getvalue()}\n--- stderr ---\n{err.getvalue()}"
 
 
@@ -98,8 +107,8 @@ def stdout_lines(out: str) -> list[str]:
     return out.partition("\n--- stderr ---\n")[0].splitlines()
 
 
-def run(zone: FleetLandingZone, storage: Path) -> tuple[int, str]:
-    return kuration("run", "--landing", str(zone.root), "--storage", str(storage))
+def run(zone: FleetLandingZone, storage: Path, *, fresh_process: bool = False) -> tuple[int, str]:
+    return kuration("run", "--landing", str(zone.root), "--storage", str(storage), fresh_process=fresh_process)
 
 
 def manifest(storage: Path) -> dict:
@@ -151,7 +160,7 @@ def test_check_landing_says_to_set_media_root_when_frames_sit_beside_the_session
 @pytest.mark.slow
 def test_run_curates_the_fleet_into_a_committed_dataset_with_the_plugins(fleet, tmp_path):
     storage = tmp_path / "storage"
-    code, out = run(fleet, storage)
+    code, out = run(fleet, storage, fresh_process=True)  # the plugin found through PYTHONPATH alone
     assert code == 0, out
     assert "kuration run: 5 runs succeeded" in out and "FAILED" not in out
     assert f"settings: {fleet.root / 'curation.json'}" in out
