@@ -82,10 +82,11 @@ def check_universe_sources(universe_sources: Iterable[str], recordings: Iterable
         extra = first((repr(s) for s in unlisted), len(unlisted), shown=SHOWN)
         warnings.append(
             f"{count(len(unlisted), 'recording')} {where} {'is' if len(unlisted) == 1 else 'are'} in no universe "
-            f"row ({extra}); they will be scored but belong to no split. Add them to universe.csv"
+            f"row ({extra}); they will be scored but belong to no split, which fails the budget check. Add them to "
+            "universe.csv, or move them out of the recordings root"
         )
         if not unmatched:
-            verdict += f"; {count(len(unlisted), 'recording')} in no universe row"
+            verdict += f"; {count(len(unlisted), 'recording')} in no universe row ({extra})"
     return UniverseSourcesCheck(verdict, tuple(errors), tuple(warnings), figures, unmatched, unlisted)
 
 

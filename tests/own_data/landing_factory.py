@@ -23,10 +23,10 @@ and the strategy a plugin feature.
 
 Each session's road users behave on purpose: track 1 is in view throughout; track 2 leaves
 the view twice and comes back (absent rows in between: the plugin feature counts those
-re-entries); track 3 is out of view for longer than a whole scoring window. The rollout
-recipe ``kuration run`` ends with reads the output modalities ``pos``, ``vel`` and
-``battery`` (its names are fixed), so the output spec maps the schema's ``xyz``,
-``velocity`` and ``visibility`` fields onto them.
+re-entries); track 3 is out of view for longer than a whole scoring window. The output
+modalities keep the fleet's own names (``xyz``, ``velocity``, ``visibility``); curation.json's
+``rollouts`` tells the rollout recipe ``kuration run`` ends with which is the position and
+the state, and that there is no battery or frame payload.
 
 Same arguments, same bytes. :func:`add_session` writes one more session and appends its
 universe row, as a new day of a fleet's data would arrive.
@@ -72,6 +72,8 @@ SETTINGS: dict[str, Any] = {
     # about a fifth of each split's pool: the fill ranks and cuts, and the check passes
     "budget": {"train_hours": 0.04, "val_hours": 0.012, "test_hours": 0.012, "span_seconds": 12},
     "split": {"strategy": "stratified", "seed": 3, "val_ratio": 0.25, "test_ratio": 0.25, "group_by": "group"},
+    "rollouts": {"position": "xyz", "battery": None, "state_modalities": ["xyz", "velocity", "visibility"],
+                 "payload_modality": None, "site_half_extent_m": 500},
 }
 
 
@@ -143,9 +145,9 @@ OUTPUT_SPEC: dict[str, Any] = {
     "container": "parquet",
     "presence_mask": True,
     "modalities": {
-        "pos": {"dtype": "float32", "shape": [3], "source": "field:xyz"},
-        "vel": {"dtype": "float32", "shape": [3], "source": "field:velocity"},
-        "battery": {"dtype": "float32", "shape": [], "source": "field:visibility"},
+        "xyz": {"dtype": "float32", "shape": [3], "source": "field:xyz"},
+        "velocity": {"dtype": "float32", "shape": [3], "source": "field:velocity"},
+        "visibility": {"dtype": "float32", "shape": [], "source": "field:visibility"},
         "ego_speed": {"dtype": "float32", "shape": [], "source": "field:ego_speed"},
         "camera": {"dtype": "uint8", "shape": list(CAMERA_SHAPE), "source": "media:camera"},
         "depth": {"dtype": "float32", "shape": list(DEPTH_SHAPE), "source": "media:depth"},

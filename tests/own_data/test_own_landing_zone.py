@@ -247,7 +247,8 @@ def test_scored_sessions_the_universe_leaves_out_fail_the_budget_check(fleet, tm
     code, out = run(fleet, storage)
     assert code == 1, out
     # the universe check only warns: the session is scored, and belongs to no split
-    assert re.search(r"check universe:universe_sources +FAILED \(WARN\)\n.*1 recording in no universe row", out)
+    assert re.search(r"check universe:universe_sources +FAILED \(WARN\)\n.*1 recording in no universe row "
+                     rf"\('{re.escape(stray)}'\)", out)
     assert f"asset scored_segments: {len(SESSIONS) + 1} partitions" in out
     assert "kuration run: fill_budget failed: blocking check budget_plan:budget failed" in out
     assert re.search(r"check budget_plan:budget +FAILED \(ERROR\)", out)

@@ -90,8 +90,10 @@ def test_recordings_no_universe_row_names_only_warn():
     result = check_universe_sources(["a.parquet"], ["a.parquet", "b.parquet"], recordings_url="/r")
     assert result.ok and result.severity == "warn" and result.unlisted == ("b.parquet",)
     assert result.warnings == ("1 recording under /r is in no universe row ('b.parquet'); they will be scored but "
-                               "belong to no split. Add them to universe.csv",)
-    assert result.verdict == "1 universe source, each names a recording under /r; 1 recording in no universe row"
+                               "belong to no split, which fails the budget check. Add them to universe.csv, or move "
+                               "them out of the recordings root",)
+    assert result.verdict == ("1 universe source, each names a recording under /r; 1 recording in no universe row "
+                              "('b.parquet')")
 
 
 def test_the_stored_check_reads_the_stored_universe_and_fails_instead_of_raising(landing, tmp_path):
