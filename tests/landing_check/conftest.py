@@ -4,15 +4,12 @@ modules, forgotten again afterwards)."""
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import pytest
 
-from kuration.plugins import PLUGINS_ENV, forget_loaded_plugins
-from kuration.sources.media import media_provider_names, unregister_media_provider
 from tests.landing_check.landing_factory import copy_zone, write_template
-from tests.plugins.plugin_factory import PluginKit
+from tests.plugins.plugin_factory import plugin_kit_session
 
 
 @pytest.fixture(scope="session")
@@ -27,15 +24,4 @@ def zone(template: Path, tmp_path: Path) -> Path:
 
 @pytest.fixture
 def plugin_kit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    folder = tmp_path / "plugins"
-    folder.mkdir()
-    kit = PluginKit(folder, f"kcheck_{uuid.uuid4().hex[:10]}")
-    monkeypatch.syspath_prepend(str(folder))
-    monkeypatch.delenv(PLUGINS_ENV, raising=False)
-    forget_loaded_plugins()
-    yield kit
-    forget_loaded_plugins()
-    kit.forget_modules()
-    for name in media_provider_names():
-        if name.startswith(kit.prefix):
-            unregister_media_provider(name)
+    yield from plugin_kit_session(tmp_path / "plugins", monkeypatch, prefix="kcheck")
