@@ -51,6 +51,11 @@ span, 20 per source.
   writer run comes first (see ``breakdown``). The in-run SHA-256 and CRC32 throughputs give each hash's
   estimated share. Two what-if runs follow, with ``os.fsync`` and then also the SHA-256
   patched out (diagnostics only, not a configuration), to show what each costs end to end.
+* **Rebuild with reuse (npz):** one new recording lands on a dataset of the 1x sources:
+  the rebuild (``resume=True, on_other_run="replace"``, as the ``shards`` asset writes)
+  keeps every old shard, verified by its SHA-256, and writes the new source's; timed
+  against a full write of the same plan, best of ``--repeats`` each. The old shards' hash
+  time at the machine's SHA-256 rate is the floor of the rebuild.
 * **Peak RSS:** each of 1x and 4x in a fresh subprocess (``/proc`` VmHWM is per address
   space, so the parent's peak is not inherited): import, score, plan, then one write;
   VmHWM of the whole process, and during the write alone (reset through
@@ -458,6 +463,50 @@ def bench_container(container: str, workload: dict[str, Any], root: Path, repeat
     return out
 
 
+def rebuild_with_reuse(n_sources: int, seed: int, root: Path, repeats: int, sha_mb_per_s: float) -> dict[str, Any]:
+    """One new recording lands: a dataset of ``n_sources`` (npz) is rebuilt over
+    ``n_sources + 1`` as the ``shards`` asset does (``resume=True, on_other_run="replace"``:
+    matching shards kept, the new source's written), against a full write of the same plan
+    into a new folder. Every source is in train (a fixed assignment, as a stable split
+    extension keeps it), so the old spans stay admitted. Before each timed rebuild the old
+    dataset is copied into place (untimed) and the page cache settled."""
+    adapter = BenchAdapter(corpus(n_sources + 1), seed)
+    spec = spec_for("npz")
+    scored = score_sources(adapter, segmenter=SEGMENTER, strategy=STRATEGY, workers=1, cache=None)
+    sources = adapter.list_sources()
+    assignments = pa.table({"stage": ["train"] * len(sources), "source": sources, "group": sources})
+    options = BudgetOptions(train_hours=HOURS_ALL, span_steps=SPAN_STEPS, chunking=spec.chunking)
+    segments = scored.segments
+    late = pa.compute.equal(segments.column("source_id"), sources[-1])
+    before = plan_budget(segments.filter(pa.compute.invert(late)), options, strategy=STRATEGY,
+                         split_assignments=assignments)
+    after = plan_budget(segments, options, strategy=STRATEGY, split_assignments=assignments)
+    old = _fresh(root, "reuse_old")
+    write_planned_dataset(old, before, adapter=adapter, schema=SCHEMA, spec=spec)
+    full_runs, rebuild_runs, result = [], [], None
+    for _ in range(repeats):
+        full = _fresh(root, "reuse_full")
+        _settle()
+        full_runs.append(timed(functools.partial(write_planned_dataset, full, after, adapter=adapter,
+                                                 schema=SCHEMA, spec=spec))[0])
+        shutil.rmtree(full)
+        target = _fresh(root, "reuse_rebuild")
+        shutil.copytree(old, target)
+        _settle()
+        seconds, result = timed(functools.partial(write_planned_dataset, target, after, adapter=adapter,
+                                                  schema=SCHEMA, spec=spec, resume=True, on_other_run="replace"))
+        rebuild_runs.append(seconds)
+        shutil.rmtree(target)
+    assert result is not None
+    reused_mb = sum(e["bytes"] for e in result.manifest["entries"] if e["source_id"] != sources[-1]) / 1e6
+    return {"sources_before": n_sources, "sources_after": n_sources + 1, "shards": len(result.manifest["entries"]),
+            "written": result.written, "reused": result.reused, "reused_mb": reused_mb,
+            "full_write_seconds": min(full_runs), "rebuild_seconds": min(rebuild_runs),
+            "full_over_rebuild": min(full_runs) / min(rebuild_runs),
+            "reused_hash_seconds_at_sha256_rate": reused_mb / sha_mb_per_s,
+            "runs": {"full_write": full_runs, "rebuild": rebuild_runs}}
+
+
 def json_dump_stream(workload: dict[str, Any], root: Path) -> dict[str, Any]:
     """``json.dump`` straight to the file, once, on one shard: why the json baseline uses dumps."""
     one = workload["shards"][:1]
@@ -816,6 +865,8 @@ def main() -> None:
             if container in containers:
                 breakdowns[container] = breakdown(container, loads[container], root, rates,
                                                   results[container]["baseline_seconds"])
+        if "npz" in containers:
+            extra["rebuild_with_reuse"] = rebuild_with_reuse(n1, args.seed, root, repeats, rates["sha256_mb_per_s"])
         if args.profile:
             extra["profile_npz_tottime_top25"] = profile_write(main_load, root)
         del loads, main_load

@@ -43,7 +43,8 @@ with leaves of both kinds carries no builtin itself; its leaves do. ::
     ├── BudgetError (ValueError)                   budget options, split assignments, a plan or a stored plan
     ├── OutputError                                a training dataset cannot be written as asked
     │   ├── DatasetWriteError (RuntimeError)       kuration.output.write_dataset
-    │   │   └── DifferentRunError                  kuration.output.write_dataset
+    │   │   ├── DifferentRunError                  kuration.output.write_dataset
+    │   │   └── EmptyPlanError                     kuration.output.write_dataset
     │   ├── ShardFormatError (ValueError)          kuration.output.containers.protocol
     │   ├── EncoderError (ValueError)              kuration.output.encoders
     │   ├── MissingValueError (ValueError)         kuration.output.shard_assembly

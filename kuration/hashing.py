@@ -160,7 +160,8 @@ def _is_code(value: Any) -> bool:
 def code_fingerprint(obj: Any, *, state: Any = None) -> dict[str, Any] | None:
     """``{"name", "code_sha256", "state"}`` of user code, the same in every process.
 
-    A function, bound method, partial or object (its class's code and its attributes, or
+    A function, bound method, partial, class (its name and source) or object (its class's
+    code and its attributes, or
     ``state`` when the object's own description is the better one: an adapter's attributes
     hold caches that change as it is used, its repr names what it reads). A mapping, list,
     tuple or set passed where code could be (``group_of={"rec_1": "site_a", ...}``) is
@@ -186,6 +187,8 @@ def code_fingerprint(obj: Any, *, state: Any = None) -> dict[str, Any] | None:
                                           "kwdefaults": dict(obj.__kwdefaults__ or {})})}
     if inspect.isbuiltin(obj):
         return {"name": f"{getattr(obj, '__module__', None)}.{obj.__qualname__}", "code_sha256": None, "state": {}}
+    if inspect.isclass(obj):  # a factory such as a media provider class: its own code, not type's
+        return {"name": f"{obj.__module__}.{obj.__qualname__}", "code_sha256": _source_sha256(obj), "state": {}}
     cls = type(obj)
     name = f"{cls.__module__}.{cls.__qualname__}"
     if isinstance(obj, (Mapping, list, tuple, set, frozenset)):

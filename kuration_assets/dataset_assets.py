@@ -53,6 +53,17 @@ class DatasetConfig(Config):
                     "replace it; false refuses and keeps it. The same run is always resumed (verified shards are "
                     "kept).",
     )
+    reuse_shards: bool = Field(
+        default=True,
+        description="Keep every shard whose content key (source content, span, rows, output spec, code) matches a "
+                    "verified shard of the dataset already in the folder, instead of writing it again; false writes "
+                    "every shard anew.",
+    )
+    allow_empty: bool = Field(
+        default=False,
+        description="Commit an empty dataset when the budget plan admits nothing; false (the default) fails the step "
+                    "instead, naming the splits and the sources that are in no split.",
+    )
 
 
 @multi_asset(
@@ -79,8 +90,8 @@ def training_dataset(
     result = write_planned_dataset(
         out, read_budget_plan(storage_root.url), adapter=curation.adapter(landing_zone, settings),
         schema=settings.schema, spec=spec, resume=True, job=stored_scoring_job(storage_root.url),
-        on_other_run="replace" if config.replace_other_runs else "refuse",
-        split=stored_split_identity(storage_root.url),
+        on_other_run="replace" if config.replace_other_runs else "refuse", reuse_shards=config.reuse_shards,
+        split=stored_split_identity(storage_root.url), allow_empty=config.allow_empty,
         progress=lambda done, total, source: context.log.info(f"{done}/{total} sources written ({source})"),
     )
     if result.replaced:
@@ -98,6 +109,8 @@ def training_dataset(
 def _shards_metadata(out: str, spec: OutputSpec, summary: DatasetSummary) -> dict[str, Any]:
     metadata = {"path": MetadataValue.path(out), "container": spec.container,
                 "written_shards": summary.written, "reused_shards": summary.reused}
+    if summary.reused_from_run is not None:
+        metadata["reused_from_run"] = summary.reused_from_run
     for name, split in summary.splits.items():
         metadata[f"{name}_shards"] = split.shards
         metadata[f"{name}_bytes"] = split.bytes

@@ -1,17 +1,22 @@
 """``new_recordings_sensor``: new or rewritten recordings in the landing zone become
-scoring runs; a changed ``universe.csv`` re-materializes the universe."""
+scoring runs; a changed universe (a changed ``universe.csv``, or, without one, a recording
+added or removed) re-materializes the universe and the resolved split. The split extends
+itself (``kuration.splits.extend``): new sources are placed by the seeded rule and no
+existing source moves, so the next budget plan sees every new recording in a split."""
 
 import json
+
+from kuration.hashing import canonical_digest
 
 from dagster import RunRequest, SensorEvaluationContext, SensorResult, SkipReason, sensor
 
 from kuration.landing import diff_recordings, file_token, list_recordings
 from kuration_assets.scoring_assets import SOURCE_PARTITIONS, scored_segments, source_partitions
 from kuration_resources import CurationResource, LandingZoneResource
-from splits_assets import universe
+from splits_assets import resolved_splits, universe
 
 
-@sensor(asset_selection=[universe, scored_segments], minimum_interval_seconds=30)
+@sensor(asset_selection=[universe, resolved_splits, scored_segments], minimum_interval_seconds=30)
 def new_recordings_sensor(context: SensorEvaluationContext, landing_zone: LandingZoneResource,
                           curation: CurationResource):
     previous = json.loads(context.cursor) if context.cursor else {}
@@ -21,8 +26,15 @@ def new_recordings_sensor(context: SensorEvaluationContext, landing_zone: Landin
     csv_url = landing_zone.universe_csv_url()
     csv_token = file_token(csv_url) if csv_url else None
     requests = []
-    if csv_token and csv_token != previous.get("universe_csv"):
-        requests.append(RunRequest(run_key=f"universe:{csv_token}", asset_selection=[universe.key]))
+    if csv_url is not None:
+        universe_changed = bool(csv_token) and csv_token != previous.get("universe_csv")
+        universe_token = csv_token
+    else:  # the universe is the recordings themselves
+        universe_changed = bool(diff.new or diff.removed)
+        universe_token = canonical_digest(sorted(current))
+    if universe_changed:
+        requests.append(RunRequest(run_key=f"universe:{universe_token}",
+                                   asset_selection=[universe.key, resolved_splits.key]))
     known = set(context.instance.get_dynamic_partitions(SOURCE_PARTITIONS))
     to_add = [s for s in diff.to_score if s not in known]
     for source_id in diff.to_score:

@@ -30,7 +30,9 @@ class SplitOutput:
 @dataclass(frozen=True)
 class DatasetSummary:
     """The write at a glance; ``preview`` holds the first shards' entries (path, split,
-    n_steps, bytes, the SHA-256's first 12 hex digits) and ``more`` how many were left out."""
+    n_steps, bytes, the SHA-256's first 12 hex digits) and ``more`` how many were left out.
+    ``written`` counts the shards this write wrote, ``reused`` those it kept as they were
+    (a resume's finished shards, or another run's with the same content key)."""
 
     commit_state: str
     shards: int
@@ -39,6 +41,8 @@ class DatasetSummary:
     splits: dict[str, SplitOutput]
     preview: list[dict[str, Any]]
     more: int
+    #: The run whose shards were kept (this run's own on a resume), None when none were.
+    reused_from_run: str | None = None
 
 
 def summarize_dataset(result: DatasetWriteResult, *, sample_hz: float, preview_rows: int = 10) -> DatasetSummary:
@@ -56,8 +60,9 @@ def summarize_dataset(result: DatasetWriteResult, *, sample_hz: float, preview_r
     entries = manifest["entries"]
     preview = [{"path": e["path"], "split": e["split"], "n_steps": e["n_steps"], "bytes": e["bytes"],
                 "sha256": e["sha256"][:12]} for e in entries[:preview_rows]]
+    reused_from = result.config["results"].get("resume", {}).get("reused_from_run")
     return DatasetSummary(result.record.state, len(entries), result.written, result.reused, splits, preview,
-                          max(0, len(entries) - preview_rows))
+                          max(0, len(entries) - preview_rows), reused_from)
 
 
 __all__ = ["DatasetSummary", "SplitOutput", "summarize_dataset"]

@@ -7,18 +7,30 @@ and everything else that can fail without touching the destination runs under it
 destination's state, the sources' identities); only then does publication begin. A failure before it leaves every
 published byte as it was.
 
-Resume. ``resume=True`` is for the same run (same spec, plan, sources and code: one run
-fingerprint); on a destination another run wrote it raises :class:`DifferentRunError` and
-touches nothing. It reuses a shard only when all of these hold: the destination's commit
-record pins the SHA-256 of an output-spec marker identical to this run's; the shard is recorded, with its
-size and SHA-256, in the committed manifest or in the resume records an interrupted run
-leaves (``.kuration_resume/<run fingerprint>/``, one per finished shard); the file still has that
-size and SHA-256; and its source has a strong identity (content hash, ETag or version).
-Everything else is rebuilt. ``force=True`` replaces the destination; the two together are
-an error, and without either an existing destination is refused. ``write_planned_dataset``
+Resume and reuse. ``resume=True`` is for the same run (same spec, plan, sources and code:
+one run fingerprint); on a destination another run wrote it raises :class:`DifferentRunError`
+and touches nothing. ``force=True`` replaces the destination; the two together are an
+error, and without either an existing destination is refused. ``write_planned_dataset``
 takes a third intent for a pipeline that rematerializes: ``resume=True,
 on_other_run="replace"`` resumes the same run and replaces another run's dataset (or one
 whose commit record is torn) under the same lease, instead of raising.
+
+Whichever intent, the write keeps every shard whose content key (recorded in each manifest
+entry as ``content_key``: the source's strong identity, the shard's place and rows, the
+span's values, the output spec, schema, encoder, adapter, media-provider and Kuration code)
+matches a shard the destination's intact records describe, once its file still has the
+recorded size and SHA-256 (:mod:`.shard_reuse`). So the same run resumed keeps its
+finished shards, and a new plan after one new recording rewrites only the shards that
+changed: the rest stay in place, untouched, byte-identical to what a fresh write would
+produce. A source with a weak identity is always written anew, and ``reuse_shards=False``
+writes every shard anew. Kept shards are hashed before publication begins and listed in
+the new run's resume records right after it begins, so a resume after a crash keeps them
+too. The result's ``written`` and ``reused`` count both kinds, and ``config.json``'s
+``results.resume.reused_from_run`` names the run whose shards were kept.
+
+An empty plan. A plan that gives no shard to write (it admits nothing: typically every
+source ``not_in_split``; or only spans the short policy drops) raises
+:class:`EmptyPlanError` before anything is touched, unless ``allow_empty=True``.
 
 The plan. The dataset carries the budget plan it was written from, in ``budget/``
 (``plan_items.parquet``, ``admitted.parquet``, ``budget.json``: the storage-root layout of
@@ -58,12 +70,14 @@ from kuration.hashing import canonical_digest, canonical_json, code_fingerprint,
 from kuration.numbers import parse_bytes
 from kuration.sources.media import media_cache
 from kuration.output.commit_protocol import (
-    CHECKPOINT_DIR, COMMIT_FILE, MANIFEST_FILE, RESUME_DIR, SPEC_MARKER_FILE, CommitRecord,
-    is_writer_leftover, publish_committed, publish_writing, read_commit, strict_json,
+    CHECKPOINT_DIR, RESUME_DIR, CommitRecord, is_writer_leftover, publish_committed, publish_writing, read_commit,
 )
 from kuration.output.destinations import Destination, open_destination
 from kuration.output.encoders import OutputEncoder, PassthroughEncoder
 from kuration.output.shard_assembly import decode_media_rows
+from kuration.output.shard_reuse import (
+    ADOPTED_RECORD, ReuseCandidates, content_key, content_key_basis, resume_folder, reuse_candidates, verified_reuse,
+)
 from kuration.output.spec import OutputSpec
 from kuration.output.write_track import ShardTarget, ShardWriter, shard_targets
 from kuration.sources.schema import Schema
@@ -85,6 +99,12 @@ class DatasetWriteError(OutputError, RuntimeError):
 class DifferentRunError(DatasetWriteError):
     """``resume=True`` on a destination written by another run (spec, plan, sources or code
     differ): resuming would replace it, which only ``force=True`` may do."""
+
+
+class EmptyPlanError(DatasetWriteError):
+    """The budget plan gives the writer no shard to write (it admits nothing, or only spans
+    shorter than one shard that the short policy drops): committing it would publish an
+    empty dataset that every check passes. ``allow_empty=True`` writes one on purpose."""
 
 
 @dataclass(frozen=True)
@@ -123,65 +143,8 @@ def _plan_digest(admitted: pa.Table) -> str:
     return hashlib.sha256(sink.getvalue()).hexdigest()
 
 
-def _resume_folder(run_fingerprint: str) -> str:
-    return f"{RESUME_DIR}/{run_fingerprint[:16]}"
-
-
 def _record_name(run_fingerprint: str, shard_path: str) -> str:
-    return f"{_resume_folder(run_fingerprint)}/{hashlib.sha256(shard_path.encode()).hexdigest()[:24]}.json"
-
-
-def _journal_entries(destination: Destination, run_fingerprint: str) -> list[dict[str, Any]]:
-    """Entries of this run's finished shards, from the records an interrupted run left."""
-    entries = []
-    for name in destination.files_under(_resume_folder(run_fingerprint)):
-        try:
-            item = strict_json(destination.read(name) or b"", where=destination.where(name), what="resume record")
-        except CommitError:
-            continue  # a torn or odd record only costs a rebuild
-        if isinstance(item, dict) and item.get("run") == run_fingerprint and isinstance(item.get("entry"), dict):
-            entries.append(item["entry"])
-    return entries
-
-
-def _committed_entries(destination: Destination, record: CommitRecord) -> list[dict[str, Any]]:
-    if record.state != "committed":
-        return []
-    try:
-        data = destination.read(MANIFEST_FILE)
-    except CommitError:
-        return []
-    if data is None or sha256_hex(data) != record.manifest_sha256:
-        return []
-    try:
-        manifest = strict_json(data, where=destination.where(MANIFEST_FILE), what="manifest")
-    except CommitError:
-        return []
-    entries = manifest.get("entries") if isinstance(manifest, dict) else None
-    return list(entries) if isinstance(entries, list) else []  # each is checked in _reusable, then against its bytes
-
-
-def _reusable(destination: Destination, resume: bool, record: CommitRecord | None, marker: bytes,
-              run_fingerprint: str, strong: Mapping[str, bool]) -> tuple[dict[str, dict[str, Any]], str]:
-    """Shard path -> its recorded entry, for shards resume may keep; and why not, if none."""
-    if not resume:
-        return {}, "resume not requested"
-    if record is None:
-        return {}, f"no {COMMIT_FILE} at the destination"
-    try:
-        current = destination.read(SPEC_MARKER_FILE)
-    except CommitError:
-        current = None
-    if record.spec_marker_sha256 != sha256_hex(marker) or current != marker:
-        return {}, (f"the destination's {SPEC_MARKER_FILE} (pinned by {COMMIT_FILE}) is missing or belongs to another "
-                    "run: the spec, plan, sources or code changed")
-    candidates = {e["path"]: e
-                  for e in _committed_entries(destination, record) + _journal_entries(destination, run_fingerprint)
-                  if isinstance(e, dict) and isinstance(e.get("path"), str)}
-    # Entries are read from files: a source_id that is not a string (even an unhashable one) is not kept.
-    kept = {path: e for path, e in candidates.items()
-            if isinstance(e.get("source_id"), str) and strong.get(e["source_id"], False)}
-    return kept, "" if kept else "no finished shard of a source with a strong identity was recorded"
+    return f"{resume_folder(run_fingerprint)}/{hashlib.sha256(shard_path.encode()).hexdigest()[:24]}.json"
 
 
 def _targets(admitted: pa.Table, spec: OutputSpec, plan: BudgetPlan) -> list[tuple[ShardTarget, dict[str, Any]]]:
@@ -196,6 +159,35 @@ def _targets(admitted: pa.Table, spec: OutputSpec, plan: BudgetPlan) -> list[tup
                                     span_index=span, start=int(row["start"]), stop=int(row["stop"])):
             out.append((target, row))
     return out
+
+
+def _check_not_empty(plan: BudgetPlan, spec: OutputSpec, allow_empty: bool) -> None:
+    """Refuse a plan that gives the writer no shard (:class:`EmptyPlanError`), unless allowed."""
+    if not allow_empty and not _targets(plan.admitted(), spec, plan):
+        raise EmptyPlanError(_empty_plan_message(plan, spec))
+
+
+def _empty_plan_message(plan: BudgetPlan, spec: OutputSpec) -> str:
+    """Why the plan gives no shard, in the plan's own figures, and what to do about it."""
+    accounting = plan.accounting
+    admitted = plan.admitted().num_rows
+    if admitted:
+        what = (f"the budget plan admits {admitted} item(s), but each is shorter than one shard of "
+                f"{spec.shard_length} steps and short_policy 'drop' drops it")
+        fix = "Plan longer spans (span_seconds / span_steps), or write with short_policy 'pad' or 'keep'"
+    else:
+        unit = accounting["unit"]
+        splits = "; ".join(f"{name} requested {block['requested']:g} {unit}, pool {block['pool']:g}, admitted 0"
+                           for name, block in accounting["splits"].items())
+        what = f"the budget plan admits nothing ({splits})"
+        outside = accounting["not_in_split"]
+        if outside["sources"]:
+            what += (f"; {outside['sources']} scored source(s) are in no split (not_in_split, e.g. "
+                     f"{outside['examples'][:3]}), so their ids are not among the split's sources")
+        fix = ("Check that the split's (universe's) source ids are the recordings' ids and that the budget requests "
+               "time in a split that has sources, then plan again")
+    return (f"{what}: the dataset would be empty. {fix}; or pass allow_empty=True to commit an empty dataset on "
+            "purpose")
 
 
 def _check_intents(resume: bool, force: bool) -> None:
@@ -270,6 +262,8 @@ def write_planned_dataset(
     progress: Callable[[int, int, str], None] | None = None,
     on_other_run: str = "refuse",
     split: Mapping[str, Any] | None = None,
+    reuse_shards: bool = True,
+    allow_empty: bool = False,
 ) -> DatasetWriteResult:
     """Write the spans ``plan`` admitted as a committed dataset at ``out`` (a local folder or
     an object-store URL).
@@ -285,7 +279,13 @@ def write_planned_dataset(
     another run's dataset (the spec, plan, sources or code changed) or a torn commit record:
     ``"refuse"`` raises (:class:`DifferentRunError`, or ``CommitError``) and keeps it;
     ``"replace"`` replaces it as ``force=True`` would, under the same lease, and the result's
-    ``replaced`` says why. The same run is resumed either way (verified shards are kept)."""
+    ``replaced`` says why. The same run is resumed either way (verified shards are kept).
+
+    ``reuse_shards`` (default True): keep every shard whose content key matches a verified
+    shard of the dataset at ``out`` (see the module docstring), whatever the intent; False
+    writes every shard anew. ``allow_empty`` (default False): a plan that gives no shard to
+    write raises :class:`EmptyPlanError` before the destination is touched; True commits
+    an empty dataset."""
     _check_intents(resume, force)
     if on_other_run not in ON_OTHER_RUN:
         raise DatasetWriteError(f"on_other_run must be one of {list(ON_OTHER_RUN)}, got {on_other_run!r}")
@@ -297,6 +297,7 @@ def write_planned_dataset(
     _refuse_the_dataset_being_read(destination, adapter)
     spec.validate_against(schema)
     _check_plan_fits(plan, spec)
+    _check_not_empty(plan, spec, allow_empty)
     if split is not None and not isinstance(split, Mapping):
         raise DatasetWriteError(f"split: expected the split identity mapping of stored_split_identity(root), got "
                                 f"{type(split).__name__}")
@@ -305,7 +306,7 @@ def write_planned_dataset(
         return _publish(destination, plan, record, adapter=adapter, schema=schema, spec=spec, encoder=encoder,
                         resume=resume and not torn, job=job, progress=progress,
                         started=_dt.datetime.now(_dt.timezone.utc), replace_other_run=replace, replaced=torn,
-                        inputs=None if split is None else {"split": dict(split)})
+                        inputs=None if split is None else {"split": dict(split)}, reuse_shards=reuse_shards)
 
 
 def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | None, *, adapter: SourceAdapter,
@@ -313,20 +314,22 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
              job: Mapping[str, Any] | None, progress: Callable[[int, int, str], None] | None, started: _dt.datetime,
              results: Mapping[str, Any] | None = None, callbacks: Mapping[str, Any] | None = None,
              inputs: Mapping[str, Any] | None = None, replace_other_run: bool = False,
-             replaced: str = "") -> DatasetWriteResult:
+             replaced: str = "", reuse_shards: bool = True) -> DatasetWriteResult:
     """Everything after the plan, under the caller's lease, once the plan fits the spec
     (:func:`_check_plan_fits`) and :func:`_check_destination` gave the destination's
     ``record``: the checks that touch nothing, then publication (see the module docstring).
     ``inputs`` are further identities the run depends on (the baked split's), fingerprinted
     into the run and recorded in the provenance. ``replace_other_run``: a resume that finds
     another run's dataset replaces it instead of raising; ``replaced`` is why an earlier step
-    already chose to."""
+    already chose to. Whatever the intent, a shard whose content key matches a verified
+    shard the destination's records hold is kept (:mod:`.shard_reuse`), unless
+    ``reuse_shards`` is False."""
     encoder = encoder or PassthroughEncoder()
     admitted = plan.admitted()
+    targets = _targets(admitted, spec, plan)
     sources = sorted(set(admitted.column("source_id").to_pylist()))
     identities = {s: adapter.identity(s) for s in sources}
     strong = {s: bool(identity.strong) for s, identity in identities.items()}
-    targets = _targets(admitted, spec, plan)
     fingerprints = {
         "output_spec": spec.fingerprint(), "schema": schema.fingerprint(), "plan": _plan_digest(admitted),
         "encoder": code_fingerprint(encoder), "adapter": code_fingerprint(adapter, state=stable_repr(adapter)),
@@ -343,16 +346,26 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
         if not replace_other_run:
             raise DifferentRunError(f"{other}; resume=True only finishes or re-checks the same run. Pass force=True to "
                                     "replace it")
-        resume, replaced = False, other  # nothing of another run is reused: as force=True
-    reusable, no_reuse_reason = _reusable(destination, resume, record, marker, run_fingerprint, strong)
+        resume, replaced = False, other  # replaced as force=True would; shards whose content matches are kept
     features = feature_columns(admitted)
+    basis = content_key_basis(spec=spec, schema=schema, encoder=fingerprints["encoder"],
+                              adapter=fingerprints["adapter"], kuration=fingerprints["kuration"])
+    keys = {target.path: content_key(basis, identities[target.source_id], target, _span_meta(row, features))
+            for target, row in targets}
     by_source: dict[str, list[tuple[ShardTarget, dict[str, Any]]]] = {}
     for target, row in targets:
         by_source.setdefault(target.source_id, []).append((target, row))
+    # a split (or plan) folder that is a link would have shards reused from, or written to, wherever it leads
+    destination.check_folders({*EXCLUSIVE_STAGES, BUDGET_DIR})
+    candidates = (reuse_candidates(destination, record) if reuse_shards
+                  else ReuseCandidates({}, None, "reuse_shards=False"))
+    # Hashed now, before publication: a shard that fails is written anew, with every check below done first.
+    kept = verified_reuse(destination, candidates, spec, [(target, keys[target.path]) for target, _ in targets])
     entries: list[dict[str, Any]] = []
     written = reused = 0
 
     def record_finished(entry: dict[str, Any]) -> None:
+        entry = {**entry, "content_key": keys[entry["path"]]}
         entries.append(entry)
         # Not made durable: a record lost to a power cut only costs a rebuild.
         destination.write_metadata(_record_name(run_fingerprint, entry["path"]), canonical_json(
@@ -361,19 +374,22 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
     # One media cache for the check and the shards: each media file is read once, within the
     # cache's bound (a cache the caller opened is used, with its bound).
     with media_cache():
-        read_ahead = _check_media(adapter, schema, spec, sources, by_source, features, reusable)
-        # a split (or plan) folder that is a link would have shards reused from, or written to, wherever it leads
-        destination.check_folders({*EXCLUSIVE_STAGES, BUDGET_DIR})
+        read_ahead = _check_media(adapter, schema, spec, sources, by_source, features, kept)
 
         # -- publication starts: readers reject the directory until the final commit ------
         publish_writing(destination, run_fingerprint=run_fingerprint, marker=marker)
+        if kept:
+            # The old manifest stops counting once the record says writing: a resume after a
+            # crash finds the kept shards here instead (not durable either, like every record).
+            destination.write_metadata(f"{resume_folder(run_fingerprint)}/{ADOPTED_RECORD}", canonical_json(
+                {"run": run_fingerprint, "entries": sorted(kept.values(), key=lambda e: e["path"])}), durable=False)
         with ShardWriter(destination, spec, schema=schema, encoder=encoder, adapter=adapter,
                          on_entry=record_finished) as shards:
             for done, source in enumerate(sources, start=1):
                 pending = []
                 for target, row in by_source.get(source, []):
-                    entry = _recorded(reusable, target)
-                    if entry is not None and destination.shard_matches(target.path, entry):
+                    entry = kept.get(target.path)
+                    if entry is not None:
                         entries.append(entry)
                         reused += 1
                     else:
@@ -393,13 +409,17 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
     manifest = _manifest(entries, spec, plan, run_fingerprint)
     plan_pin = _publish_plan(destination, plan)
     finished = _dt.datetime.now(_dt.timezone.utc)
+    refused = "" if reused or (record is None and not resume) else candidates.refused or (
+        "no recorded shard has this write's content key with its recorded size and SHA-256 (the sources, span "
+        "values, output spec or code changed, or the files did)")
     config = {
         "format": 1,
         "job": {"output": spec.to_dict(), "schema": schema.to_dict(), "budget": plan.options.to_dict(),
                 "strategy": plan.strategy, **(dict(job) if job else {})},
         "results": {"budget": plan.accounting, "splits": manifest["splits"], "shards": len(entries),
                     "written_shards": written, "reused_shards": reused,
-                    "resume": {"requested": resume, "reuse_refused": no_reuse_reason if resume and not reused else ""},
+                    "resume": {"requested": resume, "reuse_refused": refused,
+                               "reused_from_run": candidates.run if reused else None},
                     "budget_plan": plan_pin, **(dict(results) if results else {})},
         "timestamps": {"started": started.isoformat(timespec="seconds"),
                        "finished": finished.isoformat(timespec="seconds")},
@@ -432,19 +452,17 @@ def _publish_plan(destination: Destination, plan: BudgetPlan) -> dict[str, Any]:
 
 def _check_media(adapter: SourceAdapter, schema: Schema, spec: OutputSpec, sources: Sequence[str],
                  by_source: Mapping[str, list[tuple[ShardTarget, dict[str, Any]]]], features: Sequence[str],
-                 reusable: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, Track]]:
+                 kept: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, Track]]:
     """Before publication: decode the first present reference of every media modality,
     through the path the shards take, so a provider that is missing, misconfigured or
     cannot read these references fails while every published byte is as it was.
 
-    Only shards still to be written count: a target resume may keep (recorded in
-    ``reusable`` for this very target, :func:`_recorded`; its bytes are not hashed here) is
-    passed over, and a source with nothing else to write is not read. Sources are read in
-    writing order until each media modality has decoded one reference (the first source
-    to write, as a rule); the tracks of every source read are returned so the writer does
-    not read it again. A kept shard that later fails its hash is rebuilt without this
-    pre-check: a reference it cannot decode then fails the write with publication begun.
-    Decoding every reference would mean decoding the data twice: a reference that fails
+    Only shards still to be written count: a shard in ``kept`` (verified already,
+    :func:`kuration.output.shard_reuse.verified_reuse`) is passed over, and a source with
+    nothing else to write is not read. Sources are read in writing order until each media
+    modality has decoded one reference (the first source to write, as a rule); the tracks
+    of every source read are returned so the writer does not read it again. Decoding every
+    reference would mean decoding the data twice: a reference that fails
     later still fails the write, with publication begun (readers reject the folder; resume
     finishes it once the reference is fixed)."""
     unchecked = dict(spec.of_kind("media"))
@@ -455,7 +473,7 @@ def _check_media(adapter: SourceAdapter, schema: Schema, spec: OutputSpec, sourc
                                 f"{type(adapter).__name__} has no decode_media(column, refs, source_id=...)")
     read_ahead: dict[str, dict[str, Track]] = {}
     for source in sources:
-        to_write = [(target, row) for target, row in by_source.get(source, []) if _recorded(reusable, target) is None]
+        to_write = [(target, row) for target, row in by_source.get(source, []) if target.path not in kept]
         if not to_write:
             continue
         tracks = {entity_key(t.entity_id): t for t in tracks_from_ticks(schema, adapter.read_ticks(source), source)}
@@ -474,20 +492,6 @@ def _check_media(adapter: SourceAdapter, schema: Schema, spec: OutputSpec, sourc
     return read_ahead
 
 
-def _recorded(reusable: Mapping[str, dict[str, Any]], target: ShardTarget) -> dict[str, Any] | None:
-    """The entry resume recorded for exactly ``target``, or None: a shard it may keep once
-    its file still has the recorded size and SHA-256."""
-    entry = reusable.get(target.path)
-    return entry if entry is not None and _same_target(entry, target) else None
-
-
-def _same_target(entry: Mapping[str, Any], target: ShardTarget) -> bool:
-    return (entry.get("split"), entry.get("source_id"), entry.get("entity_id"), entry.get("span_index"),
-            entry.get("shard_index"), entry.get("start"), entry.get("stop")) == (
-        target.split, target.source_id, target.entity_id, target.span_index, target.shard_index, target.start,
-        target.stop)
-
-
 def _span_track(tracks: Mapping[str, Track], target: ShardTarget, row: Mapping[str, Any],
                 features: Sequence[str]) -> Track:
     track = tracks.get(target.entity_id)
@@ -501,9 +505,13 @@ def _span_track(tracks: Mapping[str, Track], target: ShardTarget, row: Mapping[s
             f"source {target.source_id!r}, entity {target.entity_id}: the plan's span [{row['start']}, {row['stop']}) "
             f"is past the track's {len(track)} rows; the recording changed after scoring. Re-score and plan again"
         )
-    meta = {**track.meta, **{key: row[key] for key in features}, "span_index": row.get("span_index"),
-            "priority": row.get("priority")}
-    return dataclasses.replace(track, meta=meta)
+    return dataclasses.replace(track, meta={**track.meta, **_span_meta(row, features)})
+
+
+def _span_meta(row: Mapping[str, Any], features: Sequence[str]) -> dict[str, Any]:
+    """What the writer adds to a span's track meta (``segment:`` modalities and encoders
+    read it), so what a shard's content key covers besides the recording."""
+    return {**{key: row[key] for key in features}, "span_index": row.get("span_index"), "priority": row.get("priority")}
 
 
 def _manifest(entries: list[dict[str, Any]], spec: OutputSpec, plan: BudgetPlan,
@@ -588,6 +596,8 @@ def write_dataset(
     cache: ScoreCache | None = None,
     memory_budget: int | str | None = None,
     progress: Callable[[str, int, int, str], None] | None = None,
+    reuse_shards: bool = True,
+    allow_empty: bool = False,
 ) -> DatasetWriteResult:
     """Score ``sources`` (default: all), fill the hour budgets, write and commit the
     dataset at ``out``. Everything that can be checked is checked before scoring, and the
@@ -611,7 +621,12 @@ def write_dataset(
     another split is refused.
 
     ``progress(stage, done, total, source_id)`` is called after each source of each stage:
-    ``"score"`` (the feature pass), then ``"write"`` (its shards are written and hashed)."""
+    ``"score"`` (the feature pass), then ``"write"`` (its shards are written and hashed).
+
+    ``reuse_shards`` and ``allow_empty`` are :func:`write_planned_dataset`'s: shards whose
+    content key matches a verified shard at ``out`` are kept (False writes every one
+    anew), and a plan with nothing to write raises :class:`EmptyPlanError` (after scoring,
+    before publication) unless ``allow_empty=True``."""
     _check_intents(resume, force)
     if sample_hz is not None and not np.isclose(sample_hz, schema.sample_hz):
         raise DatasetWriteError(f"sample_hz={sample_hz:g} but the schema says {schema.sample_hz:g} Hz; leave sample_hz "
@@ -645,6 +660,7 @@ def write_dataset(
         plan = plan_budget(scored.segments, options, strategy=strategy, group_of=group_of,
                            split_assignments=split_assignments)
         _check_plan_fits(plan, spec)
+        _check_not_empty(plan, spec, allow_empty)
         job = {"segmenter": segmenter.to_dict(), "scoring_run": scored.run_fingerprint, "workers": workers,
                "executor": executor, "on_error": on_error, "memory_budget_bytes": budget,
                "skipped_sources": {o.source_id: o.error for o in scored.skipped}}
@@ -654,10 +670,12 @@ def write_dataset(
                            resume=resume, job=job, started=started, results=results,
                            progress=None if progress is None else (
                                lambda done, total, source: progress("write", done, total, source)),
-                           callbacks={"group_of": group_of}, inputs=None if split is None else {"split": split})
+                           callbacks={"group_of": group_of}, inputs=None if split is None else {"split": split},
+                           reuse_shards=reuse_shards)
         if CHECKPOINT_DIR in destination.top_level():
             FsspecScoreCache(destination.where(CHECKPOINT_DIR)).prune(scored.run_fingerprint)
     return written
 
 
-__all__ = ["DatasetWriteError", "DatasetWriteResult", "DifferentRunError", "write_dataset", "write_planned_dataset"]
+__all__ = ["DatasetWriteError", "DatasetWriteResult", "DifferentRunError", "EmptyPlanError", "write_dataset",
+           "write_planned_dataset"]

@@ -54,7 +54,10 @@ def shard_targets(spec: OutputSpec, *, split: str, source_id: str, entity_id: st
             for k, (a, b) in enumerate(spec.shards_for(stop - start))]
 
 
-def _entry(target: ShardTarget, n_steps: int, rows: int, container: str, written: WrittenShard) -> dict[str, Any]:
+def manifest_entry(target: ShardTarget, n_steps: int, rows: int, container: str,
+                   written: WrittenShard) -> dict[str, Any]:
+    """The manifest entry of ``target``'s shard, once written: where it is, which rows it
+    holds, and its size and SHA-256."""
     return {
         "path": target.path, "split": target.split, "source_id": target.source_id, "entity_id": target.entity_id,
         "span_index": target.span_index, "shard_index": target.shard_index, "start": target.start, "stop": target.stop,
@@ -108,7 +111,7 @@ class ShardWriter:
         future = self._helper.submit(staged.seal)
         n_steps, rows, container = shard.n_steps, shard.rows, self._spec.container
         del shard  # the file holds the bytes: the arrays can go while the seal runs
-        self._pending = (future, lambda written: _entry(target, n_steps, rows, container, written), [])
+        self._pending = (future, lambda written: manifest_entry(target, n_steps, rows, container, written), [])
 
     def after(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` once every shard written so far has been delivered."""
@@ -176,4 +179,4 @@ def write_track(
     return entries
 
 
-__all__ = ["ShardTarget", "ShardWriter", "shard_targets", "write_track"]
+__all__ = ["ShardTarget", "ShardWriter", "manifest_entry", "shard_targets", "write_track"]

@@ -109,13 +109,20 @@ def media_provider_module(name: str) -> str | None:
     return None if factory is None else getattr(factory, "__module__", None)
 
 
-def get_media_provider(name: str, **options) -> MediaProvider:
+def media_provider_factory(name: str) -> Callable[..., MediaProvider] | None:
+    """The factory registered under ``name`` (a built-in one's module imported first), or
+    None: the code that decodes a schema's media, which a shard's content key covers."""
     if name not in _PROVIDERS and name in _REGISTERED_ON_IMPORT:
         importlib.import_module(_REGISTERED_ON_IMPORT[name])
-    if name not in _PROVIDERS:
+    return _PROVIDERS.get(name)
+
+
+def get_media_provider(name: str, **options) -> MediaProvider:
+    factory = media_provider_factory(name)
+    if factory is None:
         raise MediaError(f"no media provider named {name!r}; registered: {media_provider_names()}. "
                          "Call kuration.sources.media.register_media_provider first (in every worker process).")
-    return _PROVIDERS[name](**options)
+    return factory(**options)
 
 
 def group_row_refs(
@@ -398,6 +405,6 @@ __all__ = [
     "DEFAULT_MEDIA_CACHE_BYTES", "MediaCache", "MediaDependencies", "MediaError", "MediaProvider", "MediaSpec",
     "NPY_INDEX_FORM", "NpyIndexProvider",
     "cached", "decode_in_batches", "fill_rows", "get_media_provider", "group_row_refs", "media_cache",
-    "media_provider_names", "parse_row_ref", "media_provider_module", "register_media_provider",
-    "unregister_media_provider",
+    "media_provider_factory", "media_provider_module", "media_provider_names", "parse_row_ref",
+    "register_media_provider", "unregister_media_provider",
 ]

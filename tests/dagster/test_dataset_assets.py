@@ -1,11 +1,17 @@
 """``shards`` + ``dataset_manifest`` (one step) and the blocking ``dataset_integrity`` check."""
 
+import json
 from pathlib import Path
+
+import pyarrow as pa
 
 import pytest
 from dagster import materialize
 
+from kuration.budget import plan_budget
+from kuration.budget.plan_store import load_scored_pool, read_budget_plan, read_budget_record, write_budget_plan
 from kuration.read import load_committed, verify_dataset
+from kuration.scoring import Strategy
 from kuration_assets import training_dataset
 from tests.dagster.runs import H, failure_text
 from tests.dagster.runs import materialization_metadata
@@ -54,8 +60,36 @@ def test_a_new_plan_replaces_the_dataset_unless_told_to_keep_it(scored, instance
     assert not kept.success and "holds a committed dataset of another run" in failure_text(kept)
     assert (tmp_path / "storage" / "dataset" / "dataset_manifest.json").read_bytes() == before
     replaced = _dataset(scored, instance)
-    assert replaced.success and materialization_metadata(replaced)["shards"]["reused_shards"] == 0
-    assert (tmp_path / "storage" / "dataset" / "dataset_manifest.json").read_bytes() != before
+    assert replaced.success
+    after = (tmp_path / "storage" / "dataset" / "dataset_manifest.json").read_bytes()
+    assert after != before
+    # the new plan's shards whose content the old dataset already held are kept, not rewritten
+    old_keys = {e["content_key"] for e in json.loads(before)["entries"]}
+    new_entries = json.loads(after)["entries"]
+    kept = sum(e["content_key"] in old_keys for e in new_entries)
+    shards = materialization_metadata(replaced)["shards"]
+    assert (shards["written_shards"], shards["reused_shards"]) == (len(new_entries) - kept, kept) and kept > 0
+
+
+def _store_an_empty_plan(root: Path) -> None:
+    """Replace the stored plan by one over the same pool whose split names no recording
+    (ids written relative to the landing zone): every source not_in_split, nothing admitted."""
+    stored = read_budget_plan(root)
+    sources = sorted(set(stored.items.column("source_id").to_pylist()))
+    elsewhere = pa.table({"stage": ["train"], "source": ["recordings/x.parquet"], "group": ["x"]})
+    empty = plan_budget(load_scored_pool(root, sources).segments, stored.options,
+                        strategy=Strategy.from_dict(stored.strategy), split_assignments=elsewhere)
+    write_budget_plan(empty, root, inputs=read_budget_record(root)["inputs"])
+
+
+def test_an_empty_plan_fails_the_dataset_step_unless_allowed(scored, instance, tmp_path):
+    plan_budget_for_tests(scored, instance)
+    _store_an_empty_plan(tmp_path / "storage")
+    refused = _dataset(scored, instance)
+    assert not refused.success and "the budget plan admits nothing" in failure_text(refused)
+    assert "allow_empty=True" in failure_text(refused) and not (tmp_path / "storage" / "dataset").exists()
+    allowed = _dataset(scored, instance, allow_empty=True)
+    assert allowed.success and materialization_metadata(allowed)["dataset_manifest"]["shards"] == 0
 
 
 def test_without_a_budget_plan_the_dataset_step_fails_with_the_fix(scored, instance):

@@ -114,7 +114,9 @@ def test_sensor_adds_partitions_requests_runs_and_keeps_a_cursor(resources, land
     assert requested == sources
     (add,) = first.dynamic_partitions_requests
     assert sorted(add.partition_keys) == sources
-    assert [r.asset_selection for r in first.run_requests if not r.partition_key] == [[AssetKey("universe")]]
+    # a new universe re-resolves the split too (which extends itself: no source moves)
+    assert [r.asset_selection for r in first.run_requests if not r.partition_key] == [
+        [AssetKey("universe"), AssetKey("resolved_splits")]]
     instance.add_dynamic_partitions(source_partitions.name, sources)
 
     unchanged = run_sensor(new_recordings_sensor, instance=instance, resources=resources, cursor=first.cursor)
@@ -132,3 +134,29 @@ def test_sensor_adds_partitions_requests_runs_and_keeps_a_cursor(resources, land
     (add,) = third.dynamic_partitions_requests
     assert list(add.partition_keys) == ["new_site/flight_999.parquet"]  # the changed one already exists
     assert json.loads(third.cursor)["recordings"]["new_site/flight_999.parquet"]
+
+
+def test_without_a_universe_csv_a_new_or_removed_recording_re_resolves_the_universe(tmp_path, landing):
+    instance = DagsterInstance.ephemeral()
+    resources = {
+        "storage_root": StorageRootResource(url=str(tmp_path / "storage")),
+        "landing_zone": LandingZoneResource(url=str(landing), universe_csv=None),
+        "curation": CurationResource(),
+    }
+    sources = _sources(landing)
+    first = run_sensor(new_recordings_sensor, instance=instance, resources=resources)
+    universe_runs = [r for r in first.run_requests if not r.partition_key]
+    assert [r.asset_selection for r in universe_runs] == [[AssetKey("universe"), AssetKey("resolved_splits")]]
+    instance.add_dynamic_partitions(source_partitions.name, sources)
+
+    # a rewrite changes a recording, not the universe: only its partition is scored again
+    changed = landing / "recordings" / sources[0]
+    os.utime(changed, (changed.stat().st_atime + 30, changed.stat().st_mtime + 30))
+    rewrite = run_sensor(new_recordings_sensor, instance=instance, resources=resources, cursor=first.cursor)
+    assert [r.partition_key for r in rewrite.run_requests] == [sources[0]]
+
+    (landing / "recordings" / sources[1]).unlink()
+    removed = run_sensor(new_recordings_sensor, instance=instance, resources=resources, cursor=rewrite.cursor)
+    (run,) = removed.run_requests
+    assert run.asset_selection == [AssetKey("universe"), AssetKey("resolved_splits")]
+    assert run.run_key != universe_runs[0].run_key  # another universe, another run

@@ -159,8 +159,13 @@ def test_on_other_run_replace_resumes_the_same_run_and_replaces_another(corpus, 
     same = corpus.write(out, resume=True, on_other_run="replace")
     assert (same.written, same.reused, same.replaced) == (0, len(first.manifest["entries"]), "")
     other = corpus.write(out, plan=corpus.plan(train_hours=20 / 3600), resume=True, on_other_run="replace")
-    assert other.reused == 0 and other.replaced.startswith(f"{out}: holds a committed dataset of another run (run ")
+    assert other.replaced.startswith(f"{out}: holds a committed dataset of another run (run ")
     assert not other.config["results"]["resume"]["requested"]  # replaced as force=True would
+    # ... keeping the old run's shards whose content is the same (their content keys match)
+    old_keys = {e["content_key"] for e in first.manifest["entries"]}
+    kept = sum(e["content_key"] in old_keys for e in other.manifest["entries"])
+    assert 0 < kept == other.reused and other.written == len(other.manifest["entries"]) - kept
+    assert other.config["results"]["resume"]["reused_from_run"] == first.record.run_fingerprint
     on_disk = {str(p.relative_to(out)) for p in out.glob("*/*")}
     assert on_disk == {e["path"] for e in other.manifest["entries"]} | PLAN_FILES and verify_dataset(out).ok
     assert read_dataset_budget_plan(out).items.equals(corpus.plan(train_hours=20 / 3600).items)

@@ -548,7 +548,8 @@ def test_dagster_assets_materialize_with_s3_resources(bucket, s3fs_fs, s3_client
         # the sensor over the s3 landing zone: both recordings and the universe are new
         tick = run_sensor(new_recordings_sensor, instance=instance, resources=resources)
         assert sorted(r.partition_key for r in tick.run_requests if r.partition_key) == sources
-        assert [r.asset_selection for r in tick.run_requests if not r.partition_key] == [[AssetKey("universe")]]
+        assert [r.asset_selection for r in tick.run_requests if not r.partition_key] == [
+            [AssetKey("universe"), AssetKey("resolved_splits")]]
         quiet = run_sensor(new_recordings_sensor, instance=instance, resources=resources, cursor=tick.cursor)
         assert quiet.run_requests == []
 

@@ -1,0 +1,242 @@
+"""``kuration run``: materialize the whole asset graph on a landing zone, through the instance.
+
+The same path serves the bundled demo (``kuration-demo`` writes the demo landing zone, then
+runs this) and a team's own recordings. In order, each a run on the Dagster instance so it
+shows in the UI afterwards:
+
+1. ``curate_splits``: the universe, its ``universe_sources`` check and the resolved split
+   (which extends itself when the universe grew);
+2. the recordings under the recordings root are registered as ``scored_segments``
+   partitions, and ``score_recordings`` scores them in one multi-partition run (unchanged
+   ones come from the score cache);
+3. ``fill_budget``, ``build_dataset`` and ``build_rollouts``.
+
+Every setting comes from the landing zone's ``curation.json`` and its ``KURATION_*``
+overrides (:mod:`kuration.curation_config`), as for a sensor-launched run. The first run
+that fails stops the rest: a blocking check that fails is named with its verdict, and the
+exit status is 1. Settings that cannot be read, or a plugin that cannot be imported, exit 2
+before anything runs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kuration import storage
+
+#: The graph's jobs, in the order ``kuration run`` runs them.
+JOB_ORDER = ("curate_splits", "score_recordings", "fill_budget", "build_dataset", "build_rollouts")
+
+#: Metadata worth a line in the summary, in this order.
+_SHOWN = ("samples", "sources", "groups", "universe_hash", "request", "status", "leakage",
+          "resolution_mode", "kept_samples", "newly_assigned_samples", "removed_samples",
+          "train_samples", "train_groups", "val_samples", "val_groups", "test_samples", "test_groups",
+          "train_requested", "train_admitted", "train_emitted", "val_requested", "val_admitted", "val_emitted",
+          "test_requested", "test_admitted", "test_emitted", "excluded",
+          "written_shards", "reused_shards",
+          "train_shards", "val_shards", "test_shards", "train_emitted_hours", "val_emitted_hours", "test_emitted_hours",
+          "commit_state", "rollouts", "steps", "candidates", "manifest_sha256", "split_manifest_hash",
+          "path", "manifest", "splits_json", "assignments", "report", "budget_json", "html_report")
+
+#: The instance ``kuration run`` uses when ``DAGSTER_HOME`` is unset: beside the artifacts.
+DEFAULT_HOME = "dagster_home"
+
+
+@dataclass
+class GraphRunOutcome:
+    """What ``run_graph`` did: each job's run id and success, and the blocking checks that failed."""
+
+    runs: dict[str, tuple[str, bool]] = field(default_factory=dict)
+    failed_checks: list[str] = field(default_factory=list)
+    failure: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None and all(success for _, success in self.runs.values())
+
+
+class GraphRunSetupError(Exception):
+    """The graph cannot start: settings, plugins, the instance or the landing zone (exit 2)."""
+
+
+def _instance_home(storage_root: str, environ: dict[str, str] | os._Environ[str]) -> str:
+    if environ.get("DAGSTER_HOME"):
+        return environ["DAGSTER_HOME"]
+    if storage.is_remote(storage_root):
+        raise GraphRunSetupError(f"the storage root {storage_root} is remote: set DAGSTER_HOME to a local folder for "
+                                 "the Dagster instance (its run and event storage)")
+    home = Path(storage_root) / DEFAULT_HOME
+    home.mkdir(parents=True, exist_ok=True)
+    if not (home / "dagster.yaml").exists():
+        (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    return str(home)
+
+
+def run_graph(landing: str, storage_root: str, *, config_file: str | None = None,
+              out: Callable[[str], None] = print, after_budget: Callable[[], None] | None = None) -> GraphRunOutcome:
+    """Materialize every job of the graph in :data:`JOB_ORDER` on ``landing`` into
+    ``storage_root``; see the module docstring. ``after_budget`` runs once the budget plan
+    succeeded (the demo prints a review of the selection there)."""
+    landing = landing if storage.is_remote(landing) else str(Path(landing).resolve())
+    storage_root = storage_root if storage.is_remote(storage_root) else str(Path(storage_root).resolve())
+    environment = {"KURATION_LANDING_ZONE": landing, "KURATION_STORAGE_ROOT": storage_root,
+                   "DAGSTER_HOME": _instance_home(storage_root, os.environ)}
+    if config_file:
+        environment["KURATION_CONFIG"] = config_file if storage.is_remote(config_file) else str(
+            Path(config_file).resolve())
+    # The code location reads its resources from these; they are put back afterwards, so a
+    # caller in the same process (a test, a notebook) keeps its own.
+    saved = {name: os.environ.get(name) for name in environment}
+    os.environ.update(environment)
+    try:
+        return _run_jobs(landing, storage_root, out, after_budget)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _run_jobs(landing: str, storage_root: str, out: Callable[[str], None],
+              after_budget: Callable[[], None] | None) -> GraphRunOutcome:
+    from dagster import DagsterInstance
+
+    from kuration.errors import KurationError
+    from kuration.landing import list_recordings
+    from kuration_assets.scoring_assets import SOURCE_PARTITIONS
+    from kuration_definitions import build_definitions
+    from kuration_resources import load_landing_plugins
+
+    if not storage.exists(landing):
+        raise GraphRunSetupError(f"the landing zone {landing} does not exist")
+    try:
+        config = load_landing_plugins(landing)
+        defs = build_definitions()
+    except KurationError as exc:
+        raise GraphRunSetupError(str(exc)) from None
+    instance = DagsterInstance.get()
+    out(f"landing zone: {landing}\nstorage root: {storage_root}\nsettings: {config.describe()}")
+    out(f"instance: DAGSTER_HOME={os.environ['DAGSTER_HOME']} (open it with: DAGSTER_HOME={os.environ['DAGSTER_HOME']} "
+        f"scripts/ui.sh --landing {landing} --storage {storage_root})")
+
+    outcome = GraphRunOutcome()
+    quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+    for job in JOB_ORDER:
+        tags: dict[str, str] = {}
+        if job == "score_recordings":
+            recordings = list(list_recordings(config.recordings_url(landing), pattern=config.source_pattern))
+            if not recordings:
+                outcome.failure = (f"no recordings matching {config.source_pattern!r} under "
+                                   f"{config.recordings_url(landing)} (curation.json `recordings`)")
+                out(f"\n{job}: not run: {outcome.failure}")
+                break
+            known = set(instance.get_dynamic_partitions(SOURCE_PARTITIONS))
+            instance.add_dynamic_partitions(SOURCE_PARTITIONS, [r for r in recordings if r not in known])
+            partitions = instance.get_dynamic_partitions(SOURCE_PARTITIONS)
+            tags = {"dagster/asset_partition_range_start": partitions[0],
+                    "dagster/asset_partition_range_end": partitions[-1]}
+        result = defs.resolve_job_def(job).execute_in_process(instance=instance, tags=tags, run_config=quiet,
+                                                               raise_on_error=False)
+        report_run(job, result, out)
+        outcome.runs[job] = (result.run_id, result.success)
+        failed = _failed_blocking_checks(result)
+        outcome.failed_checks.extend(failed)
+        if not result.success:
+            outcome.failure = (f"{job} failed: blocking check {', '.join(failed)} failed" if failed
+                               else f"{job} failed: {_step_failure(result)}")
+            out(f"\nkuration run: {outcome.failure}; later jobs were not run")
+            break
+        if job == "fill_budget" and after_budget is not None:
+            after_budget()
+    return outcome
+
+
+def _failed_blocking_checks(result: Any) -> list[str]:
+    return [f"{e.asset_key.to_user_string()}:{e.check_name}" for e in result.get_asset_check_evaluations()
+            if not e.passed and e.severity.value == "ERROR"]
+
+
+def _step_failure(result: Any) -> str:
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data is not None and event.step_failure_data.error:
+            return f"step {event.step_key}: {event.step_failure_data.error.message.strip()}"
+    return "see the run's events in the UI"
+
+
+def report_run(job: str, result: Any, out: Callable[[str], None] = print) -> None:
+    """Print one run: each asset's notable metadata, the scoring partitions in total, and every check's verdict."""
+    out(f"\n{job}: run {result.run_id} {'SUCCESS' if result.success else 'FAILURE'}")
+    partitions = []
+    for event in result.get_asset_materialization_events():
+        mat = event.step_materialization_data.materialization
+        meta = {k: v.value for k, v in mat.metadata.items()}
+        if mat.partition is not None:
+            partitions.append(meta)
+            continue
+        out(f"  asset {mat.asset_key.to_user_string()}")
+        for key in _SHOWN:
+            if key in meta:
+                value = meta[key]
+                out(f"    {key:<20} {value:.3f}" if isinstance(value, float) else f"    {key:<20} {value}")
+    if partitions:
+        skipped = [m for m in partitions if m.get("skipped_error")]
+        cached = sum(1 for m in partitions if m["status"] == "cached")
+        out(f"  asset scored_segments: {len(partitions)} partitions ({cached} from cache), "
+            f"{sum(m['segments'] for m in partitions)} segments covering "
+            f"{sum(m['hours'] for m in partitions):.2f} track-hours (one track per entity), "
+            f"{sum(m['non_finite'] for m in partitions)} non-finite, {len(skipped)} skipped")
+        for m in skipped:
+            out(f"    skipped: {m['skipped_error']}")
+        out(f"    files under  {os.environ['KURATION_STORAGE_ROOT']}/scored_segments/")
+    for evaluation in result.get_asset_check_evaluations():
+        verdict = "PASSED" if evaluation.passed else f"FAILED ({evaluation.severity.value})"
+        name = f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
+        out(f"  check {name:<34} {verdict}")
+        if evaluation.description:
+            out(f"        {evaluation.description}")
+    if not result.success and not _failed_blocking_checks(result):
+        out(f"  {_step_failure(result)}")
+
+
+def add_run_arguments(parser: Any) -> None:
+    """The ``kuration run`` options, on an argparse parser."""
+    parser.add_argument("--landing", required=True,
+                        help="the landing zone: universe.csv, schema.json, strategy.json, output_spec.json, "
+                             "curation.json and the recordings (a folder or an fsspec URL)")
+    parser.add_argument("--storage", required=True,
+                        help="where every artifact is written (a folder or an fsspec URL); the Dagster instance "
+                             f"lives in its {DEFAULT_HOME}/ unless DAGSTER_HOME is set")
+    parser.add_argument("--config", default=None,
+                        help="a curation settings file to use instead of the landing zone's curation.json")
+
+
+def run_main(args: Any, out: Callable[[str], None] = print) -> int:
+    """Exit status of ``kuration run``: 0 every job succeeded, 1 a job or blocking check failed,
+    2 the graph could not start (settings, plugins, landing zone, instance)."""
+    try:
+        outcome = run_graph(args.landing, args.storage, config_file=args.config, out=out)
+    except GraphRunSetupError as exc:
+        print(f"kuration run: {exc}", file=sys.stderr)
+        return 2
+    if outcome.ok:
+        out(f"\nkuration run: {len(outcome.runs)} runs succeeded")
+    return 0 if outcome.ok else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m kuration_definitions.graph_run`` (the same as ``kuration run``)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="kuration run", description=__doc__.split("\n\n")[0])
+    add_run_arguments(parser)
+    return run_main(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

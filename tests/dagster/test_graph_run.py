@@ -1,0 +1,95 @@
+"""``kuration run`` (kuration_definitions.graph_run): the whole graph through the instance,
+its summary, and its exit status: 0 done, 1 a blocking check or a step failed (named), 2 the
+graph could not start."""
+
+from __future__ import annotations
+
+import json
+import os
+from argparse import Namespace
+from pathlib import Path
+
+import pytest
+
+from kuration.demo_corpus import write_demo_landing_zone
+from kuration_definitions.graph_run import JOB_ORDER, run_main
+
+SETTINGS = {"budget": {"train_hours": 0.02, "val_hours": 0.01, "test_hours": 0.01, "span_seconds": 30},
+            "split": {"strategy": "random", "seed": 2, "val_ratio": 0.34, "test_ratio": 0.34}}
+
+
+@pytest.fixture
+def landing(tmp_path: Path) -> Path:
+    zone = write_demo_landing_zone(tmp_path / "landing", seed=5, recordings_per_site=2, sites=3, minutes=(1, 2))
+    (Path(zone.root) / "curation.json").write_text(json.dumps(SETTINGS))
+    return Path(zone.root)
+
+
+def _run(landing: Path, storage: Path, config: Path | None = None) -> tuple[int, str]:
+    lines: list[str] = []
+    code = run_main(Namespace(landing=str(landing), storage=str(storage), config=None if config is None else
+                              str(config)), out=lines.append)
+    return code, "\n".join(lines)
+
+
+@pytest.mark.slow
+def test_the_whole_graph_runs_on_the_instance_beside_the_storage_root(landing, tmp_path, monkeypatch):
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    monkeypatch.setenv("KURATION_LANDING_ZONE", "/somewhere/else")
+    code, out = _run(landing, tmp_path / "storage")
+    assert code == 0, out
+    for job in JOB_ORDER:
+        assert f"\n{job}: run " in out and f"{job}: run" in out
+    assert out.count("SUCCESS") == len(JOB_ORDER) and "FAILED" not in out
+    assert f"settings: {landing / 'curation.json'}" in out
+    assert "asset scored_segments: 6 partitions" in out
+    assert "kuration run: 5 runs succeeded" in out
+    home = tmp_path / "storage" / "dagster_home"
+    assert (home / "dagster.yaml").exists() and f"DAGSTER_HOME={home}" in out
+    # the caller's environment is its own again
+    assert os.environ["KURATION_LANDING_ZONE"] == "/somewhere/else" and "DAGSTER_HOME" not in os.environ
+    from dagster import DagsterInstance
+
+    with DagsterInstance.from_config(str(home)) as instance:  # the runs belong to that instance
+        jobs = {run.job_name for run in instance.get_runs()}
+    assert jobs == set(JOB_ORDER)
+    # run again: nothing new, the scoring comes from the cache and the split is kept
+    code, again = _run(landing, tmp_path / "storage")
+    assert code == 0 and "(6 from cache)" in again and "resolution_mode      extended" in again
+
+
+def test_mismatched_universe_ids_stop_the_graph_naming_the_check(landing, tmp_path, monkeypatch):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    csv = landing / "universe.csv"
+    rows = csv.read_text().splitlines()
+    # ids written relative to the landing zone instead of recordings/
+    csv.write_text("\n".join([rows[0], *(f"recordings/{row}" for row in rows[1:])]) + "\n")
+    code, out = _run(landing, tmp_path / "storage")
+    assert code == 1
+    assert "kuration run: curate_splits failed: blocking check universe:universe_sources failed" in out
+    assert "later jobs were not run" in out and "score_recordings: run" not in out
+    assert not (tmp_path / "storage" / "splits" / "splits.json").exists()
+
+
+def test_settings_that_cannot_be_read_exit_2_before_anything_runs(landing, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    (landing / "curation.json").write_text(json.dumps({"budget": {"train_hour": 1}}))
+    code, out = _run(landing, tmp_path / "storage")
+    assert code == 2 and out == ""
+    assert "budget: unknown key(s) ['train_hour']" in capsys.readouterr().err
+    # --config names another file, which wins over the landing zone's
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"plugins": ["no_such_kuration_plugin_module"]}))
+    code, _ = _run(landing, tmp_path / "storage", config=good)
+    assert code == 2 and "no_such_kuration_plugin_module" in capsys.readouterr().err
+    code, _ = _run(tmp_path / "missing", tmp_path / "storage")
+    assert code == 2 and "does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "storage" / "universe").exists()
+
+
+def test_a_remote_storage_root_needs_dagster_home(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    code = run_main(Namespace(landing=str(tmp_path), storage="s3://bucket/kuration", config=None), out=print)
+    assert code == 2 and "set DAGSTER_HOME" in capsys.readouterr().err
