@@ -1,12 +1,14 @@
 """``kuration``: one command for your own data.
 
   kuration check-landing DIR [--config FILE] [--universe-csv NAME] [--samples N] [--json]
+  kuration run --landing DIR --storage OUT [--config FILE]
 
 ``check-landing`` checks a landing zone before anything runs (:mod:`kuration.landing_check`):
 ``curation.json``, the plugins, ``schema.json`` / ``strategy.json`` / ``output_spec.json``,
 a sample of the recordings against the schema, their media references and the universe's
 source ids. It prints one line per finding (level first) and a summary line, and exits 0
-when nothing is an error, 2 when something is.
+when nothing is an error, 2 when something is. ``run`` materializes the whole graph on a
+landing zone (:mod:`kuration_definitions.graph_run`).
 
 Each subcommand is one ``add_<name>_command(commands)`` that builds its parser and sets the
 function that runs it (``handler``), so a command is added in one place.
@@ -20,6 +22,7 @@ import sys
 from collections.abc import Sequence
 
 from kuration.landing_check import MEDIA_REFS, SAMPLE_LIMIT, check_landing_zone
+from kuration_definitions.graph_run import add_run_arguments, run_main
 
 #: Exit status when the command ran and found an error (argparse uses 2 for usage errors too).
 EXIT_ERROR = 2
@@ -71,17 +74,30 @@ def check_landing(args: argparse.Namespace) -> int:
     return 0 if report.ok else EXIT_ERROR
 
 
+def add_run_command(commands: argparse._SubParsersAction) -> None:
+    run = commands.add_parser(
+        "run", help="materialize the whole graph on a landing zone (exit 1 when a blocking check fails)",
+        description="Materialize the whole asset graph on a landing zone through the Dagster instance, as the demo "
+                    "does: universe and split, every recording scored, the budget plan, the dataset and the rollout "
+                    "store. Exits 0 when every run succeeds, 1 when a run or blocking check fails (naming it), 2 "
+                    "when the graph cannot start.",
+    )
+    add_run_arguments(run)
+    run.set_defaults(handler=run_main)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kuration",
         description="Curate your own recordings with Kuration.",
         epilog="Examples:\n  kuration check-landing landing/\n  kuration check-landing s3://bucket/landing --json\n"
-               "  kuration check-landing landing/ --config team/curation.json --samples 10",
+               "  kuration check-landing landing/ --config team/curation.json --samples 10\n"
+               "  kuration run --landing landing/ --storage storage/",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_check_landing_command(commands)
-    # Further commands (`kuration run`) add themselves here, each through its own add_<name>_command.
+    add_run_command(commands)
     return parser
 
 

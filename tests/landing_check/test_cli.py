@@ -97,3 +97,13 @@ def test_the_module_runs_as_a_command(zone: Path, tmp_path: Path):
                           capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert done.returncode == 2, done.stderr[-2000:]
     assert "ERROR   settings.schema_invalid: " in done.stdout and "schema must be a JSON object" in done.stdout
+
+
+def test_run_is_a_subcommand_with_the_graph_runs_options():
+    from kuration_definitions.graph_run import run_main
+
+    args = build_parser().parse_args(["run", "--landing", "in", "--storage", "out", "--config", "c.json"])
+    assert (args.landing, args.storage, args.config, args.handler) == ("in", "out", "c.json", run_main)
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(["run", "--landing", "in"])
+    assert exit_.value.code == 2
