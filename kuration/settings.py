@@ -43,6 +43,11 @@ def _load(url: str | os.PathLike[str], what: str, error: type[KurationError], bu
         raise error(f"{os.fspath(url)}: {exc}") from None
 
 
+def load_schema(url: str | os.PathLike[str]) -> Schema:
+    """``schema.json`` alone: what a recording's ticks hold (:class:`SchemaError` names the file)."""
+    return _load(url, "schema", SchemaError, Schema.from_dict)
+
+
 def load_output_spec(url: str | os.PathLike[str], schema: Schema) -> OutputSpec:
     """``output_spec.json``: what each timestep of a training shard holds, checked against ``schema``."""
     return _load(url, "output spec", OutputSpecError, lambda data: OutputSpec.from_dict(data).validate_against(schema))
@@ -56,7 +61,7 @@ def load_curation_settings(
     stride: float,
     unit: str = "seconds",
 ) -> CurationSettings:
-    schema = _load(schema_url, "schema", SchemaError, Schema.from_dict)
+    schema = load_schema(schema_url)
     strategy = _load(strategy_url, "strategy", StrategyError,
                      lambda data: Strategy.from_dict(data).validate_against(schema))
     segmenter = Segmenter(window, stride, unit=unit, sample_hz=schema.sample_hz)

@@ -6,10 +6,19 @@ imported only the feature's module would fail), and fake installed distributions
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import textwrap
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
+
+from kuration.plugins import PLUGINS_ENV, forget_loaded_plugins
+from kuration.scoring.features import registered_features, unregister_feature
+from kuration.sources.media import media_provider_names, unregister_media_provider
 
 #: What the plugin provider's factory carries: the feature multiplies the present steps by it.
 PROVIDER_WEIGHT = 3.0
@@ -78,3 +87,25 @@ class PluginKit:
         """Drop every module of this kit from ``sys.modules``."""
         for name in [m for m in sys.modules if m.startswith(self.prefix)]:
             del sys.modules[name]
+
+
+def plugin_kit_session(folder: Path, monkeypatch: pytest.MonkeyPatch, *, prefix: str = "kplug") -> Iterator[PluginKit]:
+    """A :class:`PluginKit` in ``folder`` (created), on ``sys.path`` and on ``PYTHONPATH``
+    (worker processes find plugins through either), with ``KURATION_PLUGINS`` unset; after
+    it, the kit's modules, features, media providers and the loaded-plugin list are gone
+    again. The body of a ``plugin_kit`` fixture."""
+    folder.mkdir()
+    kit = PluginKit(folder, f"{prefix}_{uuid.uuid4().hex[:10]}")
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")])))
+    monkeypatch.delenv(PLUGINS_ENV, raising=False)
+    forget_loaded_plugins()
+    yield kit
+    forget_loaded_plugins()
+    kit.forget_modules()
+    for name in registered_features():
+        if name.startswith(kit.prefix):
+            unregister_feature(name)
+    for name in media_provider_names():
+        if name.startswith(kit.prefix):
+            unregister_media_provider(name)
