@@ -1,7 +1,7 @@
 """``kuration-demo``: materialize every asset on the bundled demo corpus and say what came out.
 
 Writes the demo landing zone (with its ``curation.json``), then does what ``kuration run``
-does on it (:mod:`kuration_definitions.graph_run`): the asset graph's five jobs in order
+does on it (:mod:`kuration_cli.graph_run`): the asset graph's five jobs in order
 (split, scoring, budget plan, dataset, rollout store; assets and their checks) on the
 Dagster instance in ``$DAGSTER_HOME`` (sqlite, so the runs show up in ``dagster dev``
 afterwards), printing sample counts, split sizes, hours admitted and emitted, check
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from kuration import storage
     from kuration.demo_corpus import write_demo_landing_zone, write_demo_quality_policy
-    from kuration_definitions.graph_run import GraphRunSetupError, run_graph
+    from kuration_cli.graph_run import GraphRunSetupError, run_graph
 
     zone = write_demo_landing_zone(landing, seed=args.seed)
     write_demo_quality_policy(landing)  # the gates the dataset_quality check shows

@@ -1,4 +1,4 @@
-"""``kuration run`` (kuration_definitions.graph_run): the whole graph through the instance,
+"""``kuration run`` (kuration_cli.graph_run): the whole graph through the instance,
 its summary, and its exit status: 0 done, 1 a blocking check or a step failed (named), 2 the
 graph could not start."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kuration.demo_corpus import write_demo_landing_zone
-from kuration_definitions.graph_run import JOB_ORDER, run_main
+from kuration_cli.graph_run import JOB_ORDER, run_main
 
 SETTINGS = {"budget": {"train_hours": 0.02, "val_hours": 0.01, "test_hours": 0.01, "span_seconds": 30},
             "split": {"strategy": "random", "seed": 2, "val_ratio": 0.34, "test_ratio": 0.34}}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kuration_definitions.cli import build_parser, main
+from kuration_cli import build_parser, main
 from tests.landing_check.landing_factory import rewrite_universe, write_curation
 
 REPO = Path(__file__).resolve().parents[2]
@@ -93,14 +93,31 @@ def test_the_module_runs_as_a_command(zone: Path, tmp_path: Path):
     (zone / "schema.json").write_text("[]")
     env = {k: v for k, v in os.environ.items() if not k.startswith("KURATION_")}
     env["PYTHONPATH"] = str(REPO)
-    done = subprocess.run([sys.executable, "-m", "kuration_definitions.cli", "check-landing", str(zone)],
+    done = subprocess.run([sys.executable, "-m", "kuration_cli", "check-landing", str(zone)],
                           capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert done.returncode == 2, done.stderr[-2000:]
     assert "ERROR   settings.schema_invalid: " in done.stdout and "schema must be a JSON object" in done.stdout
 
 
+def test_a_broken_landing_zone_in_the_environment_does_not_stop_checking_another(zone: Path, tmp_path: Path):
+    # The command must not load the Dagster code location (whose import reads the curation
+    # settings of $KURATION_LANDING_ZONE): checking a landing zone is what finds such errors.
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "curation.json").write_text('{"recording": 1}')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KURATION_")}
+    env.update(PYTHONPATH=str(REPO), KURATION_LANDING_ZONE=str(broken))
+    done = subprocess.run([sys.executable, "-m", "kuration_cli", "check-landing", str(zone)],
+                          capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    done = subprocess.run([sys.executable, "-m", "kuration_cli", "check-landing", str(broken)],
+                          capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert done.returncode == 2 and "ERROR   config.invalid: " in done.stdout and "'recording'" in done.stdout
+    assert "Traceback" not in done.stderr
+
+
 def test_run_is_a_subcommand_with_the_graph_runs_options():
-    from kuration_definitions.graph_run import run_main
+    from kuration_cli.graph_run import run_main
 
     args = build_parser().parse_args(["run", "--landing", "in", "--storage", "out", "--config", "c.json"])
     assert (args.landing, args.storage, args.config, args.handler) == ("in", "out", "c.json", run_main)

@@ -9,8 +9,6 @@ scored sources the split does not know (the ``budget`` check)."""
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import io
 import json
 import os
@@ -30,6 +28,7 @@ from kuration.plugins import PLUGINS_ENV, forget_loaded_plugins
 from kuration.read import load_committed, read_shard, verify_dataset
 from kuration.scoring.features import unregister_feature
 from kuration.sources.media import unregister_media_provider
+from kuration_cli import main
 from tests.dagster.sensors import run_sensor
 from tests.own_data.landing_factory import (
     FRAMES,
@@ -71,35 +70,17 @@ def kuration(*argv: str, fresh_process: bool = False) -> tuple[int, str]:
     """``kuration <argv>``: its exit status and what it printed (stdout, then stderr, where
     Dagster's own log of a failing step goes); in this process, or with ``fresh_process`` in
     a new interpreter that finds the plugin through ``PYTHONPATH`` alone, as a user's shell
-    would run it. A command the ``kuration`` CLI (``kuration_definitions.cli``) does not
-    offer yet is skipped, except ``run``, which ``kuration_definitions.graph_run`` runs until then."""
-    commands = _cli_commands()
-    if argv[0] in commands:
-        module, args = "kuration_definitions.cli", list(argv)
-    elif argv[0] == "run":
-        module, args = "kuration_definitions.graph_run", list(argv[1:])
-    else:
-        pytest.skip(f"`kuration {argv[0]}` is not in kuration_definitions.cli yet (it has {sorted(commands)})")
+    would run it."""
     if fresh_process:
         env = {k: v for k, v in os.environ.items() if not k.startswith("KURATION_") and k != "DAGSTER_HOME"}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-        done = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, env=env,
+        done = subprocess.run([sys.executable, "-m", "kuration_cli", *argv], capture_output=True, text=True, env=env,
                               timeout=300)
         return done.returncode, f"{done.stdout}\n--- stderr ---\n{done.stderr}"
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
-        code = importlib.import_module(module).main(args)
+        code = main(list(argv))
     return code, f"{out.getvalue()}\n--- stderr ---\n{err.getvalue()}"
-
-
-def _cli_commands() -> set[str]:
-    """The subcommands ``kuration_definitions.cli`` offers (none while it does not exist)."""
-    try:
-        from kuration_definitions.cli import build_parser
-    except ImportError:
-        return set()
-    return {name for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)
-            for name in action.choices}
 
 
 def stdout_lines(out: str) -> list[str]:

@@ -8,7 +8,7 @@
 a sample of the recordings against the schema, their media references and the universe's
 source ids. It prints one line per finding (level first) and a summary line, and exits 0
 when nothing is an error, 2 when something is. ``run`` materializes the whole graph on a
-landing zone (:mod:`kuration_definitions.graph_run`).
+landing zone (:mod:`kuration_cli.graph_run`).
 
 Each subcommand is one ``add_<name>_command(commands)`` that builds its parser and sets the
 function that runs it (``handler``), so a command is added in one place.
@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Sequence
 
 from kuration.landing_check import MEDIA_REFS, SAMPLE_LIMIT, check_landing_zone
-from kuration_definitions.graph_run import add_run_arguments, run_main
+from kuration_cli.graph_run import add_run_arguments, run_main
 
 #: Exit status when the command ran and found an error (argparse uses 2 for usage errors too).
 EXIT_ERROR = 2
@@ -104,7 +103,3 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     return int(args.handler(args))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

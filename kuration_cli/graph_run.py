@@ -238,7 +238,7 @@ def run_main(args: Any, out: Callable[[str], None] = print) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m kuration_definitions.graph_run`` (the same as ``kuration run``)."""
+    """``python -m kuration_cli.graph_run`` (the same as ``kuration run``)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="kuration run", description=__doc__.split("\n\n")[0])
