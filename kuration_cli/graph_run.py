@@ -108,8 +108,6 @@ def _run_jobs(landing: str, storage_root: str, out: Callable[[str], None],
     from dagster import DagsterInstance
 
     from kuration.errors import KurationError
-    from kuration.landing import list_recordings
-    from kuration_assets.scoring_assets import SOURCE_PARTITIONS
     from kuration_definitions import build_definitions
     from kuration_resources import load_landing_plugins
 
@@ -120,7 +118,17 @@ def _run_jobs(landing: str, storage_root: str, out: Callable[[str], None],
         defs = build_definitions()
     except KurationError as exc:
         raise GraphRunSetupError(str(exc)) from None
-    instance = DagsterInstance.get()
+    # disposed at the end: an instance left to the garbage collector closes its sqlite files
+    # whenever that runs, under whatever the process is doing then
+    with DagsterInstance.get() as instance:
+        return _run_on_instance(instance, defs, config, landing, storage_root, out, after_budget)
+
+
+def _run_on_instance(instance: Any, defs: Any, config: Any, landing: str, storage_root: str,
+                     out: Callable[[str], None], after_budget: Callable[[], None] | None) -> GraphRunOutcome:
+    from kuration.landing import list_recordings
+    from kuration_assets.scoring_assets import SOURCE_PARTITIONS
+
     out(f"landing zone: {landing}\nstorage root: {storage_root}\nsettings: {config.describe()}")
     out(f"instance: DAGSTER_HOME={os.environ['DAGSTER_HOME']} (open it with: DAGSTER_HOME={os.environ['DAGSTER_HOME']} "
         f"scripts/ui.sh --landing {landing} --storage {storage_root})")

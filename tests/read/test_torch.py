@@ -4,6 +4,7 @@ ragged shards of short_policy="keep"."""
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import shutil
@@ -109,6 +110,9 @@ def test_a_worker_refuses_a_dataset_changed_since_the_parent_counted_it(ragged, 
 
 
 def test_creating_a_dataset_keeps_no_file_open(ragged):
+    # Earlier tests leave garbage holding pipes (DataLoader workers, Dagster runs); collected
+    # in the middle of this test, it would close descriptors the snapshot counts.
+    gc.collect()
     before = set(os.listdir("/proc/self/fd"))
     ds = ShardDataset(ragged)
     assert set(os.listdir("/proc/self/fd")) == before
