@@ -6,10 +6,9 @@ existing source moves, so the next budget plan sees every new recording in a spl
 
 import json
 
-from kuration.hashing import canonical_digest
-
 from dagster import RunRequest, SensorEvaluationContext, SensorResult, SkipReason, sensor
 
+from kuration.hashing import canonical_digest
 from kuration.landing import diff_recordings, file_token, list_recordings
 from kuration_assets.scoring_assets import SOURCE_PARTITIONS, scored_segments, source_partitions
 from kuration_resources import CurationResource, LandingZoneResource
