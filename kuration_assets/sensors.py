@@ -15,7 +15,19 @@ from kuration_resources import CurationResource, LandingZoneResource
 from splits_assets import resolved_splits, universe
 
 
-@sensor(asset_selection=[universe, resolved_splits, scored_segments], minimum_interval_seconds=30)
+#: Run tags a sensor-launched run carries: which recording it scores (new or rewritten), or why
+#: the universe is re-read. The UI's run list shows them; filter on them with `kuration/...`.
+RECORDING_TAG = "kuration/recording"
+CHANGE_TAG = "kuration/change"
+
+
+@sensor(
+    asset_selection=[universe, resolved_splits, scored_segments], minimum_interval_seconds=30,
+    description="Every 30 s, lists the recordings root (curation.json `recordings`): a new or rewritten recording "
+                "becomes a scored_segments partition run tagged with its name, and a changed universe (universe.csv, "
+                "or the recordings themselves without one) re-materializes universe and resolved_splits, which "
+                "extends the split without moving a source.",
+)
 def new_recordings_sensor(context: SensorEvaluationContext, landing_zone: LandingZoneResource,
                           curation: CurationResource):
     previous = json.loads(context.cursor) if context.cursor else {}
@@ -32,13 +44,16 @@ def new_recordings_sensor(context: SensorEvaluationContext, landing_zone: Landin
         universe_changed = bool(diff.new or diff.removed)
         universe_token = canonical_digest(sorted(current))
     if universe_changed:
+        why = ("universe.csv changed" if csv_url is not None
+               else f"{len(diff.new)} recording(s) added, {len(diff.removed)} removed")
         requests.append(RunRequest(run_key=f"universe:{universe_token}",
-                                   asset_selection=[universe.key, resolved_splits.key]))
+                                   asset_selection=[universe.key, resolved_splits.key], tags={CHANGE_TAG: why}))
     known = set(context.instance.get_dynamic_partitions(SOURCE_PARTITIONS))
     to_add = [s for s in diff.to_score if s not in known]
     for source_id in diff.to_score:
         requests.append(RunRequest(
             run_key=f"{source_id}:{current[source_id]}", partition_key=source_id, asset_selection=[scored_segments.key],
+            tags={RECORDING_TAG: source_id, CHANGE_TAG: "new recording" if source_id in diff.new else "rewritten"},
         ))
     cursor = json.dumps({"recordings": current, "universe_csv": csv_token}, sort_keys=True)
     if not requests:

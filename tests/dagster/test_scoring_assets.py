@@ -106,6 +106,10 @@ def test_a_broken_source_is_recorded_and_its_stale_segments_replaced(resources, 
     assert evaluation.description.startswith(f"no segments in any of 1 scored source; skipped: {sources[0]} (")
 
 
+def test_the_sensor_says_what_it_does():
+    assert "a new or rewritten recording becomes a scored_segments partition run" in new_recordings_sensor.description
+
+
 def test_sensor_adds_partitions_requests_runs_and_keeps_a_cursor(resources, landing):
     instance = DagsterInstance.ephemeral()
     sources = _sources(landing)
@@ -117,6 +121,7 @@ def test_sensor_adds_partitions_requests_runs_and_keeps_a_cursor(resources, land
     # a new universe re-resolves the split too (which extends itself: no source moves)
     assert [r.asset_selection for r in first.run_requests if not r.partition_key] == [
         [AssetKey("universe"), AssetKey("resolved_splits")]]
+    assert [r.tags["kuration/change"] for r in first.run_requests if not r.partition_key] == ["universe.csv changed"]
     instance.add_dynamic_partitions(source_partitions.name, sources)
 
     unchanged = run_sensor(new_recordings_sensor, instance=instance, resources=resources, cursor=first.cursor)
@@ -131,6 +136,10 @@ def test_sensor_adds_partitions_requests_runs_and_keeps_a_cursor(resources, land
     new.write_bytes((landing / "recordings" / sources[0]).read_bytes())
     third = run_sensor(new_recordings_sensor, instance=instance, resources=resources, cursor=unchanged.cursor)
     assert sorted(r.partition_key for r in third.run_requests) == sorted([sources[1], "new_site/flight_999.parquet"])
+    # each run names its recording and why it runs, for the UI's run list
+    assert {r.partition_key: (r.tags["kuration/recording"], r.tags["kuration/change"]) for r in third.run_requests} == {
+        sources[1]: (sources[1], "rewritten"), "new_site/flight_999.parquet": ("new_site/flight_999.parquet",
+                                                                             "new recording")}
     (add,) = third.dynamic_partitions_requests
     assert list(add.partition_keys) == ["new_site/flight_999.parquet"]  # the changed one already exists
     assert json.loads(third.cursor)["recordings"]["new_site/flight_999.parquet"]
@@ -159,4 +168,5 @@ def test_without_a_universe_csv_a_new_or_removed_recording_re_resolves_the_unive
     removed = run_sensor(new_recordings_sensor, instance=instance, resources=resources, cursor=rewrite.cursor)
     (run,) = removed.run_requests
     assert run.asset_selection == [AssetKey("universe"), AssetKey("resolved_splits")]
+    assert run.tags["kuration/change"] == "0 recording(s) added, 1 removed"
     assert run.run_key != universe_runs[0].run_key  # another universe, another run
