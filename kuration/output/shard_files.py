@@ -9,7 +9,7 @@ than the buffers that went into it makes the digest the file's exact bytes whate
 container did, and leaves the shard's arrays free the moment the file is written.
 
 Names: ``<recording>_<entity>[_spanNNN]_<hash12>_shardNNNN<ext>``, e.g.
-``site_a__flight_001_drone_07_span006_3f9c0d2a51be_shard0000.npz``. The readable prefix is
+``airfield_north__flight_001_drone_07_span006_a59a1d9bb2cc_shard0000.npz``. The prefix is
 for people: the recording's stem (its source id without the recording extension, folders
 joined with ``__``) and the entity's plain value (``drone_07``, ``5``, ``veh_3`` for the
 tuple ``("veh", 3)``; no type tag, no quotes). Each part keeps only ASCII ``[A-Za-z0-9._-]``
