@@ -37,12 +37,13 @@ def _cell(value: Any) -> str:
     if isinstance(value, numbers.Real):
         # Three significant digits below a thousand (4.01, 0.333); whole numbers above it.
         return f"{value:.3g}" if abs(float(value)) < 1000 else f"{value:,.0f}"
-    return _inline(str(value))
+    return _inline(str(value)).replace("|", "\\|")  # a '|' would end the cell
 
 
 def _inline(text: str) -> str:
-    # One line, and '|' or '<' would end a table cell or open an HTML tag the UI swallows.
-    return " ".join(text.split()).replace("|", "\\|").replace("<", "&lt;")
+    # One line of text as Markdown shows it: '<' would open an HTML tag the UI swallows, and
+    # a '*' (a glob, a product) would start emphasis.
+    return " ".join(text.split()).replace("\\", "\\\\").replace("*", "\\*").replace("<", "&lt;")
 
 
 def markdown_table(rows: Iterable[Mapping[str, Any]], *, columns: Sequence[str] | None = None,
@@ -73,9 +74,10 @@ def figure_text(name: str, value: Any) -> Any:
     return value
 
 
-def figures_table(figures: Mapping[str, Any]) -> MetadataValue:
-    return markdown_table(({"figure": k, "value": figure_text(k, v)} for k, v in figures.items()),
-                          columns=["figure", "value"])
+def figures_table(figures: Mapping[str, Any], *, columns: tuple[str, str] = ("figure", "value")) -> MetadataValue:
+    """A two-column table of ``figures``, each value in the unit its name declares."""
+    name, value = columns
+    return markdown_table(({name: k, value: figure_text(k, v)} for k, v in figures.items()), columns=list(columns))
 
 
 def markdown_list(lines: Sequence[str], *, limit: int = LISTED) -> MetadataValue:
