@@ -207,7 +207,8 @@ def report_run(job: str, result: Any, out: Callable[[str], None] = print) -> Non
                     for line in value.splitlines():
                         out(f"      {line}")
                 else:
-                    out(f"    {key:<20} {value:.3f}" if isinstance(value, float) else f"    {key:<20} {value}")
+                    # floats come rounded to what matters (kuration.numbers.rounded): no padding zeros
+                    out(f"    {key:<20} {value:g}" if isinstance(value, float) else f"    {key:<20} {value}")
     if partitions:
         skipped = [m for m in partitions if m.get("skipped_error")]
         cached = sum(1 for m in partitions if m["status"] == "cached")
