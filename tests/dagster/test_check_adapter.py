@@ -36,14 +36,16 @@ def test_warnings_alone_fail_as_a_warning_and_are_a_markdown_list():
 
 
 def test_errors_fail_as_an_error_and_a_long_list_is_cut():
-    errors = ("shard <split>/0 differs:\n  size 3 | 4",) + tuple(f"shard {i} differs" for i in range(1, LISTED + 5))
+    errors = ("shard <split>/0 of train_*/* differs:\n  size 3 | 4",) + tuple(
+        f"shard {i} differs" for i in range(1, LISTED + 5))
     check = asset_check_result(CheckResult("25 of 25 shards bad", errors=errors, warnings=("w",)),
                                check_name="dataset_integrity", asset_key=AssetKey("dataset_manifest"))
     assert not check.passed and check.severity == AssetCheckSeverity.ERROR
     assert check.check_name == "dataset_integrity" and check.asset_key == AssetKey("dataset_manifest")
-    # one item a line, whatever the error's own text holds; '<' would open an HTML tag
+    # one item a line, whatever the error's own text holds; '<' would open an HTML tag, '*' start emphasis
     assert check.metadata["errors"].value.splitlines() == [
-        "- shard &lt;split>/0 differs: size 3 \\| 4", *(f"- {e}" for e in errors[1:LISTED]), "- ... and 5 more"]
+        "- shard &lt;split>/0 of train_\\*/\\* differs: size 3 | 4", *(f"- {e}" for e in errors[1:LISTED]),
+        "- ... and 5 more"]
     assert check.metadata["warnings"].value == "- w"
 
 
