@@ -13,6 +13,7 @@ from dagster import (
     asset,
 )
 
+from kuration.numbers import rounded
 from kuration.scoring import SourceOutcome
 from kuration.scoring.segment_store import check_segment_pool, score_and_store
 from kuration_dagster_checks import asset_check_result
@@ -53,7 +54,7 @@ with warnings.catch_warnings():
         curation: CurationResource,
     ):
         """Each source's segments with the strategy's features, tags and priorities, as
-        ``scored_segments/<source>.parquet``. Unchanged sources come from the scoring cache."""
+        `scored_segments/{source}.parquet`. Unchanged sources come from the scoring cache."""
         settings = curation.settings(landing_zone)
         config = curation.config(landing_zone)
         stored = score_and_store(
@@ -71,10 +72,9 @@ with warnings.catch_warnings():
 def _partition_metadata(outcome: SourceOutcome, url: str, summary: dict[str, Any]) -> dict[str, Any]:
     metadata = {
         "path": MetadataValue.path(url), "status": outcome.status, "segments": summary["segments"],
-        "hours": summary["hours"], "absent": summary["absent"], "non_finite": summary["non_finite"],
+        "hours": rounded(summary["hours"]), "absent": summary["absent"], "non_finite": summary["non_finite"],
         "filtered_out": summary["filtered_out"],
-        "priority_min": summary["priority_min"], "priority_median": summary["priority_median"],
-        "priority_max": summary["priority_max"],
+        **{name: rounded(summary[name]) for name in ("priority_min", "priority_median", "priority_max")},
         "identity": outcome.identity.token() if outcome.identity else "",
         "identity_strong": bool(outcome.identity and outcome.identity.strong),
     }
