@@ -493,7 +493,8 @@ def test_dagster_assets_materialize_with_s3_resources(bucket, s3fs_fs, s3_client
     from tests.dagster.sensors import run_sensor
 
     from kuration.demo_corpus import write_demo_landing_zone
-    from kuration.scoring.segment_store import list_scored_sources, read_source_segments
+    from kuration.landing import recording_name
+    from kuration.scoring.segment_store import list_scored_recordings, read_source_segments
     from kuration_assets import new_recordings_sensor, scored_segments, source_partitions
     from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
     from splits_assets import resolved_splits, split_leakage, universe, universe_drift, universe_schema
@@ -537,7 +538,7 @@ def test_dagster_assets_materialize_with_s3_resources(bucket, s3fs_fs, s3_client
         assert meta["identity_strong"] is True and meta["identity"].startswith("fingerprint:")
         assert meta["path"] == f"{store}/scored_segments/{sources[0]}.parquet"
         assert read_source_segments(store, sources[0]).num_rows == meta["segments"]
-        assert list_scored_sources(store) == [sources[0]]
+        assert list_scored_recordings(store) == [recording_name(sources[0])]
         assert [(e.check_name, e.passed) for e in scored.get_asset_check_evaluations()] == [("segment_pool", True)]
         assert instance.get_materialized_partitions(AssetKey("scored_segments")) == {sources[0]}
 
