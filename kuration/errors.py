@@ -26,7 +26,8 @@ with leaves of both kinds carries no builtin itself; its leaves do. ::
     │   ├── SourceError                            kuration.sources.ticks
     │   │   └── TickDataError                      kuration.sources.ticks
     │   ├── MediaError                             kuration.sources.media
-    │   └── EntityIdError                          kuration.sources.entities
+    │   ├── EntityIdError                          kuration.sources.entities
+    │   └── RecordingNameError                     kuration.landing
     ├── ScoringError                               the feature pass cannot give the pool asked for
     │   ├── FeatureError (ValueError)              kuration.scoring.features
     │   ├── EmptySegmentPoolError (ValueError)     kuration.scoring.score_sources

@@ -4,17 +4,125 @@ A change token is what a listing gives for free: an object store's ETag or versi
 local file's size and modification time. It is not a source identity (that may hash the
 content) but it is enough to notice that a file appeared or was rewritten, which is all
 a sensor polling every few seconds can afford.
+
+A recording's *name* is its source id without the recording's extension
+(``wind_farm/flight_005.parquet`` is ``wind_farm/flight_005``): what the scoring partitions
+are keyed by and what a stored segment file is named after. Source ids (with the extension)
+stay the ids of the universe, the split, the budget and the shards.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import posixpath
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import fsspec
 
 from kuration import storage
+from kuration.errors import RecordingError
+from kuration.hashing import canonical_digest
+
+
+class RecordingNameError(RecordingError):
+    """Two recordings share a name (``a.parquet`` and ``a.npz``), or a name matches no recording."""
+
+
+def recording_name(source_id: str) -> str:
+    """The source id without its recording extension: the last path part's last suffix
+    (``site/run.v2.parquet`` is ``site/run.v2``; folders keep their dots; a hidden-looking
+    ``.x`` or an id without a suffix is its own name)."""
+    folder, file = posixpath.split(source_id)
+    stem, ext = posixpath.splitext(file)
+    return posixpath.join(folder, stem) if ext else source_id
+
+
+def recording_names(source_ids: Iterable[str]) -> dict[str, str]:
+    """``{name: source_id}`` for every source id; refuses two ids with one name, since their
+    partitions and stored segment files would be one."""
+    by_name: dict[str, str] = {}
+    clashes: list[str] = []
+    for source_id in sorted(source_ids):
+        name = recording_name(source_id)
+        if name in by_name:
+            clashes.append(f"{by_name[name]!r} and {source_id!r} are both {name!r}")
+        else:
+            by_name[name] = source_id
+    if clashes:
+        raise RecordingNameError(
+            f"recordings whose names collide: {'; '.join(clashes)}. A recording is named by its path without the "
+            "extension (the scoring partition and the stored segment file); rename or move one of each pair, or "
+            "narrow the source pattern (curation.json `source_pattern`) to one of the formats")
+    return by_name
+
+
+def source_ids_for_names(names: Iterable[str], source_ids: Iterable[str], *, where: str = "") -> list[str]:
+    """The source id of each recording name, given the current listing ``source_ids`` (in
+    the order of ``names``). A name that matches no recording is refused with every such name:
+    silently leaving a partition's source out would plan a budget without it. ``where`` names
+    the listing (the recordings root) in the message."""
+    by_name = recording_names(source_ids)
+    names = list(names)
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        shown = ", ".join(repr(n) for n in unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        raise RecordingNameError(
+            f"{len(unknown)} scoring partition(s) name no recording{f' under {where}' if where else ''}: {shown}. "
+            "Restore the recording, or delete the partition (the sources partitions of scored_segments; "
+            "`kuration run` and the sensor replace partitions still keyed by a path with its extension)")
+    return [by_name[n] for n in names]
+
+
+@dataclass(frozen=True)
+class PartitionUpdate:
+    """How to bring the scoring partitions in line with a recordings listing. ``add``: the
+    name of every listed recording without a partition, sorted; ``replace``: keys
+    of an earlier release that are a listed recording's source id with its extension, to
+    delete before their names are added. A key naming no listed recording stays: it is not
+    this listing's to drop, and whatever reads it refuses it by name."""
+
+    add: tuple[str, ...]
+    replace: tuple[str, ...]
+
+
+def partition_update(existing_keys: Iterable[str], source_ids: Iterable[str]) -> PartitionUpdate:
+    by_name = recording_names(source_ids)
+    existing = list(existing_keys)
+    listed = set(by_name.values())
+    replace = tuple(k for k in existing if k not in by_name and k in listed)
+    kept = set(existing) - set(replace)
+    return PartitionUpdate(add=tuple(n for n in by_name if n not in kept), replace=replace)
+
+
+def contiguous_blocks(ordered_keys: Iterable[str], wanted: Iterable[str]) -> list[list[str]]:
+    """``wanted`` split into runs of keys adjacent in ``ordered_keys`` (the partitions in
+    their order), each run in that order: one partition range per run covers exactly its
+    keys, where a range over the whole of ``wanted`` would also cover the keys between."""
+    wanted = set(wanted)
+    blocks: list[list[str]] = []
+    previous_wanted = False
+    for key in ordered_keys:
+        if key in wanted:
+            if previous_wanted:
+                blocks[-1].append(key)
+            else:
+                blocks.append([key])
+        previous_wanted = key in wanted
+    missing = wanted - {k for block in blocks for k in block}
+    if missing:
+        raise ValueError(f"keys not among the ordered keys: {sorted(missing)}")
+    return blocks
+
+
+def universe_token(universe_csv_url: str | None, recordings: Iterable[str]) -> str | None:
+    """What tells one universe from another without reading it: ``universe.csv``'s change
+    token (None while the csv is missing), or without a csv (the universe is the recordings
+    themselves) a digest of the recordings' ids, which a rewrite leaves alone and an added or
+    removed recording changes; ``recordings`` is only read then."""
+    if universe_csv_url is not None:
+        return file_token(universe_csv_url)
+    return canonical_digest(sorted(recordings))
 
 
 def list_recordings(url: str | os.PathLike[str], *, pattern: str = "*.parquet") -> dict[str, str]:

@@ -25,6 +25,7 @@ from kuration.errors import BudgetError
 from kuration.numbers import percent, rounded
 from kuration.budget.plan_store import StoredBudgetPlan, check_budget_plan, plan_stored_budget
 from kuration.budget.summary import PlanSummary, summarize_plan
+from kuration.landing import source_ids_for_names
 from kuration.scoring import run_fingerprint
 from kuration_assets.scoring_assets import SOURCE_PARTITIONS, scored_segments
 from kuration_dagster_checks import asset_check_result, figures_table, markdown_table
@@ -122,7 +123,8 @@ def budget_plan(
     # a bad request fails before any read
     options = config.options(curation.output_spec(landing_zone, settings).chunking,
                              curation.config(landing_zone).budget)
-    sources = context.instance.get_dynamic_partitions(SOURCE_PARTITIONS)
+    sources = source_ids_for_names(context.instance.get_dynamic_partitions(SOURCE_PARTITIONS),
+                                   curation.list_recordings(landing_zone), where=curation.recordings_url(landing_zone))
     stored = plan_stored_budget(
         storage_root.url, sources, options,
         strategy=settings.strategy, memory_budget=config.memory_budget,

@@ -13,6 +13,7 @@ from dagster import (
     asset,
 )
 
+from kuration.landing import recording_name, source_ids_for_names
 from kuration.numbers import rounded
 from kuration.scoring import SourceOutcome
 from kuration.scoring.segment_store import check_segment_pool, score_and_store
@@ -21,7 +22,12 @@ from kuration_resources import CurationResource, LandingZoneResource, StorageRoo
 from splits_assets import universe
 
 SOURCE_PARTITIONS = "sources"
+#: Keyed by recording name (``wind_farm/flight_005``: ``kuration.landing.recording_name``),
+#: mapped back to source ids through the recordings listing.
 source_partitions = DynamicPartitionsDefinition(name=SOURCE_PARTITIONS)
+#: A partition materialization's recording change token, as listed before it was scored:
+#: ``new_recordings_sensor`` without a cursor skips a recording whose listing still says it.
+RECORDING_TOKEN_METADATA = "recording_token"
 
 # Computed in the asset's own step: the asset yields one materialization per partition and
 # no output, so a separate check step (which waits on the output) would never run.
@@ -54,18 +60,23 @@ with warnings.catch_warnings():
         curation: CurationResource,
     ):
         """Each source's segments with the strategy's features, tags and priorities, as
-        `scored_segments/{source}.parquet`. Unchanged sources come from the scoring cache."""
+        `scored_segments/{recording name}.parquet`. Unchanged sources come from the scoring cache."""
         settings = curation.settings(landing_zone)
         config = curation.config(landing_zone)
+        # listed before scoring: a rewrite during the run leaves an older token, so the sensor scores again
+        listed = curation.list_recordings(landing_zone)
+        sources = source_ids_for_names(context.partition_keys, listed, where=config.recordings_url(landing_zone.url))
         stored = score_and_store(
             curation.adapter(landing_zone, settings), segmenter=settings.segmenter, strategy=settings.strategy,
-            sources=context.partition_keys, root=storage_root.url, workers=config.workers,
+            sources=sources, root=storage_root.url, workers=config.workers,
             progress=lambda outcome, done,
             total: context.log.info(f"{done}/{total} {outcome.source_id}: {outcome.status}"),
         )
         for outcome, url, summary in stored:
-            yield AssetMaterialization(asset_key=context.asset_key, partition=outcome.source_id,
-                                       metadata=_partition_metadata(outcome, url, summary))
+            yield AssetMaterialization(
+                asset_key=context.asset_key, partition=recording_name(outcome.source_id),
+                metadata={**_partition_metadata(outcome, url, summary),
+                          RECORDING_TOKEN_METADATA: listed[outcome.source_id]})
         yield asset_check_result(check_segment_pool(storage_root.url), check_name=segment_pool.name)
 
 

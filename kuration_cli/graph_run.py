@@ -129,7 +129,7 @@ def _run_jobs(landing: str, storage_root: str, out: Callable[[str], None],
 
 def _run_on_instance(instance: Any, defs: Any, config: Any, landing: str, storage_root: str,
                      out: Callable[[str], None], after_budget: Callable[[], None] | None) -> GraphRunOutcome:
-    from kuration.landing import list_recordings
+    from kuration.landing import RecordingNameError, list_recordings, partition_update
     from kuration_assets.scoring_assets import SOURCE_PARTITIONS
 
     out(f"landing zone: {landing}\nstorage root: {storage_root}\nsettings: {config.describe()}")
@@ -150,8 +150,18 @@ def _run_on_instance(instance: Any, defs: Any, config: Any, landing: str, storag
                                    f"{config.recordings_url(landing)} (curation.json `recordings`)")
                 out(f"\n{job}: not run: {outcome.failure}")
                 break
-            known = set(instance.get_dynamic_partitions(SOURCE_PARTITIONS))
-            instance.add_dynamic_partitions(SOURCE_PARTITIONS, [r for r in recordings if r not in known])
+            try:
+                update = partition_update(instance.get_dynamic_partitions(SOURCE_PARTITIONS), recordings)
+            except RecordingNameError as exc:
+                outcome.failure = str(exc)
+                out(f"\n{job}: not run: {outcome.failure}")
+                break
+            # keys of an earlier release (the path with its extension) give way to the recording names
+            for legacy in update.replace:
+                instance.delete_dynamic_partition(SOURCE_PARTITIONS, legacy)
+            if update.replace:
+                out(f"\n{job}: {len(update.replace)} partition(s) keyed by path renamed to their recording names")
+            instance.add_dynamic_partitions(SOURCE_PARTITIONS, list(update.add))
             partitions = instance.get_dynamic_partitions(SOURCE_PARTITIONS)
             tags = {"dagster/asset_partition_range_start": partitions[0],
                     "dagster/asset_partition_range_end": partitions[-1]}

@@ -15,6 +15,7 @@ from dagster_aws.s3 import S3Resource
 from pydantic import Field
 
 from kuration import storage
+from kuration.landing import list_recordings as list_landing_recordings, universe_token
 from kuration.curation_config import CurationConfig, curation_config_from_dict, load_curation_config
 from kuration.output.spec import OutputSpec
 from kuration.plugins import load_plugins
@@ -130,6 +131,17 @@ class CurationResource(ConfigurableResource):
 
     def recordings_url(self, landing: LandingZoneResource) -> str:
         return self.config(landing).recordings_url(landing.url)
+
+    def list_recordings(self, landing: LandingZoneResource) -> dict[str, str]:
+        """``{source_id: change token}`` of the recordings the sources are: the one listing the
+        sensor, the scoring partitions and the universe's token agree on."""
+        config = self.config(landing)
+        return list_landing_recordings(config.recordings_url(landing.url), pattern=config.source_pattern)
+
+    def universe_token(self, landing: LandingZoneResource) -> Optional[str]:
+        """The landing zone's ``kuration.landing.universe_token`` (its recordings are listed only without a csv)."""
+        csv_url = landing.universe_csv_url()
+        return universe_token(csv_url, () if csv_url else self.list_recordings(landing))
 
     def settings(self, landing: LandingZoneResource) -> CurationSettings:
         config = self.config(landing)

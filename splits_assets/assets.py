@@ -18,6 +18,12 @@ from kuration_dagster_checks import markdown_table
 from splits_assets.metadata import split_metadata
 
 
+#: The universe materialization's ``kuration.landing.universe_token``: ``new_recordings_sensor``
+#: without a cursor does not re-read a universe whose token still matches. Taken before the
+#: read: a csv rewritten meanwhile leaves an older token, so the sensor reads it again.
+UNIVERSE_TOKEN_METADATA = "universe_token"
+
+
 @asset(group_name="splits", kinds={"parquet"})
 def universe(storage_root: StorageRootResource, landing_zone: LandingZoneResource,
              curation: CurationResource) -> MaterializeResult:
@@ -25,6 +31,7 @@ def universe(storage_root: StorageRootResource, landing_zone: LandingZoneResourc
     one, enumerated from the recordings root: one sample per recording), validated,
     canonically sorted and written as `universe/universe.parquet`. Source ids are paths
     relative to the recordings root, the ids the recordings adapter lists."""
+    token = curation.universe_token(landing_zone)
     if landing_zone.universe_csv:
         samples = read_landing_universe(landing_zone.url, universe_csv=landing_zone.universe_csv,
                                         one_file_per_row=landing_zone.one_file_per_row)
@@ -39,7 +46,7 @@ def universe(storage_root: StorageRootResource, landing_zone: LandingZoneResourc
             "samples": len(samples),
             "sources": len(samples.source_names),
             "groups": len(samples.group_names),
-            "universe_hash": samples.hash,
+            "universe_hash": samples.hash, UNIVERSE_TOKEN_METADATA: token or "",
             "preview": markdown_table(preview_frame(samples).to_dict("records")),
         },
         data_version=DataVersion(samples.hash),

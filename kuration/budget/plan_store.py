@@ -37,6 +37,7 @@ from kuration.budget.plan import BudgetPlan, plan_budget
 from kuration.budget.validation import BudgetValidation, validate_budget_plan
 from kuration.errors import BudgetError, KurationError, shown
 from kuration.hashing import sha256_hex
+from kuration.landing import recording_names
 from kuration.numbers import format_bytes, parse_bytes
 from kuration.scoring.cache import FsspecScoreCache
 from kuration.scoring import MemoryBudgetError, provide_fingerprint
@@ -82,6 +83,7 @@ def load_scored_pool(root: str | os.PathLike[str], sources: list[str], *, expect
     and counted; past the budget the load fails, saying how to provide a fingerprint."""
     if not sources:
         raise BudgetError("scored pool: no sources; add recordings and materialize scored_segments first")
+    recording_names(sources)  # two sources of one name would read one stored file
     mapped = None if memory_budget is None else _MappedCheckpoints(root, memory_budget)
     tables: list[pa.Table] = []
     skipped: dict[str, str] = {}

@@ -1,7 +1,9 @@
 """Scored segments on storage: one Parquet file per source, and the figures dashboards show.
 
-Layout under a storage root: ``scored_segments/<source_id>.parquet`` (the source id's
-folders are kept), each file holding that source's segment table in canonical order, with the scoring run
+Layout under a storage root: ``scored_segments/<name>.parquet``, ``<name>`` being the
+recording's name (its source id without the recording extension, folders kept:
+``kuration.landing.recording_name``; two recordings of one name are refused where they are
+listed), each file holding that source's segment table in canonical order, with the scoring run
 fingerprint (schema, segmenter, strategy, code) in its schema metadata.
 """
 
@@ -18,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kuration import storage
+from kuration.landing import recording_name, recording_names
 from kuration.checks import CheckResult, count, first, hours
 from kuration.scoring.cache import FsspecScoreCache
 from kuration.scoring.score_sources import SourceOutcome, score_sources
@@ -41,7 +44,12 @@ def score_cache_url(root: str | os.PathLike[str]) -> str:
 
 
 def segments_url(root: str | os.PathLike[str], source_id: str) -> str:
-    return storage.join_url(os.fspath(root), SEGMENTS_DIR, *f"{source_id}.parquet".split("/"))
+    """Where a source's segments are stored: the one naming every writer and reader uses."""
+    return _named_segments_url(root, recording_name(source_id))
+
+
+def _named_segments_url(root: str | os.PathLike[str], name: str) -> str:
+    return storage.join_url(os.fspath(root), SEGMENTS_DIR, *f"{name}.parquet".split("/"))
 
 
 def write_source_segments(root: str | os.PathLike[str], source_id: str, table: pa.Table) -> str:
@@ -51,9 +59,12 @@ def write_source_segments(root: str | os.PathLike[str], source_id: str, table: p
 
 
 def read_source_segments(root: str | os.PathLike[str], source_id: str, *, columns: list[str] | None = None) -> pa.Table:
-    url = segments_url(root, source_id)
+    return _read_segments(segments_url(root, source_id), source_id, columns)
+
+
+def _read_segments(url: str, what: str, columns: list[str] | None) -> pa.Table:
     if not storage.exists(url):
-        raise FileNotFoundError(f"no scored segments for {source_id!r} at {url}; materialize that scored_segments "
+        raise FileNotFoundError(f"no scored segments for {what!r} at {url}; materialize that scored_segments "
                                 "partition")
     return pq.read_table(io.BytesIO(storage.read_bytes(url)), columns=columns)
 
@@ -119,14 +130,15 @@ def segment_summary(table: pa.Table) -> dict[str, Any]:
     return summary
 
 
-def list_scored_sources(root: str | os.PathLike[str]) -> list[str]:
-    """Every source with a stored segment file, sorted."""
+def list_scored_recordings(root: str | os.PathLike[str]) -> list[str]:
+    """The name of every recording with a stored segment file, sorted."""
     files = storage.list_files(storage.join_url(os.fspath(root), SEGMENTS_DIR), pattern="*.parquet")
     return [rel[: -len(".parquet")] for rel in files]
 
 
 def _stored_pool(root: str | os.PathLike[str]) -> list[tuple[str, pa.Table]]:
-    return [(s, read_source_segments(root, s, columns=SUMMARY_COLUMNS)) for s in list_scored_sources(root)]
+    return [(name, _read_segments(_named_segments_url(root, name), name, SUMMARY_COLUMNS))
+            for name in list_scored_recordings(root)]
 
 
 def _pooled_summary(stored: list[tuple[str, pa.Table]]) -> dict[str, Any]:
@@ -182,7 +194,12 @@ def score_and_store(
     """Score ``sources`` (all the adapter lists, if None; reusing the cache under ``root``)
     and write one segment file each. A skipped source gets an empty file recording its
     error, so stale segments of an earlier version never outlive a failure. Returns
-    ``[(outcome, url, summary)]``, one per source, sorted by source id."""
+    ``[(outcome, url, summary)]``, one per source, sorted by source id. Two sources of one
+    name (``a.parquet`` and ``a.npz``) are refused before anything is scored: they would
+    write one file."""
+    if sources is None:
+        sources = adapter.list_sources()
+    recording_names(sources)
     result = score_sources(
         adapter, segmenter=segmenter, strategy=strategy, sources=sources, workers=workers, executor=executor,
         cache=FsspecScoreCache(score_cache_url(root)), progress=progress,

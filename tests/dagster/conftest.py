@@ -4,6 +4,7 @@ import pytest
 from dagster import instance_for_test, materialize
 
 from kuration.demo_corpus import write_demo_landing_zone
+from kuration.landing import recording_name
 from kuration_assets import scored_segments, source_partitions
 from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
 from splits_assets import resolved_splits, universe
@@ -66,8 +67,8 @@ def scored(tmp_path: Path, scored_landing: Path, instance) -> dict:
                                                     "test_ratio": 0.34}}}}
     assert materialize([universe, resolved_splits], resources=resources, instance=instance, run_config=split).success
     root = scored_landing / "recordings"
-    sources = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.parquet"))
-    instance.add_dynamic_partitions(source_partitions.name, sources)
+    names = sorted(recording_name(p.relative_to(root).as_posix()) for p in root.rglob("*.parquet"))
+    instance.add_dynamic_partitions(source_partitions.name, names)
     assert materialize([scored_segments], resources=resources, instance=instance, tags={
-        "dagster/asset_partition_range_start": sources[0], "dagster/asset_partition_range_end": sources[-1]}).success
+        "dagster/asset_partition_range_start": names[0], "dagster/asset_partition_range_end": names[-1]}).success
     return resources

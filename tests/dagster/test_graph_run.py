@@ -96,3 +96,39 @@ def test_a_remote_storage_root_needs_dagster_home(tmp_path, monkeypatch, capsys)
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     code = run_main(Namespace(landing=str(tmp_path), storage="s3://bucket/kuration", config=None), out=print)
     assert code == 2 and "set DAGSTER_HOME" in capsys.readouterr().err
+
+
+def test_two_recordings_of_one_name_stop_the_scoring_naming_both(landing, tmp_path, monkeypatch):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    settings = {**SETTINGS, "source_pattern": "flight_*"}
+    (landing / "curation.json").write_text(json.dumps(settings))
+    (landing / "recordings" / "airfield_north" / "flight_001.npz").write_bytes(b"")
+    code, out = _run(landing, tmp_path / "storage")
+    assert code == 1, out
+    assert ("score_recordings: not run: recordings whose names collide: 'airfield_north/flight_001.npz' and "
+            "'airfield_north/flight_001.parquet' are both 'airfield_north/flight_001'") in out
+    assert "rename or move one of each pair" in out and "score_recordings: run" not in out
+
+
+@pytest.mark.slow
+def test_partitions_keyed_by_path_give_way_to_recording_names(landing, tmp_path, monkeypatch):
+    from dagster import DagsterInstance
+
+    from kuration.landing import list_recordings, recording_name
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    sources = sorted(list_recordings(landing / "recordings"))
+    with DagsterInstance.get() as instance:  # an instance an earlier release registered
+        instance.add_dynamic_partitions("sources", sources)
+    code, out = _run(landing, tmp_path / "storage")
+    assert code == 0, out
+    assert f"score_recordings: {len(sources)} partition(s) keyed by path renamed to their recording names" in out
+    assert f"asset scored_segments: {len(sources)} partitions" in out
+    with DagsterInstance.get() as instance:
+        assert instance.get_dynamic_partitions("sources") == [recording_name(s) for s in sources]
+    assert sorted(p.relative_to(tmp_path / "storage" / "scored_segments").as_posix()
+                  for p in (tmp_path / "storage" / "scored_segments").rglob("*.parquet")) == [
+        f"{recording_name(s)}.parquet" for s in sources]

@@ -11,10 +11,11 @@ import pytest
 from dagster import AssetKey, DagsterInstance, Definitions, materialize
 
 from kuration.demo_corpus import write_demo_landing_zone
+from kuration.landing import list_recordings, recording_name
 from kuration.scoring.segment_store import read_source_segments
 from kuration_assets import new_recordings_sensor, scored_segments, source_partitions
-from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
-from tests.dagster.sensors import run_sensor
+from tests.dagster.runs import failure_text, landing_resources
+from tests.dagster.sensors import run_sensor, scoring_requests
 
 
 @pytest.fixture
@@ -25,16 +26,17 @@ def landing(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def resources(tmp_path: Path, landing: Path) -> dict:
-    return {
-        "storage_root": StorageRootResource(url=str(tmp_path / "storage")),
-        "landing_zone": LandingZoneResource(url=str(landing)),
-        "curation": CurationResource(),
-    }
+    return landing_resources(landing, tmp_path / "storage")
 
 
 def _sources(landing: Path) -> list[str]:
     root = landing / "recordings"
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*.parquet"))
+
+
+def _names(landing: Path) -> list[str]:
+    """The scoring partition keys: each source id without its extension."""
+    return [recording_name(s) for s in _sources(landing)]
 
 
 def _partition_meta(result) -> dict[str, dict]:
@@ -56,76 +58,94 @@ def _materialize(resources, instance, partition_key):
 
 
 def test_one_partition_scores_one_source_and_reports_it(resources, instance, landing, tmp_path):
-    sources = _sources(landing)
-    instance.add_dynamic_partitions(source_partitions.name, sources)
-    result = _materialize(resources, instance, sources[0])
+    sources, names = _sources(landing), _names(landing)
+    instance.add_dynamic_partitions(source_partitions.name, names)
+    result = _materialize(resources, instance, names[0])
     assert result.success
     (meta,) = _partition_meta(result).values()
     assert meta["status"] == "scored" and meta["segments"] > 0 and 0 < meta["hours"]
     assert meta["non_finite"] == 0 and meta["priority_min"] <= meta["priority_median"] <= meta["priority_max"]
     # the recording's own bytes and its frame file's, folded into one strong fingerprint
     assert meta["identity_strong"] is True and meta["identity"].startswith("fingerprint:")
+    # the listing's change token, which the sensor compares on a tick without a cursor
+    assert meta["recording_token"] == list_recordings(landing / "recordings")[sources[0]]
+    # stored under the recording's name, once suffixed
+    assert meta["path"] == str(tmp_path / "storage" / "scored_segments" / f"{names[0]}.parquet")
     table = read_source_segments(tmp_path / "storage", sources[0])
     assert table.num_rows == meta["segments"] and set(table.column("source_id").to_pylist()) == {sources[0]}
     assert _check(result) == (True, "ERROR")
-    assert instance.get_materialized_partitions(AssetKey("scored_segments")) == {sources[0]}
+    assert instance.get_materialized_partitions(AssetKey("scored_segments")) == {names[0]}
 
 
 def test_a_rerun_reuses_the_cache(resources, instance, landing):
-    sources = _sources(landing)
-    instance.add_dynamic_partitions(source_partitions.name, sources)
-    assert _partition_meta(_materialize(resources, instance, sources[1]))[sources[1]]["status"] == "scored"
-    again = _partition_meta(_materialize(resources, instance, sources[1]))[sources[1]]
+    names = _names(landing)
+    instance.add_dynamic_partitions(source_partitions.name, names)
+    assert _partition_meta(_materialize(resources, instance, names[1]))[names[1]]["status"] == "scored"
+    again = _partition_meta(_materialize(resources, instance, names[1]))[names[1]]
     assert again["status"] == "cached"
 
 
 def test_a_range_runs_once_and_records_every_partition(resources, instance, landing):
-    sources = _sources(landing)
-    instance.add_dynamic_partitions(source_partitions.name, sources)
+    names = _names(landing)
+    instance.add_dynamic_partitions(source_partitions.name, names)
     job = Definitions(assets=[scored_segments], resources=resources).resolve_implicit_global_asset_job_def()
     result = job.execute_in_process(instance=instance, tags={
-        "dagster/asset_partition_range_start": sources[0], "dagster/asset_partition_range_end": sources[-1]})
+        "dagster/asset_partition_range_start": names[0], "dagster/asset_partition_range_end": names[-1]})
     assert result.success
-    assert sorted(_partition_meta(result)) == sources  # one materialization per partition, one run
-    assert instance.get_materialized_partitions(AssetKey("scored_segments")) == set(sources)
+    assert sorted(_partition_meta(result)) == names  # one materialization per partition, one run
+    assert instance.get_materialized_partitions(AssetKey("scored_segments")) == set(names)
     assert scored_segments.backfill_policy.max_partitions_per_run is None  # single run
 
 
+def test_a_partition_naming_no_recording_fails_the_run_naming_it(resources, instance, landing):
+    instance.add_dynamic_partitions(source_partitions.name, ["gone/flight_001"])
+    result = _materialize(resources, instance, "gone/flight_001")
+    assert not result.success
+    assert "1 scoring partition(s) name no recording under" in failure_text(result)
+    assert "'gone/flight_001'. Restore the recording, or delete the partition" in failure_text(result)
+
+
 def test_a_broken_source_is_recorded_and_its_stale_segments_replaced(resources, instance, landing, tmp_path):
-    sources = _sources(landing)
-    instance.add_dynamic_partitions(source_partitions.name, sources)
-    assert _materialize(resources, instance, sources[0]).success
+    sources, names = _sources(landing), _names(landing)
+    instance.add_dynamic_partitions(source_partitions.name, names)
+    assert _materialize(resources, instance, names[0]).success
     pq.write_table(pa.table({"tick": [0, 1]}), landing / "recordings" / sources[0])  # rewritten, now broken
-    result = _materialize(resources, instance, sources[0])
+    result = _materialize(resources, instance, names[0])
     assert not result.success  # the blocking pool check fails the step: nothing downstream runs
-    meta = _partition_meta(result)[sources[0]]
+    meta = _partition_meta(result)[names[0]]
     assert meta["status"] == "skipped" and "missing column" in meta["skipped_error"] and meta["segments"] == 0
     assert read_source_segments(tmp_path / "storage", sources[0]).num_rows == 0
     assert _check(result) == (False, "ERROR")  # the only stored source is now empty: empty pool
     (evaluation,) = result.get_asset_check_evaluations()
-    assert evaluation.description.startswith(f"no segments in any of 1 scored source; skipped: {sources[0]} (")
+    assert evaluation.description.startswith(f"no segments in any of 1 scored source; skipped: {names[0]} (")
 
 
 def test_the_sensor_says_what_it_does():
-    assert "a new or rewritten recording becomes a scored_segments partition run" in new_recordings_sensor.description
+    description = new_recordings_sensor.description
+    assert "new recordings become one scored_segments run over their partitions (keyed by recording name)" in (
+        description)
+    assert "first tick skips every recording and universe whose latest materialization recorded the token" in (
+        description)
 
 
 def test_sensor_adds_partitions_requests_runs_and_keeps_a_cursor(resources, landing):
     instance = DagsterInstance.ephemeral()
-    sources = _sources(landing)
+    sources, names = _sources(landing), _names(landing)
     first = run_sensor(new_recordings_sensor, instance=instance, resources=resources)
-    requested = sorted(r.partition_key for r in first.run_requests if r.partition_key)
-    assert requested == sources
+    # an empty instance: every recording is new, one run over their partitions, added in order
+    assert scoring_requests(first) == [([names[0], names[-1]], "new recording")]
     (add,) = first.dynamic_partitions_requests
-    assert sorted(add.partition_keys) == sources
+    assert list(add.partition_keys) == names
     # a new universe re-resolves the split too (which extends itself: no source moves)
-    assert [r.asset_selection for r in first.run_requests if not r.partition_key] == [
+    assert [r.asset_selection for r in first.run_requests if not r.tags.get("kuration/recordings")] == [
         [AssetKey("universe"), AssetKey("resolved_splits")]]
-    assert [r.tags["kuration/change"] for r in first.run_requests if not r.partition_key] == ["universe.csv changed"]
-    instance.add_dynamic_partitions(source_partitions.name, sources)
+    assert [r.tags["kuration/change"] for r in first.run_requests if not r.tags.get("kuration/recordings")] == [
+        "universe.csv changed"]
+    instance.add_dynamic_partitions(source_partitions.name, names)
 
     unchanged = run_sensor(new_recordings_sensor, instance=instance, resources=resources, cursor=first.cursor)
-    assert unchanged.run_requests == [] and unchanged.skip_reason is not None
+    assert unchanged.run_requests == []
+    assert unchanged.skip_reason.skip_message == "all 3 recording(s) and the universe unchanged since the last tick"
 
     changed = landing / "recordings" / sources[1]
     changed.write_bytes(changed.read_bytes() + b"")  # same bytes...
@@ -135,34 +155,46 @@ def test_sensor_adds_partitions_requests_runs_and_keeps_a_cursor(resources, land
     new.parent.mkdir()
     new.write_bytes((landing / "recordings" / sources[0]).read_bytes())
     third = run_sensor(new_recordings_sensor, instance=instance, resources=resources, cursor=unchanged.cursor)
-    assert sorted(r.partition_key for r in third.run_requests) == sorted([sources[1], "new_site/flight_999.parquet"])
     # each run names its recording and why it runs, for the UI's run list
     assert {r.partition_key: (r.tags["kuration/recording"], r.tags["kuration/change"]) for r in third.run_requests} == {
-        sources[1]: (sources[1], "rewritten"), "new_site/flight_999.parquet": ("new_site/flight_999.parquet",
-                                                                             "new recording")}
+        names[1]: (names[1], "rewritten"), "new_site/flight_999": ("new_site/flight_999", "new recording")}
     (add,) = third.dynamic_partitions_requests
-    assert list(add.partition_keys) == ["new_site/flight_999.parquet"]  # the changed one already exists
+    assert list(add.partition_keys) == ["new_site/flight_999"]  # the changed one already exists
     assert json.loads(third.cursor)["recordings"]["new_site/flight_999.parquet"]
+
+
+def test_rewritten_recordings_apart_are_a_run_each_and_adjacent_ones_one_run(resources, landing):
+    instance = DagsterInstance.ephemeral()
+    sources, names = _sources(landing), _names(landing)
+    first = run_sensor(new_recordings_sensor, instance=instance, resources=resources)
+    instance.add_dynamic_partitions(source_partitions.name, names)
+    for source in (sources[0], sources[2]):
+        path = landing / "recordings" / source
+        os.utime(path, (path.stat().st_atime + 30, path.stat().st_mtime + 30))
+    # a range over both would cover the unchanged partition between them
+    apart = run_sensor(new_recordings_sensor, instance=instance, resources=resources, cursor=first.cursor)
+    assert scoring_requests(apart) == [(names[0], "rewritten"), (names[2], "rewritten")]
+    path = landing / "recordings" / sources[1]
+    os.utime(path, (path.stat().st_atime + 30, path.stat().st_mtime + 30))
+    adjacent = run_sensor(new_recordings_sensor, instance=instance, resources=resources, cursor=first.cursor)
+    assert scoring_requests(adjacent) == [([names[0], names[2]], "rewritten")]
+    assert adjacent.run_requests[0].tags["kuration/recordings"] == f"3: {', '.join(names)}"
 
 
 def test_without_a_universe_csv_a_new_or_removed_recording_re_resolves_the_universe(tmp_path, landing):
     instance = DagsterInstance.ephemeral()
-    resources = {
-        "storage_root": StorageRootResource(url=str(tmp_path / "storage")),
-        "landing_zone": LandingZoneResource(url=str(landing), universe_csv=None),
-        "curation": CurationResource(),
-    }
-    sources = _sources(landing)
+    resources = landing_resources(landing, tmp_path / "storage", universe_csv=None)
+    sources, names = _sources(landing), _names(landing)
     first = run_sensor(new_recordings_sensor, instance=instance, resources=resources)
-    universe_runs = [r for r in first.run_requests if not r.partition_key]
+    universe_runs = [r for r in first.run_requests if r.asset_selection != [AssetKey("scored_segments")]]
     assert [r.asset_selection for r in universe_runs] == [[AssetKey("universe"), AssetKey("resolved_splits")]]
-    instance.add_dynamic_partitions(source_partitions.name, sources)
+    instance.add_dynamic_partitions(source_partitions.name, names)
 
     # a rewrite changes a recording, not the universe: only its partition is scored again
     changed = landing / "recordings" / sources[0]
     os.utime(changed, (changed.stat().st_atime + 30, changed.stat().st_mtime + 30))
     rewrite = run_sensor(new_recordings_sensor, instance=instance, resources=resources, cursor=first.cursor)
-    assert [r.partition_key for r in rewrite.run_requests] == [sources[0]]
+    assert [r.partition_key for r in rewrite.run_requests] == [names[0]]
 
     (landing / "recordings" / sources[1]).unlink()
     removed = run_sensor(new_recordings_sensor, instance=instance, resources=resources, cursor=rewrite.cursor)

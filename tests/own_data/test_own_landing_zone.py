@@ -24,12 +24,13 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from kuration.landing import recording_name
 from kuration.plugins import PLUGINS_ENV, forget_loaded_plugins
 from kuration.read import load_committed, read_shard, verify_dataset
 from kuration.scoring.features import unregister_feature
 from kuration.sources.media import unregister_media_provider
 from kuration_cli import main
-from tests.dagster.sensors import run_sensor
+from tests.dagster.sensors import execute_requests, run_sensor, scoring_requests
 from tests.own_data.landing_factory import (
     FRAMES,
     RECORDINGS,
@@ -159,7 +160,7 @@ def test_run_curates_the_fleet_into_a_committed_dataset_with_the_plugins(fleet, 
     assert set().union(*sources_by_split.values()) <= set(fleet.source_ids())
 
     # the plugin feature was computed for every segment and counts the re-entries of track 2
-    segments = pq.read_table(storage / "scored_segments" / f"{SESSIONS[0][0]}" / f"{SESSIONS[0][1]}.parquet.parquet")
+    segments = pq.read_table(storage / "scored_segments" / f"{SESSIONS[0][0]}" / f"{SESSIONS[0][1]}.parquet")
     per_entity: dict[str, float] = {}
     for entity, value in zip(segments.column("entity_id").to_pylist(), segments.column(fleet.feature_key).to_pylist(),
                              strict=True):
@@ -239,17 +240,6 @@ def test_scored_sessions_the_universe_leaves_out_fail_the_budget_check(fleet, tm
 
 # -- new data through the sensor --------------------------------------------------------------
 
-def execute_requests(defs, instance, tick) -> list:
-    """Run a sensor tick's requests the way the daemon would: its dynamic partitions added,
-    then each run request (partition and asset selection) on the instance; the results."""
-    for request in tick.dynamic_partitions_requests:
-        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
-    job = defs.resolve_implicit_global_asset_job_def()
-    return [job.execute_in_process(instance=instance, partition_key=request.partition_key,
-                                   asset_selection=request.asset_selection, tags=request.tags, raise_on_error=False)
-            for request in tick.run_requests]
-
-
 def materialized(results, asset: str) -> list[dict]:
     """The metadata of every materialization of ``asset`` among ``results``."""
     found = []
@@ -280,27 +270,26 @@ def test_new_sessions_reach_a_split_and_the_next_dataset_through_the_sensor(flee
     sensor = defs.resolve_sensor_def("new_recordings_sensor")
     splits_assets = {AssetKey("universe"), AssetKey("resolved_splits")}
     with DagsterInstance.from_config(str(storage / "dagster_home")) as instance:
-        # First tick after `run`: the sensor has no cursor, so everything is new to it. It
-        # asks for the universe and split once and a scoring run per session; `run`
-        # registered every partition already, and running the requests changes nothing.
+        # First tick after `run`: the sensor has no cursor, and starts from the instance. Every
+        # partition's latest materialization recorded the token the listing gives now, the
+        # universe's its csv token: nothing to ask for, and no partition to add.
         first = run_sensor(sensor, instance=instance, resources=defs.resources)
-        universe_requests = [r for r in first.run_requests if r.partition_key is None]
-        assert [set(r.asset_selection) for r in universe_requests] == [splits_assets]
-        assert sorted(r.partition_key for r in first.run_requests if r.partition_key) == sorted(fleet.source_ids())
-        assert first.dynamic_partitions_requests == []
-        results = execute_requests(defs, instance, first)
-        assert all(r.success for r in results)
-        assert {m["status"] for m in materialized(results, "scored_segments")} == {"cached"}
-        assert assignments(storage) == stage_before
+        assert first.run_requests == [] and first.dynamic_partitions_requests == []
+        assert first.skip_reason.skip_message == (f"all {len(SESSIONS)} recording(s) and the universe unchanged "
+                                                  "since their latest materializations")
 
         # Two sessions arrive: a busy one in a scenario the split knows, one in a new scenario.
         known_group = SESSIONS[0][2]
         joining = add_session(fleet, "2024-03-08", "van_11", known_group, seconds=64, seed=202, interactions=4)
         novel = add_session(fleet, "2024-03-08", "truck_30", "school_zone", seconds=56, seed=303, interactions=4)
         second = run_sensor(sensor, instance=instance, resources=defs.resources, cursor=first.cursor)
-        assert [set(r.asset_selection) for r in second.run_requests if r.partition_key is None] == [splits_assets]
-        assert sorted(r.partition_key for r in second.run_requests if r.partition_key) == sorted([joining, novel])
-        assert [sorted(r.partition_keys) for r in second.dynamic_partitions_requests] == [sorted([joining, novel])]
+        universe_run, scoring_run = second.run_requests
+        assert set(universe_run.asset_selection) == splits_assets
+        # both sessions in one run: their partitions are appended together, one range covers them
+        names = sorted(recording_name(s) for s in (joining, novel))
+        assert scoring_requests(second) == [(names, "new recording")]
+        assert scoring_run.tags["kuration/recordings"] == f"2: {names[0]}, {names[1]}"
+        assert [list(r.partition_keys) for r in second.dynamic_partitions_requests] == [names]
         results = execute_requests(defs, instance, second)
         assert all(r.success for r in results)
         [split_run] = materialized(results, "resolved_splits")

@@ -1,7 +1,7 @@
 """Run by ``test_code_location`` in a fresh interpreter, as a Dagster run process would be:
 nothing is loaded but what importing the code location loads (the plugins come from
 ``KURATION_PLUGINS``). Evaluates the new-recordings sensor, executes each run request it
-makes the way the daemon would (its partition and asset selection, in the sensor's job),
+makes the way the daemon would (its partition or partition range and asset selection),
 then a manual ``score_recordings`` run over every partition with two workers into a second
 storage root; prints what ran as JSON.
 
@@ -19,21 +19,19 @@ def main(manual_storage: str) -> None:
 
     import kuration_definitions
     from kuration.plugins import loaded_plugins
+    from tests.dagster.sensors import execute_requests
 
     defs = kuration_definitions.defs
     sensor = defs.resolve_sensor_def("new_recordings_sensor")
-    job = defs.resolve_implicit_global_asset_job_def()
     report: dict = {"plugins": [p.to_dict() for p in loaded_plugins()], "sensor_runs": []}
     with DagsterInstance.ephemeral() as instance:
         with build_sensor_context(instance=instance, resources=defs.resources) as context:
             result = sensor(context)
-        for request in result.dynamic_partitions_requests:
-            instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
-        for request in result.run_requests:
-            run = job.execute_in_process(instance=instance, partition_key=request.partition_key,
-                                         asset_selection=request.asset_selection, tags=request.tags,
-                                         raise_on_error=False)
-            report["sensor_runs"].append({"partition": request.partition_key, "success": run.success})
+        for run in execute_requests(defs, instance, result):
+            partitions = sorted(e.step_materialization_data.materialization.partition
+                                for e in run.get_asset_materialization_events()
+                                if e.step_materialization_data.materialization.partition is not None)
+            report["sensor_runs"].append({"partitions": partitions, "success": run.success})
         sources = sorted(instance.get_dynamic_partitions("sources"))
         manual = defs.resolve_job_def("score_recordings").execute_in_process(
             instance=instance, raise_on_error=False,

@@ -74,7 +74,7 @@ def _landing_using_the_plugins(plugin_kit, root: Path) -> Path:
 
 
 def _feature_values(storage: Path, column: str) -> dict[str, list[float]]:
-    """Source id -> the feature's values, from ``scored_segments/<source>.parquet``."""
+    """Recording name -> the feature's values, from ``scored_segments/<name>.parquet``."""
     folder = storage / "scored_segments"
     return {path.relative_to(folder).as_posix().removesuffix(".parquet"): pq.read_table(path).column(column).to_pylist()
             for path in sorted(folder.rglob("*.parquet"))}
@@ -95,7 +95,8 @@ def test_sensor_launched_and_manual_runs_score_with_the_plugins(plugin_kit, tmp_
     assert {p["declared_in"] for p in report["plugins"]} == {PLUGINS_ENV}
     sources = report["manual_run"]["sources"]
     assert len(sources) == 3 and report["manual_run"]["success"]
-    assert sorted(r["partition"] for r in report["sensor_runs"] if r["partition"]) == sources
+    # the new recordings in one scoring run (beside the universe's), every partition in it
+    assert [r["partitions"] for r in report["sensor_runs"] if r["partitions"]] == [sources]
     assert all(r["success"] for r in report["sensor_runs"]), report["sensor_runs"]
     column = f"fn.{plugin_kit.feature}"
     by_sensor, by_manual_run = _feature_values(sensor_storage, column), _feature_values(manual_storage, column)

@@ -493,7 +493,8 @@ def test_dagster_assets_materialize_with_s3_resources(bucket, s3fs_fs, s3_client
     from tests.dagster.sensors import run_sensor
 
     from kuration.demo_corpus import write_demo_landing_zone
-    from kuration.scoring.segment_store import list_scored_sources, read_source_segments
+    from kuration.landing import recording_name
+    from kuration.scoring.segment_store import list_scored_recordings, read_source_segments
     from kuration_assets import new_recordings_sensor, scored_segments, source_partitions
     from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
     from splits_assets import resolved_splits, split_leakage, universe, universe_drift, universe_schema
@@ -528,28 +529,31 @@ def test_dagster_assets_materialize_with_s3_resources(bucket, s3fs_fs, s3_client
         assert keys_under(s3_client, f"{store}/splits") == ["split_assignments.parquet", "split_report.json",
                                                             "splits.json"]
 
-        instance.add_dynamic_partitions(source_partitions.name, sources)
-        scored = materialize([scored_segments], resources=resources, instance=instance, partition_key=sources[0])
+        names = [recording_name(s) for s in sources]
+        instance.add_dynamic_partitions(source_partitions.name, names)
+        scored = materialize([scored_segments], resources=resources, instance=instance, partition_key=names[0])
         assert scored.success
         (mat,) = [e.step_materialization_data.materialization for e in scored.get_asset_materialization_events()]
         meta = {k: v.value for k, v in mat.metadata.items()}
-        assert mat.partition == sources[0] and meta["status"] == "scored" and meta["segments"] > 0
+        assert mat.partition == names[0] and meta["status"] == "scored" and meta["segments"] > 0
         assert meta["identity_strong"] is True and meta["identity"].startswith("fingerprint:")
-        assert meta["path"] == f"{store}/scored_segments/{sources[0]}.parquet"
+        assert meta["path"] == f"{store}/scored_segments/{names[0]}.parquet"
         assert read_source_segments(store, sources[0]).num_rows == meta["segments"]
-        assert list_scored_sources(store) == [sources[0]]
+        assert list_scored_recordings(store) == [names[0]]
         assert [(e.check_name, e.passed) for e in scored.get_asset_check_evaluations()] == [("segment_pool", True)]
-        assert instance.get_materialized_partitions(AssetKey("scored_segments")) == {sources[0]}
+        assert instance.get_materialized_partitions(AssetKey("scored_segments")) == {names[0]}
 
-        again = materialize([scored_segments], resources=resources, instance=instance, partition_key=sources[0])
+        again = materialize([scored_segments], resources=resources, instance=instance, partition_key=names[0])
         (mat,) = [e.step_materialization_data.materialization for e in again.get_asset_materialization_events()]
         assert mat.metadata["status"].value == "cached"
 
-        # the sensor over the s3 landing zone: both recordings and the universe are new
+        # the sensor over the s3 landing zone, starting from the instance: the scored recording's
+        # listing token and the universe's csv token match what their materializations recorded,
+        # so only the recording never scored is requested
         tick = run_sensor(new_recordings_sensor, instance=instance, resources=resources)
-        assert sorted(r.partition_key for r in tick.run_requests if r.partition_key) == sources
-        assert [r.asset_selection for r in tick.run_requests if not r.partition_key] == [
-            [AssetKey("universe"), AssetKey("resolved_splits")]]
+        assert meta["recording_token"] == list_recordings(f"{landing}/recordings")[sources[0]]
+        assert [(r.partition_key, r.asset_selection) for r in tick.run_requests] == [
+            (names[1], [AssetKey("scored_segments")])]
         quiet = run_sensor(new_recordings_sensor, instance=instance, resources=resources, cursor=tick.cursor)
         assert quiet.run_requests == []
 
@@ -557,7 +561,7 @@ def test_dagster_assets_materialize_with_s3_resources(bucket, s3fs_fs, s3_client
         from kuration.read import verify_dataset
         from kuration_assets import budget_plan, training_dataset
 
-        assert materialize([scored_segments], resources=resources, instance=instance, partition_key=sources[1]).success
+        assert materialize([scored_segments], resources=resources, instance=instance, partition_key=names[1]).success
         planned = materialize([budget_plan], resources=resources, instance=instance, run_config={
             "ops": {"budget_plan": {"config": {"train": 20 / 3600, "val": 20 / 3600, "test": 0.0}}}})
         assert planned.success and keys_under(s3_client, f"{store}/budget") == [
