@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -25,17 +26,23 @@ from kuration.errors import RecordingError
 from kuration.hashing import canonical_digest
 
 
+#: A recording extension: letters first (so ``flight.2024`` keeps its date), at most 8 long,
+#: after a character that is not a dot (``.hidden`` is a name, not an extension).
+RECORDING_EXTENSION = re.compile(r"(?<=[^.])\.[A-Za-z][A-Za-z0-9]{0,7}\Z")
+
+
 class RecordingNameError(RecordingError):
     """Two recordings share a name (``a.parquet`` and ``a.npz``), or a name matches no recording."""
 
 
 def recording_name(source_id: str) -> str:
-    """The source id without its recording extension: the last path part's last suffix
-    (``site/run.v2.parquet`` is ``site/run.v2``; folders keep their dots; a hidden-looking
-    ``.x`` or an id without a suffix is its own name)."""
+    """The source id without its recording extension: the last path part's last suffix when
+    it looks like one, letters first and at most 8 long (``site/run.v2.parquet`` is
+    ``site/run.v2``; ``flight.2024`` keeps its date; folders keep their dots; a hidden-looking
+    ``.x`` or an id without a suffix is its own name). Shard names start from it too
+    (:func:`kuration.output.shard_files.recording_stem`)."""
     folder, file = posixpath.split(source_id)
-    stem, ext = posixpath.splitext(file)
-    return posixpath.join(folder, stem) if ext else source_id
+    return posixpath.join(folder, RECORDING_EXTENSION.sub("", file)) if folder else RECORDING_EXTENSION.sub("", file)
 
 
 def recording_names(source_ids: Iterable[str]) -> dict[str, str]:

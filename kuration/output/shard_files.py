@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from kuration import storage
+from kuration.landing import recording_name
 from kuration.output.containers.protocol import ShardArrays, ShardContainer
 from kuration.sources.entities import entity_key, parse_entity_key
 
@@ -45,8 +46,6 @@ PREFIX_PART_MAX = 48
 #: What joins the folders of a nested recording's stem: portable, and unlike ``/`` no path.
 FOLDER_JOIN = "__"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-#: A recording extension: letters first (so ``flight.2024`` keeps its date), at most 8 long.
-_EXTENSION = re.compile(r"(?<=[^/.])\.[A-Za-z][A-Za-z0-9]{0,7}\Z")
 #: Windows opens a device, not a file, for a name that is one of these up to its first dot.
 _WINDOWS_DEVICE = re.compile(r"(CON|PRN|AUX|NUL|COM[0-9]|LPT[0-9])\.", re.IGNORECASE)
 
@@ -62,7 +61,7 @@ def recording_stem(source_id: str) -> str:
     """The recording part of a shard name: ``site_a/flight_001.parquet`` ->
     ``site_a__flight_001``. The source id's last extension goes, its folders are joined with
     :data:`FOLDER_JOIN`, and every folder is made portable (``..`` and empty ones vanish)."""
-    folders = _EXTENSION.sub("", source_id.replace("\\", "/")).split("/")
+    folders = recording_name(source_id.replace("\\", "/")).split("/")
     return _portable(FOLDER_JOIN.join(part for part in map(_portable, folders) if part), keep_end=True)
 
 

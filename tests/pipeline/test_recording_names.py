@@ -33,6 +33,9 @@ _EXT = st.sampled_from([".parquet", ".npz", ".h5", ".mcap"])
     ("v1.5/a/flight.npz", "v1.5/a/flight"),  # a folder's dots stay
     ("site/no_extension", "site/no_extension"),
     ("site/.hidden", "site/.hidden"),
+    ("site/flight.2024", "site/flight.2024"),  # a date, not an extension
+    ("site/flight.2024.05.mcap", "site/flight.2024.05"),
+    ("run.averyverylongsuffix", "run.averyverylongsuffix"),  # past 8 characters: part of the name
 ])
 def test_a_name_is_the_id_without_its_extension(source_id, name):
     assert recording_name(source_id) == name
@@ -100,3 +103,16 @@ def test_the_universe_token_is_the_csvs_or_the_listing_digest(tmp_path):
     csv.write_text("source,index\n")
     assert universe_token(str(csv), []) and universe_token(str(csv), []) == universe_token(str(csv), ["x"])
     assert universe_token(None, ["b", "a"]) == universe_token(None, ["a", "b"]) != universe_token(None, ["a"])
+
+
+@given(folders=_FOLDERS, stem=_STEM, ext=_EXT, other_ext=_EXT)
+def test_a_shard_name_starts_from_the_recording_name(folders, stem, ext, other_ext):
+    # the partition key and the shard prefix name a recording the same way: two ids of one
+    # recording name (which recording_names refuses side by side) give one shard stem, and
+    # the extension is in neither
+    from kuration.output.shard_files import recording_stem
+
+    source_id = posixpath.join(*folders, stem + ext)
+    assert recording_name(source_id) == recording_name(posixpath.join(*folders, stem + other_ext))
+    assert recording_stem(source_id) == recording_stem(posixpath.join(*folders, stem + other_ext))
+    assert recording_stem(posixpath.join(*folders, stem + ".2024")).endswith("2024")
