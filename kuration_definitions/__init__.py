@@ -37,7 +37,7 @@ score_recordings = define_asset_job(
 )
 
 build_dataset = define_asset_job(
-    "build_dataset", selection=AssetSelection.assets(kuration_assets.training_dataset),
+    "build_dataset", selection=AssetSelection.assets(kuration_assets.shards_and_manifest),
     description="Write the admitted spans as a committed training dataset, verified shard by shard.",
 )
 

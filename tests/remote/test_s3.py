@@ -555,14 +555,14 @@ def test_dagster_assets_materialize_with_s3_resources(bucket, s3fs_fs, s3_client
 
         # the rest of the graph on the s3 storage root: budget plan, then the committed dataset
         from kuration.read import verify_dataset
-        from kuration_assets import budget_plan, training_dataset
+        from kuration_assets import budget_plan, dataset_integrity, shards_and_manifest
 
         assert materialize([scored_segments], resources=resources, instance=instance, partition_key=sources[1]).success
         planned = materialize([budget_plan], resources=resources, instance=instance, run_config={
             "ops": {"budget_plan": {"config": {"train": 20 / 3600, "val": 20 / 3600, "test": 0.0}}}})
         assert planned.success and keys_under(s3_client, f"{store}/budget") == [
             "admitted.parquet", "budget.json", "plan_items.parquet"]
-        written = materialize([training_dataset], resources=resources, instance=instance)
+        written = materialize([shards_and_manifest, dataset_integrity], resources=resources, instance=instance)
         assert written.success
         assert [(e.check_name, e.passed)
                 for e in written.get_asset_check_evaluations()] == [("dataset_integrity", True)]
