@@ -14,7 +14,7 @@ from kuration_assets.scoring_assets import scored_segments, segment_pool, source
 from kuration_assets.sensors import new_recordings_sensor
 
 defs = Definitions(assets=[scored_segments, budget_plan, shards_and_manifest],
-                   asset_checks=[budget, dataset_integrity, dataset_quality],
+                   asset_checks=[segment_pool, budget, dataset_integrity, dataset_quality],
                    sensors=[new_recordings_sensor])
 
 __all__ = ["BudgetPlanConfig", "DatasetConfig", "QualityCheckConfig", "budget", "budget_plan", "dataset_integrity",

@@ -8,11 +8,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from dagster import AssetKey, DagsterInstance, Definitions, materialize
+from dagster import AssetKey, AssetSelection, DagsterInstance, Definitions, materialize
 
 from kuration.demo_corpus import write_demo_landing_zone
 from kuration.scoring.segment_store import read_source_segments
-from kuration_assets import new_recordings_sensor, scored_segments, source_partitions
+from kuration_assets import new_recordings_sensor, scored_segments, segment_pool, source_partitions
 from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
 from tests.dagster.sensors import run_sensor
 
@@ -51,8 +51,8 @@ def _check(result) -> tuple[bool, str]:
 
 
 def _materialize(resources, instance, partition_key):
-    return materialize([scored_segments], resources=resources, instance=instance, partition_key=partition_key,
-                       raise_on_error=False)
+    return materialize([scored_segments, segment_pool], resources=resources, instance=instance,
+                       partition_key=partition_key, raise_on_error=False)
 
 
 def test_one_partition_scores_one_source_and_reports_it(resources, instance, landing, tmp_path):
@@ -82,13 +82,77 @@ def test_a_rerun_reuses_the_cache(resources, instance, landing):
 def test_a_range_runs_once_and_records_every_partition(resources, instance, landing):
     sources = _sources(landing)
     instance.add_dynamic_partitions(source_partitions.name, sources)
-    job = Definitions(assets=[scored_segments], resources=resources).resolve_implicit_global_asset_job_def()
+    job = Definitions(assets=[scored_segments], asset_checks=[segment_pool],
+                      resources=resources).resolve_implicit_global_asset_job_def()
     result = job.execute_in_process(instance=instance, tags={
         "dagster/asset_partition_range_start": sources[0], "dagster/asset_partition_range_end": sources[-1]})
     assert result.success
-    assert sorted(_partition_meta(result)) == sources  # one materialization per partition, one run
+    meta = _partition_meta(result)
+    assert sorted(meta) == sources  # one materialization per partition, one run
+    # each partition carries its own source's figures, not the last one's
+    for source in sources:
+        assert f"/scored_segments/{source}" in meta[source]["path"] and meta[source]["status"] == "scored"
+    assert len({meta[s]["identity"] for s in sources}) == len(sources)
+    # the pool check is a step of its own, after the one scoring step
+    assert {e.step_key for e in result.all_events if e.step_key} == {"scored_segments", "scored_segments_segment_pool"}
+    (evaluation,) = result.get_asset_check_evaluations()
+    assert evaluation.passed and evaluation.metadata["this_run"].value == f"{len(sources)} scored"
     assert instance.get_materialized_partitions(AssetKey("scored_segments")) == set(sources)
     assert scored_segments.backfill_policy.max_partitions_per_run is None  # single run
+
+
+def _pool_alone(resources, instance):
+    return materialize([scored_segments, segment_pool], resources=resources, instance=instance, raise_on_error=False,
+                       selection=AssetSelection.checks(segment_pool))
+
+
+def test_the_pool_check_alone_summarizes_every_partition_scored_so_far(resources, instance, landing, tmp_path):
+    sources = _sources(landing)
+    instance.add_dynamic_partitions(source_partitions.name, sources)
+    meta = {}
+    for source in sources:  # one sensor-style run per partition
+        meta.update(_partition_meta(_materialize(resources, instance, source)))
+    files = {p: p.stat().st_mtime_ns for p in (tmp_path / "storage").rglob("*") if p.is_file()}
+    result = _pool_alone(resources, instance)
+    assert result.success and result.get_asset_materialization_events() == []
+    assert {e.step_key for e in result.all_events if e.step_key} == {"scored_segments_segment_pool"}
+    (evaluation,) = result.get_asset_check_evaluations()
+    segments, hours = sum(m["segments"] for m in meta.values()), sum(m["hours"] for m in meta.values())
+    assert evaluation.passed and evaluation.description.startswith(f"{segments:,} segments (") and (
+        f"from {len(sources)} sources; " in evaluation.description)
+    figures = evaluation.metadata["figures"].value
+    assert f"| sources | {len(sources)} |" in figures and f"| segments | {segments:,} |" in figures
+    table = evaluation.metadata["by_folder"].value.splitlines()
+    assert table[0] == "| folder | sources | skipped | segments | hours | non_finite | filtered_out | absent |"
+    folders = sorted({s.split("/")[0] for s in sources})
+    assert [row.split(" | ")[0].lstrip("| ") for row in table[2:]] == folders  # one row per site
+    assert sum(int(row.split(" | ")[3].replace(",", "")) for row in table[2:]) == segments
+    assert hours > 0 and "this_run" not in evaluation.metadata and "skipped" not in evaluation.metadata
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "storage").rglob("*") if p.is_file()} == files
+
+
+def test_the_pool_check_alone_with_nothing_scored_fails_saying_so(resources, instance):
+    result = _pool_alone(resources, instance)
+    assert not result.success and result.get_asset_materialization_events() == []
+    (evaluation,) = result.get_asset_check_evaluations()
+    assert not evaluation.passed and evaluation.description.startswith("no segments in any of 0 scored sources. ")
+
+
+def test_a_skipped_source_beside_scored_ones_is_listed_by_the_pool_check(resources, instance, landing):
+    sources = _sources(landing)
+    instance.add_dynamic_partitions(source_partitions.name, sources)
+    pq.write_table(pa.table({"tick": [0, 1]}), landing / "recordings" / sources[0])  # broken before scoring
+    result = materialize([scored_segments, segment_pool], resources=resources, instance=instance, tags={
+        "dagster/asset_partition_range_start": sources[0], "dagster/asset_partition_range_end": sources[-1]})
+    assert result.success  # the pool is not empty: the skipped source is named, not fatal
+    meta = _partition_meta(result)
+    assert meta[sources[0]]["status"] == "skipped" and "missing column" in meta[sources[0]]["skipped_error"]
+    (evaluation,) = result.get_asset_check_evaluations()
+    assert evaluation.passed and f"; 1 source skipped: {sources[0]} (" in evaluation.description
+    assert evaluation.metadata["this_run"].value == f"{len(sources) - 1} scored, 1 skipped"
+    skipped = evaluation.metadata["skipped"].value.splitlines()
+    assert skipped[0] == "| source | skipped_error |" and skipped[2].startswith(f"| {sources[0]} | ")
+    assert "missing column" in skipped[2] and len(skipped) == 3
 
 
 def test_a_broken_source_is_recorded_and_its_stale_segments_replaced(resources, instance, landing, tmp_path):
@@ -97,7 +161,7 @@ def test_a_broken_source_is_recorded_and_its_stale_segments_replaced(resources, 
     assert _materialize(resources, instance, sources[0]).success
     pq.write_table(pa.table({"tick": [0, 1]}), landing / "recordings" / sources[0])  # rewritten, now broken
     result = _materialize(resources, instance, sources[0])
-    assert not result.success  # the blocking pool check fails the step: nothing downstream runs
+    assert not result.success  # the blocking pool check fails its step: nothing downstream runs
     meta = _partition_meta(result)[sources[0]]
     assert meta["status"] == "skipped" and "missing column" in meta["skipped_error"] and meta["segments"] == 0
     assert read_source_segments(tmp_path / "storage", sources[0]).num_rows == 0

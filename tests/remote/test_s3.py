@@ -494,7 +494,7 @@ def test_dagster_assets_materialize_with_s3_resources(bucket, s3fs_fs, s3_client
 
     from kuration.demo_corpus import write_demo_landing_zone
     from kuration.scoring.segment_store import list_scored_sources, read_source_segments
-    from kuration_assets import new_recordings_sensor, scored_segments, source_partitions
+    from kuration_assets import new_recordings_sensor, scored_segments, segment_pool, source_partitions
     from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
     from splits_assets import resolved_splits, split_leakage, universe, universe_drift, universe_schema
 
@@ -529,7 +529,8 @@ def test_dagster_assets_materialize_with_s3_resources(bucket, s3fs_fs, s3_client
                                                             "splits.json"]
 
         instance.add_dynamic_partitions(source_partitions.name, sources)
-        scored = materialize([scored_segments], resources=resources, instance=instance, partition_key=sources[0])
+        scored = materialize([scored_segments, segment_pool], resources=resources, instance=instance,
+                             partition_key=sources[0])
         assert scored.success
         (mat,) = [e.step_materialization_data.materialization for e in scored.get_asset_materialization_events()]
         meta = {k: v.value for k, v in mat.metadata.items()}
