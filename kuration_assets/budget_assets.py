@@ -27,7 +27,7 @@ from kuration.budget.summary import PlanSummary, summarize_plan
 from kuration.scoring import run_fingerprint
 from kuration_assets.scoring_assets import SOURCE_PARTITIONS, scored_segments
 from kuration_dagster_checks import asset_check_result, markdown_table
-from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
+from kuration_resources import ASSET_GROUP, CurationResource, LandingZoneResource, StorageRootResource
 from splits_assets import resolved_splits
 
 
@@ -104,7 +104,7 @@ class BudgetPlanConfig(Config):
 
 @asset(
     deps=[AssetDep(scored_segments, partition_mapping=AllPartitionMapping()), resolved_splits],
-    group_name="budget",
+    group_name=ASSET_GROUP,
     kinds={"parquet"},
 )
 def budget_plan(

@@ -35,7 +35,7 @@ from kuration.output.write_dataset import write_planned_dataset
 from kuration.read import verify_dataset
 from kuration_assets.budget_assets import budget_plan
 from kuration_dagster_checks import asset_check_result, markdown_table
-from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
+from kuration_resources import ASSET_GROUP, CurationResource, LandingZoneResource, StorageRootResource
 
 DATASET_DIR = "dataset"
 REPORT_FILE = ("reports", "dataset_report.html")
@@ -64,9 +64,9 @@ class DatasetConfig(Config):
 
 @multi_asset(
     specs=[
-        AssetSpec("shards", deps=[budget_plan], group_name="dataset", kinds={"numpy"},
+        AssetSpec("shards", deps=[budget_plan], group_name=ASSET_GROUP, kinds={"numpy"},
                   description="The training shards of the admitted spans, under dataset/<split>/"),
-        AssetSpec("dataset_manifest", deps=["shards"], group_name="dataset", kinds={"json"},
+        AssetSpec("dataset_manifest", deps=["shards"], group_name=ASSET_GROUP, kinds={"json"},
                   description="dataset_manifest.json, config.json and the dataset.commit.json that publishes them"),
     ],
     can_subset=False,

@@ -21,7 +21,7 @@ from dagster import (
 from kuration.scoring import SourceOutcome
 from kuration.scoring.segment_store import SegmentPoolCheck, check_segment_pool, score_and_store
 from kuration_dagster_checks import asset_check_result, markdown_table
-from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
+from kuration_resources import ASSET_GROUP, CurationResource, LandingZoneResource, StorageRootResource
 from splits_assets import universe
 
 SOURCE_PARTITIONS = "sources"
@@ -42,7 +42,7 @@ with warnings.catch_warnings():
         # change is a backfill over every partition (the cache misses on the new fingerprint).
         backfill_policy=BackfillPolicy.single_run(),
         deps=[universe],
-        group_name="scoring",
+        group_name=ASSET_GROUP,
         kinds={"parquet"},
     )
     def scored_segments(
