@@ -7,7 +7,8 @@ length) asks :func:`finite_float` or :func:`whole_number` first, which raise not
 only say whether a value is usable, then words its own error with the key it is about.
 Byte counts as people write them (``"512MiB"``, ``"2 GB"``, ``1073741824``) are read by
 :func:`parse_bytes`, which raises :class:`~kuration.errors.InputError` naming the option,
-and printed by :func:`format_bytes`.
+and printed by :func:`format_bytes`. Figures shown on a dashboard are rounded by
+:func:`rounded` (significant digits) and :func:`percent`.
 
 Indices written as text (a ``universe.csv`` cell, a selector range, the row of a media
 reference) are ASCII digits only (:func:`is_digits`: ``"\u0661"`` is a decimal to Python,
@@ -34,6 +35,7 @@ _MAX_INDEX_DIGITS = len(str(MAX_INDEX))
 _REAL = (int, float, np.integer, np.floating)
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
@@ -98,11 +100,37 @@ def parse_bytes(value: int | str, *, name: str = "size") -> int:
 
 
 def format_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
+    """A byte count as people read it, in binary units: ``0 B``, ``1023 B``, ``1.0 KiB``,
+    ``95.7 MiB``, ``4.0 TiB``. A negative count (a difference) keeps its sign; a NaN or an
+    infinity is no byte count and raises ``ValueError``."""
+    value = finite_float(n)
+    if value is None:
+        raise ValueError(f"format_bytes: {n!r} is not a byte count")
+    for unit in _BINARY_UNITS:
+        if abs(value) < 1024 or unit == _BINARY_UNITS[-1]:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1024
     raise AssertionError("unreachable")
 
 
-__all__ = ["MAX_INDEX", "bounded_index", "finite_float", "format_bytes", "is_digits", "parse_bytes", "whole_number"]
+def rounded(value: float, digits: int = 3) -> float:
+    """``value`` to ``digits`` significant digits, and to a whole number from ``10**digits``
+    on (``4.0119444444444445`` -> ``4.01``, ``0.51166`` -> ``0.512``, ``1234.5`` -> ``1234.0``):
+    what a figure on a dashboard needs, not what the computation carried. Non-finite values
+    come back unchanged, since rounding cannot make them readable."""
+    value = float(value)
+    if not math.isfinite(value) or value == 0:
+        return value
+    if abs(value) >= 10**digits:
+        return float(round(value))
+    return float(f"{value:.{digits}g}")
+
+
+def percent(fraction: float) -> float:
+    """A fraction as a percentage to one decimal: ``1.0029861`` -> ``100.3``."""
+    value = float(fraction)
+    return round(value * 100, 1) if math.isfinite(value) else value
+
+
+__all__ = ["MAX_INDEX", "bounded_index", "finite_float", "format_bytes", "is_digits", "parse_bytes", "percent",
+           "rounded", "whole_number"]

@@ -22,11 +22,12 @@ from pydantic import Field
 from kuration.budget import BudgetOptions, ShardChunking
 from kuration.curation_config import BudgetSettings
 from kuration.errors import BudgetError
+from kuration.numbers import percent, rounded
 from kuration.budget.plan_store import StoredBudgetPlan, check_budget_plan, plan_stored_budget
 from kuration.budget.summary import PlanSummary, summarize_plan
 from kuration.scoring import run_fingerprint
 from kuration_assets.scoring_assets import SOURCE_PARTITIONS, scored_segments
-from kuration_dagster_checks import asset_check_result, markdown_table
+from kuration_dagster_checks import asset_check_result, figures_table, markdown_table
 from kuration_resources import ASSET_GROUP, CurationResource, LandingZoneResource, StorageRootResource
 from splits_assets import resolved_splits
 
@@ -39,11 +40,11 @@ class ClipAggregate(Enum):
 
 
 class BudgetPlanConfig(Config):
-    """The budget request. Unset amounts (null) come from the landing zone's ``curation.json``
-    ``budget`` (default 4 h train, 1 h val, 0.5 h test of 60 s spans, about a third of the
+    """The budget request. Unset amounts (null) come from the landing zone's `curation.json`
+    `budget` (default 4 h train, 1 h val, 0.5 h test of 60 s spans, about a third of the
     bundled demo corpus), so sensor-launched and manual runs ask for the same. Shard length
     and short policy come from the output spec (the curation resource's
-    ``output_spec_file``), so the plan prices exactly what the writer will emit."""
+    `output_spec_file`), so the plan prices exactly what the writer will emit."""
 
     budget_unit: Literal["hours", "segments"] = Field(
         default="hours",
@@ -135,24 +136,32 @@ def budget_plan(
 
 
 def _plan_metadata(stored: StoredBudgetPlan, summary: PlanSummary, sources: int) -> dict[str, Any]:
+    # the per-split table first: it is what the UI shows at the top
     metadata: dict[str, Any] = {
         "budget": markdown_table(summary.rows()),
+        "excluded": figures_table(summary.excluded, columns=("reason left out", "items")),
+    }
+    coverage = [{"split": split, "tag": tag, "admitted items": entry["admitted_items"],
+                 "reserve": entry.get("reserve", "none")}  # none: tag_coverage is off
+                for split, tags in summary.tag_coverage.items() for tag, entry in tags.items()]
+    if coverage:
+        metadata["tag_coverage"] = markdown_table(coverage)
+    if stored.pool_memory is not None:
+        metadata["pool_memory"] = figures_table(stored.pool_memory)
+    metadata.update({
         "path": MetadataValue.path(stored.urls["admitted"]),
         "budget_json": MetadataValue.path(stored.urls["budget"]),
         "unit": summary.unit,
         "sources": sources,
         "skipped_sources": len(stored.skipped),
         "not_in_split": summary.not_in_split_sources,
-    }
+    })
+    # numbers as well as the table, so the UI can plot them across materializations
     for name, amounts in summary.splits.items():
-        metadata[f"{name}_requested"] = amounts.requested
-        metadata[f"{name}_admitted"] = amounts.admitted
-        metadata[f"{name}_emitted"] = amounts.emitted
-        metadata[f"{name}_utilization"] = amounts.utilization if amounts.utilization is not None else 0.0
-    metadata["excluded"] = MetadataValue.json(summary.excluded)
-    if stored.pool_memory is not None:
-        metadata["pool_memory"] = MetadataValue.json(stored.pool_memory)
-    metadata["tag_coverage"] = MetadataValue.json(summary.tag_coverage)
+        for figure in ("requested", "admitted", "emitted"):
+            metadata[f"{name}_{figure}_{summary.unit}"] = rounded(getattr(amounts, figure))
+        if amounts.utilization is not None:  # None: nothing was requested
+            metadata[f"{name}_utilization_percent"] = percent(amounts.utilization)
     return metadata
 
 

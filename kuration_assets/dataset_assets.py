@@ -29,6 +29,7 @@ from kuration import storage
 from kuration.budget.plan_store import read_budget_plan, stored_scoring_job, stored_split_identity
 from kuration.inspect import advisory_quality, inspect_dataset, write_report_html
 from kuration.inspect.markdown import report_markdown
+from kuration.numbers import format_bytes, rounded
 from kuration.output.dataset_summary import DatasetSummary, summarize_dataset
 from kuration.output.spec import OutputSpec
 from kuration.output.write_dataset import write_planned_dataset
@@ -65,7 +66,7 @@ class DatasetConfig(Config):
 @multi_asset(
     specs=[
         AssetSpec("shards", deps=[budget_plan], group_name=ASSET_GROUP, kinds={"numpy"},
-                  description="The training shards of the admitted spans, under dataset/<split>/"),
+                  description="The training shards of the admitted spans, under `dataset/{split}/`"),
         AssetSpec("dataset_manifest", deps=["shards"], group_name=ASSET_GROUP, kinds={"json"},
                   description="dataset_manifest.json, config.json and the dataset.commit.json that publishes them"),
     ],
@@ -100,18 +101,24 @@ def shards_and_manifest(
 
 
 def _shards_metadata(out: str, spec: OutputSpec, summary: DatasetSummary) -> dict[str, Any]:
-    metadata = {"path": MetadataValue.path(out), "container": spec.container,
-                "written_shards": summary.written, "reused_shards": summary.reused}
+    metadata: dict[str, Any] = {
+        # the per-split table first: it is what the UI shows at the top
+        "splits": markdown_table({"split": name, "shards": split.shards, "steps": split.steps,
+                                  "size": format_bytes(split.bytes)} for name, split in summary.splits.items()),
+        "path": MetadataValue.path(out), "container": spec.container,
+        "written_shards": summary.written, "reused_shards": summary.reused,
+    }
     if summary.reused_from_run is not None:
         metadata["reused_from_run"] = summary.reused_from_run
     for name, split in summary.splits.items():
         metadata[f"{name}_shards"] = split.shards
-        metadata[f"{name}_bytes"] = split.bytes
+        metadata[f"{name}_size"] = format_bytes(split.bytes)
     return metadata
 
 
 def _manifest_metadata(out: str, summary: DatasetSummary, report_url: str) -> dict[str, Any]:
     report = inspect_dataset(out, untrusted=False)  # manifest and config only: dataset_integrity verifies the shards
+    preview = [{**row, "bytes": format_bytes(row["bytes"])} for row in summary.preview]
     metadata = {
         # the report's summary table first: it is what the UI shows at the top
         "inspect_report": MetadataValue.md(report_markdown(report)),
@@ -119,12 +126,12 @@ def _manifest_metadata(out: str, summary: DatasetSummary, report_url: str) -> di
         "path": MetadataValue.path(storage.join_url(out, "dataset_manifest.json")),
         "commit_state": summary.commit_state,
         "shards": summary.shards,
-        "preview": markdown_table(summary.preview, more=summary.more),
+        "preview": markdown_table(preview, columns=["path", "split", "n_steps", "bytes", "sha256"], more=summary.more),
     }
     for name, split in summary.splits.items():
-        metadata[f"{name}_emitted_hours"] = split.emitted_hours
+        metadata[f"{name}_emitted_hours"] = rounded(split.emitted_hours)
         if split.requested_hours is not None:
-            metadata[f"{name}_requested_hours"] = split.requested_hours
+            metadata[f"{name}_requested_hours"] = rounded(split.requested_hours)
     return metadata
 
 

@@ -18,6 +18,7 @@ from dagster import (
     asset_check,
 )
 
+from kuration.numbers import rounded
 from kuration.scoring import SourceOutcome
 from kuration.scoring.segment_store import SegmentPoolCheck, check_segment_pool, score_and_store
 from kuration_dagster_checks import asset_check_result, markdown_table
@@ -52,7 +53,7 @@ with warnings.catch_warnings():
         curation: CurationResource,
     ) -> MaterializeResult:
         """Each source's segments with the strategy's features, tags and priorities, as
-        ``scored_segments/<source>.parquet``. Unchanged sources come from the scoring cache."""
+        `scored_segments/{source}.parquet`. Unchanged sources come from the scoring cache."""
         settings = curation.settings(landing_zone)
         config = curation.config(landing_zone)
         stored = score_and_store(
@@ -111,10 +112,9 @@ def _statuses_in_run(context: AssetCheckExecutionContext) -> Counter[str]:
 def _partition_metadata(outcome: SourceOutcome, url: str, summary: dict[str, Any]) -> dict[str, Any]:
     metadata = {
         "path": MetadataValue.path(url), "status": outcome.status, "segments": summary["segments"],
-        "hours": summary["hours"], "absent": summary["absent"], "non_finite": summary["non_finite"],
+        "hours": rounded(summary["hours"]), "absent": summary["absent"], "non_finite": summary["non_finite"],
         "filtered_out": summary["filtered_out"],
-        "priority_min": summary["priority_min"], "priority_median": summary["priority_median"],
-        "priority_max": summary["priority_max"],
+        **{name: rounded(summary[name]) for name in ("priority_min", "priority_median", "priority_max")},
         "identity": outcome.identity.token() if outcome.identity else "",
         "identity_strong": bool(outcome.identity and outcome.identity.strong),
     }

@@ -36,8 +36,11 @@ JOB_ORDER = ("curate_splits", "score_recordings", "fill_budget", "build_dataset"
 _SHOWN = ("samples", "sources", "groups", "universe_hash", "request", "status", "leakage",
           "resolution_mode", "kept_samples", "newly_assigned_samples", "removed_samples",
           "train_samples", "train_groups", "val_samples", "val_groups", "test_samples", "test_groups",
-          "train_requested", "train_admitted", "train_emitted", "val_requested", "val_admitted", "val_emitted",
-          "test_requested", "test_admitted", "test_emitted", "excluded",
+          # budget_plan's amounts, in the unit its budget counts (the emitted hours come below)
+          *(f"{split}_{amount}" for split in ("train", "val", "test")
+            for amount in ("requested_hours", "admitted_hours", "requested_segments", "admitted_segments",
+                           "emitted_segments")),
+          "excluded",
           "written_shards", "reused_shards",
           "train_shards", "val_shards", "test_shards", "train_emitted_hours", "val_emitted_hours", "test_emitted_hours",
           "commit_state", "rollouts", "steps", "candidates", "manifest_sha256", "split_manifest_hash",
@@ -199,7 +202,13 @@ def report_run(job: str, result: Any, out: Callable[[str], None] = print) -> Non
         for key in _SHOWN:
             if key in meta:
                 value = meta[key]
-                out(f"    {key:<20} {value:.3f}" if isinstance(value, float) else f"    {key:<20} {value}")
+                if isinstance(value, str) and "\n" in value:  # a Markdown table: one line a row, under its name
+                    out(f"    {key}")
+                    for line in value.splitlines():
+                        out(f"      {line}")
+                else:
+                    # floats come rounded to what matters (kuration.numbers.rounded): no padding zeros
+                    out(f"    {key:<20} {value:g}" if isinstance(value, float) else f"    {key:<20} {value}")
     if partitions:
         skipped = [m for m in partitions if m.get("skipped_error")]
         cached = sum(1 for m in partitions if m["status"] == "cached")

@@ -2,10 +2,13 @@
 
 :func:`asset_check_result` turns the core's :class:`~kuration.checks.CheckResult` into an
 ``AssetCheckResult``: the verdict is its description (the line the UI's check history
-shows), the figures a Markdown table, and the errors and warnings are listed only when
-there are any. The severity rule lives in the core (``CheckResult.severity``), so no check
-repeats it. :func:`markdown_table` is the one table renderer the assets' metadata uses.
-Nothing here decides whether something is valid.
+shows), the figures a Markdown table whose values carry the unit their name declares
+(``train_admitted_hours`` shows ``4.01 h``, ``bytes`` shows ``132.0 MiB``), and the errors and
+warnings are Markdown lists, present only when there are any. The severity rule lives in
+the core (``CheckResult.severity``), so no check repeats it. :func:`markdown_table` is the
+one table renderer the assets' metadata uses, with the core's rounding
+(:func:`kuration.numbers.rounded`) and byte formatting. Nothing here decides whether
+something is valid.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from typing import Any
 
 from dagster import AssetCheckResult, AssetCheckSeverity, MetadataValue
 
-from kuration.checks import CheckResult
+from kuration.checks import CheckResult, hours
+from kuration.numbers import format_bytes, rounded
 
 #: How many errors or warnings a check's metadata lists; the core result keeps them all.
 LISTED = 20
@@ -33,9 +37,13 @@ def _cell(value: Any) -> str:
     if isinstance(value, numbers.Real):
         # Three significant digits below a thousand (4.01, 0.333); whole numbers above it.
         return f"{value:.3g}" if abs(float(value)) < 1000 else f"{value:,.0f}"
-    # A cell is one line, and '|' or '<' would end it or open an HTML tag.
-    text = " ".join(str(value).split())
-    return text.replace("|", "\\|").replace("<", "&lt;")
+    return _inline(str(value)).replace("|", "\\|")  # a '|' would end the cell
+
+
+def _inline(text: str) -> str:
+    # One line of text as Markdown shows it: '<' would open an HTML tag the UI swallows, and
+    # a '*' (a glob, a product) would start emphasis.
+    return " ".join(text.split()).replace("\\", "\\\\").replace("*", "\\*").replace("<", "&lt;")
 
 
 def markdown_table(rows: Iterable[Mapping[str, Any]], *, columns: Sequence[str] | None = None,
@@ -51,15 +59,33 @@ def markdown_table(rows: Iterable[Mapping[str, Any]], *, columns: Sequence[str] 
     return MetadataValue.md("\n".join(lines))
 
 
-def figures_table(figures: Mapping[str, Any]) -> MetadataValue:
-    return markdown_table(({"figure": k, "value": v} for k, v in figures.items()), columns=["figure", "value"])
+def figure_text(name: str, value: Any) -> Any:
+    """``value`` with the unit ``name`` ends in: ``_hours`` -> ``4.01 h``, ``_seconds`` ->
+    ``60 s``, ``bytes`` -> ``132.0 MiB``; other values as they are (a table cell formats them)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        return value
+    number = float(value)
+    if name.endswith("_hours"):
+        return hours(number)
+    if name.endswith("_seconds"):
+        return f"{rounded(number):g} s"
+    if name == "bytes" or name.endswith("_bytes"):
+        return format_bytes(number)
+    return value
 
 
-def _listed(lines: Sequence[str]) -> MetadataValue:
-    shown = list(lines[:LISTED])
-    if len(lines) > LISTED:
-        shown.append(f"... and {len(lines) - LISTED:,} more")
-    return MetadataValue.json(shown)
+def figures_table(figures: Mapping[str, Any], *, columns: tuple[str, str] = ("figure", "value")) -> MetadataValue:
+    """A two-column table of ``figures``, each value in the unit its name declares."""
+    name, value = columns
+    return markdown_table(({name: k, value: figure_text(k, v)} for k, v in figures.items()), columns=list(columns))
+
+
+def markdown_list(lines: Sequence[str], *, limit: int = LISTED) -> MetadataValue:
+    """A Markdown bullet list of the first ``limit`` lines, and how many more there are."""
+    shown = [f"- {_inline(line)}" for line in lines[:limit]]
+    if len(lines) > limit:
+        shown.append(f"- ... and {len(lines) - limit:,} more")
+    return MetadataValue.md("\n".join(shown))
 
 
 def asset_check_result(result: CheckResult, **target: Any) -> AssetCheckResult:
@@ -69,12 +95,12 @@ def asset_check_result(result: CheckResult, **target: Any) -> AssetCheckResult:
     if result.figures:
         metadata["figures"] = figures_table(result.figures)
     if result.errors:
-        metadata["errors"] = _listed(result.errors)
+        metadata["errors"] = markdown_list(result.errors)
     if result.warnings:
-        metadata["warnings"] = _listed(result.warnings)
+        metadata["warnings"] = markdown_list(result.warnings)
     severity = AssetCheckSeverity.WARN if result.severity == "warn" else AssetCheckSeverity.ERROR
     return AssetCheckResult(passed=result.passed, severity=severity, description=result.verdict, metadata=metadata,
                             **target)
 
 
-__all__ = ["asset_check_result", "figures_table", "markdown_table"]
+__all__ = ["asset_check_result", "figure_text", "figures_table", "markdown_list", "markdown_table"]

@@ -27,11 +27,10 @@ DEFAULT_LANDING_ZONE = "kuration_data/landing"
 
 class StorageRootResource(ConfigurableResource):
     """The root every artifact is written under (universe.parquet, splits/, datasets, ...).
-
-    For an ``s3://`` root, ``s3`` (a dagster-aws ``S3Resource``) gives the credentials and
-    endpoint; for the run they are the defaults of every ``s3://`` URL it touches (the
-    landing zone's too). Unset, they come from the environment (``AWS_*``,
-    ``FSSPEC_S3_ENDPOINT_URL``)."""
+    For an `s3://` root, `s3` (a dagster-aws `S3Resource`) gives the credentials and
+    endpoint; for the run they are the defaults of every `s3://` URL it touches (the
+    landing zone's too). Unset, they come from the environment (`AWS_*`,
+    `FSSPEC_S3_ENDPOINT_URL`)."""
 
     url: str = Field(description="Local folder or fsspec URL, e.g. /data/kuration or s3://bucket/kuration")
     s3: Optional[S3Resource] = Field(
@@ -68,7 +67,7 @@ def s3_fsspec_options(s3: S3Resource) -> dict:
 
 
 class LandingZoneResource(ConfigurableResource):
-    """Where new recordings and the ``universe.csv`` describing them arrive."""
+    """Where new recordings and the `universe.csv` describing them arrive."""
 
     url: str = Field(description="Local folder or fsspec URL of the landing zone")
     universe_csv: Optional[str] = Field(
@@ -92,9 +91,8 @@ class LandingZoneResource(ConfigurableResource):
 
 class CurationResource(ConfigurableResource):
     """How recordings are read and scored: the schema, strategy and output spec files, and
-    the curation settings of the landing zone's ``curation.json``
-    (:mod:`kuration.curation_config`, with its ``KURATION_*`` environment overrides).
-
+    the curation settings of the landing zone's `curation.json`
+    (`kuration.curation_config`, with its `KURATION_*` environment overrides).
     A field left unset (null) takes its value from those settings, so runs launched by hand,
     by the sensor and by a schedule agree; a field set here wins, for this resource's runs."""
 

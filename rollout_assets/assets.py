@@ -97,11 +97,17 @@ def _store_metadata(build: RolloutStoreBuild) -> dict[str, Any]:
         "manifest_sha256": write.manifest_sha256,
         "rollouts": write.num_rollouts, "steps": write.num_steps, "candidates": write.num_candidates,
         "sources": write.num_sources,
-        "chunking": MetadataValue.json({path: dict(c) for path, c in write.chunking.items()}),
+        "chunking": markdown_table(
+            ({"array": path, "chunks": _shape(c["chunks"]), "shards": _shape(c["shards"])}
+             for path, c in write.chunking.items()), columns=["array", "chunks", "shards"]),
         "split_manifest_hash": build.lineage.split_manifest_hash or "",
         "dataset_manifest_sha256": build.lineage.dataset_manifest_sha256,
         "recipe": build.lineage.recipe_id,
     }
+
+
+def _shape(shape: Any) -> str:
+    return "" if shape is None else " x ".join(f"{n:,}" for n in shape)
 
 
 @asset_check(

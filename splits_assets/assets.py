@@ -58,13 +58,13 @@ class SplitGroupBy(Enum):
 
 
 class SplitDefinition(Config):
-    """Where the split comes from. Give a ``splits_json`` (rule or baked file), or a
-    ``strategy``, or ``from_split_column``; with none of them, the landing zone's
-    ``curation.json`` ``split`` rule is used (default: a stratified split with seed 0). The
+    """Where the split comes from. Give a `splits_json` (rule or baked file), or a
+    `strategy`, or `from_split_column`; with none of them, the landing zone's
+    `curation.json` `split` rule is used (default: a stratified split with seed 0). The
     seed, ratios and grouping of a computed split also default to that rule. A computed
     split whose rule is unchanged extends the one already under the storage root (new
     samples placed, none moved); a baked file pinned to another universe that leaves samples
-    in no stage is extended only with ``extend_baked``."""
+    in no stage is extended only with `extend_baked`."""
 
     splits_json: Optional[str] = Field(default=None, description="Path or URL of a rule or baked splits.json")
     strategy: Optional[SplitStrategy] = Field(default=None,
@@ -105,10 +105,10 @@ def resolved_splits(
     context: AssetExecutionContext, config: SplitDefinition, storage_root: StorageRootResource,
     landing_zone: LandingZoneResource, curation: CurationResource,
 ) -> MaterializeResult:
-    """The baked ``splits/splits.json`` and per-sample stage table. Leakage and drift are
-    recorded here and gated by the blocking ``split_leakage`` / ``universe_drift`` checks.
+    """The baked `splits/splits.json` and per-sample stage table. Leakage and drift are
+    recorded here and gated by the blocking `split_leakage` / `universe_drift` checks.
     A computed split with an unchanged rule extends the one already on storage, so new
-    samples never move existing ones (see ``kuration.splits.extend``)."""
+    samples never move existing ones (see `kuration.splits.extend`)."""
     artifacts = materialize_splits(
         load_universe(storage_root.url), config.to_request(curation.config(landing_zone).split, landing_zone),
         storage_root.url)

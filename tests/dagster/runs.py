@@ -39,6 +39,15 @@ def materialization_metadata(result) -> dict[str, dict]:
     return out
 
 
+def markdown_items(value) -> list[str]:
+    """The items of a check's ``errors`` / ``warnings`` Markdown list, as the text the core wrote."""
+    if not isinstance(value, str):
+        value = value.value  # a MetadataValue
+    items = value.splitlines()
+    assert all(item.startswith("- ") for item in items), value
+    return [item[2:].replace("&lt;", "<").replace("\\*", "*").replace("\\\\", "\\") for item in items]
+
+
 def write_rule(path: Path, rule: dict) -> str:
     """Write a split rule (a splits.json selector set) as JSON; returns its path, for the asset config."""
     path.write_text(json.dumps(rule))

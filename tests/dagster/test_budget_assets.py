@@ -11,7 +11,7 @@ from kuration.budget.plan_store import read_budget_plan, read_budget_record, wri
 from kuration_assets import budget, budget_plan
 from kuration_resources import StorageRootResource
 from splits_assets import resolved_splits, universe
-from tests.dagster.runs import H, failure_text, write_rule
+from tests.dagster.runs import H, failure_text, markdown_items, write_rule
 from tests.splits.mismatched_ids import prefix_universe_sources
 
 
@@ -31,15 +31,25 @@ def test_the_plan_fills_each_split_and_its_check_passes(scored, instance, tmp_pa
     assert result.success
     (mat,) = [e.step_materialization_data.materialization for e in result.get_asset_materialization_events()]
     meta = {k: v.value for k, v in mat.metadata.items()}
+    # hours to three significant digits (60 s is 0.0167 h), named with their unit
+    assert [meta[f"{split}_requested_hours"] for split in ("train", "val", "test")] == [0.0167, 0.00833, 0.00833]
     for split in ("train", "val", "test"):
-        assert meta[f"{split}_requested"] == pytest.approx({"train": 60, "val": 30, "test": 30}[split] * H)
-        assert meta[f"{split}_requested"] <= meta[f"{split}_admitted"] < meta[f"{split}_requested"] + 10 * H
-        assert meta[f"{split}_emitted"] <= meta[f"{split}_admitted"]
+        requested = meta[f"{split}_requested_hours"]
+        assert requested <= meta[f"{split}_admitted_hours"] < requested + 10 * H
+        assert meta[f"{split}_emitted_hours"] <= meta[f"{split}_admitted_hours"]
+        assert meta[f"{split}_utilization_percent"] >= 100.0
     assert meta["unit"] == "hours" and meta["sources"] == 6 and "| train |" in meta["budget"]
-    assert set(meta["excluded"]) >= {"budget_full", "filtered", "non_finite", "group_cap", "not_in_split"}
-    assert set(meta["tag_coverage"]["train"]) == {"near_miss", "landing", "low_battery"}
+    assert list(meta)[0] == "budget"  # the summary table first
+    excluded = meta["excluded"].splitlines()
+    assert excluded[0] == "| reason left out | items |"
+    assert {line.split(" | ")[0].strip("| ") for line in excluded[2:]} >= {
+        "budget_full", "filtered", "non_finite", "group_cap", "not_in_split"}
+    coverage = meta["tag_coverage"].splitlines()
+    assert coverage[0] == "| split | tag | admitted items | reserve |"
+    assert {line.split(" | ")[1] for line in coverage[2:] if line.startswith("| train |")} == {
+        "near_miss", "landing", "low_battery"}
     assert _evaluation(result).passed and _evaluation(result).description.startswith("train 0.0167 h of 0.0167 h ")
-    assert "| train_requested_hours | 0.0167 |" in _evaluation(result).metadata["figures"].value  # hours, said so
+    assert "| train_requested_hours | 0.0167 h |" in _evaluation(result).metadata["figures"].value  # hours, said so
     plan = read_budget_plan(tmp_path / "storage")
     assert plan.options.span_seconds == 10.0 and plan.options.chunking.shard_length == 64  # from output_spec.json
     assert plan.options.chunking.short_policy == "pad"
@@ -61,15 +71,15 @@ def test_underfill_past_the_threshold_warns_without_blocking(scored, instance):
     assert result.success
     evaluation = _evaluation(result)
     assert not evaluation.passed and evaluation.severity.value == "WARN"
-    warnings = evaluation.metadata["warnings"].value
+    warnings = markdown_items(evaluation.metadata["warnings"])
     (train,) = [w for w in warnings if w.startswith("train: underfilled")]
     # 100 h is more than train's whole pool: the warning gives both figures, the check's figures too.
     assert ": the budget is larger than the split's whole scored pool (100 h requested, " in train
     assert train.endswith(" in the pool). Lower the train budget, or add recordings to train")
     assert "; 1 warning; first: train: underfilled" in evaluation.description
     figures = evaluation.metadata["figures"].value
-    assert "| train_requested_hours | 100 |" in figures and "| train_pool_hours | " in figures
-    assert "| requested_hours | 100 |" in figures and "| scored_pool_hours | " in figures
+    assert "| train_requested_hours | 100 h |" in figures and "| train_pool_hours | " in figures
+    assert "| requested_hours | 100 h |" in figures and "| scored_pool_hours | " in figures
 
 
 def test_scored_sources_in_no_split_fail_the_check(scored, instance, scored_landing):
@@ -82,7 +92,7 @@ def test_scored_sources_in_no_split_fail_the_check(scored, instance, scored_land
     assert not result.success  # blocking: nothing downstream of budget_plan may run on this plan
     evaluation = _evaluation(result)
     assert not evaluation.passed and evaluation.severity.value == "ERROR"
-    errors = evaluation.metadata["errors"].value
+    errors = markdown_items(evaluation.metadata["errors"])
     assert errors[0].startswith("not_in_split: none of the 6 scored sources is in the resolved split ('airfield_")
     assert "Universe source ids are paths relative to the recordings root" in errors[0]
     assert [e.split(":")[0] for e in errors[1:]] == ["train", "val", "test"]
@@ -97,7 +107,7 @@ def test_a_requested_split_that_admits_nothing_fails_and_a_zero_request_passes(s
     assert materialize([resolved_splits], resources=scored, instance=instance, run_config=split).success
     result = _budget(scored, instance)  # val asks for 30 s, but the split gives val no source
     assert not result.success
-    (error,) = _evaluation(result).metadata["errors"].value
+    (error,) = markdown_items(_evaluation(result).metadata["errors"])
     assert error == ("val: 0.00833 h requested, nothing admitted: no scored item is in the val split (its pool is "
                      "empty). Re-materialize resolved_splits so val holds sources, add recordings to val, or request "
                      "0 for val if it is meant to be empty")
@@ -120,7 +130,7 @@ def test_a_plan_that_breaks_the_contract_fails_the_check(scored, instance, tmp_p
                       inputs=read_budget_record(root)["inputs"])
     evaluation = budget(storage_root=StorageRootResource(url=str(root)))
     assert not evaluation.passed and evaluation.severity.value == "ERROR"
-    assert any("more than one item over budget" in e for e in evaluation.metadata["errors"].value)
+    assert any("more than one item over budget" in e for e in markdown_items(evaluation.metadata["errors"]))
 
 
 def test_a_tampered_plan_file_fails_the_check(scored, instance, tmp_path):
@@ -129,7 +139,7 @@ def test_a_tampered_plan_file_fails_the_check(scored, instance, tmp_path):
     pq.write_table(pq.read_table(items).slice(0, 3), items)
     evaluation = budget(storage_root=StorageRootResource(url=str(tmp_path / "storage")))
     assert not evaluation.passed and evaluation.severity.value == "ERROR"
-    assert "does not match the SHA-256" in evaluation.metadata["errors"].value[0]
+    assert "does not match the SHA-256" in markdown_items(evaluation.metadata["errors"])[0]
     assert evaluation.description.startswith("cannot check the budget "
                                              "plan: ") and "does not match" in evaluation.description
 
@@ -165,8 +175,8 @@ def test_a_memory_budget_plans_from_mapped_checkpoints_with_the_same_result(scor
     result = _budget(scored, instance, memory_budget="1KiB")
     assert result.success and _evaluation(result).passed
     (mat,) = [e.step_materialization_data.materialization for e in result.get_asset_materialization_events()]
-    memory = mat.metadata["pool_memory"].value
-    assert memory["mapped_sources"] == 6 and memory["resident_bytes"] == 0 and memory["budget_bytes"] == 1024
+    memory = mat.metadata["pool_memory"].value.splitlines()
+    assert {"| mapped_sources | 6 |", "| resident_bytes | 0 B |", "| budget_bytes | 1.0 KiB |"} <= set(memory)
     assert read_budget_plan(tmp_path / "storage").admitted().equals(plain)
     bad = _budget(scored, instance, memory_budget="lots")
     assert not bad.success and "memory_budget='lots'" in failure_text(bad)

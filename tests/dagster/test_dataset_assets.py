@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pyarrow as pa
 
-import pytest
 from dagster import AssetKey, AssetSelection, materialize
 
 from kuration.budget import plan_budget
@@ -34,10 +33,13 @@ def test_the_dataset_is_written_committed_and_verified(scored, instance, tmp_pat
     meta = materialization_metadata(result)
     assert set(meta) == {"shards", "dataset_manifest"}
     assert meta["shards"]["train_shards"] > 0 and meta["shards"]["container"] == "npz"
+    assert list(meta["shards"])[0] == "splits"
+    assert meta["shards"]["splits"].startswith("| split | shards | steps | size |")
+    assert meta["shards"]["train_size"].endswith(" KiB")  # a size people read, not a byte count
     assert meta["shards"]["written_shards"] == meta["dataset_manifest"]["shards"]
     manifest = meta["dataset_manifest"]
     assert manifest["commit_state"] == "committed" and "| path | split |" in manifest["preview"]
-    assert manifest["train_requested_hours"] == pytest.approx(60 * H)
+    assert manifest["train_requested_hours"] == 0.0167  # 60 s, in hours to three significant digits
     assert 0 < manifest["train_emitted_hours"] < manifest["train_requested_hours"] + 10 * H
     (check,) = result.get_asset_check_evaluations()
     assert check.check_name == "dataset_integrity" and check.passed

@@ -12,7 +12,7 @@ from kuration.splits.artifacts import load_universe
 from kuration.splits.extend import hashed_stage
 from splits_assets import resolved_splits, split_leakage, universe, universe_drift, universe_schema, universe_sources
 from tests.dagster.downstream import training_view
-from tests.dagster.runs import failure_text, materialization_metadata, write_rule
+from tests.dagster.runs import failure_text, markdown_items, materialization_metadata, write_rule
 from tests.splits.mismatched_ids import prefix_universe_sources
 
 ALL = [universe, resolved_splits, universe_schema, universe_sources, split_leakage, universe_drift]
@@ -84,7 +84,7 @@ def test_leaking_split_blocks_downstream_in_the_same_run(resources, instance, tm
     assert "| no_split_overlap.shared_groups | site_b |" in meta["figures"]
     assert evaluation.description.startswith("no_split_overlap violated:") and "'site_b'" in evaluation.description
     assert "(first: site_b/rec_1.parquet#0, " in evaluation.description  # the first leaking samples are named
-    assert meta["errors"][0].startswith("no_split_overlap violated:") and "warnings" not in meta
+    assert markdown_items(meta["errors"])[0].startswith("no_split_overlap violated:") and "warnings" not in meta
 
 
 def test_warn_policy_reports_but_does_not_block(resources, instance, tmp_path):
@@ -239,7 +239,7 @@ def test_universe_ids_relative_to_the_landing_zone_block_resolved_splits(monkeyp
     assert evaluation.description.startswith(
         f"{len(ids)} of {len(ids)} universe sources name no recording under {recordings} matching '*.parquet': "
         f"{ids[0]!r}, {ids[1]!r}, {ids[2]!r} and {len(ids) - 3} more")
-    (error,) = evaluation.metadata["errors"].value
+    (error,) = markdown_items(evaluation.metadata["errors"])
     assert f"Universe source ids are paths relative to the recordings root {recordings} " in error
     assert "match a recording once the prefix 'recordings/' is removed" in error
     figures = evaluation.metadata["figures"].value

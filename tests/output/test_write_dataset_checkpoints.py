@@ -143,4 +143,4 @@ def test_parse_bytes_refuses_the_rest_naming_the_option(bad):
 
 def test_format_bytes():
     assert [format_bytes(n) for n in (900, 2048, 5 * 2**20, 3 * 2**30, 2**42)] == [
-        "900 B", "2.0 KiB", "5.0 MiB", "3.0 GiB", "4096.0 GiB"]
+        "900 B", "2.0 KiB", "5.0 MiB", "3.0 GiB", "4.0 TiB"]
