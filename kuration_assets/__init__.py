@@ -1,21 +1,22 @@
 """Dagster assets for seed 000: ``scored_segments`` (one partition per source), its pool
 check, the sensor that turns new recordings into scoring runs, and ``budget_plan`` with its
 blocking ``budget`` check, and the committed training dataset (``shards`` and
-``dataset_manifest``, one step) with its blocking ``dataset_integrity`` check and its advisory
-``dataset_quality`` check."""
+``dataset_manifest``, one step: ``shards_and_manifest``) with its blocking ``dataset_integrity``
+check and its advisory ``dataset_quality`` check."""
 
 from dagster import Definitions
 
 from kuration_assets.budget_assets import BudgetPlanConfig, budget, budget_plan
 from kuration_assets.dataset_assets import (
-    DatasetConfig, QualityCheckConfig, dataset_integrity, dataset_quality, training_dataset,
+    DatasetConfig, QualityCheckConfig, dataset_integrity, dataset_quality, shards_and_manifest,
 )
 from kuration_assets.scoring_assets import scored_segments, segment_pool, source_partitions
 from kuration_assets.sensors import new_recordings_sensor
 
-defs = Definitions(assets=[scored_segments, budget_plan, training_dataset], asset_checks=[budget, dataset_quality],
+defs = Definitions(assets=[scored_segments, budget_plan, shards_and_manifest],
+                   asset_checks=[segment_pool, budget, dataset_integrity, dataset_quality],
                    sensors=[new_recordings_sensor])
 
 __all__ = ["BudgetPlanConfig", "DatasetConfig", "QualityCheckConfig", "budget", "budget_plan", "dataset_integrity",
            "dataset_quality", "defs",
-           "training_dataset", "new_recordings_sensor", "scored_segments", "segment_pool", "source_partitions"]
+           "new_recordings_sensor", "shards_and_manifest", "scored_segments", "segment_pool", "source_partitions"]

@@ -29,7 +29,7 @@ from kuration.landing import source_ids_for_names
 from kuration.scoring import run_fingerprint
 from kuration_assets.scoring_assets import SOURCE_PARTITIONS, scored_segments
 from kuration_dagster_checks import asset_check_result, figures_table, markdown_table
-from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
+from kuration_resources import ASSET_GROUP, CurationResource, LandingZoneResource, StorageRootResource
 from splits_assets import resolved_splits
 
 
@@ -106,7 +106,7 @@ class BudgetPlanConfig(Config):
 
 @asset(
     deps=[AssetDep(scored_segments, partition_mapping=AllPartitionMapping()), resolved_splits],
-    group_name="budget",
+    group_name=ASSET_GROUP,
     kinds={"parquet"},
 )
 def budget_plan(

@@ -1,10 +1,11 @@
 """``shards`` and ``dataset_manifest``: the committed training dataset, written in one step
-(so the destination lease and the commit stay in one process), its blocking
-``dataset_integrity`` check, and the advisory ``dataset_quality`` check (a ``kur-check``
-policy). The ``dataset_manifest`` materialization carries the inspect report as Markdown and
-the path of its self-contained HTML version (``reports/dataset_report.html`` under the
-storage root, beside the dataset rather than inside it: the dataset's files are pinned by
-its commit record)."""
+(op ``shards_and_manifest``, so the destination lease and the commit stay in one process);
+its blocking ``dataset_integrity`` check, a step of its own that re-verifies the committed
+dataset and rewrites nothing (so it also runs alone, on a dataset committed earlier); and
+the advisory ``dataset_quality`` check (a ``kur-check`` policy). The ``dataset_manifest``
+materialization carries the inspect report as Markdown and the path of its self-contained
+HTML version (``reports/dataset_report.html`` under the storage root, beside the dataset
+rather than inside it: the dataset's files are pinned by its commit record)."""
 
 # No "from __future__ import annotations": Dagster reads config annotations at decoration time.
 
@@ -12,7 +13,6 @@ from typing import Any, Optional
 
 from dagster import (
     AssetCheckResult,
-    AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
     AssetSpec,
@@ -36,16 +36,12 @@ from kuration.output.write_dataset import write_planned_dataset
 from kuration.read import verify_dataset
 from kuration_assets.budget_assets import budget_plan
 from kuration_dagster_checks import asset_check_result, markdown_table
-from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
+from kuration_resources import ASSET_GROUP, CurationResource, LandingZoneResource, StorageRootResource
 
 DATASET_DIR = "dataset"
 REPORT_FILE = ("reports", "dataset_report.html")
-
-dataset_integrity = AssetCheckSpec(
-    "dataset_integrity", asset="dataset_manifest", blocking=True,
-    description="the commit chain holds and every shard matches its recorded size and SHA-256",
-)
-
+#: How to commit a dataset here, for a check that finds none.
+WRITE_HINT = "materialize shards and dataset_manifest (the build_dataset job), then run the check again"
 
 class DatasetConfig(Config):
     replace_other_runs: bool = Field(
@@ -69,15 +65,14 @@ class DatasetConfig(Config):
 
 @multi_asset(
     specs=[
-        AssetSpec("shards", deps=[budget_plan], group_name="dataset", kinds={"numpy"},
+        AssetSpec("shards", deps=[budget_plan], group_name=ASSET_GROUP, kinds={"numpy"},
                   description="The training shards of the admitted spans, under `dataset/{split}/`"),
-        AssetSpec("dataset_manifest", deps=["shards"], group_name="dataset", kinds={"json"},
+        AssetSpec("dataset_manifest", deps=["shards"], group_name=ASSET_GROUP, kinds={"json"},
                   description="dataset_manifest.json, config.json and the dataset.commit.json that publishes them"),
     ],
-    check_specs=[dataset_integrity],
     can_subset=False,
 )
-def training_dataset(
+def shards_and_manifest(
     context: AssetExecutionContext,
     config: DatasetConfig,
     storage_root: StorageRootResource,
@@ -103,8 +98,6 @@ def training_dataset(
                             data_version=version)
     yield MaterializeResult(asset_key=AssetKey("dataset_manifest"), data_version=version,
                             metadata=_manifest_metadata(out, summary, storage_root.path(*REPORT_FILE)))
-    yield asset_check_result(verify_dataset(out), check_name=dataset_integrity.name,
-                             asset_key=dataset_integrity.asset_key)
 
 
 def _shards_metadata(out: str, spec: OutputSpec, summary: DatasetSummary) -> dict[str, Any]:
@@ -142,6 +135,15 @@ def _manifest_metadata(out: str, summary: DatasetSummary, report_url: str) -> di
     return metadata
 
 
+@asset_check(
+    asset=AssetKey("dataset_manifest"), blocking=True,
+    description="The committed dataset's commit chain holds and every shard matches its recorded size and SHA-256. "
+                "Reads only: it runs after shards_and_manifest, or alone to re-verify the dataset already committed.",
+)
+def dataset_integrity(storage_root: StorageRootResource) -> AssetCheckResult:
+    return asset_check_result(verify_dataset(storage_root.path(DATASET_DIR), write_hint=WRITE_HINT))
+
+
 class QualityCheckConfig(Config):
     policy_json: Optional[str] = Field(
         default=None,
@@ -167,4 +169,4 @@ def dataset_quality(config: QualityCheckConfig, storage_root: StorageRootResourc
                                                policy_url=landing_zone.resolve(config.policy_file)))
 
 
-__all__ = ["DatasetConfig", "QualityCheckConfig", "dataset_integrity", "dataset_quality", "training_dataset"]
+__all__ = ["DatasetConfig", "QualityCheckConfig", "dataset_integrity", "dataset_quality", "shards_and_manifest"]

@@ -1,24 +1,29 @@
-"""``scored_segments``: one dynamic partition per source; and the check over the pool."""
+"""``scored_segments``: one dynamic partition per source; and ``segment_pool``, the check over
+the whole pool, a step of its own after the scoring step (or alone)."""
 
 import warnings
+from collections import Counter
 from typing import Any
 
 from dagster import (
-    AssetCheckSpec,
+    AssetCheckExecutionContext,
+    AssetCheckResult,
     AssetExecutionContext,
-    AssetMaterialization,
     BackfillPolicy,
+    DagsterEventType,
     DynamicPartitionsDefinition,
+    MaterializeResult,
     MetadataValue,
     asset,
+    asset_check,
 )
 
 from kuration.landing import recording_name, source_ids_for_names
 from kuration.numbers import rounded
 from kuration.scoring import SourceOutcome
-from kuration.scoring.segment_store import check_segment_pool, score_and_store
-from kuration_dagster_checks import asset_check_result
-from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
+from kuration.scoring.segment_store import SegmentPoolCheck, check_segment_pool, score_and_store
+from kuration_dagster_checks import asset_check_result, markdown_table
+from kuration_resources import ASSET_GROUP, CurationResource, LandingZoneResource, StorageRootResource
 from splits_assets import universe
 
 SOURCE_PARTITIONS = "sources"
@@ -29,12 +34,8 @@ source_partitions = DynamicPartitionsDefinition(name=SOURCE_PARTITIONS)
 #: ``new_recordings_sensor`` without a cursor skips a recording whose listing still says it.
 RECORDING_TOKEN_METADATA = "recording_token"
 
-# Computed in the asset's own step: the asset yields one materialization per partition and
-# no output, so a separate check step (which waits on the output) would never run.
-segment_pool = AssetCheckSpec(
-    "segment_pool", asset="scored_segments", blocking=True,
-    description="the segment pool is not empty; non-finite priorities are counted",
-)
+#: Rows of the pool check's tables; the core result keeps them all.
+TABLE_ROWS = 30
 
 
 # Dagster labels the backfill_policy parameter beta at decoration time; we rely on it on
@@ -47,18 +48,16 @@ with warnings.catch_warnings():
         # One run scores a whole backfill range with the resource's workers; a strategy
         # change is a backfill over every partition (the cache misses on the new fingerprint).
         backfill_policy=BackfillPolicy.single_run(),
-        output_required=False,
         deps=[universe],
-        group_name="scoring",
+        group_name=ASSET_GROUP,
         kinds={"parquet"},
-        check_specs=[segment_pool],
     )
     def scored_segments(
         context: AssetExecutionContext,
         storage_root: StorageRootResource,
         landing_zone: LandingZoneResource,
         curation: CurationResource,
-    ):
+    ) -> MaterializeResult:
         """Each source's segments with the strategy's features, tags and priorities, as
         `scored_segments/{recording name}.parquet`. Unchanged sources come from the scoring cache."""
         settings = curation.settings(landing_zone)
@@ -72,12 +71,53 @@ with warnings.catch_warnings():
             progress=lambda outcome, done,
             total: context.log.info(f"{done}/{total} {outcome.source_id}: {outcome.status}"),
         )
+        # One output for the run's partition range (so the segment_pool step follows it);
+        # Dagster puts each partition's metadata on that partition's materialization.
         for outcome, url, summary in stored:
-            yield AssetMaterialization(
-                asset_key=context.asset_key, partition=recording_name(outcome.source_id),
-                metadata={**_partition_metadata(outcome, url, summary),
-                          RECORDING_TOKEN_METADATA: listed[outcome.source_id]})
-        yield asset_check_result(check_segment_pool(storage_root.url), check_name=segment_pool.name)
+            context.add_asset_metadata({**_partition_metadata(outcome, url, summary),
+                                        RECORDING_TOKEN_METADATA: listed[outcome.source_id]},
+                                       partition_key=recording_name(outcome.source_id))
+        return MaterializeResult()
+
+
+@asset_check(
+    asset=scored_segments, blocking=True,
+    description="The pool over every scored source is not empty; non-finite priorities of windows the entity was "
+                "present in warn. Its tables break the pool down by the source ids' first folder and list the "
+                "skipped sources. Reads only: it runs after the scoring step, or alone over the stored pool.",
+)
+def segment_pool(context: AssetCheckExecutionContext, storage_root: StorageRootResource) -> AssetCheckResult:
+    pool = check_segment_pool(storage_root.url)
+    return _with_pool_tables(asset_check_result(pool), pool, _statuses_in_run(context))
+
+
+def _with_pool_tables(check: AssetCheckResult, pool: SegmentPoolCheck, statuses: Counter[str]) -> AssetCheckResult:
+    """The check's metadata plus the pool's per-folder table, the skipped sources and, when this
+    run scored partitions, how many were scored, cached or skipped."""
+    metadata = dict(check.metadata)
+    metadata["by_folder"] = markdown_table(pool.folders[:TABLE_ROWS], more=max(len(pool.folders) - TABLE_ROWS, 0))
+    if pool.skipped:
+        metadata["skipped"] = markdown_table(({"source": s, "skipped_error": e} for s, e in pool.skipped[:TABLE_ROWS]),
+                                             columns=["source", "skipped_error"],
+                                             more=max(len(pool.skipped) - TABLE_ROWS, 0))
+    if statuses:
+        counts = ", ".join(f"{n:,} {status}" for status, n in sorted(statuses.items()))
+        metadata["this_run"] = MetadataValue.text(counts)
+    return check._replace(metadata=metadata)
+
+
+def _statuses_in_run(context: AssetCheckExecutionContext) -> Counter[str]:
+    """The ``status`` (scored, cached, skipped) of each scored_segments partition this run
+    materialized; empty when the check runs alone."""
+    records = context.instance.get_records_for_run(context.run.run_id,
+                                                   of_type=DagsterEventType.ASSET_MATERIALIZATION).records
+    statuses: Counter[str] = Counter()
+    for record in records:
+        materialization = record.asset_materialization
+        if materialization is not None and materialization.asset_key == scored_segments.key:
+            status = materialization.metadata.get("status")
+            statuses[str(status.value if status is not None else "unknown")] += 1
+    return statuses
 
 
 def _partition_metadata(outcome: SourceOutcome, url: str, summary: dict[str, Any]) -> dict[str, Any]:

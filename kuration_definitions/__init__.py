@@ -27,7 +27,7 @@ from kuration.errors import KurationError
 from kuration_resources import CODE_LOCATION_ENVIRONMENT, LandingZoneResource, load_landing_plugins, resources_from_env
 
 curate_splits = define_asset_job(
-    "curate_splits", selection=AssetSelection.groups("splits"),
+    "curate_splits", selection=AssetSelection.assets(splits_assets.universe, splits_assets.resolved_splits),
     description="Read the universe and resolve the split, with the leakage and drift checks.",
 )
 score_recordings = define_asset_job(
@@ -41,7 +41,7 @@ score_recordings = define_asset_job(
 DATASET_LEASE_TAG = ("kuration/lease", "dataset")
 
 build_dataset = define_asset_job(
-    "build_dataset", selection=AssetSelection.assets(kuration_assets.training_dataset),
+    "build_dataset", selection=AssetSelection.assets(kuration_assets.shards_and_manifest),
     description="Write the admitted spans as a committed training dataset, verified shard by shard.",
     tags=dict([DATASET_LEASE_TAG]),
 )

@@ -168,6 +168,11 @@ def load_landing_plugins(landing_url: str) -> CurationConfig:
     return config
 
 
+#: The one asset group of the code location. The UI draws a lineage graph of several groups
+#: as collapsed group boxes; with one group its first view shows every asset and edge. The
+#: stages are the jobs (curate_splits ... build_rollouts), which select assets by name.
+ASSET_GROUP = "curation"
+
 #: What a missing plugin should be installed in, for the PluginError's message.
 CODE_LOCATION_ENVIRONMENT = "the Dagster code location's environment (the Python that runs dagster)"
 
@@ -188,5 +193,5 @@ def resources_from_env() -> dict[str, ConfigurableResource]:
     }
 
 
-__all__ = ["CODE_LOCATION_ENVIRONMENT", "CurationResource", "LandingZoneResource", "StorageRootResource",
+__all__ = ["ASSET_GROUP", "CODE_LOCATION_ENVIRONMENT", "CurationResource", "LandingZoneResource", "StorageRootResource",
            "load_landing_plugins", "resources_from_env", "s3_fsspec_options"]

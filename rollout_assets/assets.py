@@ -33,7 +33,7 @@ from kuration.rollouts.build import (
 )
 from kuration_assets.dataset_assets import DATASET_DIR
 from kuration_dagster_checks import asset_check_result, markdown_table
-from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
+from kuration_resources import ASSET_GROUP, CurationResource, LandingZoneResource, StorageRootResource
 from splits_assets import resolved_splits
 
 STORE_DIR = ("rollouts", "rollouts.zarr")
@@ -64,7 +64,7 @@ class RolloutStoreConfig(Config):
             ground_level_m=settings.ground_level_m)
 
 
-@asset(deps=["dataset_manifest", resolved_splits], group_name="rollouts", kinds={"zarr"},
+@asset(deps=["dataset_manifest", resolved_splits], group_name=ASSET_GROUP, kinds={"zarr"},
        check_specs=[rollout_validation])
 def rollout_store(context: AssetExecutionContext, config: RolloutStoreConfig, storage_root: StorageRootResource,
                   landing_zone: LandingZoneResource,

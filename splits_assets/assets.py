@@ -13,7 +13,7 @@ from pydantic import Field
 from kuration.splits import read_landing_universe
 from kuration.splits.artifacts import SplitRequest, load_universe, materialize_splits, preview_frame, write_universe
 from kuration.curation_config import SplitRule
-from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
+from kuration_resources import ASSET_GROUP, CurationResource, LandingZoneResource, StorageRootResource
 from kuration_dagster_checks import markdown_table
 from splits_assets.metadata import split_metadata
 
@@ -24,7 +24,7 @@ from splits_assets.metadata import split_metadata
 UNIVERSE_TOKEN_METADATA = "universe_token"
 
 
-@asset(group_name="splits", kinds={"parquet"})
+@asset(group_name=ASSET_GROUP, kinds={"parquet"})
 def universe(storage_root: StorageRootResource, landing_zone: LandingZoneResource,
              curation: CurationResource) -> MaterializeResult:
     """Every addressable sample, read from the landing zone's `universe.csv` (or, without
@@ -107,7 +107,7 @@ class SplitDefinition(Config):
         )
 
 
-@asset(group_name="splits", deps=[universe], kinds={"json", "parquet"})
+@asset(group_name=ASSET_GROUP, deps=[universe], kinds={"json", "parquet"})
 def resolved_splits(
     context: AssetExecutionContext, config: SplitDefinition, storage_root: StorageRootResource,
     landing_zone: LandingZoneResource, curation: CurationResource,

@@ -118,10 +118,7 @@ def load_committed(out: str | os.PathLike[str], *, untrusted: bool = False,
     if decode_timeout is not None and not (finite_float(decode_timeout) or 0) > 0:
         raise ValueError("load_committed: decode_timeout must be a positive number of seconds, got "
                          f"{shown(decode_timeout)}")
-    text = os.fspath(out).rstrip("/")
-    if text.endswith("/" + MANIFEST_FILE) or text == MANIFEST_FILE:
-        text = text[: -len(MANIFEST_FILE)].rstrip("/") or "."
-    destination = open_destination(text)
+    destination = open_destination(_dataset_dir(out))
     record = read_commit(destination)
     if record is None:
         raise CommitError(f"{destination.url}: no {COMMIT_FILE}, so this is not a committed dataset (a writer may have "
@@ -144,6 +141,14 @@ def load_committed(out: str | os.PathLike[str], *, untrusted: bool = False,
     spec = checked_manifest(manifest, destination.where(MANIFEST_FILE), extra_containers=extra_containers)
     destination.check_folders({entry["path"].rsplit("/", 1)[0] for entry in manifest["entries"]})
     return CommittedDataset(destination, record, manifest, config, spec, untrusted, decode_timeout)
+
+
+def _dataset_dir(out: str | os.PathLike[str]) -> str:
+    """The dataset's directory, given it or the path of its manifest."""
+    text = os.fspath(out).rstrip("/")
+    if text.endswith("/" + MANIFEST_FILE) or text == MANIFEST_FILE:
+        text = text[: -len(MANIFEST_FILE)].rstrip("/") or "."
+    return text
 
 
 def checked_manifest(manifest: Any, where: str, *, extra_containers: Collection[str] = ()) -> OutputSpec:
@@ -226,12 +231,21 @@ class DatasetVerification(CheckResult):
     bad_shards: tuple[str, ...] = ()
 
 
-def verify_dataset(out: str | os.PathLike[str]) -> DatasetVerification:
+def verify_dataset(out: str | os.PathLike[str], *,
+                   write_hint: str = "write the dataset there first") -> DatasetVerification:
     """The commit chain and every shard's size and SHA-256; names each bad shard. Never
-    raises for what it finds: a broken chain or a bad shard fails the result."""
+    raises for what it finds: a broken chain or a bad shard fails the result. Reads only.
+    ``write_hint`` says how to commit a dataset, for the verdict when none is committed."""
     try:
         dataset = load_committed(out)
     except CommitError as exc:
+        destination = open_destination(_dataset_dir(out))
+        # Neither file: nothing was ever committed here. A manifest without its commit record
+        # is a broken chain (the record went missing after the commit), not an absent dataset.
+        if destination.read(COMMIT_FILE) is None and destination.read(MANIFEST_FILE) is None:
+            message = (f"no dataset is committed at {destination.url} (no {COMMIT_FILE} or {MANIFEST_FILE}: nothing "
+                       f"was written there, or a writer stopped before its first commit); {write_hint}")
+            return DatasetVerification(message, (message,))
         return DatasetVerification(f"commit chain broken: {exc}", (str(exc),))
     bad, errors, total = [], [], 0
     figures: dict[str, int] = {}

@@ -13,6 +13,7 @@ import io
 import math
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ import pyarrow.parquet as pq
 
 from kuration import storage
 from kuration.landing import recording_name, recording_names
-from kuration.checks import CheckResult, count, first, hours
+from kuration.checks import CheckResult, Figure, count, first, hours
 from kuration.scoring.cache import FsspecScoreCache
 from kuration.scoring.score_sources import SourceOutcome, score_sources
 from kuration.scoring.segments import Segmenter
@@ -109,12 +110,20 @@ def _non_finite(priority: np.ndarray, absent: np.ndarray) -> int:
     return int(np.count_nonzero((np.isnan(priority) | np.isposinf(priority)) & ~absent))
 
 
+def _priority_spread(priority: np.ndarray) -> dict[str, float]:
+    """The finite priorities' min, median and max (NaN when there is none)."""
+    finite = priority[np.isfinite(priority)]
+    if not len(finite):
+        return {"priority_min": math.nan, "priority_median": math.nan, "priority_max": math.nan}
+    return {"priority_min": float(finite.min()), "priority_median": float(np.median(finite)),
+            "priority_max": float(finite.max())}
+
+
 def segment_summary(table: pa.Table) -> dict[str, Any]:
     """Segment count, hours, absent windows (the entity never present: the budget plan
     leaves them out of every span), non-finite priorities of the other windows, and the
     finite priorities' spread."""
     priority, absent = _priority_and_absent(table)
-    finite = priority[np.isfinite(priority)]
     summary: dict[str, Any] = {
         "segments": table.num_rows,
         "hours": covered_seconds(table) / 3600.0,
@@ -122,12 +131,13 @@ def segment_summary(table: pa.Table) -> dict[str, Any]:
         "non_finite": _non_finite(priority, absent),
         "filtered_out": int(np.count_nonzero(np.isneginf(priority))),
     }
-    if len(finite):
-        summary.update(priority_min=float(finite.min()), priority_median=float(np.median(finite)),
-                       priority_max=float(finite.max()))
-    else:
-        summary.update(priority_min=math.nan, priority_median=math.nan, priority_max=math.nan)
+    summary.update(_priority_spread(priority))
     return summary
+
+
+#: The per-source figures a pool adds up (hours too: each source's windows are its own, so
+#: the covered hours of the pool are the sum of its sources').
+_ADDED_UP = ("segments", "hours", "absent", "non_finite", "filtered_out")
 
 
 def list_scored_recordings(root: str | os.PathLike[str]) -> list[str]:
@@ -141,43 +151,88 @@ def _stored_pool(root: str | os.PathLike[str]) -> list[tuple[str, pa.Table]]:
             for name in list_scored_recordings(root)]
 
 
-def _pooled_summary(stored: list[tuple[str, pa.Table]]) -> dict[str, Any]:
-    """:func:`segment_summary` over every stored source, plus the source count."""
-    if not stored:
-        return {"segments": 0, "hours": 0.0, "absent": 0, "non_finite": 0, "filtered_out": 0,
-                "priority_min": math.nan, "priority_median": math.nan, "priority_max": math.nan, "sources": 0}
-    summary = segment_summary(pa.concat_tables([t for _, t in stored], promote_options="permissive"))
+def _skipped_error(table: pa.Table) -> str | None:
+    value = (table.schema.metadata or {}).get(SKIPPED_KEY)
+    return value.decode() if value is not None else None
+
+
+def _top_folder(source_id: str) -> str:
+    """The first folder of a source id (a site, a fleet, a day); ``.`` for a source at the top."""
+    return source_id.split("/", 1)[0] if "/" in source_id else "."
+
+
+@dataclass(frozen=True)
+class SegmentPoolCheck(CheckResult):
+    """The ``segment_pool`` answer. ``folders``: one row per first folder of the source ids
+    (``folder``, ``sources``, ``skipped``, ``segments``, ``hours``, ``non_finite``,
+    ``filtered_out``, ``absent``), sorted by folder; ``skipped``: each skipped source and
+    why, sorted by source."""
+
+    folders: tuple[dict[str, Figure], ...] = ()
+    skipped: tuple[tuple[str, str], ...] = ()
+
+
+def _folder_rows(stored: list[tuple[str, pa.Table]], per_source: list[dict[str, Any]],
+                 skipped: set[str]) -> tuple[dict[str, Figure], ...]:
+    rows: dict[str, dict[str, Any]] = {}
+    for (source, _), summary in zip(stored, per_source, strict=True):
+        folder = _top_folder(source)
+        row = rows.setdefault(folder, {"folder": folder, "sources": 0, "skipped": 0, "segments": 0, "hours": 0.0,
+                                       "non_finite": 0, "filtered_out": 0, "absent": 0})
+        row["sources"] += 1
+        row["skipped"] += source in skipped
+        for key in ("segments", "hours", "non_finite", "filtered_out", "absent"):
+            row[key] += summary[key]
+    return tuple(rows[folder] for folder in sorted(rows))
+
+
+def _pooled_summary(stored: list[tuple[str, pa.Table]], per_source: list[dict[str, Any]]) -> dict[str, Any]:
+    """:func:`segment_summary` over every stored source, from each source's, plus the source count."""
+    summary: dict[str, Any] = {key: sum(s[key] for s in per_source) for key in _ADDED_UP}
+    summary["hours"] = float(summary["hours"])
+    priorities = [_priority_and_absent(t)[0] for _, t in stored]
+    summary.update(_priority_spread(np.concatenate(priorities) if priorities else np.empty(0)))
     summary["sources"] = len(stored)
     return summary
 
 
-def check_segment_pool(root: str | os.PathLike[str]) -> CheckResult:
+def check_segment_pool(root: str | os.PathLike[str]) -> SegmentPoolCheck:
     """The pool over every stored source: an empty pool is an error (nothing to plan from;
     the verdict names the first skipped sources and why), non-finite priorities of windows
-    the entity was present in are a warning naming the first sources that hold them."""
+    the entity was present in are a warning naming the first sources that hold them. A
+    skipped source in a pool that is not empty is named in the verdict; the result's
+    ``folders`` and ``skipped`` break the pool down for a dashboard."""
     stored = _stored_pool(root)
-    summary = _pooled_summary(stored)
-    figures = {"sources": summary["sources"], "segments": summary["segments"], "track_hours": summary["hours"],
-               "absent_segments": summary["absent"], "non_finite_segments": summary["non_finite"],
-               "filtered_out_segments": summary["filtered_out"], "priority_min": summary["priority_min"],
-               "priority_median": summary["priority_median"], "priority_max": summary["priority_max"]}
+    per_source = [segment_summary(t) for _, t in stored]
+    summary = _pooled_summary(stored, per_source)
+    skipped = tuple((s, error) for s, t in stored if (error := _skipped_error(t)) is not None)
+    folders = _folder_rows(stored, per_source, {s for s, _ in skipped})
+    figures = {"sources": summary["sources"], "skipped_sources": len(skipped), "segments": summary["segments"],
+               "track_hours": summary["hours"], "absent_segments": summary["absent"],
+               "non_finite_segments": summary["non_finite"], "filtered_out_segments": summary["filtered_out"],
+               "priority_min": summary["priority_min"], "priority_median": summary["priority_median"],
+               "priority_max": summary["priority_max"]}
+    named_skipped = first(f"{s} ({error})" for s, error in skipped)
     if summary["segments"] == 0:
-        skipped = [f"{s} ({(t.schema.metadata or {})[SKIPPED_KEY].decode()})" for s, t in stored
-                   if SKIPPED_KEY in (t.schema.metadata or {})]
-        why = f"; skipped: {first(skipped)}" if skipped else ""
+        why = f"; skipped: {named_skipped}" if skipped else ""
         message = (f"no segments in any of {count(len(stored), 'scored source')}{why}. Check skipped_error on the "
                    "partitions, the schema against the files, and that the segment window is shorter than the "
                    "recordings")
-        return CheckResult(message, (message,), figures=figures)
+        return SegmentPoolCheck(message, (message,), figures=figures, folders=folders, skipped=skipped)
     verdict = (f"{count(summary['segments'], 'segment')} ({hours(summary['hours'])} of track) from "
                f"{count(summary['sources'], 'source')}; {summary['filtered_out']:,} filtered out, "
                f"{summary['absent']:,} absent")
+    # what the pool lacks comes last, so the figures above read the same with or without it
+    lacking = f"; {count(len(skipped), 'source')} skipped: {named_skipped}" if skipped else ""
     if not summary["non_finite"]:
-        return CheckResult(verdict + ", every other priority finite", figures=figures)
-    offenders = [f"{s} ({n:,})" for s, n in ((s, _non_finite(*_priority_and_absent(t))) for s, t in stored) if n]
+        return SegmentPoolCheck(f"{verdict}, every other priority finite{lacking}", figures=figures, folders=folders,
+                                skipped=skipped)
+    offenders = [f"{s} ({n['non_finite']:,})" for (s, _), n in zip(stored, per_source, strict=True)
+                 if n["non_finite"]]
     warning = (f"{count(summary['non_finite'], 'segment')} with a non-finite priority (NaN or +inf) although the "
                f"entity was present, in {first(offenders, shown=5)}")
-    return CheckResult(f"{verdict}; {warning}", warnings=(warning,), figures=figures)
+    return SegmentPoolCheck(f"{verdict}; {warning}{lacking}", warnings=(warning,), figures=figures, folders=folders,
+                            skipped=skipped)
 
 
 def score_and_store(

@@ -1,25 +1,29 @@
-"""``shards`` + ``dataset_manifest`` (one step) and the blocking ``dataset_integrity`` check."""
+"""``shards`` + ``dataset_manifest`` (one step, ``shards_and_manifest``) and the blocking
+``dataset_integrity`` check: a step of its own, runnable alone on the committed dataset."""
 
+import hashlib
 import json
 from pathlib import Path
 
 import pyarrow as pa
 
-from dagster import materialize
+from dagster import AssetKey, AssetSelection, materialize
 
 from kuration.budget import plan_budget
 from kuration.budget.plan_store import load_scored_pool, read_budget_plan, read_budget_record, write_budget_plan
 from kuration.read import load_committed, verify_dataset
 from kuration.scoring import Strategy
-from kuration_assets import training_dataset
+from kuration_assets import dataset_assets, dataset_integrity, shards_and_manifest
+from rollout_assets import rollout_store
 from tests.dagster.runs import H, failure_text
 from tests.dagster.runs import materialization_metadata
 from tests.dagster.runs import plan_budget_for_tests
 
 
 def _dataset(resources, instance, **config):
-    return materialize([training_dataset], resources=resources, instance=instance, raise_on_error=False,
-                       run_config={"ops": {"training_dataset": {"config": config}}} if config else None)
+    return materialize([shards_and_manifest, dataset_integrity], resources=resources, instance=instance,
+                       raise_on_error=False,
+                       run_config={"ops": {"shards_and_manifest": {"config": config}}} if config else None)
 
 
 def test_the_dataset_is_written_committed_and_verified(scored, instance, tmp_path):
@@ -120,3 +124,99 @@ def test_the_dataset_records_which_baked_split_its_plan_was_made_over(scored, in
     config = load_committed(tmp_path / "storage" / "dataset").config
     _, splits_digest = read_split_assignments(tmp_path / "storage")
     assert config["provenance"]["split"] == {"origin": "splits_json", "sha256": splits_digest}
+
+
+def _integrity_alone(resources, instance):
+    return materialize([shards_and_manifest, dataset_integrity], resources=resources, instance=instance,
+                       raise_on_error=False, selection=AssetSelection.checks(dataset_integrity))
+
+
+def _files(root: Path) -> dict[str, tuple[int, str]]:
+    """Every file under ``root``: its mtime (ns) and SHA-256, to prove a check rewrote nothing."""
+    return {p.relative_to(root).as_posix(): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _latest_materializations(instance) -> dict[str, tuple[str, float]]:
+    """Each dataset asset's latest materialization: the run that made it, and when."""
+    out = {}
+    for key in ("shards", "dataset_manifest"):
+        event = instance.get_latest_materialization_event(AssetKey(key))
+        out[key] = (event.run_id, event.timestamp)
+    return out
+
+
+def _step_keys(result) -> set[str]:
+    return {event.step_key for event in result.all_events if event.step_key}
+
+
+def test_the_integrity_check_is_a_step_of_its_own_after_the_write(scored, instance):
+    plan_budget_for_tests(scored, instance)
+    result = _dataset(scored, instance)
+    assert result.success and _step_keys(result) == {"shards_and_manifest", "dataset_manifest_dataset_integrity"}
+    (check,) = result.get_asset_check_evaluations()
+    assert check.check_name == "dataset_integrity" and check.passed
+
+
+def test_the_integrity_check_alone_reverifies_the_committed_dataset_and_rewrites_nothing(scored, instance, tmp_path):
+    plan_budget_for_tests(scored, instance)
+    assert _dataset(scored, instance).success
+    dataset = tmp_path / "storage" / "dataset"
+    before, materialized = _files(dataset), _latest_materializations(instance)
+
+    sound = _integrity_alone(scored, instance)
+    assert sound.success and _step_keys(sound) == {"dataset_manifest_dataset_integrity"}
+    assert sound.get_asset_materialization_events() == []
+    (check,) = sound.get_asset_check_evaluations()
+    assert check.passed and "commit chain intact" in check.description
+
+    entries = load_committed(dataset).entries
+    victim = entries[-1]["path"]
+    shard = dataset / victim
+    shard.write_bytes(bytes(b ^ 0xFF for b in shard.read_bytes()))  # same size, other bytes
+    tampered_files = _files(dataset)
+    tampered = _integrity_alone(scored, instance)
+    assert not tampered.success and _step_keys(tampered) == {"dataset_manifest_dataset_integrity"}
+    (check,) = tampered.get_asset_check_evaluations()
+    assert not check.passed and check.severity.value == "ERROR"
+    assert check.description.startswith(f"1 of {len(entries):,} shards bad; first: {victim}: ")
+    # the check only read: the files are as the tamper left them, the rest as committed
+    assert _files(dataset) == tampered_files
+    assert {k: v for k, v in tampered_files.items() if k != victim} == {k: v for k, v in before.items() if k != victim}
+    assert _latest_materializations(instance) == materialized and tampered.get_asset_materialization_events() == []
+
+
+def test_the_integrity_check_alone_without_a_dataset_says_how_to_commit_one(scored, instance, tmp_path):
+    result = _integrity_alone(scored, instance)
+    assert not result.success and result.get_asset_materialization_events() == []
+    (check,) = result.get_asset_check_evaluations()
+    assert not check.passed and check.description == (
+        f"no dataset is committed at {tmp_path / 'storage' / 'dataset'} (no dataset.commit.json or "
+        "dataset_manifest.json: nothing was written there, or a writer stopped before its first commit); "
+        "materialize shards and dataset_manifest (the build_dataset job), then run the check again")
+    assert not (tmp_path / "storage" / "dataset").exists()
+
+
+def test_a_failed_integrity_check_keeps_the_rollout_store_from_running_in_the_same_run(scored, instance, tmp_path,
+                                                                                      monkeypatch):
+    plan_budget_for_tests(scored, instance)
+    write = dataset_assets.write_planned_dataset
+
+    def write_then_rot_a_shard(out, *args, **kwargs):
+        result = write(out, *args, **kwargs)
+        shard = Path(load_committed(out).shard_path(load_committed(out).entries[0]))
+        shard.write_bytes(shard.read_bytes()[:-1])  # damaged after the commit, before the check reads it
+        return result
+
+    monkeypatch.setattr(dataset_assets, "write_planned_dataset", write_then_rot_a_shard)
+    result = materialize([shards_and_manifest, dataset_integrity, rollout_store], resources=scored,
+                         instance=instance, raise_on_error=False)
+    assert not result.success
+    (check,) = result.get_asset_check_evaluations()
+    first = load_committed(tmp_path / "storage" / "dataset").entries[0]["path"]
+    assert not check.passed and f"first: {first}: missing, or its size or SHA-256 differs" in check.description
+    assert set(materialization_metadata(result)) == {"shards", "dataset_manifest"}  # no rollout_store
+    # never started (rather than failing on the damaged shard itself): the blocking check held it back
+    assert [e for e in result.all_events if e.step_key == "rollout_store"] == []
+    assert instance.get_latest_materialization_event(AssetKey("rollout_store")) is None
+    assert not (tmp_path / "storage" / "rollouts").exists()

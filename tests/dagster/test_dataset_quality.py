@@ -6,7 +6,7 @@ import json
 
 from dagster import AssetCheckSeverity, AssetSelection, materialize
 
-from kuration_assets import dataset_quality, training_dataset
+from kuration_assets import dataset_integrity, dataset_quality, shards_and_manifest
 from tests.dagster.runs import materialization_metadata
 from tests.dagster.runs import plan_budget_for_tests
 
@@ -14,7 +14,8 @@ from tests.dagster.runs import plan_budget_for_tests
 def _quality(resources, instance, *, alone=False, **config):
     # the check's op is named after its asset and itself
     run_config = {"ops": {"dataset_manifest_dataset_quality": {"config": config}}} if config else None
-    result = materialize([training_dataset, dataset_quality], resources=resources, instance=instance,
+    result = materialize([shards_and_manifest, dataset_integrity, dataset_quality], resources=resources,
+                         instance=instance,
                          run_config=run_config, raise_on_error=False,
                          selection=AssetSelection.checks(dataset_quality) if alone else None)
     assert result.success

@@ -45,14 +45,29 @@ def test_code_location_loads_and_merges_every_package():
                                                                  AssetKey("resolved_splits")}
 
 
+def test_one_asset_group_so_the_lineage_graph_opens_on_the_assets():
+    # the UI collapses a graph of several groups into group boxes; the stages are the jobs
+    graph = defs.resolve_asset_graph()
+    assert {graph.get(key).group_name for key in graph.get_all_asset_keys()} == {"curation"}
+    jobs = {name: {k.to_user_string() for k in defs.resolve_job_def(name).asset_layer.executable_asset_keys}
+            for name in ("curate_splits", "score_recordings", "fill_budget", "build_dataset", "build_rollouts")}
+    assert jobs == {"curate_splits": {"universe", "resolved_splits"}, "score_recordings": {"scored_segments"},
+                    "fill_budget": {"budget_plan"}, "build_dataset": {"shards", "dataset_manifest"},
+                    "build_rollouts": {"rollout_store"}}
+    checks = {c.name for c in defs.resolve_job_def("build_dataset").asset_layer.asset_graph.asset_check_keys}
+    assert checks == {"dataset_integrity", "dataset_quality"}
+    pool = defs.resolve_job_def("score_recordings").asset_layer.asset_graph.asset_check_keys
+    assert {c.name for c in pool} == {"segment_pool"}
+
+
 def test_blocking_checks_are_declared_blocking():
     from kuration_assets import budget, dataset_integrity, segment_pool
     from splits_assets import split_leakage, universe_drift, universe_schema, universe_sources
 
-    for check in (split_leakage, universe_drift, universe_schema, universe_sources, budget):
+    for check in (split_leakage, universe_drift, universe_schema, universe_sources, segment_pool, budget,
+                  dataset_integrity):
         (spec,) = check.check_specs
         assert spec.blocking, spec.name
-    assert segment_pool.blocking and dataset_integrity.blocking
     from rollout_assets import rollout_lineage, rollout_validation
 
     (lineage,) = rollout_lineage.check_specs

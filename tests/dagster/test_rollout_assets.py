@@ -8,7 +8,7 @@ from dagster import AssetSelection, materialize
 from kuration.read import load_committed
 from kuration.rollouts import RolloutZarrStoreReader, validate_rollout_zarr_store
 from kuration.splits.artifacts import read_split_assignments
-from kuration_assets import training_dataset
+from kuration_assets import shards_and_manifest
 from rollout_assets import rollout_lineage, rollout_store
 from splits_assets import resolved_splits
 from tests.dagster.runs import failure_text, materialization_metadata, plan_budget_for_tests
@@ -24,7 +24,7 @@ def _rollouts(resources, instance, **config):
 def curated(scored, instance):
     """The scored demo corpus with a budget plan and its committed dataset."""
     plan_budget_for_tests(scored, instance)
-    assert materialize([training_dataset], resources=scored, instance=instance).success
+    assert materialize([shards_and_manifest], resources=scored, instance=instance).success
     return scored
 
 
@@ -101,7 +101,7 @@ def test_a_rewritten_dataset_or_a_missing_store_fails_the_lineage_check(curated,
     assert not missing.ok and missing.verdict.startswith(f"cannot check the rollout store {store}")
     assert _rollouts(curated, instance).success
     plan_budget_for_tests(curated, instance, train=30 / 3600)  # another plan: the dataset is re-written
-    assert materialize([training_dataset], resources=curated, instance=instance).success
+    assert materialize([shards_and_manifest], resources=curated, instance=instance).success
     stale = check_rollout_lineage(store, dataset=storage / "dataset", splits_root=storage)
     assert not stale.ok
     assert any("the dataset was re-written after the store was built" in e for e in stale.errors)

@@ -8,12 +8,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from dagster import AssetKey, DagsterInstance, Definitions, materialize
+from dagster import AssetKey, AssetSelection, DagsterInstance, Definitions, materialize
 
 from kuration.demo_corpus import write_demo_landing_zone
 from kuration.landing import list_recordings, recording_name
 from kuration.scoring.segment_store import read_source_segments
-from kuration_assets import new_recordings_sensor, scored_segments, source_partitions
+from kuration_assets import new_recordings_sensor, scored_segments, segment_pool, source_partitions
 from tests.dagster.runs import failure_text, landing_resources
 from tests.dagster.sensors import run_sensor, scoring_requests
 
@@ -53,8 +53,8 @@ def _check(result) -> tuple[bool, str]:
 
 
 def _materialize(resources, instance, partition_key):
-    return materialize([scored_segments], resources=resources, instance=instance, partition_key=partition_key,
-                       raise_on_error=False)
+    return materialize([scored_segments, segment_pool], resources=resources, instance=instance,
+                       partition_key=partition_key, raise_on_error=False)
 
 
 def test_one_partition_scores_one_source_and_reports_it(resources, instance, landing, tmp_path):
@@ -88,11 +88,21 @@ def test_a_rerun_reuses_the_cache(resources, instance, landing):
 def test_a_range_runs_once_and_records_every_partition(resources, instance, landing):
     names = _names(landing)
     instance.add_dynamic_partitions(source_partitions.name, names)
-    job = Definitions(assets=[scored_segments], resources=resources).resolve_implicit_global_asset_job_def()
+    job = Definitions(assets=[scored_segments], asset_checks=[segment_pool],
+                      resources=resources).resolve_implicit_global_asset_job_def()
     result = job.execute_in_process(instance=instance, tags={
         "dagster/asset_partition_range_start": names[0], "dagster/asset_partition_range_end": names[-1]})
     assert result.success
-    assert sorted(_partition_meta(result)) == names  # one materialization per partition, one run
+    meta = _partition_meta(result)
+    assert sorted(meta) == names  # one materialization per partition, one run
+    # each partition carries its own recording's figures, not the last one's
+    for name in names:
+        assert meta[name]["path"].endswith(f"/scored_segments/{name}.parquet") and meta[name]["status"] == "scored"
+    assert len({meta[n]["identity"] for n in names}) == len(names)
+    # the pool check is a step of its own, after the one scoring step
+    assert {e.step_key for e in result.all_events if e.step_key} == {"scored_segments", "scored_segments_segment_pool"}
+    (evaluation,) = result.get_asset_check_evaluations()
+    assert evaluation.passed and evaluation.metadata["this_run"].value == f"{len(names)} scored"
     assert instance.get_materialized_partitions(AssetKey("scored_segments")) == set(names)
     assert scored_segments.backfill_policy.max_partitions_per_run is None  # single run
 
@@ -105,13 +115,67 @@ def test_a_partition_naming_no_recording_fails_the_run_naming_it(resources, inst
     assert "'gone/flight_001'. Restore the recording, or delete the partition" in failure_text(result)
 
 
+def _pool_alone(resources, instance):
+    return materialize([scored_segments, segment_pool], resources=resources, instance=instance, raise_on_error=False,
+                       selection=AssetSelection.checks(segment_pool))
+
+
+def test_the_pool_check_alone_summarizes_every_partition_scored_so_far(resources, instance, landing, tmp_path):
+    sources, names = _sources(landing), _names(landing)
+    instance.add_dynamic_partitions(source_partitions.name, names)
+    meta = {}
+    for name in names:  # one sensor-style run per partition
+        meta.update(_partition_meta(_materialize(resources, instance, name)))
+    files = {p: p.stat().st_mtime_ns for p in (tmp_path / "storage").rglob("*") if p.is_file()}
+    result = _pool_alone(resources, instance)
+    assert result.success and result.get_asset_materialization_events() == []
+    assert {e.step_key for e in result.all_events if e.step_key} == {"scored_segments_segment_pool"}
+    (evaluation,) = result.get_asset_check_evaluations()
+    segments, hours = sum(m["segments"] for m in meta.values()), sum(m["hours"] for m in meta.values())
+    assert evaluation.passed and evaluation.description.startswith(f"{segments:,} segments (") and (
+        f"from {len(sources)} sources; " in evaluation.description)
+    figures = evaluation.metadata["figures"].value
+    assert f"| sources | {len(sources)} |" in figures and f"| segments | {segments:,} |" in figures
+    table = evaluation.metadata["by_folder"].value.splitlines()
+    assert table[0] == "| folder | sources | skipped | segments | hours | non_finite | filtered_out | absent |"
+    folders = sorted({s.split("/")[0] for s in sources})
+    assert [row.split(" | ")[0].lstrip("| ") for row in table[2:]] == folders  # one row per site
+    assert sum(int(row.split(" | ")[3].replace(",", "")) for row in table[2:]) == segments
+    assert hours > 0 and "this_run" not in evaluation.metadata and "skipped" not in evaluation.metadata
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "storage").rglob("*") if p.is_file()} == files
+
+
+def test_the_pool_check_alone_with_nothing_scored_fails_saying_so(resources, instance):
+    result = _pool_alone(resources, instance)
+    assert not result.success and result.get_asset_materialization_events() == []
+    (evaluation,) = result.get_asset_check_evaluations()
+    assert not evaluation.passed and evaluation.description.startswith("no segments in any of 0 scored sources. ")
+
+
+def test_a_skipped_source_beside_scored_ones_is_listed_by_the_pool_check(resources, instance, landing):
+    sources, names = _sources(landing), _names(landing)
+    instance.add_dynamic_partitions(source_partitions.name, names)
+    pq.write_table(pa.table({"tick": [0, 1]}), landing / "recordings" / sources[0])  # broken before scoring
+    result = materialize([scored_segments, segment_pool], resources=resources, instance=instance, tags={
+        "dagster/asset_partition_range_start": names[0], "dagster/asset_partition_range_end": names[-1]})
+    assert result.success  # the pool is not empty: the skipped source is named, not fatal
+    meta = _partition_meta(result)
+    assert meta[names[0]]["status"] == "skipped" and "missing column" in meta[names[0]]["skipped_error"]
+    (evaluation,) = result.get_asset_check_evaluations()
+    assert evaluation.passed and f"; 1 source skipped: {names[0]} (" in evaluation.description
+    assert evaluation.metadata["this_run"].value == f"{len(names) - 1} scored, 1 skipped"
+    skipped = evaluation.metadata["skipped"].value.splitlines()
+    assert skipped[0] == "| source | skipped_error |" and skipped[2].startswith(f"| {names[0]} | ")
+    assert "missing column" in skipped[2] and len(skipped) == 3
+
+
 def test_a_broken_source_is_recorded_and_its_stale_segments_replaced(resources, instance, landing, tmp_path):
     sources, names = _sources(landing), _names(landing)
     instance.add_dynamic_partitions(source_partitions.name, names)
     assert _materialize(resources, instance, names[0]).success
     pq.write_table(pa.table({"tick": [0, 1]}), landing / "recordings" / sources[0])  # rewritten, now broken
     result = _materialize(resources, instance, names[0])
-    assert not result.success  # the blocking pool check fails the step: nothing downstream runs
+    assert not result.success  # the blocking pool check fails its step: nothing downstream runs
     meta = _partition_meta(result)[names[0]]
     assert meta["status"] == "skipped" and "missing column" in meta["skipped_error"] and meta["segments"] == 0
     assert read_source_segments(tmp_path / "storage", sources[0]).num_rows == 0

@@ -45,7 +45,7 @@ def test_the_probe_finds_every_asset_and_check():
     # guard against a vacuous pass: the walk sees the real definitions, wrapped ones included
     names = {name.rsplit(":", 1)[1] for name in _decorated_bodies()}
     assert names >= {"universe", "resolved_splits", "universe_schema", "split_leakage", "universe_drift",
-                     "scored_segments", "budget_plan", "budget", "training_dataset"}
+                     "scored_segments", "budget_plan", "budget", "shards_and_manifest"}
 
 
 def test_no_check_repeats_the_severity_ladder():

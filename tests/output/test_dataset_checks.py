@@ -37,3 +37,15 @@ def test_a_broken_commit_chain_fails_saying_so(tmp_path):
     result = verify_dataset(out)
     assert result.severity == "error" and result.shards == 0
     assert result.verdict.startswith("commit chain broken: ") and result.errors[0] in result.verdict
+
+
+def test_no_dataset_fails_saying_none_is_committed_and_how_to_write_one(tmp_path):
+    for out in (tmp_path / "never_created", tmp_path / "empty"):
+        if out.name == "empty":
+            out.mkdir()
+        result = verify_dataset(out, write_hint="run the writer, then check again")
+        assert result.severity == "error" and result.shards == 0 and result.errors == (result.verdict,)
+        assert result.verdict == (f"no dataset is committed at {out} (no {COMMIT_FILE} or dataset_manifest.json: "
+                                  "nothing was written there, or a writer stopped before its first commit); run the "
+                                  "writer, then check again")
+    assert verify_dataset(tmp_path / "empty").verdict.endswith("; write the dataset there first")

@@ -348,7 +348,7 @@ def test_a_plan_that_admits_nothing_is_refused_by_the_writer_unless_allowed(flee
     with DagsterInstance.from_config(str(storage / "dagster_home")) as instance:
         build = build_definitions().resolve_job_def("build_dataset").execute_in_process(
             instance=instance, raise_on_error=False,
-            run_config={"ops": {"training_dataset": {"config": {"allow_empty": True}}}})
+            run_config={"ops": {"shards_and_manifest": {"config": {"allow_empty": True}}}})
     assert build.success
     verification = verify_dataset(storage / "dataset")
     assert verification.ok and verification.shards == 0 and manifest(storage)["entries"] == []

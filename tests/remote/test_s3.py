@@ -495,7 +495,7 @@ def test_dagster_assets_materialize_with_s3_resources(bucket, s3fs_fs, s3_client
     from kuration.demo_corpus import write_demo_landing_zone
     from kuration.landing import recording_name
     from kuration.scoring.segment_store import list_scored_recordings, read_source_segments
-    from kuration_assets import new_recordings_sensor, scored_segments, source_partitions
+    from kuration_assets import new_recordings_sensor, scored_segments, segment_pool, source_partitions
     from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
     from splits_assets import resolved_splits, split_leakage, universe, universe_drift, universe_schema
 
@@ -531,7 +531,8 @@ def test_dagster_assets_materialize_with_s3_resources(bucket, s3fs_fs, s3_client
 
         names = [recording_name(s) for s in sources]
         instance.add_dynamic_partitions(source_partitions.name, names)
-        scored = materialize([scored_segments], resources=resources, instance=instance, partition_key=names[0])
+        scored = materialize([scored_segments, segment_pool], resources=resources, instance=instance,
+                             partition_key=names[0])
         assert scored.success
         (mat,) = [e.step_materialization_data.materialization for e in scored.get_asset_materialization_events()]
         meta = {k: v.value for k, v in mat.metadata.items()}
@@ -559,14 +560,14 @@ def test_dagster_assets_materialize_with_s3_resources(bucket, s3fs_fs, s3_client
 
         # the rest of the graph on the s3 storage root: budget plan, then the committed dataset
         from kuration.read import verify_dataset
-        from kuration_assets import budget_plan, training_dataset
+        from kuration_assets import budget_plan, dataset_integrity, shards_and_manifest
 
         assert materialize([scored_segments], resources=resources, instance=instance, partition_key=names[1]).success
         planned = materialize([budget_plan], resources=resources, instance=instance, run_config={
             "ops": {"budget_plan": {"config": {"train": 20 / 3600, "val": 20 / 3600, "test": 0.0}}}})
         assert planned.success and keys_under(s3_client, f"{store}/budget") == [
             "admitted.parquet", "budget.json", "plan_items.parquet"]
-        written = materialize([training_dataset], resources=resources, instance=instance)
+        written = materialize([shards_and_manifest, dataset_integrity], resources=resources, instance=instance)
         assert written.success
         assert [(e.check_name, e.passed)
                 for e in written.get_asset_check_evaluations()] == [("dataset_integrity", True)]
