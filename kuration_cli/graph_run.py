@@ -141,8 +141,8 @@ class _Jobs:
 
 
 def _code_location(instance: Any) -> Any:
-    """The workspace's code location, loaded in this process: no gRPC server to start and wait
-    for, as ``dagster dev`` would. It loads :func:`kuration_definitions.build_definitions`
+    """The workspace's code location, loaded in this process (``dagster dev`` starts a code
+    server process for it, a few seconds to wait for each time). It loads :func:`kuration_definitions.build_definitions`
     rather than the module's ``defs``, which were built from the environment of whenever the
     module was first imported, not from the landing zone and storage root of this call
     (:func:`_run_jobs` built them once already, so this load does not fail on the settings)."""

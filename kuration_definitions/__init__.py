@@ -79,8 +79,8 @@ def build_definitions() -> Definitions:
         # writes its own, with one lease and commit), so a process per step (the multiprocess
         # default) costs more than the step: a Python start and a fresh import of this code
         # location per step, 18 s for the budget plan and its check (under 1 s of work). The
-        # heavy work, scoring, runs its own worker pool from inside its step (curation.json
-        # `workers`: forkserver processes or Ray), whatever the executor. Run retries, "Terminate"
+        # heavy work, scoring, runs its own pool of forkserver worker processes from inside its
+        # step (curation.json `workers`), whatever the executor. Run retries, "Terminate"
         # and re-execution act on the run's process, so they behave as before; ``kuration run``
         # executes its runs in its own process with this executor too.
         Definitions(resources=resources, jobs=[curate_splits, score_recordings, fill_budget, build_dataset,

@@ -69,6 +69,16 @@ def test_the_runs_name_the_code_location_of_workspace_yaml():
     assert location.location_name == CODE_LOCATION_NAME
 
 
+def test_every_job_and_the_asset_job_of_the_ui_and_sensor_run_their_steps_in_process(tmp_path, monkeypatch):
+    from kuration_definitions import build_definitions
+
+    monkeypatch.setenv("KURATION_LANDING_ZONE", str(tmp_path))
+    repository = build_definitions().get_repository_def()
+    jobs = repository.get_all_jobs()
+    assert set(JOB_ORDER) | {"__ASSET_JOB"} <= {job.name for job in jobs}
+    assert {job.name: job.executor_def.name for job in jobs} == {job.name: "in_process" for job in jobs}
+
+
 @pytest.mark.slow
 def test_each_run_is_listed_under_its_job_and_re_executes_from_the_ui(landing, tmp_path, monkeypatch):
     from dagster import AssetKey, DagsterInstance, RunsFilter
