@@ -34,7 +34,7 @@ def artifacts_dir() -> Path:
     return where
 
 
-def _require_browser() -> None:
+def require_browser() -> None:
     if os.environ.get("KURATION_SKIP_BROWSER") == "1":
         pytest.skip("KURATION_SKIP_BROWSER=1")
     if shutil.which(CHROMIUM) is None:
@@ -43,10 +43,12 @@ def _require_browser() -> None:
 
 
 @contextmanager
-def browser_page(*, width: int = 1200, height: int = 900) -> Iterator[Any]:
+def browser_page(*, width: int = 1200, height: int = 900, allow: tuple[str, ...] = ()) -> Iterator[Any]:
     """A fresh page in a fresh headless Chromium that refuses every request leaving the
-    machine, so a test also proves a page needs no network."""
-    _require_browser()
+    machine, so a test also proves a page needs no network. ``allow`` names URL prefixes
+    that may load, a local server's (``http://127.0.0.1:3115/``); refused requests are
+    recorded in ``page.external_requests``."""
+    require_browser()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -57,7 +59,7 @@ def browser_page(*, width: int = 1200, height: int = 900) -> Iterator[Any]:
 
             def refuse(route: Any) -> None:
                 url = route.request.url
-                if url.startswith(("file:", "data:", "about:")):
+                if url.startswith(("file:", "data:", "about:", *allow)):
                     route.continue_()
                 else:
                     page.external_requests.append(url)  # type: ignore[attr-defined]
