@@ -2,7 +2,8 @@
 
 The same path serves the bundled demo (``kuration-demo`` writes the demo landing zone, then
 runs this) and a team's own recordings. In order, each a run on the Dagster instance so it
-shows in the UI afterwards:
+shows in the UI afterwards, under its job, and can be re-executed there (see
+:func:`_create_run`):
 
 1. ``curate_splits``: the universe, its ``universe_sources`` check and the resolved split
    (which extends itself when the universe grew);
@@ -45,6 +46,12 @@ _SHOWN = ("samples", "sources", "groups", "universe_hash", "request", "status", 
 
 #: The instance ``kuration run`` uses when ``DAGSTER_HOME`` is unset: beside the artifacts.
 DEFAULT_HOME = "dagster_home"
+
+#: The code location's name in the UI. ``workspace.yaml`` loads the module
+#: ``kuration_definitions`` and Dagster names a module location after its module; the runs
+#: ``kuration run`` records carry this name, which is how the UI finds their job (its Runs
+#: tab, the overview timeline, "Re-execute").
+CODE_LOCATION_NAME = "kuration_definitions"
 
 
 @dataclass
@@ -108,23 +115,86 @@ def _run_jobs(landing: str, storage_root: str, out: Callable[[str], None],
     from dagster import DagsterInstance
 
     from kuration.errors import KurationError
-    from kuration_definitions import build_definitions
     from kuration_resources import load_landing_plugins
 
     if not storage.exists(landing):
         raise GraphRunSetupError(f"the landing zone {landing} does not exist")
     try:
         config = load_landing_plugins(landing)
-        defs = build_definitions()
     except KurationError as exc:
         raise GraphRunSetupError(str(exc)) from None
     # disposed at the end: an instance left to the garbage collector closes its sqlite files
     # whenever that runs, under whatever the process is doing then
-    with DagsterInstance.get() as instance:
-        return _run_on_instance(instance, defs, config, landing, storage_root, out, after_budget)
+    with DagsterInstance.get() as instance, _code_location(instance) as location:
+        return _run_on_instance(instance, location, config, landing, storage_root, out, after_budget)
 
 
-def _run_on_instance(instance: Any, defs: Any, config: Any, landing: str, storage_root: str,
+def _code_location(instance: Any) -> Any:
+    """The workspace's code location, loaded in this process: no gRPC server to start and wait
+    for, as ``dagster dev`` would. It loads :func:`kuration_definitions.build_definitions`
+    rather than the module's ``defs``, which were built from the environment of whenever the
+    module was first imported, not from the landing zone and storage root of this call."""
+    from dagster._core.errors import DagsterUserCodeLoadError
+    from dagster._core.remote_origin import InProcessCodeLocationOrigin
+    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+
+    import kuration_definitions
+    from kuration.errors import KurationError
+
+    origin = InProcessCodeLocationOrigin(LoadableTargetOrigin(
+        executable_path=sys.executable, module_name=kuration_definitions.__name__,
+        attribute=kuration_definitions.build_definitions.__name__,
+        # so a run worker elsewhere on this machine (a re-execution) imports the same package
+        working_directory=str(Path(kuration_definitions.__file__).resolve().parent.parent),
+    ), location_name=CODE_LOCATION_NAME)
+    try:
+        return origin.create_location(instance)
+    except DagsterUserCodeLoadError as exc:
+        cause: BaseException | None = exc
+        while cause is not None and not isinstance(cause, KurationError):
+            cause = cause.__cause__
+        if cause is None:
+            raise
+        raise GraphRunSetupError(str(cause)) from None
+
+
+def _create_run(instance: Any, location: Any, job: str, run_config: dict[str, Any], tags: dict[str, str]) -> Any:
+    """A run of ``job`` as the UI's launchpad creates one: with its job and execution plan
+    snapshots and the code location's origin. The origin is what lists the run under its job
+    and on the overview timeline, and what "Re-execute" looks the job up by; a run of
+    ``execute_in_process`` has none."""
+    from dagster._core.definitions.selector import JobSubsetSelector
+
+    repository = _repository(location)
+    remote_job = location.get_job(JobSubsetSelector(location_name=location.name, repository_name=repository.name,
+                                                    job_name=job, op_selection=None))
+    plan = location.get_execution_plan(remote_job, run_config, step_keys_to_execute=None, known_state=None,
+                                       instance=instance).execution_plan_snapshot
+    return instance.create_run(
+        job_name=job, run_id=None, run_config=run_config, resolved_op_selection=None,
+        step_keys_to_execute=plan.step_keys_to_execute, op_selection=None, status=None, root_run_id=None,
+        parent_run_id=None, tags={**remote_job.tags, **tags}, job_snapshot=remote_job.job_snapshot,
+        execution_plan_snapshot=plan, parent_job_snapshot=remote_job.parent_job_snapshot,
+        remote_job_origin=remote_job.get_remote_origin(), job_code_origin=remote_job.get_python_origin(),
+        asset_selection=None, asset_check_selection=None, asset_graph=repository.asset_graph)
+
+
+def _execute(instance: Any, location: Any, job: str, run_config: dict[str, Any], tags: dict[str, str]) -> Any:
+    """Create ``job``'s run and execute it here, to the end (the jobs' executor runs every
+    step in this process), as a run worker would: the job is rebuilt from the run's code origin."""
+    from dagster._core.execution.api import execute_run
+
+    run = _create_run(instance, location, job, run_config, tags)
+    return execute_run(location.get_reconstructable_job(_repository(location).name, job), run, instance)
+
+
+def _repository(location: Any) -> Any:
+    """The code location's one repository (a ``Definitions`` makes one, ``__repository__``)."""
+    (repository,) = location.get_repositories().values()
+    return repository
+
+
+def _run_on_instance(instance: Any, location: Any, config: Any, landing: str, storage_root: str,
                      out: Callable[[str], None], after_budget: Callable[[], None] | None) -> GraphRunOutcome:
     from kuration.landing import list_recordings
     from kuration_assets.scoring_assets import SOURCE_PARTITIONS
@@ -152,8 +222,7 @@ def _run_on_instance(instance: Any, defs: Any, config: Any, landing: str, storag
             partitions = instance.get_dynamic_partitions(SOURCE_PARTITIONS)
             tags = {"dagster/asset_partition_range_start": partitions[0],
                     "dagster/asset_partition_range_end": partitions[-1]}
-        result = defs.resolve_job_def(job).execute_in_process(instance=instance, tags=tags, run_config=quiet,
-                                                               raise_on_error=False)
+        result = _execute(instance, location, job, quiet, tags)
         report_run(job, result, out)
         outcome.runs[job] = (result.run_id, result.success)
         failed = _failed_blocking_checks(result)

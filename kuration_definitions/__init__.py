@@ -18,7 +18,7 @@ fails to import fails the load with a :class:`kuration.plugins.PluginError` nami
 
 import warnings
 
-from dagster import AssetSelection, Definitions, define_asset_job
+from dagster import AssetSelection, Definitions, define_asset_job, in_process_executor
 
 import kuration_assets
 import rollout_assets
@@ -74,8 +74,15 @@ def build_definitions() -> Definitions:
         splits_assets.defs,
         kuration_assets.defs,
         rollout_assets.defs,
+        # Every job, and the asset job behind the UI's "Materialize" and the sensor's runs, runs
+        # its steps in the run's own process. Each step is light (it reads its inputs' files and
+        # writes its own, with one lease and commit), so a process per step (the multiprocess
+        # default) costs more than the step: about 3 s of Python start and imports each, 18 s
+        # for the budget plan and its check. The work that is heavy, scoring, runs its own
+        # worker pool (curation.json `workers`, forkserver or Ray) from inside the step. Step
+        # retries (RetryPolicy) and run retries, cancelling and re-executing behave the same.
         Definitions(resources=resources, jobs=[curate_splits, score_recordings, fill_budget, build_dataset,
-                                                                 build_rollouts]),
+                                               build_rollouts], executor=in_process_executor),
     )
 
 
