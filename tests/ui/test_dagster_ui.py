@@ -266,13 +266,13 @@ def test_the_demos_runs_appear_under_their_jobs(ui):
 
     assert set(JOB_ORDER) <= set(ui.demo_runs), f"kuration-demo made no run of {set(JOB_ORDER) - set(ui.demo_runs)}"
     missing = {}
-    for job in JOB_ORDER:
-        with _page(ui.url, f"/locations/{LOCATION}/jobs/{job}/runs") as page:
-            runs = page.locator("a[href^='/runs/']")
+    with _page(ui.url, "/jobs") as page:
+        for job in JOB_ORDER:
+            page.goto(f"{ui.url}/locations/{LOCATION}/jobs/{job}/runs")
             page.locator("a[href^='/runs/'], :text('No runs found')").first.wait_for()
-            listed = {href.split("?")[0].rsplit("/", 1)[-1] for href in
-                      runs.evaluate_all("links => links.map(a => a.getAttribute('href'))")}
+            listed = {href.split("?")[0].rsplit("/", 1)[-1] for href in page.locator("a[href^='/runs/']").evaluate_all(
+                "links => links.map(a => a.getAttribute('href'))")}
             screenshot(page, f"dagster_ui/runs_of_{job}")
-        if not set(ui.demo_runs[job]) <= listed:
-            missing[job] = sorted(set(ui.demo_runs[job]) - listed)
+            if not set(ui.demo_runs[job]) <= listed:
+                missing[job] = sorted(set(ui.demo_runs[job]) - listed)
     assert not missing, f"the demo's runs are not listed under their jobs: {missing}"
