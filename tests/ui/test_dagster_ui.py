@@ -126,6 +126,7 @@ def _skip_community_modal(server: DagsterDev) -> None:
         return
     with _page(server.url, "/") as page:
         page.get_by_role("button", name="Skip").click()
+        page.get_by_role("button", name="Skip").wait_for(state="hidden")
     assert server.graphql("{ shouldShowNux }")["data"]["shouldShowNux"] is False
 
 
