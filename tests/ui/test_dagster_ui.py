@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser import artifacts_dir, browser_page, require_browser, screenshot
+from tests.browser import artifacts_dir, chromium, local_page, require_browser, screenshot
 from tests.ui.dagster_dev import (
     LOCATION,
     DagsterDev,
@@ -48,6 +48,16 @@ class DagsterUI:
     checks: dict[str, list[str]]
     #: job name -> ids of the runs kuration-demo made of it
     demo_runs: dict[str, list[str]]
+    #: one Chromium for the module; each page gets its own context (nothing stored between pages)
+    browser: Any
+
+    @contextmanager
+    def page(self, path: str) -> Iterator[Any]:
+        with local_page(self.browser, width=1600, height=1000, allow=(f"{self.url}/",)) as page:
+            page.set_default_timeout(30_000)
+            page.goto(f"{self.url}{path}")
+            yield page
+            assert page.external_requests == [], f"the UI tried to leave the machine: {page.external_requests}"
 
     @property
     def url(self) -> str:
@@ -108,9 +118,11 @@ def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterUI]:
         loaded = wait_until_loaded(server)
         with timings.open("a") as out:
             out.write(f"dagster dev: the code location loaded {loaded:.1f} s after the start\n")
-        _skip_community_modal(server)
-        yield DagsterUI(server=server, home=home, checks={k: sorted(v) for k, v in checks.items()},
-                        demo_runs=demo_runs)
+        with chromium() as browser:
+            ui = DagsterUI(server=server, home=home, checks={k: sorted(v) for k, v in checks.items()},
+                           demo_runs=demo_runs, browser=browser)
+            _skip_community_modal(ui)
+            yield ui
     finally:
         stopped = stop_dagster_dev(server)
         with timings.open("a") as out:
@@ -119,24 +131,15 @@ def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterUI]:
     assert not stopped.left, f"dagster dev (process group {server.group}) left processes running: {stopped.left}"
 
 
-def _skip_community_modal(server: DagsterDev) -> None:
+def _skip_community_modal(ui: DagsterUI) -> None:
     """A fresh instance opens the UI with a "Join the Dagster community" modal over the page:
     skip it once, as a person would; the instance remembers."""
-    if not server.graphql("{ shouldShowNux }")["data"]["shouldShowNux"]:
+    if not ui.server.graphql("{ shouldShowNux }")["data"]["shouldShowNux"]:
         return
-    with _page(server.url, "/") as page:
+    with ui.page("/") as page:
         page.get_by_role("button", name="Skip").click()
         page.get_by_role("button", name="Skip").wait_for(state="hidden")
-    assert server.graphql("{ shouldShowNux }")["data"]["shouldShowNux"] is False
-
-
-@contextmanager
-def _page(url: str, path: str) -> Iterator[Any]:
-    with browser_page(width=1600, height=1000, allow=(f"{url}/",)) as page:
-        page.set_default_timeout(30_000)
-        page.goto(f"{url}{path}")
-        yield page
-        assert page.external_requests == [], f"the UI tried to leave the machine: {page.external_requests}"
+    assert ui.server.graphql("{ shouldShowNux }")["data"]["shouldShowNux"] is False
 
 
 def _node_names(page: Any) -> set[str]:
@@ -156,7 +159,7 @@ def _wait_for_nodes(page: Any, expected: set[str], seconds: float) -> set[str]:
 
 def test_the_lineage_graph_shows_every_asset(ui):
     expected = set(ui.checks)
-    with _page(ui.url, "/asset-groups") as page:
+    with ui.page("/asset-groups") as page:
         page.locator("svg foreignObject").first.wait_for()
         if _wait_for_nodes(page, expected, 3) != expected:
             # several groups start collapsed: the graph's settings offer to expand them all
@@ -187,7 +190,7 @@ def test_each_assets_checks_are_listed_with_status_and_verdict(ui):
             for name in names}
     for (asset, name), record in latest.items():
         assert record is not None and record.event is not None, f"{asset}:{name} was never evaluated by the demo"
-    with _page(ui.url, "/assets") as page:
+    with ui.page("/assets") as page:
         for asset, names in with_checks.items():
             page.goto(f"{ui.url}/assets/{asset}?view=checks")
             page.get_by_text(f"Checks ({len(names)})", exact=True).wait_for()
@@ -234,7 +237,7 @@ def test_the_dataset_manifest_page_shows_its_report(ui):
     tables = _markdown_tables(report)
     bold = re.findall(r"\*\*(.+?)\*\*", report)
     assert tables and bold, f"the {key} report has no table or bold text to look for:\n{report[:500]}"
-    with _page(ui.url, "/assets/dataset_manifest") as page:
+    with ui.page("/assets/dataset_manifest") as page:
         row = page.locator("tr", has=page.get_by_text(key, exact=True))
         row.get_by_text("[Show Markdown]").click()
         dialog = page.get_by_role("dialog")
@@ -253,7 +256,7 @@ def test_the_dataset_manifest_page_shows_its_report(ui):
 def test_a_materialization_launched_from_the_ui_succeeds(ui):
     from dagster import AssetKey, DagsterRunStatus
 
-    with _page(ui.url, f"/assets/{LAUNCHED_ASSET}") as page:
+    with ui.page(f"/assets/{LAUNCHED_ASSET}") as page:
         page.get_by_text("Latest materialization").wait_for()
         page.locator("button").filter(has_text=re.compile(r"^Materialize$")).click()
         launched = page.locator("a", has_text=re.compile(r"^View$"))
@@ -279,7 +282,7 @@ def test_the_demos_runs_appear_under_their_jobs(ui):
 
     assert set(JOB_ORDER) <= set(ui.demo_runs), f"kuration-demo made no run of {set(JOB_ORDER) - set(ui.demo_runs)}"
     missing = {}
-    with _page(ui.url, "/jobs") as page:
+    with ui.page("/jobs") as page:
         for job in JOB_ORDER:
             page.goto(f"{ui.url}/locations/{LOCATION}/jobs/{job}/runs")
             page.locator("a[href^='/runs/'], :text('No runs found')").first.wait_for()
