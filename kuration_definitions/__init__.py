@@ -36,9 +36,14 @@ score_recordings = define_asset_job(
     description="Score recordings (one partition per source); a range runs as one multi-source run.",
 )
 
+#: The tag deploy/dagster.yaml's run queue limits to one run at a time: a second dataset build
+#: waits in the queue instead of failing on the writer's lease of the storage root.
+DATASET_LEASE_TAG = ("kuration/lease", "dataset")
+
 build_dataset = define_asset_job(
     "build_dataset", selection=AssetSelection.assets(kuration_assets.training_dataset),
     description="Write the admitted spans as a committed training dataset, verified shard by shard.",
+    tags=dict([DATASET_LEASE_TAG]),
 )
 
 build_rollouts = define_asset_job(

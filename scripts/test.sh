@@ -16,16 +16,36 @@ if ! .venv/bin/python -m mypy; then
 fi
 # tests build their own instances; a scratch DAGSTER_HOME keeps stray ones out of the repo
 export DAGSTER_HOME="$(mktemp -d)"
+# The servers started below are stopped on exit, whatever ends the run, the last started first.
+stop_on_exit=()
+stop_servers() {
+  local i
+  for ((i = ${#stop_on_exit[@]} - 1; i >= 0; i--)); do eval "${stop_on_exit[i]}" || true; done
+}
+trap stop_servers EXIT
 # A real object store for the Ceph integration test (tests/ceph): installed and started
 # here, stopped by PID on exit. KURATION_SKIP_CEPH=1 runs without it (that test then skips).
 if [ "${KURATION_SKIP_CEPH:-0}" != 1 ]; then
   CEPH_DIR="$(mktemp -d)/ceph"
-  trap 'scripts/ceph_rgw.sh stop "$CEPH_DIR"' EXIT
+  stop_on_exit+=('scripts/ceph_rgw.sh stop "$CEPH_DIR"')
   if ! scripts/ceph_rgw.sh start "$CEPH_DIR"; then
     echo "test.sh: could not start Ceph radosgw (see above; it needs root and apt to install); KURATION_SKIP_CEPH=1 runs without it" >&2
     exit 1
   fi
   export KURATION_CEPH_ENDPOINT=http://127.0.0.1:7480
+fi
+# A real PostgreSQL for the deployment tests (tests/deploy): installed and started here on
+# 127.0.0.1:${KURATION_POSTGRES_PORT:-55432}, stopped by PID on exit. KURATION_SKIP_POSTGRES=1
+# runs without it (those tests then skip).
+if [ "${KURATION_SKIP_POSTGRES:-0}" != 1 ]; then
+  PG_PARENT="$(mktemp -d)"
+  chmod 755 "$PG_PARENT"  # run as root, the server runs as the postgres user, who must reach its folder
+  stop_on_exit+=('scripts/postgres.sh stop "$PG_PARENT/cluster"; rm -rf "$PG_PARENT"')
+  if ! KURATION_POSTGRES_URL="$(scripts/postgres.sh start "$PG_PARENT/cluster" "${KURATION_POSTGRES_PORT:-55432}")"; then
+    echo "test.sh: could not start PostgreSQL (see above; it needs root and apt to install); KURATION_SKIP_POSTGRES=1 runs without it" >&2
+    exit 1
+  fi
+  export KURATION_POSTGRES_URL
 fi
 # Headless Chromium for the browser tests (tests/browser.py): Debian's package, installed
 # here if missing. KURATION_SKIP_BROWSER=1 runs without it (those tests then skip).

@@ -8,40 +8,99 @@ writes the temp file (on the caller's thread, which also assembled the shard), a
 than the buffers that went into it makes the digest the file's exact bytes whatever the
 container did, and leaves the shard's arrays free the moment the file is written.
 
-Names: ``<source>_<entity>[_spanNNN]_<hash12>_shardNNNN<ext>``. The readable prefix keeps
-only ``[A-Za-z0-9._-]`` (anything else becomes ``_``) and is cut to a bounded length, so it
-is portable to every filesystem and object store; the 12-hex-digit hash of the exact
-(source, entity) pair tells apart ids that flatten to the same prefix (``a/b`` and ``a_b``).
+Names: ``<recording>_<entity>[_spanNNN]_<hash12>_shardNNNN<ext>``, e.g.
+``airfield_north__flight_001_drone_07_span006_a59a1d9bb2cc_shard0000.npz``. The prefix is
+for people: the recording's stem (its source id without the recording extension, folders
+joined with ``__``) and the entity's plain value (``drone_07``, ``5``, ``veh_3`` for the
+tuple ``("veh", 3)``; no type tag, no quotes). Each part keeps only ASCII ``[A-Za-z0-9._-]``
+(every other run of characters becomes one ``_``), never starts or ends with ``.`` or
+``_``, and is cut to :data:`PREFIX_PART_MAX` characters (a recording keeps its end, where
+the file name is; an entity its start); an empty part is left out. The 12-hex-digit hash
+is what identifies the shard: it covers the exact source id, the type-tagged entity key and
+the span index, so ``int:1`` and ``str:'1'``, ``a/b`` and ``a_b``, or two values that
+sanitise alike, get different names (split and shard index are the folder and the
+``_shardNNNN`` suffix). Nothing here depends on the Python version, the locale or the CPU:
+no Unicode database, no ``hash()``, no set order.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import re
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kuration import storage
 from kuration.output.containers.protocol import ShardArrays, ShardContainer
+from kuration.sources.entities import entity_key, parse_entity_key
 
+#: The longest a readable part (the recording, the entity) of a shard name gets.
 PREFIX_PART_MAX = 48
+#: What joins the folders of a nested recording's stem: portable, and unlike ``/`` no path.
+FOLDER_JOIN = "__"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+#: A recording extension: letters first (so ``flight.2024`` keeps its date), at most 8 long.
+_EXTENSION = re.compile(r"(?<=[^/.])\.[A-Za-z][A-Za-z0-9]{0,7}\Z")
+#: Windows opens a device, not a file, for a name that is one of these up to its first dot.
+_WINDOWS_DEVICE = re.compile(r"(CON|PRN|AUX|NUL|COM[0-9]|LPT[0-9])\.", re.IGNORECASE)
 
 
-def _portable(text: str) -> str:
-    cleaned = _UNSAFE.sub("_", text).strip("._") or "x"
-    return cleaned[:PREFIX_PART_MAX]
+def _portable(text: str, *, keep_end: bool = False) -> str:
+    cleaned = _UNSAFE.sub("_", text).strip("._")
+    if len(cleaned) > PREFIX_PART_MAX:
+        cleaned = cleaned[-PREFIX_PART_MAX:] if keep_end else cleaned[:PREFIX_PART_MAX]
+    return cleaned.strip("._")
+
+
+def recording_stem(source_id: str) -> str:
+    """The recording part of a shard name: ``site_a/flight_001.parquet`` ->
+    ``site_a__flight_001``. The source id's last extension goes, its folders are joined with
+    :data:`FOLDER_JOIN`, and every folder is made portable (``..`` and empty ones vanish)."""
+    folders = _EXTENSION.sub("", source_id.replace("\\", "/")).split("/")
+    return _portable(FOLDER_JOIN.join(part for part in map(_portable, folders) if part), keep_end=True)
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, tuple):
+        return "_".join(_plain(v) for v in value)
+    if isinstance(value, frozenset):  # in key order: a set's own order varies with PYTHONHASHSEED
+        return "_".join(_plain(v) for v in sorted(value, key=entity_key))
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def entity_plain(entity: str) -> str:
+    """The entity part of a shard name: the plain value of the type-tagged key ``entity``
+    (``str:'drone 07'`` -> ``drone_07``, ``int:-3`` -> ``-3``, ``tuple:(str:'veh',int:3)`` ->
+    ``veh_3``). Raises :class:`~kuration.sources.entities.EntityIdError` for a string that
+    is not an entity key."""
+    return _portable(_plain(parse_entity_key(entity)))
+
+
+def shard_name_hash(source_id: str, entity: str, span_index: int | None) -> str:
+    """12 hex digits of the SHA-256 of the exact (source id, entity key, span index). ASCII
+    JSON, so a source id with any character (even a lone surrogate from an undecodable file
+    name) hashes the same everywhere."""
+    identity = json.dumps([source_id, entity, span_index], ensure_ascii=True, separators=(",", ":"))
+    return hashlib.sha256(identity.encode("ascii")).hexdigest()[:12]
 
 
 def shard_stem(source_id: str, entity: str, span_index: int | None) -> str:
-    """``<source>_<entity>[_spanNNN]_<hash12>``; ``entity`` is the type-tagged entity key."""
-    digest = hashlib.sha256(f"{source_id}\0{entity}".encode()).hexdigest()[:12]
-    span = "" if span_index is None else f"_span{span_index:03d}"
-    return f"{_portable(source_id)}_{_portable(entity)}{span}_{digest}"
+    """``<recording>_<entity>[_spanNNN]_<hash12>``; ``entity`` is the type-tagged entity key.
+    Never empty, never starts with ``.``, ``-`` or ``_`` (the hash is always there)."""
+    span = None if span_index is None else f"span{span_index:03d}"
+    parts = (recording_stem(source_id), entity_plain(entity), span, shard_name_hash(source_id, entity, span_index))
+    stem = "_".join(part for part in parts if part).lstrip("-_")
+    if device := _WINDOWS_DEVICE.match(stem):  # ``nul.v2_...``: the name would open the device
+        stem = f"{device.group(1)}_{stem[device.end():]}"
+    return stem
 
 
 def shard_name(stem: str, shard_index: int, extension: str) -> str:
@@ -170,5 +229,5 @@ def write_shard_local(path: str | os.PathLike[str], container: ShardContainer, s
     return stage_shard_local(path, container, shard, fsync=fsync).seal()
 
 
-__all__ = ["HashingWriter", "PREFIX_PART_MAX", "StagedShard", "WrittenShard", "shard_name", "shard_stem",
-           "stage_shard_local", "write_shard_local"]
+__all__ = ["FOLDER_JOIN", "HashingWriter", "PREFIX_PART_MAX", "StagedShard", "WrittenShard", "entity_plain",
+           "recording_stem", "shard_name", "shard_name_hash", "shard_stem", "stage_shard_local", "write_shard_local"]

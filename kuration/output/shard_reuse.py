@@ -33,8 +33,9 @@ never copied, moved or rewritten. Its bytes are then covered by the new manifest
 other shard.
 
 What it deliberately does not do: copy a shard to another path (a source whose split
-changed is written anew), trust a torn commit record, read another folder, or reuse
-anything under a weak identity.
+changed is written anew, and so is a dataset whose shards carry the older names,
+``<source id>_<type-tagged entity>_...``), trust a torn commit record, read another folder,
+or reuse anything under a weak identity.
 """
 
 from __future__ import annotations

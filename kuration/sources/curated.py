@@ -10,10 +10,10 @@ back:
   concatenated in order of ``start``. Spans of one entity are not joined: the rows between
   them were never curated (joining would invent continuity), and counted segments may
   overlap (joining would repeat ticks). The source id is the span's shard stem
-  (:func:`kuration.output.shard_files.shard_stem`, ``<source>_<entity>[_spanNNN]_<hash12>``):
+  (:func:`kuration.output.shard_files.shard_stem`, ``<recording>_<entity>[_spanNNN]_<hash12>``):
   portable, stable across runs, moves and machines, and one per (source, entity, span)
-  because the 12-hex-digit hash covers the exact (source, entity) pair (two spans that
-  still map to one id are refused). :meth:`CuratedDatasetAdapter.curated_source` gives the
+  because the 12-hex-digit hash covers the exact (source, entity, span) triple (two spans
+  that still map to one id are refused). :meth:`CuratedDatasetAdapter.curated_source` gives the
   original source id, entity, span and split of each.
 * **Entities** are the original entity ids, parsed back to their typed value
   (:func:`kuration.sources.entities.parse_entity_key`) into the ``_entity`` column, one

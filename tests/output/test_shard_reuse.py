@@ -3,8 +3,11 @@ verified shard of the dataset at its destination, byte for byte and in place, an
 the rest; the result is the dataset a fresh write of the same plan gives. Tampered shards,
 weak identities, a changed output spec or encoder, and a crash mid-rebuild are covered."""
 
+import hashlib
+import importlib
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -19,6 +22,9 @@ from kuration.sources.protocol import SourceIdentity
 from tests.output.corpus import SPEC, data_files, snapshot
 from tests.output.reuse_corpus import GrowingCorpus
 from tests.output.writer_processes import run_writer
+
+#: The module, not the ``write_track`` function ``kuration.output`` exports under that name.
+WRITE_TRACK = importlib.import_module("kuration.output.write_track")
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +98,33 @@ def test_force_keeps_matching_shards_too_and_reuse_shards_false_rewrites_every_o
     assert data_files(out) == fresh and verify_dataset(out).ok
 
 
+def _older_shard_stem(source_id, entity, span_index):
+    """The shard stem datasets were written with before the recording-stem names: the whole
+    source id and the type-tagged entity key, flattened (``flight.parquet_str_drone_07_<hash>``)."""
+    def flat(text):
+        return (re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "x")[:48]
+    digest = hashlib.sha256(f"{source_id}\0{entity}".encode()).hexdigest()[:12]
+    span = "" if span_index is None else f"_span{span_index:03d}"
+    return f"{flat(source_id)}_{flat(entity)}{span}_{digest}"
+
+
+@pytest.mark.parametrize("intent", [{"resume": True, "on_other_run": "replace"}, {"resume": True}, {"force": True}])
+def test_a_dataset_with_the_old_shard_names_is_rewritten_under_the_new_ones(corpus, fresh, tmp_path, monkeypatch,
+                                                                             intent):
+    """Reuse keeps a shard only at its own path and never renames one (on an object store
+    that is a copy), so shards named the old way are written again under the new names,
+    whatever the intent, and the old files go with the commit."""
+    out = tmp_path / "out"
+    monkeypatch.setattr(WRITE_TRACK, "shard_stem", _older_shard_stem)
+    old = corpus.write(out)
+    monkeypatch.undo()
+    assert all(".parquet_str_" in e["path"] for e in old.manifest["entries"]) and verify_dataset(out).ok
+    rebuilt = corpus.write(out, **intent)
+    assert (rebuilt.written, rebuilt.reused) == (len(rebuilt.manifest["entries"]), 0)
+    assert not any(".parquet" in e["path"] or "str_" in e["path"] for e in rebuilt.manifest["entries"])
+    assert data_files(out) == fresh and verify_dataset(out).ok  # no old file left, all of it a fresh write
+
+
 @pytest.mark.parametrize("damage", ["flip", "truncate", "remove", "swap"])
 def test_a_damaged_old_shard_is_rewritten_not_reused(corpus, fresh, before, damage):
     out, old = before[0], before[1].manifest["entries"]
@@ -162,7 +195,8 @@ def test_a_changed_encoder_reuses_nothing(corpus, before):
 def test_a_crash_mid_rebuild_resumes_keeping_the_old_shards(corpus, fresh, before):
     out, old = before[0], before[1].manifest["entries"]
     old_stats = _stats(out, old)
-    late = sorted(p for p in fresh if p.startswith("test/") and corpus.late_source.replace("/", "_")[:-8] in p)
+    entries = json.loads(fresh[MANIFEST_FILE])["entries"]
+    late = sorted(e["path"] for e in entries if e["source_id"] == corpus.late_source)
     assert late
     # killed as the first shard of the new recording takes its name: publication had begun
     finished, _ = run_writer(corpus, out, corpus.plan(), kill_on_rename=(late[0].split("/")[1], 1), resume=True,
