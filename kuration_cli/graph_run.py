@@ -115,31 +115,41 @@ def _run_jobs(landing: str, storage_root: str, out: Callable[[str], None],
     from dagster import DagsterInstance
 
     from kuration.errors import KurationError
+    from kuration_definitions import build_definitions
     from kuration_resources import load_landing_plugins
 
     if not storage.exists(landing):
         raise GraphRunSetupError(f"the landing zone {landing} does not exist")
     try:
         config = load_landing_plugins(landing)
+        defs = build_definitions()
     except KurationError as exc:
         raise GraphRunSetupError(str(exc)) from None
     # disposed at the end: an instance left to the garbage collector closes its sqlite files
     # whenever that runs, under whatever the process is doing then
     with DagsterInstance.get() as instance, _code_location(instance) as location:
-        return _run_on_instance(instance, location, config, landing, storage_root, out, after_budget)
+        return _run_on_instance(instance, _Jobs(location, defs), config, landing, storage_root, out, after_budget)
+
+
+@dataclass
+class _Jobs:
+    """Where the runs come from: the code location (their snapshots and origin) and the same
+    definitions built in this call's environment, which execute."""
+
+    location: Any
+    defs: Any
 
 
 def _code_location(instance: Any) -> Any:
-    """The workspace's code location, loaded in this process: no gRPC server to start and wait
-    for, as ``dagster dev`` would. It loads :func:`kuration_definitions.build_definitions`
+    """The workspace's code location, loaded in this process (``dagster dev`` starts a code
+    server process for it, a few seconds to wait for each time). It loads :func:`kuration_definitions.build_definitions`
     rather than the module's ``defs``, which were built from the environment of whenever the
-    module was first imported, not from the landing zone and storage root of this call."""
-    from dagster._core.errors import DagsterUserCodeLoadError
+    module was first imported, not from the landing zone and storage root of this call
+    (:func:`_run_jobs` built them once already, so this load does not fail on the settings)."""
     from dagster._core.remote_origin import InProcessCodeLocationOrigin
     from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
     import kuration_definitions
-    from kuration.errors import KurationError
 
     origin = InProcessCodeLocationOrigin(LoadableTargetOrigin(
         executable_path=sys.executable, module_name=kuration_definitions.__name__,
@@ -147,15 +157,7 @@ def _code_location(instance: Any) -> Any:
         # so a run worker elsewhere on this machine (a re-execution) imports the same package
         working_directory=str(Path(kuration_definitions.__file__).resolve().parent.parent),
     ), location_name=CODE_LOCATION_NAME)
-    try:
-        return origin.create_location(instance)
-    except DagsterUserCodeLoadError as exc:
-        cause: BaseException | None = exc
-        while cause is not None and not isinstance(cause, KurationError):
-            cause = cause.__cause__
-        if cause is None:
-            raise
-        raise GraphRunSetupError(str(cause)) from None
+    return origin.create_location(instance)
 
 
 def _create_run(instance: Any, location: Any, job: str, run_config: dict[str, Any], tags: dict[str, str]) -> Any:
@@ -165,7 +167,7 @@ def _create_run(instance: Any, location: Any, job: str, run_config: dict[str, An
     ``execute_in_process`` has none."""
     from dagster._core.definitions.selector import JobSubsetSelector
 
-    repository = _repository(location)
+    (repository,) = location.get_repositories().values()  # a Definitions makes one, __repository__
     remote_job = location.get_job(JobSubsetSelector(location_name=location.name, repository_name=repository.name,
                                                     job_name=job, op_selection=None))
     plan = location.get_execution_plan(remote_job, run_config, step_keys_to_execute=None, known_state=None,
@@ -179,22 +181,20 @@ def _create_run(instance: Any, location: Any, job: str, run_config: dict[str, An
         asset_selection=None, asset_check_selection=None, asset_graph=repository.asset_graph)
 
 
-def _execute(instance: Any, location: Any, job: str, run_config: dict[str, Any], tags: dict[str, str]) -> Any:
-    """Create ``job``'s run and execute it here, to the end (the jobs' executor runs every
-    step in this process), as a run worker would: the job is rebuilt from the run's code origin."""
+def _execute(instance: Any, jobs: _Jobs, job: str, run_config: dict[str, Any], tags: dict[str, str]) -> Any:
+    """Create ``job``'s run and execute it here, to the end: the jobs' executor runs every step
+    in this process. It executes the definition built for this call, not one rebuilt from the
+    run's code origin as a run worker does: Dagster keeps the last rebuilt definition per
+    origin, and the origin names the same function whatever the environment, so a second
+    call in this process (another landing zone, a test) would get the first one's resources."""
+    from dagster._core.definitions.job_base import InMemoryJob
     from dagster._core.execution.api import execute_run
 
-    run = _create_run(instance, location, job, run_config, tags)
-    return execute_run(location.get_reconstructable_job(_repository(location).name, job), run, instance)
+    run = _create_run(instance, jobs.location, job, run_config, tags)
+    return execute_run(InMemoryJob(jobs.defs.resolve_job_def(job)), run, instance)
 
 
-def _repository(location: Any) -> Any:
-    """The code location's one repository (a ``Definitions`` makes one, ``__repository__``)."""
-    (repository,) = location.get_repositories().values()
-    return repository
-
-
-def _run_on_instance(instance: Any, location: Any, config: Any, landing: str, storage_root: str,
+def _run_on_instance(instance: Any, jobs: _Jobs, config: Any, landing: str, storage_root: str,
                      out: Callable[[str], None], after_budget: Callable[[], None] | None) -> GraphRunOutcome:
     from kuration.landing import list_recordings
     from kuration_assets.scoring_assets import SOURCE_PARTITIONS
@@ -222,7 +222,7 @@ def _run_on_instance(instance: Any, location: Any, config: Any, landing: str, st
             partitions = instance.get_dynamic_partitions(SOURCE_PARTITIONS)
             tags = {"dagster/asset_partition_range_start": partitions[0],
                     "dagster/asset_partition_range_end": partitions[-1]}
-        result = _execute(instance, location, job, quiet, tags)
+        result = _execute(instance, jobs, job, quiet, tags)
         report_run(job, result, out)
         outcome.runs[job] = (result.run_id, result.success)
         failed = _failed_blocking_checks(result)

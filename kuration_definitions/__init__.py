@@ -82,10 +82,12 @@ def build_definitions() -> Definitions:
         # Every job, and the asset job behind the UI's "Materialize" and the sensor's runs, runs
         # its steps in the run's own process. Each step is light (it reads its inputs' files and
         # writes its own, with one lease and commit), so a process per step (the multiprocess
-        # default) costs more than the step: about 3 s of Python start and imports each, 18 s
-        # for the budget plan and its check. The work that is heavy, scoring, runs its own
-        # worker pool (curation.json `workers`, forkserver or Ray) from inside the step. Step
-        # retries (RetryPolicy) and run retries, cancelling and re-executing behave the same.
+        # default) costs more than the step: a Python start and a fresh import of this code
+        # location per step, 18 s for the budget plan and its check (under 1 s of work). The
+        # heavy work, scoring, runs its own pool of forkserver worker processes from inside its
+        # step (curation.json `workers`), whatever the executor. Run retries, "Terminate"
+        # and re-execution act on the run's process, so they behave as before; ``kuration run``
+        # executes its runs in its own process with this executor too.
         Definitions(resources=resources, jobs=[curate_splits, score_recordings, fill_budget, build_dataset,
                                                build_rollouts], executor=in_process_executor),
     )

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from kuration.demo_corpus import write_demo_landing_zone
-from kuration_cli.graph_run import JOB_ORDER, run_main
+from kuration_cli.graph_run import CODE_LOCATION_NAME, JOB_ORDER, run_main
+from tests.dagster.ui_runs import WORKSPACE, executor_name, reexecute_all, run_and_step_processes, ui_workspace
 
 SETTINGS = {"budget": {"train_hours": 0.02, "val_hours": 0.01, "test_hours": 0.01, "span_seconds": 30},
             "split": {"strategy": "random", "seed": 2, "val_ratio": 0.34, "test_ratio": 0.34}}
@@ -61,18 +62,98 @@ def test_the_whole_graph_runs_on_the_instance_beside_the_storage_root(landing, t
     assert "build_rollouts: not run: rollouts are disabled" in again and "kuration run: 4 runs succeeded" in again
 
 
-def test_mismatched_universe_ids_stop_the_graph_naming_the_check(landing, tmp_path, monkeypatch):
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
-    (tmp_path / "home").mkdir()
+def test_the_runs_name_the_code_location_of_workspace_yaml():
+    from dagster._core.workspace.load import location_origins_from_yaml_paths
+
+    (location,) = location_origins_from_yaml_paths([str(WORKSPACE)])
+    assert location.location_name == CODE_LOCATION_NAME
+
+
+def test_every_job_and_the_asset_job_of_the_ui_and_sensor_run_their_steps_in_process(tmp_path, monkeypatch):
+    from kuration_definitions import build_definitions
+
+    monkeypatch.setenv("KURATION_LANDING_ZONE", str(tmp_path))
+    repository = build_definitions().get_repository_def()
+    jobs = repository.get_all_jobs()
+    assert set(JOB_ORDER) | {"__ASSET_JOB"} <= {job.name for job in jobs}
+    assert {job.name: job.executor_def.name for job in jobs} == {job.name: "in_process" for job in jobs}
+
+
+@pytest.mark.slow
+def test_each_run_is_listed_under_its_job_and_re_executes_from_the_ui(landing, tmp_path, monkeypatch):
+    from dagster import AssetKey, DagsterInstance, RunsFilter
+    from dagster._core.storage.tags import REPOSITORY_LABEL_TAG
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    storage = tmp_path / "storage"
+    code, out = _run(landing, storage)
+    assert code == 0, out
+    with DagsterInstance.get() as instance:
+        for job in JOB_ORDER:
+            # the job's Runs tab and the overview timeline ask for its runs by job name and
+            # code location; a run without an origin has no location and is in neither
+            (run,) = instance.get_runs(RunsFilter(job_name=job, tags={
+                REPOSITORY_LABEL_TAG: f"__repository__@{CODE_LOCATION_NAME}"}))
+            assert run.remote_job_origin.location_name == CODE_LOCATION_NAME and run.job_code_origin is not None
+            assert run.remote_job_origin.job_name == job and f"{job}: run {run.run_id} SUCCESS" in out
+            # executed here, every step in this process
+            assert executor_name(instance, run) == "in_process"
+            assert run_and_step_processes(instance, run.run_id) == (os.getpid(), {os.getpid()})
+        (scoring,) = instance.get_runs(RunsFilter(job_name="score_recordings"))
+        assert scoring.tags["dagster/asset_partition_range_start"] < scoring.tags["dagster/asset_partition_range_end"]
+
+        # "Re-execute all" on the budget plan's run, through the UI's code server and run
+        # worker processes, which read the landing zone and storage root from the environment
+        monkeypatch.setenv("KURATION_LANDING_ZONE", str(landing))
+        monkeypatch.setenv("KURATION_STORAGE_ROOT", str(storage))
+        (parent,) = instance.get_runs(RunsFilter(job_name="fill_budget"))
+        with ui_workspace(instance) as workspace:
+            child = reexecute_all(workspace, parent.run_id)
+        assert child.status.value == "SUCCESS", [e.message for e in instance.all_logs(child.run_id)][-5:]
+        assert child.parent_run_id == parent.run_id and child.root_run_id == parent.run_id
+        assert child.job_name == "fill_budget" and child.remote_job_origin.location_name == CODE_LOCATION_NAME
+        assert {r.run_id for r in instance.get_runs(RunsFilter(job_name="fill_budget"))} == {parent.run_id,
+                                                                                          child.run_id}
+        # the run worker ran the budget plan and its check itself: no process per step
+        run_process, step_processes = run_and_step_processes(instance, child.run_id)
+        assert run_process != os.getpid() and step_processes == {run_process}
+        assert executor_name(instance, child) == "in_process"
+        assert instance.get_latest_materialization_event(AssetKey("budget_plan")).run_id == child.run_id
+
+
+def _mismatch_universe_ids(landing: Path) -> None:
     csv = landing / "universe.csv"
     rows = csv.read_text().splitlines()
     # ids written relative to the landing zone instead of recordings/
     csv.write_text("\n".join([rows[0], *(f"recordings/{row}" for row in rows[1:])]) + "\n")
+
+
+def test_mismatched_universe_ids_stop_the_graph_naming_the_check(landing, tmp_path, monkeypatch):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    _mismatch_universe_ids(landing)
     code, out = _run(landing, tmp_path / "storage")
     assert code == 1
     assert "kuration run: curate_splits failed: blocking check universe:universe_sources failed" in out
     assert "later jobs were not run" in out and "score_recordings: run" not in out
     assert not (tmp_path / "storage" / "splits" / "splits.json").exists()
+
+
+def test_a_second_call_in_the_same_process_runs_on_its_own_landing_zone(tmp_path, monkeypatch):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    outputs = []
+    for name in ("first", "second"):
+        zone = write_demo_landing_zone(tmp_path / name, seed=5, recordings_per_site=1, sites=2, minutes=(1, 1))
+        _mismatch_universe_ids(Path(zone.root))  # each call stops after curate_splits, the same job
+        code, out = _run(Path(zone.root), tmp_path / f"{name}_storage")
+        assert code == 1
+        outputs.append(out)
+    second = outputs[1]
+    assert f"{tmp_path / 'second_storage' / 'universe' / 'universe.parquet'}" in second
+    assert f"under {tmp_path / 'second' / 'recordings'}" in second and str(tmp_path / "first") not in second
 
 
 def test_settings_that_cannot_be_read_exit_2_before_anything_runs(landing, tmp_path, monkeypatch, capsys):
