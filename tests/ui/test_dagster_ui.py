@@ -5,7 +5,8 @@ starts over its landing zone and storage root in its own process group and is st
 at the end (nothing of it may remain). What is expected comes from the definitions and the
 instance, not from a list kept here. Every page is a screenshot under
 ``test-artifacts/dagster_ui/``, beside the server's and the demo's logs. The browser refuses
-every request that leaves the machine, and each test fails if the UI tried one.
+every request that leaves the machine, and each test fails if the UI tried one. The server
+listens on a free port, or on ``$KURATION_UI_TEST_PORT``.
 """
 
 from __future__ import annotations
