@@ -34,7 +34,7 @@ def artifacts_dir() -> Path:
     return where
 
 
-def _require_browser() -> None:
+def require_browser() -> None:
     if os.environ.get("KURATION_SKIP_BROWSER") == "1":
         pytest.skip("KURATION_SKIP_BROWSER=1")
     if shutil.which(CHROMIUM) is None:
@@ -43,30 +43,49 @@ def _require_browser() -> None:
 
 
 @contextmanager
-def browser_page(*, width: int = 1200, height: int = 900) -> Iterator[Any]:
-    """A fresh page in a fresh headless Chromium that refuses every request leaving the
-    machine, so a test also proves a page needs no network."""
-    _require_browser()
+def chromium() -> Iterator[Any]:
+    """A headless Chromium for as long as the block runs: open pages in it with :func:`local_page`."""
+    require_browser()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         try:
-            page = browser.new_page(viewport={"width": width, "height": height})
-            page.external_requests = []  # type: ignore[attr-defined]
-
-            def refuse(route: Any) -> None:
-                url = route.request.url
-                if url.startswith(("file:", "data:", "about:")):
-                    route.continue_()
-                else:
-                    page.external_requests.append(url)  # type: ignore[attr-defined]
-                    route.abort()
-
-            page.route("**/*", refuse)
-            yield page
+            yield browser
         finally:
             browser.close()
+
+
+@contextmanager
+def local_page(browser: Any, *, width: int = 1200, height: int = 900, allow: tuple[str, ...] = ()) -> Iterator[Any]:
+    """A page with nothing stored (its own browser context) that refuses every request
+    leaving the machine, so a test also proves a page needs no network. ``allow`` names URL
+    prefixes that may load, a local server's (``http://127.0.0.1:3115/``); refused requests
+    are recorded in ``page.external_requests``."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    try:
+        page = context.new_page()
+        page.external_requests = []  # type: ignore[attr-defined]
+
+        def refuse(route: Any) -> None:
+            url = route.request.url
+            if url.startswith(("file:", "data:", "about:", *allow)):
+                route.continue_()
+            else:
+                page.external_requests.append(url)  # type: ignore[attr-defined]
+                route.abort()
+
+        page.route("**/*", refuse)
+        yield page
+    finally:
+        context.close()
+
+
+@contextmanager
+def browser_page(*, width: int = 1200, height: int = 900, allow: tuple[str, ...] = ()) -> Iterator[Any]:
+    """A :func:`local_page` in a fresh headless Chromium."""
+    with chromium() as browser, local_page(browser, width=width, height=height, allow=allow) as page:
+        yield page
 
 
 def screenshot(page: Any, name: str) -> Path:

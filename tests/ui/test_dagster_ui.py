@@ -1,0 +1,295 @@
+"""The Dagster UI as a person sees it, in headless Chromium against ``dagster dev``.
+
+One server for the module: ``kuration-demo`` runs on a private instance, then ``dagster dev``
+starts over its landing zone and storage root in its own process group and is stopped by PID
+at the end (nothing of it may remain). What is expected comes from the definitions and the
+instance, not from a list kept here. Every page is a screenshot under
+``test-artifacts/dagster_ui/``, beside the server's and the demo's logs. The browser refuses
+every request that leaves the machine, and each test fails if the UI tried one. The server
+listens on a free port, or on ``$KURATION_UI_TEST_PORT``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.browser import artifacts_dir, chromium, local_page, require_browser, screenshot
+from tests.ui.dagster_dev import (
+    LOCATION,
+    DagsterDev,
+    run_demo,
+    start_dagster_dev,
+    stop_dagster_dev,
+    wait_until_loaded,
+    write_private_home,
+)
+
+pytestmark = pytest.mark.slow
+
+#: The asset launched from the UI: the graph's root, light, and without required config.
+LAUNCHED_ASSET = "universe"
+RUN_TIMEOUT_MS = 120_000
+
+
+@dataclass
+class DagsterUI:
+    server: DagsterDev
+    home: Path
+    #: asset key (as the UI writes it) -> the names of its checks, from the definitions
+    checks: dict[str, list[str]]
+    #: job name -> ids of the runs kuration-demo made of it
+    demo_runs: dict[str, list[str]]
+    #: one Chromium for the module; each page gets its own context (nothing stored between pages)
+    browser: Any
+
+    @contextmanager
+    def page(self, path: str) -> Iterator[Any]:
+        with local_page(self.browser, width=1600, height=1000, allow=(f"{self.url}/",)) as page:
+            page.set_default_timeout(30_000)
+            page.goto(f"{self.url}{path}")
+            yield page
+            assert page.external_requests == [], f"the UI tried to leave the machine: {page.external_requests}"
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @contextmanager
+    def instance(self) -> Iterator[Any]:
+        from dagster import DagsterInstance
+
+        with DagsterInstance.from_config(str(self.home)) as instance:
+            yield instance
+
+
+def _port() -> int:
+    if os.environ.get("KURATION_UI_TEST_PORT"):
+        return int(os.environ["KURATION_UI_TEST_PORT"])
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _definitions(landing: Path, storage: Path) -> Any:
+    """The definitions as the server's code location loads them (the same settings)."""
+    from kuration_definitions import build_definitions
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KURATION_LANDING_ZONE", str(landing))
+        patch.setenv("KURATION_STORAGE_ROOT", str(storage))
+        return build_definitions()
+
+
+@pytest.fixture(scope="module")
+def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterUI]:
+    require_browser()  # before the demo: KURATION_SKIP_BROWSER=1 skips without running it
+    root = tmp_path_factory.mktemp("dagster_ui")
+    logs = artifacts_dir() / "dagster_ui"
+    logs.mkdir(parents=True, exist_ok=True)
+    home = write_private_home(root / "dagster_home")
+    landing, storage = root / "demo" / "landing", root / "demo" / "storage"
+    timings = logs / "timings.txt"  # where the module's time goes, for a CI that runs out of it
+    started = time.monotonic()
+    run_demo(root / "demo", home, logs / "kuration_demo.log")
+    timings.write_text(f"kuration-demo: {time.monotonic() - started:.1f} s\n")
+
+    graph = _definitions(landing, storage).resolve_asset_graph()
+    checks: dict[str, list[str]] = {key.to_user_string(): [] for key in graph.get_all_asset_keys()}
+    for check_key in graph.asset_check_keys:
+        checks[check_key.asset_key.to_user_string()].append(check_key.name)
+    from dagster import DagsterInstance
+
+    demo_runs: dict[str, list[str]] = {}
+    with DagsterInstance.from_config(str(home)) as instance:
+        for run in instance.get_runs():
+            demo_runs.setdefault(run.job_name, []).append(run.run_id)
+
+    server = start_dagster_dev(home, landing, storage, _port(), logs / "dagster_dev.log")
+    try:
+        loaded = wait_until_loaded(server)
+        with timings.open("a") as out:
+            out.write(f"dagster dev: the code location loaded {loaded:.1f} s after the start\n")
+        with chromium() as browser:
+            ui = DagsterUI(server=server, home=home, checks={k: sorted(v) for k, v in checks.items()},
+                           demo_runs=demo_runs, browser=browser)
+            _skip_community_modal(ui)
+            yield ui
+    finally:
+        stopped = stop_dagster_dev(server)
+        with timings.open("a") as out:
+            out.write(f"dagster dev: stopped in {stopped.seconds:.1f} s "
+                      f"{'by SIGKILL to its process group' if stopped.killed else 'by SIGTERM'}\n")
+    assert not stopped.left, f"dagster dev (process group {server.group}) left processes running: {stopped.left}"
+
+
+def _skip_community_modal(ui: DagsterUI) -> None:
+    """A fresh instance opens the UI with a "Join the Dagster community" modal over the page:
+    skip it once, as a person would; the instance remembers."""
+    if not ui.server.graphql("{ shouldShowNux }")["data"]["shouldShowNux"]:
+        return
+    with ui.page("/") as page:
+        page.get_by_role("button", name="Skip").click()
+        page.get_by_role("button", name="Skip").wait_for(state="hidden")
+    assert ui.server.graphql("{ shouldShowNux }")["data"]["shouldShowNux"] is False
+
+
+def _node_names(page: Any) -> set[str]:
+    # asset nodes are the graph's foreignObjects that are not groups; the first line of each is
+    # the asset's name, whether the zoom draws it minimal or in full (group outlines have none)
+    lines = page.locator("svg foreignObject:not(.group)").evaluate_all(
+        "nodes => nodes.map(n => n.firstElementChild ? n.firstElementChild.innerText.trim().split('\\n')[0] : '')")
+    return {line for line in lines if line}
+
+
+def _wait_for_nodes(page: Any, expected: set[str], seconds: float) -> set[str]:
+    deadline = time.monotonic() + seconds
+    while (shown := _node_names(page)) != expected and time.monotonic() < deadline:
+        time.sleep(0.25)
+    return shown
+
+
+def test_the_lineage_graph_shows_every_asset(ui):
+    expected = set(ui.checks)
+    with ui.page("/asset-groups") as page:
+        page.locator("svg foreignObject").first.wait_for()
+        if _wait_for_nodes(page, expected, 1) != expected:
+            # several groups start collapsed: the graph's settings offer to expand them all
+            page.locator("button:has([aria-label='settings'])").last.click()
+            page.get_by_role("menuitem").first.wait_for()  # the menu always offers the graph's orientation
+            expand = page.get_by_role("menuitem", name="Expand all groups")
+            if expand.count():
+                expand.click()
+            page.keyboard.press("Escape")
+        shown = _wait_for_nodes(page, expected, 15)
+        screenshot(page, "dagster_ui/lineage")
+    assert shown == expected, (f"missing from the graph: {sorted(expected - shown)}; "
+                               f"not among the definitions: {sorted(shown - expected)}")
+
+
+def _collapse(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_each_assets_checks_are_listed_with_status_and_verdict(ui):
+    from dagster import AssetCheckKey, AssetKey
+
+    with_checks = {asset: names for asset, names in ui.checks.items() if names}
+    assert with_checks, "the definitions have no asset checks"
+    with ui.instance() as instance:
+        latest = {(asset, name): instance.get_latest_asset_check_evaluation_record(
+            AssetCheckKey(AssetKey.from_user_string(asset), name)) for asset, names in with_checks.items()
+            for name in names}
+    for (asset, name), record in latest.items():
+        assert record is not None and record.event is not None, f"{asset}:{name} was never evaluated by the demo"
+    with ui.page("/assets") as page:
+        for asset, names in with_checks.items():
+            page.goto(f"{ui.url}/assets/{asset}?view=checks")
+            page.get_by_text(f"Checks ({len(names)})", exact=True).wait_for()
+            for name in names:
+                evaluation = latest[(asset, name)].event.dagster_event.event_specific_data
+                row = page.locator(f"span:has(> div[title='{name}'])")
+                row.click()
+                page.wait_for_url(re.compile(rf"checkDetail={re.escape(name)}"))
+                status = "Succeeded" if evaluation.passed else "Failed"
+                assert status.lower() in row.inner_text().lower(), f"{asset}:{name} is not listed as {status}"
+                result = page.get_by_text("Evaluation result", exact=True).locator("xpath=..")
+                verdict = "Passed" if evaluation.passed else "Failed"
+                assert verdict in result.inner_text(), f"{asset}:{name}: the evaluation result is not {verdict}"
+                # the innermost block holding the latest execution: its verdict and its result
+                latest_execution = page.locator("div").filter(
+                    has=page.get_by_text("Latest execution", exact=True)).filter(has=result).last
+                assert evaluation.description, f"{asset}:{name} gives no verdict"
+                assert _collapse(evaluation.description) in _collapse(latest_execution.inner_text()), (
+                    f"{asset}:{name}: its verdict {evaluation.description!r} is not shown")
+                screenshot(page, f"dagster_ui/checks_{asset}_{name}")
+
+
+def _cells(row: str) -> list[str]:
+    return [cell.strip() for cell in row.strip().strip("|").split("|")]
+
+
+def _markdown_tables(markdown: str) -> list[list[str]]:
+    """Each Markdown table's header cells: a row of cells above a row of dashes."""
+    lines = markdown.splitlines()
+    return [_cells(line) for line, below in zip(lines, lines[1:], strict=False)
+            if line.lstrip().startswith("|") and all(re.fullmatch(r":?-+:?", cell) for cell in _cells(below))]
+
+
+def test_the_dataset_manifest_page_shows_its_report(ui):
+    from dagster import AssetKey, MarkdownMetadataValue
+
+    with ui.instance() as instance:
+        event = instance.get_latest_materialization_event(AssetKey("dataset_manifest"))
+    assert event is not None and event.asset_materialization is not None
+    reports = {key: value.value for key, value in event.asset_materialization.metadata.items()
+               if isinstance(value, MarkdownMetadataValue) and "report" in key}
+    assert reports, f"dataset_manifest has no Markdown report: {sorted(event.asset_materialization.metadata)}"
+    key, report = next(iter(sorted(reports.items())))
+    tables = _markdown_tables(report)
+    bold = re.findall(r"\*\*(.+?)\*\*", report)
+    assert tables and bold, f"the {key} report has no table or bold text to look for:\n{report[:500]}"
+    with ui.page("/assets/dataset_manifest") as page:
+        row = page.locator("tr", has=page.get_by_text(key, exact=True))
+        row.get_by_text("[Show Markdown]").click()
+        dialog = page.get_by_role("dialog")
+        dialog.locator("table").first.wait_for()
+        headers = [[_collapse(cell) for cell in table.locator("th").all_inner_texts()]
+                   for table in dialog.locator("table").all()]
+        strong = [_collapse(text) for text in dialog.locator("strong").all_inner_texts()]
+        screenshot(page, "dagster_ui/dataset_manifest_report")
+    # rendered, not shown as source: each table with its header row, and the bold text as bold
+    for header in tables:
+        assert header in headers, f"the {key} table with columns {header} is not rendered (rendered: {headers})"
+    for text in bold:
+        assert _collapse(text) in strong, f"{text!r} of the {key} report is not rendered bold"
+
+
+def test_a_materialization_launched_from_the_ui_succeeds(ui):
+    from dagster import AssetKey, DagsterRunStatus
+
+    with ui.page(f"/assets/{LAUNCHED_ASSET}") as page:
+        page.get_by_text("Latest materialization").wait_for()
+        page.locator("button").filter(has_text=re.compile(r"^Materialize$")).click()
+        launched = page.locator("a", has_text=re.compile(r"^View$"))
+        launched.wait_for()
+        run_id = launched.get_attribute("href").rsplit("/", 1)[-1]
+        launched.click()
+        page.wait_for_url(re.compile(rf"/runs/{run_id}"))
+        outcome = page.get_by_text(re.compile(r"^(Success|Failure|Canceled)$")).first
+        outcome.wait_for(timeout=RUN_TIMEOUT_MS)
+        shown = outcome.inner_text()
+        screenshot(page, "dagster_ui/materialized_from_ui")
+    with ui.instance() as instance:
+        run = instance.get_run_by_id(run_id)
+        materialization = instance.get_latest_materialization_event(AssetKey(LAUNCHED_ASSET))
+    assert run is not None and run.status == DagsterRunStatus.SUCCESS and shown == "Success", (
+        f"run {run_id} launched from the UI ended {shown} ({run and run.status}); see {ui.server.log}")
+    assert run.asset_selection == {AssetKey(LAUNCHED_ASSET)}
+    assert materialization is not None and materialization.run_id == run_id
+
+
+def test_the_demos_runs_appear_under_their_jobs(ui):
+    from kuration_cli.graph_run import JOB_ORDER
+
+    assert set(JOB_ORDER) <= set(ui.demo_runs), f"kuration-demo made no run of {set(JOB_ORDER) - set(ui.demo_runs)}"
+    missing = {}
+    with ui.page("/jobs") as page:
+        for job in JOB_ORDER:
+            page.goto(f"{ui.url}/locations/{LOCATION}/jobs/{job}/runs")
+            page.locator("a[href^='/runs/'], :text('No runs found')").first.wait_for()
+            listed = {href.split("?")[0].rsplit("/", 1)[-1] for href in page.locator("a[href^='/runs/']").evaluate_all(
+                "links => links.map(a => a.getAttribute('href'))")}
+            screenshot(page, f"dagster_ui/runs_of_{job}")
+            if not set(ui.demo_runs[job]) <= listed:
+                missing[job] = sorted(set(ui.demo_runs[job]) - listed)
+    assert not missing, f"the demo's runs are not listed under their jobs: {missing}"
