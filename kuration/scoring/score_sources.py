@@ -16,6 +16,13 @@ whatever the worker count or the order workers finish in.
 - Results are cached per source under a run fingerprint (schema, segmenter, strategy,
   code version, user feature code) plus the source's identity; a re-run scores only new
   or changed sources. Weak identities are scored every time.
+- A source's segments and each feature's values are cached too, under fingerprints that
+  leave the strategy's weights, predicates, method and selection out
+  (:func:`feature_fingerprints`). After a strategy change, a source whose every feature is
+  cached under its definition is not read again: its priorities are recomputed from the
+  cached values (``cached`` with ``reused_features``). A feature whose definition changed
+  (a ``fn.`` feature's code, a segmenter, the schema) has a new fingerprint and misses;
+  a source with any feature missing is read and scored whole, and all its features cached.
 - ``memory_budget=N`` (bytes) is a hard bound on the scored results held in process memory.
   Results are checkpointed in ``cache`` (which must be a local :class:`FsspecScoreCache`) and
   held as memory-mapped checkpoints: file pages the OS can drop and re-read. Only results of
@@ -90,7 +97,10 @@ def provide_fingerprint(adapter_name: str) -> str:
 
 @dataclass(frozen=True)
 class SourceOutcome:
-    """What happened to one source: ``scored``, ``cached`` or ``skipped`` (with ``error``)."""
+    """What happened to one source: ``scored``, ``cached`` or ``skipped`` (with ``error``).
+    ``reused_features``: for a ``cached`` source whose scored table was not cached (the
+    strategy changed), the feature keys whose cached values its priorities were computed
+    from; empty otherwise."""
 
     source_id: str
     status: str
@@ -98,6 +108,7 @@ class SourceOutcome:
     segments: int = 0
     error: str | None = None
     elapsed: float = 0.0
+    reused_features: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -110,6 +121,9 @@ class ScoringResult:
     #: With ``memory_budget``: the budget, ``resident_bytes`` (results in process memory),
     #: ``mapped_bytes`` (results held as memory-mapped checkpoints) and ``checkpointed_sources``.
     memory: dict | None = None
+    #: Every cache namespace this run reads and writes: the run fingerprint, the segments'
+    #: and each feature's (:func:`feature_fingerprints`); what a cache prune keeps.
+    cache_fingerprints: tuple[str, ...] = ()
 
     @property
     def skipped(self) -> tuple[SourceOutcome, ...]:
@@ -153,6 +167,71 @@ def run_fingerprint(adapter: SourceAdapter, segmenter: Segmenter, strategy: Stra
         "features": _feature_code(strategy),
     }
     return canonical_digest(doc)
+
+
+@dataclass(frozen=True)
+class FeatureFingerprints:
+    """Cache namespaces that outlive a strategy change: ``segments`` keys a source's segment
+    rows without features or priorities (what the segmenter and schema give), ``features``
+    each feature key's values. Neither depends on the strategy's weights, predicates,
+    method, selection or name; both change with the schema, the segmenter, the kuration
+    and scoring code versions, and a ``fn.`` feature's code."""
+
+    segments: str
+    features: dict[str, str]
+
+
+def feature_fingerprints(adapter: SourceAdapter, segmenter: Segmenter, strategy: Strategy) -> FeatureFingerprints:
+    """The per-feature cache namespaces of ``strategy``'s features (see :class:`FeatureFingerprints`)."""
+    base = {"schema": adapter.schema.fingerprint(), "segmenter": segmenter.fingerprint(),
+            "kuration": _version.__version__, "code": SCORING_CODE_VERSION}
+    code = _feature_code(strategy)
+    features = {}
+    for key in strategy.feature_keys():
+        parsed = parse_feature_key(key)
+        features[key] = canonical_digest({**base, "part": "feature", "key": key, "fn": code.get(parsed.name)
+                                          if getattr(parsed, "kind", None) == "fn" else None})
+    return FeatureFingerprints(canonical_digest({**base, "part": "segments"}), features)
+
+
+#: The segment rows' own columns, cached under :attr:`FeatureFingerprints.segments`: every
+#: column of a scored table but the features, ``priority`` and ``passed``.
+_SEGMENT_COLUMNS_EXCLUDED = ("priority", "passed")
+
+
+def _segment_columns(schema: pa.Schema, strategy: Strategy) -> list[str]:
+    features = set(strategy.feature_keys())
+    return [name for name in schema.names if name not in features and name not in _SEGMENT_COLUMNS_EXCLUDED]
+
+
+def _put_feature_entries(cache: ScoreCache, parts: FeatureFingerprints, strategy: Strategy, source_id: str,
+                         identity: SourceIdentity, table: pa.Table) -> None:
+    """A scored source's segment rows and each feature's column, in the table's (canonical) order."""
+    cache.put(parts.segments, source_id, identity, table.select(_segment_columns(table.schema, strategy)))
+    for key, fingerprint in parts.features.items():
+        cache.put(fingerprint, source_id, identity, table.select([key]))
+
+
+def _from_feature_entries(cache: ScoreCache, parts: FeatureFingerprints, strategy: Strategy, schema: pa.Schema,
+                          source_id: str, identity: SourceIdentity) -> pa.Table | None:
+    """``source_id``'s scored table under ``strategy`` from its cached segment rows and
+    feature values, the priorities computed again; None unless every part is cached with the
+    segment rows' length (a miss: the source is read and scored)."""
+    segments = cache.get(parts.segments, source_id, identity)
+    if segments is None or segments.schema.names != _segment_columns(schema, strategy):
+        return None
+    features: dict[str, pa.ChunkedArray] = {}
+    for key, fingerprint in parts.features.items():
+        entry = cache.get(fingerprint, source_id, identity)
+        if entry is None or entry.schema.names != [key] or entry.num_rows != segments.num_rows:
+            return None
+        features[key] = entry.column(key)
+    scored = strategy.score({key: column.to_numpy(zero_copy_only=False) for key, column in features.items()})
+    columns = {name: segments.column(name) for name in segments.schema.names}
+    columns.update(features)
+    columns["priority"] = pa.chunked_array([pa.array(scored.priority, pa.float64())])
+    columns["passed"] = pa.chunked_array([pa.array(scored.passed, pa.bool_())])
+    return pa.Table.from_arrays([columns[field.name].cast(field.type) for field in schema], schema=schema)
 
 
 def score_one_source(adapter: SourceAdapter, source_id: str, *, segmenter: Segmenter, strategy: Strategy) -> pa.Table:
@@ -365,6 +444,7 @@ def score_sources(
     strategy.validate_against(adapter.schema)
     source_ids = sorted(set(adapter.list_sources() if sources is None else sources))
     fingerprint = run_fingerprint(adapter, segmenter, strategy)
+    parts = feature_fingerprints(adapter, segmenter, strategy)
     outcomes: dict[str, SourceOutcome] = {}
     schema = segment_table_schema(strategy)
     collected: _Compactor | _BudgetedPool = _Compactor(schema)
@@ -396,12 +476,19 @@ def score_sources(
             continue
         identities[source_id] = identity
         cached = cache.get(fingerprint, source_id, identity)
+        reused: tuple[str, ...] = ()
+        if cached is None and identity.strong:
+            cached = _from_feature_entries(cache, parts, strategy, schema, source_id, identity)
+            if cached is not None:
+                # this strategy's checkpoint: the next run (and a memory budget) maps it whole
+                cache.put(fingerprint, source_id, identity, cached)
+                reused = tuple(parts.features)
         if cached is not None:
             if isinstance(collected, _BudgetedPool):
-                collected.add_source(cached.cast(schema), source_id, identity, checkpointed=True)
+                collected.add_source(cached.cast(schema), source_id, identity, checkpointed=not reused)
             else:
                 collected.add(cached.cast(schema))
-            report(SourceOutcome(source_id, "cached", identity, cached.num_rows))
+            report(SourceOutcome(source_id, "cached", identity, cached.num_rows, reused_features=reused))
         else:
             todo.append(source_id)
 
@@ -428,6 +515,7 @@ def score_sources(
                 # them as they are, without a sort that would bring them all into memory.
                 table = table.sort_by(_IN_SOURCE_ORDER)
                 cache.put(fingerprint, source_id, identity, table)
+                _put_feature_entries(cache, parts, strategy, source_id, identity, table)
                 if isinstance(collected, _BudgetedPool):
                     collected.add_source(table, source_id, identity, checkpointed=False)
             report(SourceOutcome(source_id, "scored", known, rows, elapsed=elapsed))
@@ -438,7 +526,8 @@ def score_sources(
     if isinstance(collected, _Compactor):  # a budgeted pool is already in this order
         segments = segments.sort_by([("source_id", "ascending"), *_IN_SOURCE_ORDER])
     memory = collected.report() if isinstance(collected, _BudgetedPool) else None
-    result = ScoringResult(segments, tuple(outcomes[s] for s in source_ids), fingerprint, workers, executor, memory)
+    result = ScoringResult(segments, tuple(outcomes[s] for s in source_ids), fingerprint, workers, executor, memory,
+                           cache_fingerprints=(fingerprint, parts.segments, *parts.features.values()))
     if segments.num_rows == 0 and not allow_empty:
         raise EmptySegmentPoolError(_empty_pool_hint(result, segmenter))
     return result
