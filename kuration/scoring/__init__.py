@@ -32,10 +32,10 @@ from kuration.scoring.track import score_track, segment_table_schema
 
 __all__ = [
     "CLIP_AGGREGATE", "METHODS", "OPS", "REDUCERS", "SCORING_CODE_VERSION",
-    "EmptySegmentPoolError", "FeatureError", "FeatureFingerprints", "FeatureKey", "FsspecScoreCache", "MemoryBudgetError",
-    "MemoryScoreCache", "Predicate", "ScoreCache", "ScoreResult", "ScoringOptionsError", "ScoringResult", "Segment",
-    "Segmenter", "SegmenterError", "Selection", "SourceOutcome", "SourceScoringError", "Strategy", "StrategyError",
-    "compute_features", "feature_fingerprints", "get_feature", "parse_feature_key", "provide_fingerprint", "register_feature",
-    "registered_features", "run_fingerprint", "score_one_source", "score_sources", "score_track", "segment_tags",
-    "segment_table_schema", "unregister_feature",
+    "EmptySegmentPoolError", "FeatureError", "FeatureFingerprints", "FeatureKey", "FsspecScoreCache",
+    "MemoryBudgetError", "MemoryScoreCache", "Predicate", "ScoreCache", "ScoreResult", "ScoringOptionsError",
+    "ScoringResult", "Segment", "Segmenter", "SegmenterError", "Selection", "SourceOutcome", "SourceScoringError",
+    "Strategy", "StrategyError", "compute_features", "feature_fingerprints", "get_feature", "parse_feature_key",
+    "provide_fingerprint", "register_feature", "registered_features", "run_fingerprint", "score_one_source",
+    "score_sources", "score_track", "segment_tags", "segment_table_schema", "unregister_feature",
 ]

@@ -1,9 +1,12 @@
 """Re-curation after a strategy change: a source whose every feature is cached under its
 definition is not read again, its priorities come from the cached values and equal a fresh
-score; a feature whose definition changed, a new feature, or a torn entry is computed again."""
+score; a feature whose definition changed, a new feature, or a torn entry is computed again,
+alone, and the result is the same as scoring from scratch."""
 
 from __future__ import annotations
 
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401  pa.compute
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -67,16 +70,36 @@ def test_a_changed_or_new_recording_is_read_and_scored_the_rest_reuse(recordings
     assert result.segments.equals(_score(ParquetTickAdapter(recordings, SCHEMA), REWEIGHED, None).segments)
 
 
-def test_a_strategy_reading_a_feature_not_cached_scores_the_source_whole(recordings):
+def test_a_feature_not_cached_is_computed_alone_and_the_cached_ones_reused(recordings):
     cache = MemoryScoreCache()
     _score(ParquetTickAdapter(recordings, SCHEMA), STRATEGY, cache)
     wider = Strategy.from_dict({"method": "inclusion", "priority": {"battery.min": 1.0, "pos.std": 1.0}})
-    result = _score(ParquetTickAdapter(recordings, SCHEMA), wider, cache)
-    assert result.count("scored") == 6
+    adapter = CountingAdapter(recordings, SCHEMA)
+    result = _score(adapter, wider, cache)
+    assert sorted(adapter.read) == sorted(o.source_id for o in result.outcomes)  # pos.std needs the recordings
+    assert result.count("scored") == 6 and {o.reused_features for o in result.outcomes} == {("battery.min",)}
+    assert result.segments.equals(_score(ParquetTickAdapter(recordings, SCHEMA), wider, None).segments)
     # then both features are cached: a subset of them reuses without the other
     subset = Strategy.from_dict({"method": "avoidance", "priority": {"pos.std": 3.0}})
     adapter = CountingAdapter(recordings, SCHEMA)
     assert _score(adapter, subset, cache).count("cached") == 6 and adapter.read == []
+
+
+def test_cached_segment_rows_that_disagree_with_the_recording_are_never_joined(recordings):
+    cache = MemoryScoreCache()
+    _score(ParquetTickAdapter(recordings, SCHEMA), STRATEGY, cache)
+    adapter = ParquetTickAdapter(recordings, SCHEMA)
+    wider = Strategy.from_dict({"method": "inclusion", "priority": {"battery.min": 1.0, "pos.std": 1.0}})
+    parts = feature_fingerprints(adapter, SEGMENTER, wider)
+    source = "site_0/rec_00.parquet"
+    key = (parts.segments, source, adapter.identity(source))
+    rows = cache.entries[key]
+    shifted = pa.compute.add(rows.column("start"), 1)
+    cache.entries[key] = rows.set_column(rows.schema.get_field_index("start"), "start", shifted)
+    result = _score(adapter, wider, cache)
+    outcome = {o.source_id: o for o in result.outcomes}[source]
+    assert outcome.status == "scored" and outcome.reused_features == ()  # every feature computed again
+    assert result.segments.equals(_score(ParquetTickAdapter(recordings, SCHEMA), wider, None).segments)
 
 
 @pytest.fixture
@@ -106,9 +129,10 @@ def test_a_feature_whose_code_changed_is_computed_again(recordings, feature_name
     assert new_parts.features["fn.lift"] != old_parts.features["fn.lift"]
     assert new_parts.features["battery.min"] == old_parts.features["battery.min"]
     after = _score(CountingAdapter(recordings, SCHEMA), reweighed, cache)
-    assert after.count("scored") == 6
+    assert after.count("scored") == 6 and {o.reused_features for o in after.outcomes} == {("battery.min",)}
     doubled = [2 * v for v in before.segments.column("fn.lift").to_pylist()]
     assert after.segments.column("fn.lift").to_pylist() == doubled
+    assert after.segments.equals(_score(ParquetTickAdapter(recordings, SCHEMA), reweighed, None).segments)
 
 
 def test_a_torn_or_foreign_feature_entry_is_a_miss_never_a_value(recordings, tmp_path):
@@ -123,6 +147,8 @@ def test_a_torn_or_foreign_feature_entry_is_a_miss_never_a_value(recordings, tmp
     entries[0].write_bytes(entries[-1].read_bytes())
     result = _score(ParquetTickAdapter(recordings, SCHEMA), REWEIGHED, cache)
     assert result.count("scored") == 2 and result.count("cached") == 4
+    assert {o.reused_features for o in result.outcomes if o.status == "scored"} == {("tag.near_miss",),
+                                                                                     ("battery.min",)}
     assert result.segments.equals(_score(ParquetTickAdapter(recordings, SCHEMA), REWEIGHED, None).segments)
 
 
@@ -150,3 +176,16 @@ def test_priorities_from_cached_features_equal_a_fresh_score(one_recording, meth
     assert reused.count("cached") == 1
     fresh = _score(ParquetTickAdapter(root, SCHEMA), strategy, None)
     assert reused.segments.equals(fresh.segments)
+
+
+def test_reused_sources_are_checkpointed_under_a_memory_budget_and_across_workers(recordings, tmp_path):
+    cache = FsspecScoreCache(tmp_path / "cache")
+    _score(ParquetTickAdapter(recordings, SCHEMA), STRATEGY, cache)
+    write_recording(recordings / "site_2" / "rec_05.parquet", seed=42, ticks=230)  # one recording changed
+    wider = Strategy.from_dict({"method": "avoidance", "priority": {"battery.min": 1.0, "wind.max": 2.0}})
+    result = score_sources(ParquetTickAdapter(recordings, SCHEMA), segmenter=SEGMENTER, strategy=wider, cache=cache,
+                           workers=2, memory_budget=1)
+    reused = {o.source_id: o.reused_features for o in result.outcomes}
+    assert reused.pop("site_2/rec_05.parquet") == () and set(reused.values()) == {("battery.min",)}
+    assert result.memory["resident_bytes"] == 0 and result.memory["checkpointed_sources"] == 6
+    assert result.segments.equals(_score(ParquetTickAdapter(recordings, SCHEMA), wider, None).segments)
