@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import uuid
-from argparse import Namespace
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +19,8 @@ from typing import Any
 
 import pytest
 
-from kuration.plugins import PLUGINS_ENV, forget_loaded_plugins
-from kuration_cli.graph_run import run_main
 from tests.dagster.ui_runs import asset_check_and_materializations, launch_backfill, run_backfill, ui_workspace
-from tests.own_data.landing_factory import LeakingSplit, bake_leaking_split, write_fleet_landing_zone
+from tests.own_data.landing_factory import LeakingSplit, bake_leaking_split, fleet_on_an_instance
 
 #: Everything that reads the resolved split.
 DOWNSTREAM = ["budget_plan", "shards", "dataset_manifest", "rollout_store"]
@@ -31,6 +28,9 @@ DOWNSTREAM = ["budget_plan", "shards", "dataset_manifest", "rollout_store"]
 DOWNSTREAM_FILES = ["budget", "dataset", "rollouts"]
 EVERY_ASSET = ["universe", "resolved_splits", "scored_segments", *DOWNSTREAM]
 
+
+#: one shared curation on an instance (kuration run, then the backfills): about 20 to 60 s
+pytestmark = pytest.mark.slow
 
 @dataclass
 class Leaked:
@@ -46,29 +46,14 @@ class Leaked:
 def leaked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Leaked]:
     from dagster import DagsterInstance
 
-    tmp = tmp_path_factory.mktemp("leak")
-    zone = write_fleet_landing_zone(tmp / "landing", plugins=tmp / "plugins", prefix=f"leak_{uuid.uuid4().hex[:8]}")
-    leak = bake_leaking_split(zone)
-    storage, home = tmp / "storage", tmp / "home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    with pytest.MonkeyPatch.context() as env:
-        env.syspath_prepend(str(zone.plugin_folder))
-        env.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(zone.plugin_folder), os.environ.get("PYTHONPATH")])))
-        env.delenv(PLUGINS_ENV, raising=False)
-        env.delenv("KURATION_CONFIG", raising=False)
-        env.setenv("DAGSTER_HOME", str(home))
-        forget_loaded_plugins()
-        lines: list[str] = []
-        code = run_main(Namespace(landing=str(zone.root), storage=str(storage), config=None), out=lines.append)
-        # the UI's code server and run workers read these, as under scripts/ui.sh
-        env.setenv("KURATION_LANDING_ZONE", str(zone.root))
-        env.setenv("KURATION_STORAGE_ROOT", str(storage))
+    with fleet_on_an_instance(tmp_path_factory.mktemp("leak"), prefix=f"leak_{uuid.uuid4().hex[:8]}") as fleet:
+        leak = bake_leaking_split(fleet.zone)
+        code, out = fleet.run()
+        fleet.serve()
         with DagsterInstance.get() as instance, ui_workspace(instance) as workspace:
             backfill = run_backfill(workspace, launch_backfill(workspace, EVERY_ASSET))
             ui = asset_check_and_materializations(workspace, "resolved_splits", "split_leakage", DOWNSTREAM)
-        yield Leaked(leak, storage, code, "\n".join(lines), backfill, ui)
-    forget_loaded_plugins()
+        yield Leaked(leak, fleet.storage, code, out, backfill, ui)
 
 
 def _offender_named(text: str, leak: LeakingSplit) -> None:

@@ -13,9 +13,7 @@ partition, and reuses the others."""
 from __future__ import annotations
 
 import json
-import os
 import uuid
-from argparse import Namespace
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,19 +25,17 @@ import pytest
 
 from kuration.budget.plan_store import read_admitted
 from kuration.landing import recording_name
-from kuration.plugins import PLUGINS_ENV, forget_loaded_plugins
 from kuration.read import verify_dataset
 from kuration.scoring.strategy import Strategy
-from kuration_cli.graph_run import run_main
 from tests.dagster.ui_runs import launch_backfill, run_backfill, ui_workspace
 from tests.own_data.landing_factory import (
     SESSIONS,
     FleetLandingZone,
     add_session,
     edit_plugin_feature,
+    fleet_on_an_instance,
     reweighted_strategy,
     strategy,
-    write_fleet_landing_zone,
     write_strategy,
 )
 
@@ -48,6 +44,9 @@ DOWNSTREAM = ["budget_plan", "shards", "dataset_manifest", "rollout_store"]
 REWRITTEN = SESSIONS[2]
 REWRITTEN_ID = f"{REWRITTEN[0]}/{REWRITTEN[1]}.parquet"
 
+
+#: one shared curation on an instance (kuration run, then the backfills): about 20 to 60 s
+pytestmark = pytest.mark.slow
 
 @dataclass
 class Curation:
@@ -97,29 +96,16 @@ def _partition_metadata(instance: Any, runs: list[Any]) -> dict[str, dict[str, A
 def recurated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recurated]:
     from dagster import DagsterInstance, RunsFilter
 
-    tmp = tmp_path_factory.mktemp("recuration")
-    zone = write_fleet_landing_zone(tmp / "landing", plugins=tmp / "plugins", prefix=f"recur_{uuid.uuid4().hex[:8]}")
-    storage, home = tmp / "storage", tmp / "home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    with pytest.MonkeyPatch.context() as env:
-        env.syspath_prepend(str(zone.plugin_folder))
-        env.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(zone.plugin_folder), os.environ.get("PYTHONPATH")])))
-        env.delenv(PLUGINS_ENV, raising=False)
-        env.delenv("KURATION_CONFIG", raising=False)
-        env.setenv("DAGSTER_HOME", str(home))
-        forget_loaded_plugins()
-        lines: list[str] = []
-        assert run_main(Namespace(landing=str(zone.root), storage=str(storage), config=None),
-                        out=lines.append) == 0, "\n".join(lines)
+    with fleet_on_an_instance(tmp_path_factory.mktemp("recuration"), prefix=f"recur_{uuid.uuid4().hex[:8]}") as fleet:
+        zone, storage = fleet.zone, fleet.storage
+        code, out = fleet.run()
+        assert code == 0, out
         before = _curation(storage)
 
         write_strategy(zone, reweighted_strategy(zone.feature_key))
         day, vehicle, scenario, seconds = REWRITTEN
         add_session(zone, day, vehicle, scenario, seconds=seconds, seed=909, interactions=3, in_universe=False)
-        # the UI's code server and run workers read these, as under scripts/ui.sh
-        env.setenv("KURATION_LANDING_ZONE", str(zone.root))
-        env.setenv("KURATION_STORAGE_ROOT", str(storage))
+        fleet.serve()
         with DagsterInstance.get() as instance, ui_workspace(instance) as workspace:
             backfill = run_backfill(workspace, launch_backfill(workspace, ["scored_segments", *DOWNSTREAM]))
             runs = instance.get_runs(RunsFilter(tags={"dagster/backfill": backfill.backfill_id}))
@@ -133,7 +119,6 @@ def recurated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recurated]:
             edited = _curation(storage)
         yield Recurated(zone, storage, before, after, backfill, partitions, list(runs), edited, edited_backfill,
                         edited_partitions)
-    forget_loaded_plugins()
 
 
 def test_the_backfill_scores_every_partition_in_one_run_then_the_downstream_assets(recurated):

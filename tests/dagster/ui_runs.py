@@ -1,6 +1,8 @@
 """Acting as ``dagster dev`` on an instance: the repository's ``workspace.yaml`` loaded as the
 webserver loads it (a code server process per location), the UI's own GraphQL mutations sent
-to it, and the daemon's run queue worked, so a launched run starts in a run worker process."""
+to it, and the daemon's run queue and backfills worked, so a launched run starts in a run
+worker process. Queries answer what the UI renders (a check's latest evaluation, an asset's
+materializations)."""
 
 from __future__ import annotations
 

@@ -32,7 +32,8 @@ Same arguments, same bytes. :func:`add_session` writes one more session and appe
 universe row, as a new day of a fleet's data would arrive. What a team changes later:
 :func:`write_strategy` (a strategy change, e.g. :func:`reweighted_strategy`),
 :func:`edit_plugin_feature` (the plugin feature's code) and :func:`bake_leaking_split` (a
-hand-written ``splits.json`` that puts one scenario in two stages).
+hand-written ``splits.json`` that puts one scenario in two stages). :func:`fleet_on_an_instance`
+sets a module up to curate the fleet on an instance of its own.
 """
 
 from __future__ import annotations
@@ -40,7 +41,10 @@ from __future__ import annotations
 import csv
 import importlib
 import json
+import os
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -368,3 +372,58 @@ def _events(rng: np.random.Generator, ticks: int, interactions: int) -> dict[tup
             events.setdefault((int(tick), 1), []).append(tag)
     return events
 
+
+
+@dataclass(frozen=True)
+class FleetOnAnInstance:
+    """:func:`fleet_on_an_instance`'s landing zone, storage root and instance home, and the
+    process environment it patched (``env``, restored when the context ends)."""
+
+    zone: FleetLandingZone
+    storage: Path
+    home: Path
+    env: Any
+
+    def run(self) -> tuple[int, str]:
+        """``kuration run`` on the fleet in this process: its exit status and what it printed."""
+        from argparse import Namespace
+
+        from kuration_cli.graph_run import run_main
+
+        lines: list[str] = []
+        code = run_main(Namespace(landing=str(self.zone.root), storage=str(self.storage), config=None),
+                        out=lines.append)
+        return code, "\n".join(lines)
+
+    def serve(self) -> None:
+        """Point the resources at the fleet, as ``scripts/ui.sh`` does for the UI's code server and run workers."""
+        self.env.setenv("KURATION_LANDING_ZONE", str(self.zone.root))
+        self.env.setenv("KURATION_STORAGE_ROOT", str(self.storage))
+
+
+@contextmanager
+def fleet_on_an_instance(tmp: Path, *, prefix: str) -> Iterator[FleetOnAnInstance]:
+    """A fleet landing zone under ``tmp`` with its own Dagster instance (``DAGSTER_HOME``,
+    telemetry off) and storage root, for a module's shared fixture: the plugin importable
+    here and in every subprocess (``sys.path``, ``PYTHONPATH``), no plugins or settings file
+    from the caller's environment; afterwards the environment is restored and the plugin's
+    registrations are forgotten. ``prefix`` names the plugin (one per module)."""
+    import pytest
+
+    from kuration.plugins import PLUGINS_ENV, forget_loaded_plugins
+
+    zone = write_fleet_landing_zone(tmp / "landing", plugins=tmp / "plugins", prefix=prefix)
+    home = tmp / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    with pytest.MonkeyPatch.context() as env:
+        env.syspath_prepend(str(zone.plugin_folder))
+        env.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(zone.plugin_folder), os.environ.get("PYTHONPATH")])))
+        env.delenv(PLUGINS_ENV, raising=False)
+        env.delenv("KURATION_CONFIG", raising=False)
+        env.setenv("DAGSTER_HOME", str(home))
+        forget_loaded_plugins()
+        try:
+            yield FleetOnAnInstance(zone, tmp / "storage", home, env)
+        finally:
+            forget_loaded_plugins()
