@@ -52,7 +52,7 @@ import pyarrow.compute as pc
 from kuration import _version
 from kuration.errors import InputError, KurationError, ScoringError
 from kuration.scoring.features import get_feature, parse_feature_key
-from kuration.hashing import canonical_digest, code_fingerprint
+from kuration.hashing import canonical_digest, code_fingerprint, module_source_sha256
 from kuration.numbers import format_bytes
 from kuration.plugins import import_plugin, loaded_plugin_modules
 from kuration.scoring.cache import ScoreCache
@@ -148,7 +148,8 @@ class ScoringResult:
 
 
 def _feature_code(strategy: Strategy) -> dict[str, Any]:
-    """Fingerprints of the user feature functions the strategy reads, so editing one misses the cache.
+    """Fingerprints of the user feature functions the strategy reads, and of the modules
+    that define them, so editing one (or a helper beside it in its plugin) misses the cache.
 
     Through :func:`kuration.hashing.code_fingerprint`, which is the same in every process:
     a feature holding a lambda or a generator expression once got a new digest per process
@@ -157,7 +158,8 @@ def _feature_code(strategy: Strategy) -> dict[str, Any]:
     for key in strategy.feature_keys():
         parsed = parse_feature_key(key)
         if getattr(parsed, "kind", None) == "fn":
-            features[parsed.name] = code_fingerprint(get_feature(parsed.name))
+            fn = get_feature(parsed.name)
+            features[parsed.name] = {"function": code_fingerprint(fn), "module_sha256": module_source_sha256(fn)}
     return features
 
 

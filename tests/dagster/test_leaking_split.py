@@ -29,7 +29,7 @@ DOWNSTREAM_FILES = ["budget", "dataset", "rollouts"]
 EVERY_ASSET = ["universe", "resolved_splits", "scored_segments", *DOWNSTREAM]
 
 
-#: one shared curation on an instance (kuration run, then the backfills): about 20 to 60 s
+#: one shared fixture on an instance (kuration run, then a whole-graph backfill): about 20 to 30 s
 pytestmark = pytest.mark.slow
 
 @dataclass

@@ -189,3 +189,37 @@ def test_reused_sources_are_checkpointed_under_a_memory_budget_and_across_worker
     assert reused.pop("site_2/rec_05.parquet") == () and set(reused.values()) == {("battery.min",)}
     assert result.memory["resident_bytes"] == 0 and result.memory["checkpointed_sources"] == 6
     assert result.segments.equals(_score(ParquetTickAdapter(recordings, SCHEMA), wider, None).segments)
+
+
+def test_editing_a_helper_in_the_features_plugin_changes_only_that_features_fingerprint(tmp_path, monkeypatch):
+    import importlib
+    import sys
+    import textwrap
+
+    plugin = tmp_path / "reuse_plugin_helper.py"
+    source = textwrap.dedent('''\
+        from kuration.scoring.features import register_feature
+
+
+        def weight():
+            return 1.0
+
+
+        @register_feature("helped")
+        def helped(track, segment) -> float:
+            return weight() * float(segment.stop - segment.start)
+        ''')
+    plugin.write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("reuse_plugin_helper")
+    try:
+        strategy = Strategy.from_dict({"method": "inclusion", "priority": {"fn.helped": 1.0, "battery.min": 1.0}})
+        adapter = ParquetTickAdapter(tmp_path, SCHEMA)
+        before = feature_fingerprints(adapter, SEGMENTER, strategy)
+        plugin.write_text(source.replace("return 1.0", "return 2.0"))  # the function itself is unchanged
+        after = feature_fingerprints(adapter, SEGMENTER, strategy)
+        assert after.features["fn.helped"] != before.features["fn.helped"]
+        assert after.features["battery.min"] == before.features["battery.min"] and after.segments == before.segments
+    finally:
+        unregister_feature("helped")
+        sys.modules.pop("reuse_plugin_helper", None)
