@@ -28,6 +28,7 @@ import inspect
 import json
 import math
 import re
+import sys
 import types
 from collections.abc import Mapping
 from typing import Any
@@ -100,6 +101,19 @@ def _source_sha256(target: Any) -> str | None:
         if code is None:
             return None  # built in C, or a class typed at a prompt: its name and state still count
         return code_object_digest(code)
+
+
+def module_source_sha256(obj: Any) -> str | None:
+    """SHA-256 of the source of the module ``obj`` was defined in, so an edit to a helper
+    the function calls changes its fingerprint too; None for a module without source (a
+    function typed at a prompt, an extension module): its own code still counts."""
+    module = sys.modules.get(getattr(obj, "__module__", None) or "")
+    if module is None:
+        return None
+    try:
+        return sha256_hex(inspect.getsource(module).encode())
+    except (OSError, TypeError):
+        return None
 
 
 def _float_token(value: float) -> Any:
@@ -200,5 +214,5 @@ def code_fingerprint(obj: Any, *, state: Any = None) -> dict[str, Any] | None:
 
 __all__ = [
     "canonical_digest", "canonical_json", "canonical_state", "code_fingerprint", "code_object_digest",
-    "readable_json", "sha256_hex", "stable_repr",
+    "module_source_sha256", "readable_json", "sha256_hex", "stable_repr",
 ]

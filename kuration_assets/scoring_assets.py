@@ -46,7 +46,7 @@ with warnings.catch_warnings():
     @asset(
         partitions_def=source_partitions,
         # One run scores a whole backfill range with the resource's workers; a strategy
-        # change is a backfill over every partition (the cache misses on the new fingerprint).
+        # change is a backfill over every partition (it reuses the cached features: README).
         backfill_policy=BackfillPolicy.single_run(),
         deps=[universe],
         group_name=ASSET_GROUP,
@@ -59,7 +59,8 @@ with warnings.catch_warnings():
         curation: CurationResource,
     ) -> MaterializeResult:
         """Each source's segments with the strategy's features, tags and priorities, as
-        `scored_segments/{recording name}.parquet`. Unchanged sources come from the scoring cache."""
+        `scored_segments/{recording name}.parquet`. Unchanged sources come from the scoring cache;
+        after a strategy change, so do their features (`reused_features`), and only the priorities are computed."""
         settings = curation.settings(landing_zone)
         config = curation.config(landing_zone)
         # listed before scoring: a rewrite during the run leaves an older token, so the sensor scores again
@@ -129,6 +130,8 @@ def _partition_metadata(outcome: SourceOutcome, url: str, summary: dict[str, Any
         "identity": outcome.identity.token() if outcome.identity else "",
         "identity_strong": bool(outcome.identity and outcome.identity.strong),
     }
+    if outcome.reused_features:  # the strategy changed: these came from the cache, the rest were computed
+        metadata["reused_features"] = MetadataValue.text(", ".join(outcome.reused_features))
     if outcome.error:
         metadata["skipped_error"] = MetadataValue.text(outcome.error)
     return metadata

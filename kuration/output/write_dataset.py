@@ -415,7 +415,8 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
     config = {
         "format": 1,
         "job": {"output": spec.to_dict(), "schema": schema.to_dict(), "budget": plan.options.to_dict(),
-                "strategy": plan.strategy, **(dict(job) if job else {})},
+                "strategy": plan.strategy, "strategy_fingerprint": canonical_digest(plan.strategy),
+                **(dict(job) if job else {})},
         "results": {"budget": plan.accounting, "splits": manifest["splits"], "shards": len(entries),
                     "written_shards": written, "reused_shards": reused,
                     "resume": {"requested": resume, "reuse_refused": refused,
@@ -673,7 +674,7 @@ def write_dataset(
                            callbacks={"group_of": group_of}, inputs=None if split is None else {"split": split},
                            reuse_shards=reuse_shards)
         if CHECKPOINT_DIR in destination.top_level():
-            FsspecScoreCache(destination.where(CHECKPOINT_DIR)).prune(scored.run_fingerprint)
+            FsspecScoreCache(destination.where(CHECKPOINT_DIR)).prune(*scored.cache_fingerprints)
     return written
 
 

@@ -9,7 +9,7 @@ One module per step:
   predicates, tags;
 * :mod:`~kuration.scoring.track` — :func:`score_track`, one track's segment table;
 * :mod:`~kuration.scoring.score_sources` — :func:`score_sources`, many sources with workers,
-  a cache and a memory budget, and the run fingerprint that keys the cache;
+  a cache and a memory budget, and the fingerprints that key the cache;
 * :mod:`~kuration.scoring.cache` — the score cache (in memory, or any fsspec folder);
 * :mod:`~kuration.scoring.segment_store` — the per-source segment files under a storage root.
 """
@@ -20,8 +20,9 @@ from kuration.scoring.features import (
     registered_features, segment_tags, unregister_feature,
 )
 from kuration.scoring.score_sources import (
-    SCORING_CODE_VERSION, EmptySegmentPoolError, MemoryBudgetError, ScoringOptionsError, ScoringResult,
-    SourceOutcome, SourceScoringError, provide_fingerprint, run_fingerprint, score_one_source, score_sources,
+    SCORING_CODE_VERSION, EmptySegmentPoolError, FeatureFingerprints, MemoryBudgetError, ScoringOptionsError,
+    ScoringResult, SourceOutcome, SourceScoringError, feature_fingerprints, provide_fingerprint, run_fingerprint,
+    score_one_source, score_sources,
 )
 from kuration.scoring.segments import Segment, Segmenter, SegmenterError
 from kuration.scoring.strategy import (
@@ -31,10 +32,10 @@ from kuration.scoring.track import score_track, segment_table_schema
 
 __all__ = [
     "CLIP_AGGREGATE", "METHODS", "OPS", "REDUCERS", "SCORING_CODE_VERSION",
-    "EmptySegmentPoolError", "FeatureError", "FeatureKey", "FsspecScoreCache", "MemoryBudgetError",
-    "MemoryScoreCache", "Predicate", "ScoreCache", "ScoreResult", "ScoringOptionsError", "ScoringResult", "Segment",
-    "Segmenter", "SegmenterError", "Selection", "SourceOutcome", "SourceScoringError", "Strategy", "StrategyError",
-    "compute_features", "get_feature", "parse_feature_key", "provide_fingerprint", "register_feature",
-    "registered_features", "run_fingerprint", "score_one_source", "score_sources", "score_track", "segment_tags",
-    "segment_table_schema", "unregister_feature",
+    "EmptySegmentPoolError", "FeatureError", "FeatureFingerprints", "FeatureKey", "FsspecScoreCache",
+    "MemoryBudgetError", "MemoryScoreCache", "Predicate", "ScoreCache", "ScoreResult", "ScoringOptionsError",
+    "ScoringResult", "Segment", "Segmenter", "SegmenterError", "Selection", "SourceOutcome", "SourceScoringError",
+    "Strategy", "StrategyError", "compute_features", "feature_fingerprints", "get_feature", "parse_feature_key",
+    "provide_fingerprint", "register_feature", "registered_features", "run_fingerprint", "score_one_source",
+    "score_sources", "score_track", "segment_tags", "segment_table_schema", "unregister_feature",
 ]

@@ -1,7 +1,12 @@
 """Where per-source feature results are kept between runs: one protocol, two stores.
 
-An entry is keyed by the run fingerprint (schema, segmenter, strategy, code version)
-plus the source's identity, so any change to what scoring depends on misses the cache.
+An entry is keyed by a fingerprint plus the source's identity. A source's whole scored
+table is keyed by the run fingerprint (schema, segmenter, strategy, code version), so any
+change to what scoring depends on misses it; its segments and each feature's values are
+also kept under fingerprints that leave the strategy's weights out
+(:func:`kuration.scoring.score_sources.feature_fingerprints`), so a strategy change that
+keeps a feature's definition reuses its values. Every kind of entry uses the one protocol
+below: the fingerprint is only a namespace to it.
 Only strong identities are ever written or read: a logical identity (path, size, mtime)
 could hide changed content behind an old entry.
 """
@@ -105,12 +110,13 @@ class FsspecScoreCache:
         """The run-fingerprint namespaces present (16-hex-digit folder names)."""
         return sorted({rel.split("/", 1)[0] for rel in storage.list_files(self.root) if "/" in rel})
 
-    def prune(self, keep_run_fingerprint: str) -> list[str]:
-        """Remove every namespace but ``keep_run_fingerprint``'s; returns the ones removed.
-        Called after a successful commit, so a failed run never costs the cache of the
-        run it was replacing."""
-        keep = keep_run_fingerprint[:16]
-        removed = [name for name in self.namespaces() if name != keep]
+    def prune(self, keep_run_fingerprint: str, *also_keep: str) -> list[str]:
+        """Remove every namespace but ``keep_run_fingerprint``'s (and ``also_keep``'s: the
+        per-feature entries of that run, :attr:`ScoringResult.cache_fingerprints`); returns
+        the ones removed. Called after a successful commit, so a failed run never costs the
+        cache of the run it was replacing."""
+        keep = {fingerprint[:16] for fingerprint in (keep_run_fingerprint, *also_keep)}
+        removed = [name for name in self.namespaces() if name not in keep]
         for name in removed:
             storage.remove_tree(storage.join_url(self.root, name))
         return removed

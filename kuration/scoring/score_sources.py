@@ -16,6 +16,15 @@ whatever the worker count or the order workers finish in.
 - Results are cached per source under a run fingerprint (schema, segmenter, strategy,
   code version, user feature code) plus the source's identity; a re-run scores only new
   or changed sources. Weak identities are scored every time.
+- A source's segments and each feature's values are cached too, under fingerprints that
+  leave the strategy's weights, predicates, method and selection out
+  (:func:`feature_fingerprints`). After a strategy change, a source whose every feature is
+  cached under its definition is not read again: its priorities are recomputed from the
+  cached values (``cached`` with ``reused_features``). A feature whose definition changed
+  (a ``fn.`` feature's code) or that no earlier run computed has a new fingerprint and
+  misses: the source is read and only the missing features are computed (``scored`` with
+  ``reused_features`` naming the others). A changed segmenter, schema or code version
+  misses every part.
 - ``memory_budget=N`` (bytes) is a hard bound on the scored results held in process memory.
   Results are checkpointed in ``cache`` (which must be a local :class:`FsspecScoreCache`) and
   held as memory-mapped checkpoints: file pages the OS can drop and re-read. Only results of
@@ -43,7 +52,7 @@ import pyarrow.compute as pc
 from kuration import _version
 from kuration.errors import InputError, KurationError, ScoringError
 from kuration.scoring.features import get_feature, parse_feature_key
-from kuration.hashing import canonical_digest, code_fingerprint
+from kuration.hashing import canonical_digest, code_fingerprint, module_source_sha256
 from kuration.numbers import format_bytes
 from kuration.plugins import import_plugin, loaded_plugin_modules
 from kuration.scoring.cache import ScoreCache
@@ -90,7 +99,10 @@ def provide_fingerprint(adapter_name: str) -> str:
 
 @dataclass(frozen=True)
 class SourceOutcome:
-    """What happened to one source: ``scored``, ``cached`` or ``skipped`` (with ``error``)."""
+    """What happened to one source: ``scored``, ``cached`` or ``skipped`` (with ``error``).
+    ``reused_features``: when the source's scored table was not cached (the strategy
+    changed), the feature keys whose cached values its priorities were computed from: every
+    key for a ``cached`` source, the unchanged ones for a ``scored`` one; empty otherwise."""
 
     source_id: str
     status: str
@@ -98,6 +110,7 @@ class SourceOutcome:
     segments: int = 0
     error: str | None = None
     elapsed: float = 0.0
+    reused_features: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -110,6 +123,9 @@ class ScoringResult:
     #: With ``memory_budget``: the budget, ``resident_bytes`` (results in process memory),
     #: ``mapped_bytes`` (results held as memory-mapped checkpoints) and ``checkpointed_sources``.
     memory: dict | None = None
+    #: Every cache namespace this run reads and writes: the run fingerprint, the segments'
+    #: and each feature's (:func:`feature_fingerprints`); what a cache prune keeps.
+    cache_fingerprints: tuple[str, ...] = ()
 
     @property
     def skipped(self) -> tuple[SourceOutcome, ...]:
@@ -132,7 +148,8 @@ class ScoringResult:
 
 
 def _feature_code(strategy: Strategy) -> dict[str, Any]:
-    """Fingerprints of the user feature functions the strategy reads, so editing one misses the cache.
+    """Fingerprints of the user feature functions the strategy reads, and of the modules
+    that define them, so editing one (or a helper beside it in its plugin) misses the cache.
 
     Through :func:`kuration.hashing.code_fingerprint`, which is the same in every process:
     a feature holding a lambda or a generator expression once got a new digest per process
@@ -141,7 +158,8 @@ def _feature_code(strategy: Strategy) -> dict[str, Any]:
     for key in strategy.feature_keys():
         parsed = parse_feature_key(key)
         if getattr(parsed, "kind", None) == "fn":
-            features[parsed.name] = code_fingerprint(get_feature(parsed.name))
+            fn = get_feature(parsed.name)
+            features[parsed.name] = {"function": code_fingerprint(fn), "module_sha256": module_source_sha256(fn)}
     return features
 
 
@@ -153,6 +171,92 @@ def run_fingerprint(adapter: SourceAdapter, segmenter: Segmenter, strategy: Stra
         "features": _feature_code(strategy),
     }
     return canonical_digest(doc)
+
+
+@dataclass(frozen=True)
+class FeatureFingerprints:
+    """Cache namespaces that outlive a strategy change: ``segments`` keys a source's segment
+    rows without features or priorities (what the segmenter and schema give), ``features``
+    each feature key's values. Neither depends on the strategy's weights, predicates,
+    method, selection or name; both change with the schema, the segmenter, the kuration
+    and scoring code versions, and a ``fn.`` feature's code."""
+
+    segments: str
+    features: dict[str, str]
+
+
+def feature_fingerprints(adapter: SourceAdapter, segmenter: Segmenter, strategy: Strategy) -> FeatureFingerprints:
+    """The per-feature cache namespaces of ``strategy``'s features (see :class:`FeatureFingerprints`)."""
+    base = {"schema": adapter.schema.fingerprint(), "segmenter": segmenter.fingerprint(),
+            "kuration": _version.__version__, "code": SCORING_CODE_VERSION}
+    code = _feature_code(strategy)
+    features = {}
+    for key in strategy.feature_keys():
+        parsed = parse_feature_key(key)
+        features[key] = canonical_digest({**base, "part": "feature", "key": key, "fn": code.get(parsed.name)
+                                          if getattr(parsed, "kind", None) == "fn" else None})
+    return FeatureFingerprints(canonical_digest({**base, "part": "segments"}), features)
+
+
+#: The segment rows' own columns, cached under :attr:`FeatureFingerprints.segments`: every
+#: column of a scored table but the features, ``priority`` and ``passed``.
+_SEGMENT_COLUMNS_EXCLUDED = ("priority", "passed")
+
+
+def _put_feature_entries(cache: ScoreCache, parts: FeatureFingerprints, source_id: str, identity: SourceIdentity,
+                         table: pa.Table, keys: Sequence[str], *, segments: bool) -> None:
+    """A scored source's segment rows (``segments``) and the columns of ``keys``, in the
+    table's (canonical) order."""
+    if segments:
+        cache.put(parts.segments, source_id, identity, table.select(_segment_columns(table.schema, keys)))
+    for key in keys:
+        cache.put(parts.features[key], source_id, identity, table.select([key]))
+
+
+def _segment_columns(schema: pa.Schema, features: Iterable[str]) -> list[str]:
+    excluded = {*features, *_SEGMENT_COLUMNS_EXCLUDED}
+    return [name for name in schema.names if name not in excluded]
+
+
+@dataclass(frozen=True)
+class _CachedParts:
+    """A source's cached segment rows and the features cached for them (each of their length)."""
+
+    segments: pa.Table
+    features: dict[str, pa.ChunkedArray]
+
+
+def _cached_parts(cache: ScoreCache, parts: FeatureFingerprints, strategy: Strategy, schema: pa.Schema,
+                  source_id: str, identity: SourceIdentity) -> _CachedParts | None:
+    """What the cache holds of ``source_id`` under ``strategy``'s feature definitions; None
+    without its segment rows (then nothing of it can be reused)."""
+    segments = cache.get(parts.segments, source_id, identity)
+    if segments is None or segments.schema.names != _segment_columns(schema, strategy.feature_keys()):
+        return None
+    features: dict[str, pa.ChunkedArray] = {}
+    for key, fingerprint in parts.features.items():
+        entry = cache.get(fingerprint, source_id, identity)
+        if entry is not None and entry.schema.names == [key] and entry.num_rows == segments.num_rows:
+            features[key] = entry.column(key)
+    return _CachedParts(segments, features)
+
+
+def _assembled(schema: pa.Schema, strategy: Strategy, segments: pa.Table,
+               features: dict[str, pa.ChunkedArray]) -> pa.Table:
+    """A source's scored table under ``strategy`` from its segment rows and every feature's
+    values: the priorities and predicate verdicts computed here, as :func:`score_track` does."""
+    scored = strategy.score({key: column.to_numpy(zero_copy_only=False) for key, column in features.items()})
+    columns: dict[str, Any] = {name: segments.column(name) for name in segments.schema.names}
+    columns.update(features)
+    columns["priority"] = pa.chunked_array([pa.array(scored.priority, pa.float64())])
+    columns["passed"] = pa.chunked_array([pa.array(scored.passed, pa.bool_())])
+    return pa.Table.from_arrays([columns[field.name].cast(field.type) for field in schema], schema=schema)
+
+
+def _computing_only(keys: Sequence[str]) -> Strategy:
+    """A strategy whose scored table holds exactly ``keys`` (its priority is thrown away):
+    what a worker computes for a source whose other features are cached."""
+    return Strategy("inclusion", {key: 1.0 for key in keys})
 
 
 def score_one_source(adapter: SourceAdapter, source_id: str, *, segmenter: Segmenter, strategy: Strategy) -> pa.Table:
@@ -365,6 +469,7 @@ def score_sources(
     strategy.validate_against(adapter.schema)
     source_ids = sorted(set(adapter.list_sources() if sources is None else sources))
     fingerprint = run_fingerprint(adapter, segmenter, strategy)
+    parts = feature_fingerprints(adapter, segmenter, strategy)
     outcomes: dict[str, SourceOutcome] = {}
     schema = segment_table_schema(strategy)
     collected: _Compactor | _BudgetedPool = _Compactor(schema)
@@ -373,6 +478,9 @@ def score_sources(
     # Only with a cache: a source's identity only decides whether cached work is reused.
     identities: dict[str, SourceIdentity] = {}
     todo: list[str] = []
+    #: Sources with some features cached: each pass computes one set of missing features.
+    partial: dict[str, _CachedParts] = {}
+    partial_passes: dict[tuple[str, ...], list[str]] = {}
     done_count = 0
 
     def report(outcome: SourceOutcome) -> None:
@@ -396,49 +504,89 @@ def score_sources(
             continue
         identities[source_id] = identity
         cached = cache.get(fingerprint, source_id, identity)
+        reused: tuple[str, ...] = ()
+        if cached is None and identity.strong:
+            found = _cached_parts(cache, parts, strategy, schema, source_id, identity)
+            missing = tuple(key for key in parts.features if found is None or key not in found.features)
+            if found is not None and not missing:
+                cached = _assembled(schema, strategy, found.segments, found.features)
+                # this strategy's checkpoint: the next run (and a memory budget) maps it whole
+                cache.put(fingerprint, source_id, identity, cached)
+                reused = tuple(parts.features)
+            elif found is not None and found.features:
+                partial[source_id] = found
+                partial_passes.setdefault(missing, []).append(source_id)
+                continue
         if cached is not None:
             if isinstance(collected, _BudgetedPool):
-                collected.add_source(cached.cast(schema), source_id, identity, checkpointed=True)
+                collected.add_source(cached.cast(schema), source_id, identity, checkpointed=not reused)
             else:
                 collected.add(cached.cast(schema))
-            report(SourceOutcome(source_id, "cached", identity, cached.num_rows))
+            report(SourceOutcome(source_id, "cached", identity, cached.num_rows, reused_features=reused))
         else:
             todo.append(source_id)
 
     modules = _modules_for_workers(adapter, strategy, feature_modules)
-    if executor == "ray":
-        results = _run_ray(todo, adapter, segmenter, strategy, workers, modules)
-    else:
-        results = _run_local(todo, _Call(adapter, segmenter, strategy, tuple(modules)), workers, modules)
-    for batch_table, items in results:
-        offset = 0
-        for source_id, rows, error, elapsed in items:
-            known = identities.get(source_id)
-            if error is not None:
-                if on_error == "raise":
-                    raise SourceScoringError(f"{source_id}: {error}")
-                logger.warning("skipping source %s: %s", source_id, error)
-                report(SourceOutcome(source_id, "skipped", known, error=error, elapsed=elapsed))
-                continue
-            table = batch_table.slice(offset, rows)  # this source's rows: contiguous, zero-copy
-            offset += rows
-            if cache is not None:  # then the source was scored after its identity was known
+
+    def run(sources: list[str], computed: Strategy) -> Iterator[_Batch]:
+        if executor == "ray":
+            return _run_ray(sources, adapter, segmenter, computed, workers, modules)
+        return _run_local(sources, _Call(adapter, segmenter, computed, tuple(modules)), workers, modules)
+
+    # The partial passes first: a source whose scored segments disagree with its cached rows
+    # (a foreign entry) joins the whole pass, which comes last.
+    passes: list[tuple[tuple[str, ...] | None, list[str]]] = [*partial_passes.items(), (None, todo)]
+    for computing, sources in passes:
+        computed = strategy if computing is None else _computing_only(computing)
+        for batch_table, items in run(sources, computed):
+            offset = 0
+            for source_id, rows, error, elapsed in items:
+                known = identities.get(source_id)
+                if error is not None:
+                    if on_error == "raise":
+                        raise SourceScoringError(f"{source_id}: {error}")
+                    logger.warning("skipping source %s: %s", source_id, error)
+                    report(SourceOutcome(source_id, "skipped", known, error=error, elapsed=elapsed))
+                    continue
+                table = batch_table.slice(offset, rows)  # this source's rows: contiguous, zero-copy
+                offset += rows
+                if cache is None:  # no identity was asked for, nothing to keep
+                    report(SourceOutcome(source_id, "scored", known, rows, elapsed=elapsed))
+                    continue
                 identity = identities[source_id]
                 # Checkpoints are stored in canonical order, so a budgeted pool can chain
                 # them as they are, without a sort that would bring them all into memory.
                 table = table.sort_by(_IN_SOURCE_ORDER)
+                kept: tuple[str, ...] = ()
+                if computing is not None:
+                    found = partial[source_id]
+                    fresh = table.select(_segment_columns(table.schema, computing))
+                    if not fresh.equals(found.segments):
+                        logger.warning("source %s: its cached segment rows disagree with the recording's; scoring "
+                                       "every feature again", source_id)
+                        todo.append(source_id)
+                        continue
+                    table = _assembled(schema, strategy, found.segments,
+                                       {**found.features, **{key: table.column(key) for key in computing}})
+                    kept = tuple(key for key in parts.features if key in found.features)
                 cache.put(fingerprint, source_id, identity, table)
+                whole = computing is None
+                _put_feature_entries(cache, parts, source_id, identity, table,
+                                     list(parts.features) if computing is None else computing, segments=whole)
                 if isinstance(collected, _BudgetedPool):
                     collected.add_source(table, source_id, identity, checkpointed=False)
-            report(SourceOutcome(source_id, "scored", known, rows, elapsed=elapsed))
-        if isinstance(collected, _Compactor):
-            collected.add(batch_table)
+                elif computing is not None:
+                    collected.add(table)
+                report(SourceOutcome(source_id, "scored", known, rows, elapsed=elapsed, reused_features=kept))
+            if computing is None and isinstance(collected, _Compactor):
+                collected.add(batch_table)
 
     segments = collected.table()
     if isinstance(collected, _Compactor):  # a budgeted pool is already in this order
         segments = segments.sort_by([("source_id", "ascending"), *_IN_SOURCE_ORDER])
     memory = collected.report() if isinstance(collected, _BudgetedPool) else None
-    result = ScoringResult(segments, tuple(outcomes[s] for s in source_ids), fingerprint, workers, executor, memory)
+    result = ScoringResult(segments, tuple(outcomes[s] for s in source_ids), fingerprint, workers, executor, memory,
+                           cache_fingerprints=(fingerprint, parts.segments, *parts.features.values()))
     if segments.num_rows == 0 and not allow_empty:
         raise EmptySegmentPoolError(_empty_pool_hint(result, segmenter))
     return result

@@ -1,6 +1,8 @@
 """Acting as ``dagster dev`` on an instance: the repository's ``workspace.yaml`` loaded as the
 webserver loads it (a code server process per location), the UI's own GraphQL mutations sent
-to it, and the daemon's run queue worked, so a launched run starts in a run worker process."""
+to it, and the daemon's run queue and backfills worked, so a launched run starts in a run
+worker process. Queries answer what the UI renders (a check's latest evaluation, an asset's
+materializations)."""
 
 from __future__ import annotations
 
@@ -58,3 +60,66 @@ def run_and_step_processes(instance: Any, run_id: str) -> tuple[int, set[int]]:
 def executor_name(instance: Any, run: Any) -> str:
     """The executor the run's execution plan was made for (``in_process``, ``multiprocess``)."""
     return instance.get_execution_plan_snapshot(run.execution_plan_snapshot_id).executor_name
+
+
+def launch_backfill(workspace: Any, assets: list[str]) -> str:
+    """The UI's "Materialize all partitions" on ``assets`` (and "as one backfill" of what is
+    downstream of them when they are listed too): the launchPartitionBackfill mutation over
+    every partition; returns the backfill's id."""
+    from dagster_graphql.client.query import LAUNCH_PARTITION_BACKFILL_MUTATION
+    from dagster_graphql.test.utils import execute_dagster_graphql
+
+    result = execute_dagster_graphql(workspace.create_request_context(), LAUNCH_PARTITION_BACKFILL_MUTATION, {
+        "backfillParams": {"assetSelection": [{"path": [name]} for name in assets], "allPartitions": True}})
+    launched = result.data["launchPartitionBackfill"]
+    assert launched["__typename"] == "LaunchBackfillSuccess", launched
+    return launched["backfillId"]
+
+
+def run_backfill(workspace: Any, backfill_id: str, timeout: float = 240) -> Any:
+    """Work the backfill as the daemon does: its iterations request the runs, the run queue
+    launches them in run worker processes, until the backfill is no longer in progress;
+    returns it (a ``PartitionBackfill``)."""
+    import logging
+
+    from dagster._core.execution.backfill import BulkActionStatus
+    from dagster._daemon.backfill import execute_backfill_iteration
+    from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
+
+    instance = workspace.instance
+    logger = logging.getLogger("tests.backfill")
+    deadline = time.monotonic() + timeout
+    with QueuedRunCoordinatorDaemon(interval_seconds=1) as queue:
+        while True:
+            list(execute_backfill_iteration(workspace, logger))
+            list(queue.run_iteration(workspace))
+            backfill = instance.get_backfill(backfill_id)
+            if backfill.status not in (BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING,
+                                       BulkActionStatus.FAILING):
+                return backfill
+            assert time.monotonic() < deadline, f"backfill {backfill_id}: {backfill.status.value} after {timeout} s"
+            time.sleep(0.5)
+
+
+def asset_check_and_materializations(workspace: Any, check_of: str, check: str, assets: list[str]) -> dict:
+    """What the UI shows: ``check``'s latest execution on asset ``check_of`` (its status and
+    evaluation, as the asset's Checks tab renders them) and each of ``assets``' latest
+    materialization (its Events tab), through the webserver's GraphQL."""
+    from dagster_graphql.test.utils import execute_dagster_graphql
+
+    fields = " ".join(
+        f'{name}: assetOrError(assetKey: {{path: ["{name}"]}}) {{ __typename ... on Asset {{ '
+        f'assetMaterializations(limit: 1) {{ runId }} }} }}' for name in assets)
+    query = f'''{{
+      checked: assetNodeOrError(assetKey: {{path: ["{check_of}"]}}) {{
+        ... on AssetNode {{ assetChecksOrError {{ ... on AssetChecks {{ checks {{
+          name blocking
+          executionForLatestMaterialization {{ runId status evaluation {{ success severity description }} }}
+        }} }} }} }}
+      }}
+      {fields}
+    }}'''
+    result = execute_dagster_graphql(workspace.create_request_context(), query)
+    assert not result.errors, result.errors
+    checks = {c["name"]: c for c in result.data["checked"]["assetChecksOrError"]["checks"]}
+    return {"check": checks[check], **{name: result.data[name] for name in assets}}

@@ -12,7 +12,7 @@ from kuration.numbers import format_bytes, parse_bytes
 from kuration.output.commit_protocol import CHECKPOINT_DIR, COMMIT_FILE
 from kuration.output.write_dataset import DatasetWriteError, write_dataset
 from kuration.read import load_committed, verify_dataset
-from kuration.scoring import MemoryBudgetError, run_fingerprint
+from kuration.scoring import MemoryBudgetError, feature_fingerprints, run_fingerprint
 from kuration.scoring.segments import Segmenter
 from kuration.sources import ParquetTickAdapter
 from kuration.sources.protocol import SourceIdentity
@@ -45,6 +45,12 @@ def _namespaces(out: Path) -> list[str]:
     return sorted(p.name for p in (out / CHECKPOINT_DIR).iterdir()) if (out / CHECKPOINT_DIR).exists() else []
 
 
+def _feature_namespaces(corpus, segmenter=None) -> set[str]:
+    """The namespaces of a run's segment rows and feature values (kept with its whole tables)."""
+    parts = feature_fingerprints(corpus.adapter, segmenter or corpus.settings.segmenter, corpus.settings.strategy)
+    return {f[:16] for f in (parts.segments, *parts.features.values())}
+
+
 def test_a_budgeted_write_is_the_same_dataset_with_its_scores_checkpointed(corpus, tmp_path):
     plain = _write(corpus, tmp_path / "plain")
     budgeted = _write(corpus, tmp_path / "budgeted", memory_budget="1KiB")
@@ -53,7 +59,7 @@ def test_a_budgeted_write_is_the_same_dataset_with_its_scores_checkpointed(corpu
     assert shards_and_manifest == data_files(tmp_path / "plain")
     assert verify_dataset(tmp_path / "budgeted").ok and load_committed(tmp_path / "budgeted")
     scoring_run = budgeted.config["job"]["scoring_run"]
-    assert _namespaces(tmp_path / "budgeted") == [scoring_run[:16]]
+    assert _namespaces(tmp_path / "budgeted") == sorted({scoring_run[:16]} | _feature_namespaces(corpus))
     n_sources = len(corpus.adapter.list_sources())
     assert len(list((tmp_path / "budgeted" / CHECKPOINT_DIR / scoring_run[:16]).glob("*.arrow"))) == n_sources
     assert budgeted.config["job"]["memory_budget_bytes"] == 1024
@@ -96,10 +102,11 @@ def test_a_failed_replacement_keeps_the_previous_runs_checkpoints_and_a_commit_p
     with pytest.raises(OSError, match="the frame store went away"):
         _write(corpus, out, adapter=broken, segmenter=other, memory_budget=1 << 20, force=True)
     new = run_fingerprint(corpus.adapter, other, corpus.settings.strategy)[:16]
-    assert _namespaces(out) == sorted([old, new])  # the failed run's own checkpoints, and the old run's, both kept
+    # the failed run's own checkpoints, and the old run's, both kept
+    assert _namespaces(out) == sorted({old, new} | _feature_namespaces(corpus) | _feature_namespaces(corpus, other))
     second = _write(corpus, out, segmenter=other, memory_budget=1 << 20, force=True)
     assert second.config["results"]["scoring"]["cached"] == len(corpus.adapter.list_sources())  # reused
-    assert _namespaces(out) == [new] and verify_dataset(out).ok
+    assert _namespaces(out) == sorted({new} | _feature_namespaces(corpus, other)) and verify_dataset(out).ok
     # a later commit without a budget prunes every namespace but its own scoring run's
     _write(corpus, out, force=True)
     assert _namespaces(out) == []

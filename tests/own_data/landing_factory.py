@@ -29,7 +29,11 @@ modalities keep the fleet's own names (``xyz``, ``velocity``, ``visibility``); c
 the state, and that there is no battery or frame payload.
 
 Same arguments, same bytes. :func:`add_session` writes one more session and appends its
-universe row, as a new day of a fleet's data would arrive.
+universe row, as a new day of a fleet's data would arrive. What a team changes later:
+:func:`write_strategy` (a strategy change, e.g. :func:`reweighted_strategy`),
+:func:`edit_plugin_feature` (the plugin feature's code) and :func:`bake_leaking_split` (a
+hand-written ``splits.json`` that puts one scenario in two stages). :func:`fleet_on_an_instance`
+sets a module up to curate the fleet on an instance of its own.
 """
 
 from __future__ import annotations
@@ -37,7 +41,10 @@ from __future__ import annotations
 import csv
 import importlib
 import json
+import os
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -156,9 +163,28 @@ OUTPUT_SPEC: dict[str, Any] = {
 }
 
 
-def plugin_source(feature: str, provider: str) -> str:
-    """The plugin module: a feature counting re-entries into view, and a provider decoding
-    depth patches stored as uint16 millimetres into float32 metres."""
+def reweighted_strategy(feature_key: str) -> dict[str, Any]:
+    """:func:`strategy` changed the way a team changes it: other weights (the road users'
+    motion first, the ego speed against), a stricter predicate, another name; the same
+    features."""
+    changed = strategy(feature_key)
+    changed.update(name="motion-first", priority={feature_key: 0.1, "tag.cut_in": 0.5, "tag.hard_brake": 0.2,
+                                                  "velocity.std": 4.0, "ego_speed.mean": -0.5})
+    changed["predicates"] = [{"feature": "visibility.mean", "op": ">", "value": 0.5}]
+    return changed
+
+
+def write_strategy(zone: FleetLandingZone, doc: dict[str, Any]) -> None:
+    _write_json(zone.root / "strategy.json", doc)
+
+
+def plugin_source(feature: str, provider: str, *, reentry_weight: int = 1) -> str:
+    """The plugin module: a feature counting re-entries into view (``reentry_weight`` times
+    each: another definition of the same feature), and a provider decoding depth patches
+    stored as uint16 millimetres into float32 metres."""
+    counted = "float((np.diff(present) == 1).sum())"
+    if reentry_weight != 1:
+        counted = f"{reentry_weight}.0 * {counted}"
     return textwrap.dedent(f'''\
         """Fleet plugin: feature fn.{feature} and media provider {provider}."""
         import dataclasses
@@ -173,7 +199,7 @@ def plugin_source(feature: str, provider: str) -> str:
         def reentries(track, segment) -> float:
             """How often the road user comes back into view within the segment."""
             present = track.present[segment.start:segment.stop].astype(np.int8)
-            return float((np.diff(present) == 1).sum())
+            return {counted}
 
 
         class MillimetreDepth:
@@ -211,6 +237,45 @@ def write_fleet_landing_zone(root: Path, *, plugins: Path, prefix: str = "fleet"
     for number, (day, vehicle, scenario, seconds) in enumerate(sessions):
         add_session(zone, day, vehicle, scenario, seconds=seconds, seed=seed + number)
     return zone
+
+
+def edit_plugin_feature(zone: FleetLandingZone, reentry_weight: int) -> None:
+    """Rewrite the plugin module with the feature counting each re-entry ``reentry_weight``
+    times, as a team edits its feature: a process importing the plugin from now on gets the
+    new definition."""
+    (zone.plugin_folder / f"{zone.plugin_module}.py").write_text(
+        plugin_source(zone.feature, zone.provider, reentry_weight=reentry_weight))
+    importlib.invalidate_caches()
+
+
+@dataclass(frozen=True)
+class LeakingSplit:
+    """:func:`bake_leaking_split`'s file: ``group`` has ``in_train`` in train and ``in_val`` in val."""
+
+    path: Path
+    group: str
+    in_train: str
+    in_val: str
+
+
+def bake_leaking_split(zone: FleetLandingZone) -> LeakingSplit:
+    """Write ``splits.json`` (selectors by file, the default ``no_split_overlap`` policy) and
+    point curation.json's ``split.splits_json`` at it. Every session gets a stage; the first
+    scenario with two sessions has one in train and the other in val, so the group leaks."""
+    by_group: dict[str, list[str]] = {}
+    for source, group in zone.groups().items():
+        by_group.setdefault(group, []).append(source)
+    group, (in_train, in_val, *rest) = next((g, s) for g, s in by_group.items() if len(s) >= 2)
+    stages: dict[str, list[str]] = {"train": [in_train, *rest], "val": [in_val], "test": []}
+    for other, sources in by_group.items():
+        if other != group:
+            stages["test" if not stages["test"] else "train"].extend(sources)
+    path = zone.root / "splits.json"
+    _write_json(path, {stage: [{"kind": "files", "paths": sorted(sources)}] for stage, sources in stages.items()})
+    settings = json.loads((zone.root / "curation.json").read_text())
+    settings["split"] = {"splits_json": path.name}
+    _write_json(zone.root / "curation.json", settings)
+    return LeakingSplit(path, group, in_train, in_val)
 
 
 def add_session(zone: FleetLandingZone, day: str, vehicle: str, scenario: str, *, seconds: int = 64,
@@ -307,3 +372,58 @@ def _events(rng: np.random.Generator, ticks: int, interactions: int) -> dict[tup
             events.setdefault((int(tick), 1), []).append(tag)
     return events
 
+
+
+@dataclass(frozen=True)
+class FleetOnAnInstance:
+    """:func:`fleet_on_an_instance`'s landing zone, storage root and instance home, and the
+    process environment it patched (``env``, restored when the context ends)."""
+
+    zone: FleetLandingZone
+    storage: Path
+    home: Path
+    env: Any
+
+    def run(self) -> tuple[int, str]:
+        """``kuration run`` on the fleet in this process: its exit status and what it printed."""
+        from argparse import Namespace
+
+        from kuration_cli.graph_run import run_main
+
+        lines: list[str] = []
+        code = run_main(Namespace(landing=str(self.zone.root), storage=str(self.storage), config=None),
+                        out=lines.append)
+        return code, "\n".join(lines)
+
+    def serve(self) -> None:
+        """Point the resources at the fleet, as ``scripts/ui.sh`` does for the UI's code server and run workers."""
+        self.env.setenv("KURATION_LANDING_ZONE", str(self.zone.root))
+        self.env.setenv("KURATION_STORAGE_ROOT", str(self.storage))
+
+
+@contextmanager
+def fleet_on_an_instance(tmp: Path, *, prefix: str) -> Iterator[FleetOnAnInstance]:
+    """A fleet landing zone under ``tmp`` with its own Dagster instance (``DAGSTER_HOME``,
+    telemetry off) and storage root, for a module's shared fixture: the plugin importable
+    here and in every subprocess (``sys.path``, ``PYTHONPATH``), no plugins or settings file
+    from the caller's environment; afterwards the environment is restored and the plugin's
+    registrations are forgotten. ``prefix`` names the plugin (one per module)."""
+    import pytest
+
+    from kuration.plugins import PLUGINS_ENV, forget_loaded_plugins
+
+    zone = write_fleet_landing_zone(tmp / "landing", plugins=tmp / "plugins", prefix=prefix)
+    home = tmp / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    with pytest.MonkeyPatch.context() as env:
+        env.syspath_prepend(str(zone.plugin_folder))
+        env.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(zone.plugin_folder), os.environ.get("PYTHONPATH")])))
+        env.delenv(PLUGINS_ENV, raising=False)
+        env.delenv("KURATION_CONFIG", raising=False)
+        env.setenv("DAGSTER_HOME", str(home))
+        forget_loaded_plugins()
+        try:
+            yield FleetOnAnInstance(zone, tmp / "storage", home, env)
+        finally:
+            forget_loaded_plugins()

@@ -103,7 +103,8 @@ def test_a_rerun_scores_only_new_or_changed_sources(recordings):
 def test_changing_what_scoring_depends_on_misses_the_cache(recordings):
     cache = MemoryScoreCache()
     _score(recordings, cache=cache)
-    other = Strategy.from_dict({"method": "avoidance", "priority": {"battery.min": 1.0}})
+    # a feature no earlier run computed (the weights alone: test_scoring_reuse.py)
+    other = Strategy.from_dict({"method": "avoidance", "priority": {"battery.min": 1.0, "wind.std": 0.5}})
     result = score_sources(ParquetTickAdapter(recordings, SCHEMA), segmenter=SEGMENTER, strategy=other, cache=cache)
     assert result.count("scored") == 6
     result = score_sources(ParquetTickAdapter(recordings, SCHEMA), segmenter=Segmenter(8, 4), strategy=STRATEGY,
@@ -120,7 +121,8 @@ def test_the_file_cache_survives_the_process_and_refuses_foreign_entries(recordi
     _score(recordings, cache=FsspecScoreCache(cache_root))
     assert _score(recordings, cache=FsspecScoreCache(cache_root)).count("cached") == 6
     entries = list(cache_root.rglob("*.arrow"))
-    assert len(entries) == 6
+    # per source: its scored table, its segment rows and each feature's values
+    assert len(entries) == 6 * (2 + len(STRATEGY.feature_keys()))
     for entry in entries:
         entry.write_bytes(b"torn write")
     result = _score(recordings, cache=FsspecScoreCache(cache_root))

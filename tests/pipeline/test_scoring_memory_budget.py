@@ -102,7 +102,10 @@ def test_pruning_keeps_only_the_named_run(recordings, tmp_path):
     first = _score(ParquetTickAdapter(recordings, SCHEMA), cache=cache)
     other = score_sources(ParquetTickAdapter(recordings, SCHEMA), segmenter=SEGMENTER.__class__(8, 4, unit="seconds"),
                           strategy=STRATEGY, cache=cache)
-    assert cache.namespaces() == sorted([first.run_fingerprint[:16], other.run_fingerprint[:16]])
-    assert cache.prune(other.run_fingerprint) == [first.run_fingerprint[:16]]
-    assert cache.namespaces() == [other.run_fingerprint[:16]]
+    # each run's whole tables, and its segments' and features' (another segmenter: all new)
+    firsts, others = ({f[:16] for f in run.cache_fingerprints} for run in (first, other))
+    assert len(firsts) == len(others) == 2 + len(STRATEGY.feature_keys()) and not firsts & others
+    assert cache.namespaces() == sorted(firsts | others)
+    assert cache.prune(*other.cache_fingerprints) == sorted(firsts)
+    assert cache.namespaces() == sorted(others)
     assert _score(ParquetTickAdapter(recordings, SCHEMA), cache=cache).count("scored") == 6  # pruned: gone
