@@ -65,7 +65,7 @@ def follows_upstream(*, not_triggered_by: AssetSelection | None = None) -> Autom
     asset also depends on them through another upstream that will update after them (the
     rollout store reads the resolved split, but must wait for the dataset built from it).
     """
-    condition = AutomationCondition.eager()
+    condition: AutomationCondition = AutomationCondition.eager()
     if not_triggered_by is not None:
         condition = condition.replace("any_deps_updated",
                                       AutomationCondition.any_deps_updated().ignore(not_triggered_by))

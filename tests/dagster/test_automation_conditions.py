@@ -112,6 +112,19 @@ def test_a_failed_pool_check_stops_the_budget_plan(curated):
     assert curated.tick() == set()
 
 
+def test_a_warned_budget_check_stops_the_automation_at_the_budget_plan(curated):
+    # a budget larger than each split's pool: the budget check warns, and a run would continue
+    # past it, but Dagster's check_passed (what follows_upstream waits for) counts it as not passed
+    settings = json.loads((curated.landing / "curation.json").read_text())
+    settings["budget"].update(train_hours=1, val_hours=1, test_hours=1)
+    (curated.landing / "curation.json").write_text(json.dumps(settings))
+    result = curated.run([budget_plan, budget])
+    (evaluation,) = result.get_asset_check_evaluations()
+    assert result.success and not evaluation.passed and evaluation.severity.value == "WARN"
+    assert "larger than the split's whole scored pool" in str(evaluation.description)
+    assert curated.tick() == set()
+
+
 def _resplit(curated) -> None:
     assert curated.run([universe, resolved_splits, split_leakage, universe_drift],
                        selection=AssetSelection.assets(universe, resolved_splits) | AssetSelection.checks(
