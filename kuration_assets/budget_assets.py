@@ -27,6 +27,7 @@ from kuration.budget.plan_store import StoredBudgetPlan, check_budget_plan, plan
 from kuration.budget.summary import PlanSummary, summarize_plan
 from kuration.landing import source_ids_for_names
 from kuration.scoring import run_fingerprint
+from kuration_assets.automation import follows_upstream
 from kuration_assets.scoring_assets import SOURCE_PARTITIONS, scored_segments
 from kuration_dagster_checks import asset_check_result, figures_table, markdown_table
 from kuration_resources import ASSET_GROUP, CurationResource, LandingZoneResource, StorageRootResource
@@ -108,6 +109,9 @@ class BudgetPlanConfig(Config):
     deps=[AssetDep(scored_segments, partition_mapping=AllPartitionMapping()), resolved_splits],
     group_name=ASSET_GROUP,
     kinds={"parquet"},
+    # every partition of the pool: waits while a new one is unscored or a scoring run is queued
+    # or running, and until segment_pool (its own step) has passed
+    automation_condition=follows_upstream(),
 )
 def budget_plan(
     context: AssetExecutionContext,

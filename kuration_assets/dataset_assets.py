@@ -34,6 +34,7 @@ from kuration.output.dataset_summary import DatasetSummary, summarize_dataset
 from kuration.output.spec import OutputSpec
 from kuration.output.write_dataset import write_planned_dataset
 from kuration.read import verify_dataset
+from kuration_assets.automation import follows_upstream
 from kuration_assets.budget_assets import budget_plan
 from kuration_dagster_checks import asset_check_result, markdown_table
 from kuration_resources import ASSET_GROUP, CurationResource, LandingZoneResource, StorageRootResource
@@ -65,10 +66,13 @@ class DatasetConfig(Config):
 
 @multi_asset(
     specs=[
+        # both specs carry the condition: one step writes both, so they are requested together
         AssetSpec("shards", deps=[budget_plan], group_name=ASSET_GROUP, kinds={"numpy"},
-                  description="The training shards of the admitted spans, under `dataset/{split}/`"),
+                  description="The training shards of the admitted spans, under `dataset/{split}/`",
+                  automation_condition=follows_upstream()),
         AssetSpec("dataset_manifest", deps=["shards"], group_name=ASSET_GROUP, kinds={"json"},
-                  description="dataset_manifest.json, config.json and the dataset.commit.json that publishes them"),
+                  description="dataset_manifest.json, config.json and the dataset.commit.json that publishes them",
+                  automation_condition=follows_upstream()),
     ],
     can_subset=False,
 )

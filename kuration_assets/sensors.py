@@ -26,6 +26,7 @@ from dagster import (
 
 from kuration.hashing import canonical_digest
 from kuration.landing import contiguous_blocks, diff_recordings, partition_update, recording_names, universe_token
+from kuration_assets.automation import sensor_interval_seconds
 from kuration_assets.scoring_assets import (
     RECORDING_TOKEN_METADATA,
     SOURCE_PARTITIONS,
@@ -46,16 +47,20 @@ CHANGE_TAG = "kuration/change"
 #: How many names a multi-recording run's tag lists before "and N more", and its longest value.
 _TAGGED_NAMES = 5
 _TAG_CHARS = 200
+#: KURATION_SENSOR_INTERVAL_SECONDS when the code location loaded (30 s by default).
+_INTERVAL_SECONDS = sensor_interval_seconds()
 
 
 @sensor(
-    asset_selection=[universe, resolved_splits, scored_segments], minimum_interval_seconds=30,
-    description="Every 30 s, lists the recordings root (curation.json `recordings`): new recordings become one "
-                "scored_segments run over their partitions (keyed by recording name), a rewritten one a run of its "
-                "own, each tagged with its recordings; a changed universe (universe.csv, or the recordings "
-                "themselves without one) re-materializes universe and resolved_splits, which extends the split "
-                "without moving a source. Its first tick skips every recording and universe whose latest "
-                "materialization recorded the token it lists now.",
+    asset_selection=[universe, resolved_splits, scored_segments], minimum_interval_seconds=_INTERVAL_SECONDS,
+    description=f"Every {_INTERVAL_SECONDS} s (`KURATION_SENSOR_INTERVAL_SECONDS`), lists the recordings root "
+                "(curation.json `recordings`): new recordings become one scored_segments run over their partitions "
+                "(keyed by recording name), a rewritten one a run of its own, each tagged with its recordings; a "
+                "changed universe (universe.csv, or the recordings themselves without one) re-materializes universe "
+                "and resolved_splits, which extends the split without moving a source. Its first tick skips every "
+                "recording and universe whose latest materialization recorded the token it lists now. Off until "
+                "switched on (Automation in the UI, or `dagster sensor start new_recordings_sensor`); budget_plan and "
+                "what follows run by their automation condition.",
 )
 def new_recordings_sensor(context: SensorEvaluationContext, landing_zone: LandingZoneResource,
                           curation: CurationResource):

@@ -8,6 +8,14 @@ plan over every scored source, and its check), ``build_dataset`` (the committed 
 and manifest, and the integrity check) and ``build_rollouts`` (the Zarr rollout replay store
 and its validation and lineage checks).
 
+Automation (see :mod:`kuration_assets.automation`): ``new_recordings_sensor`` (off until
+switched on) asks for the split and the scoring partitions when the landing zone changes;
+``default_automation_condition_sensor``, on from the start, runs ``budget_plan``, the dataset
+and the rollout store after them, in runs that carry the lease tag the deployment's run queue
+limits; the ``nightly_recuration`` schedule
+(off until switched on) runs the ``recurate`` job, the unpartitioned chain from the current
+scored pool.
+
 Loading the code location loads the plugins (:mod:`kuration.plugins`): the modules named in
 the landing zone's ``curation.json`` ``plugins``, in ``KURATION_PLUGINS`` and by the
 installed packages' ``kuration.plugins`` entry points, so what
@@ -18,12 +26,22 @@ fails to import fails the load with a :class:`kuration.plugins.PluginError` nami
 
 import warnings
 
-from dagster import AssetSelection, Definitions, define_asset_job, in_process_executor
+from dagster import (
+    AssetSelection,
+    AutomationConditionSensorDefinition,
+    DefaultScheduleStatus,
+    DefaultSensorStatus,
+    Definitions,
+    ScheduleDefinition,
+    define_asset_job,
+    in_process_executor,
+)
 
 import kuration_assets
 import rollout_assets
 import splits_assets
 from kuration.errors import KurationError
+from kuration_assets.automation import sensor_interval_seconds
 from kuration_resources import CODE_LOCATION_ENVIRONMENT, LandingZoneResource, load_landing_plugins, resources_from_env
 
 curate_splits = define_asset_job(
@@ -57,6 +75,53 @@ fill_budget = define_asset_job(
     description="Fill each split's budget from the scored segments and the resolved split, with the budget check.",
 )
 
+#: The unpartitioned chain from the current scored pool: what a re-curation re-materializes.
+#: Rescoring is not in it: the sensor rescores new and rewritten recordings, and a backfill
+#: over every scored_segments partition rescores after a strategy change.
+RECURATION_ASSETS = AssetSelection.assets(splits_assets.universe, splits_assets.resolved_splits,
+                                          kuration_assets.budget_plan, kuration_assets.shards_and_manifest,
+                                          rollout_assets.rollout_store)
+
+recurate = define_asset_job(
+    "recurate", selection=RECURATION_ASSETS,
+    description="Re-curate from the current scored pool: the universe and the split (extended, no source moved), "
+                "the budget plan, the dataset and the rollout store, each behind its blocking checks, in one run. "
+                "Nothing is rescored; unchanged shards are reused.",
+    tags=dict([DATASET_LEASE_TAG]),
+)
+
+#: 03:00 UTC: after a working day's recordings have landed and been scored.
+RECURATION_CRON = "0 3 * * *"
+
+nightly_recuration = ScheduleDefinition(
+    name="nightly_recuration", job=recurate, cron_schedule=RECURATION_CRON, execution_timezone="UTC",
+    # Off until switched on: it rewrites the committed dataset and the rollout store every night,
+    # which an instance opened to look at the demo, or pointed at someone's storage root, must
+    # not start doing by itself.
+    default_status=DefaultScheduleStatus.STOPPED,
+    description="Every night at 03:00 UTC, runs `recurate`: the unpartitioned chain re-materialized from the current "
+                "scored pool, so a changed curation.json budget, output spec or split rule, or a run that failed "
+                "during the day, is taken up by the next morning. Off until switched on (Automation in the UI, or "
+                "`dagster schedule start nightly_recuration`).",
+)
+
+def automation_sensor(interval_seconds: int) -> AutomationConditionSensorDefinition:
+    """The sensor that evaluates every asset's automation condition, declared here so it runs by
+    default (the one Dagster adds by itself starts stopped). One sensor for the whole graph, so
+    one tick can plan the whole chain a change affects (budget plan, dataset, rollout store) as
+    one run, in which each blocking check stops what follows it. Every run it launches carries
+    :data:`DATASET_LEASE_TAG`: such a run writes the shared plan and dataset, so a deployment's
+    run queue lets one run at a time do that. Its runs use the code location's executor (in
+    process), like every other run."""
+    return AutomationConditionSensorDefinition(
+        "default_automation_condition_sensor", target=AssetSelection.all(), run_tags=dict([DATASET_LEASE_TAG]),
+        default_status=DefaultSensorStatus.RUNNING, minimum_interval_seconds=interval_seconds,
+        description=f"Every {interval_seconds} s (`KURATION_SENSOR_INTERVAL_SECONDS`), evaluates the automation "
+                    "condition of budget_plan, shards, dataset_manifest and rollout_store (follows_upstream: eager, "
+                    "once every upstream blocking check passed) and runs what it asks for, the chain in one run tagged "
+                    "`kuration/lease: dataset`. On from the start: it acts only after an upstream was materialized "
+                    "(by new_recordings_sensor's runs, a manual run or a backfill).")
+
 
 def build_definitions() -> Definitions:
     """The code location's definitions; loads the plugins first (raises ``PluginError``, or
@@ -89,11 +154,13 @@ def build_definitions() -> Definitions:
         # and re-execution act on the run's process, so they behave as before; ``kuration run``
         # executes its runs in its own process with this executor too.
         Definitions(resources=resources, jobs=[curate_splits, score_recordings, fill_budget, build_dataset,
-                                               build_rollouts], executor=in_process_executor),
+                                               build_rollouts, recurate], executor=in_process_executor,
+                    sensors=[automation_sensor(sensor_interval_seconds())], schedules=[nightly_recuration]),
     )
 
 
 defs = build_definitions()
 
-__all__ = ["CODE_LOCATION_ENVIRONMENT", "build_dataset", "build_definitions", "build_rollouts", "curate_splits",
-           "defs", "fill_budget", "score_recordings"]
+__all__ = ["CODE_LOCATION_ENVIRONMENT", "DATASET_LEASE_TAG", "RECURATION_ASSETS", "RECURATION_CRON",
+           "automation_sensor", "build_dataset", "build_definitions", "build_rollouts", "curate_splits", "defs",
+           "fill_budget", "nightly_recuration", "recurate", "score_recordings"]

@@ -10,6 +10,7 @@ from typing import Any, Union
 
 from dagster import (
     AssetCheckResult,
+    AssetSelection,
     AssetCheckSpec,
     AssetExecutionContext,
     Config,
@@ -31,6 +32,7 @@ from kuration.rollouts.build import (
     q_h_preview,
     validation_check_result,
 )
+from kuration_assets.automation import follows_upstream
 from kuration_assets.dataset_assets import DATASET_DIR
 from kuration_dagster_checks import asset_check_result, markdown_table
 from kuration_resources import ASSET_GROUP, CurationResource, LandingZoneResource, StorageRootResource
@@ -65,7 +67,10 @@ class RolloutStoreConfig(Config):
 
 
 @asset(deps=["dataset_manifest", resolved_splits], group_name=ASSET_GROUP, kinds={"zarr"},
-       check_specs=[rollout_validation])
+       check_specs=[rollout_validation],
+       # a new split alone does not trigger it: the dataset built from that split follows, and
+       # the store must be built from that dataset (once), not from the one before it
+       automation_condition=follows_upstream(not_triggered_by=AssetSelection.assets(resolved_splits)))
 def rollout_store(context: AssetExecutionContext, config: RolloutStoreConfig, storage_root: StorageRootResource,
                   landing_zone: LandingZoneResource,
                   curation: CurationResource) -> Iterator[Union[MaterializeResult, AssetCheckResult]]:

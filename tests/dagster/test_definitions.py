@@ -29,8 +29,10 @@ def test_code_location_loads_and_merges_every_package():
                       ("dataset_manifest", "dataset_quality"), ("rollout_store", "rollout_validation"),
                       ("rollout_store", "rollout_lineage")}
     assert {j.name for j in defs.resolve_all_job_defs()} >= {"curate_splits", "score_recordings", "fill_budget",
-                                                             "build_dataset", "build_rollouts"}
+                                                             "build_dataset", "build_rollouts", "recurate"}
     assert defs.resolve_sensor_def("new_recordings_sensor") is not None
+    assert defs.resolve_sensor_def("default_automation_condition_sensor") is not None
+    assert defs.resolve_schedule_def("nightly_recuration").job_name == "recurate"
     job = defs.resolve_implicit_global_asset_job_def()
     assert job is not None
     curate = defs.resolve_job_def("curate_splits").asset_layer.asset_graph.asset_check_keys
@@ -50,10 +52,14 @@ def test_one_asset_group_so_the_lineage_graph_opens_on_the_assets():
     graph = defs.resolve_asset_graph()
     assert {graph.get(key).group_name for key in graph.get_all_asset_keys()} == {"curation"}
     jobs = {name: {k.to_user_string() for k in defs.resolve_job_def(name).asset_layer.executable_asset_keys}
-            for name in ("curate_splits", "score_recordings", "fill_budget", "build_dataset", "build_rollouts")}
+            for name in ("curate_splits", "score_recordings", "fill_budget", "build_dataset", "build_rollouts",
+                         "recurate")}
     assert jobs == {"curate_splits": {"universe", "resolved_splits"}, "score_recordings": {"scored_segments"},
                     "fill_budget": {"budget_plan"}, "build_dataset": {"shards", "dataset_manifest"},
-                    "build_rollouts": {"rollout_store"}}
+                    "build_rollouts": {"rollout_store"},
+                    # re-curation: everything but the scoring, which the sensor and backfills own
+                    "recurate": {"universe", "resolved_splits", "budget_plan", "shards", "dataset_manifest",
+                                 "rollout_store"}}
     checks = {c.name for c in defs.resolve_job_def("build_dataset").asset_layer.asset_graph.asset_check_keys}
     assert checks == {"dataset_integrity", "dataset_quality"}
     pool = defs.resolve_job_def("score_recordings").asset_layer.asset_graph.asset_check_keys

@@ -66,7 +66,9 @@ def test_the_walk_reaches_every_kind_of_description():
     where = " ".join(w for w, _ in _descriptions())
     for needle in ("asset shards", "asset resolved_splits", "check dataset_manifest:dataset_integrity",
                    "check budget_plan:budget", "run config of budget_plan.train", "run config of budget_plan",
-                   "job build_dataset", "sensor new_recordings_sensor", "resource curation.recordings",
+                   "job build_dataset", "job recurate", "sensor new_recordings_sensor",
+                   "sensor default_automation_condition_sensor", "schedule nightly_recuration",
+                   "resource curation.recordings",
                    "resource storage_root"):
         assert needle in where
 

@@ -1,0 +1,75 @@
+"""When the graph runs by itself: the declarative automation condition of the assets after the
+scoring pool, and the tick interval of the sensors that drive them.
+
+Who asks for what:
+
+- ``universe``, ``resolved_splits`` and the ``scored_segments`` partitions are asked for by
+  ``new_recordings_sensor``: only it can see the landing zone (a changed ``universe.csv``, a
+  new or rewritten recording); Dagster's conditions only see materializations.
+- ``budget_plan``, ``shards`` + ``dataset_manifest`` and ``rollout_store`` carry
+  :func:`follows_upstream`: they run once after their upstreams updated, when no upstream is
+  missing or in a queued or running run, and when every blocking check of their upstreams
+  has passed on the upstream's latest materialization, or is planned in the same run. One
+  tick of the automation sensor therefore plans the whole chain a change affects as one run,
+  in which each blocking check stops what follows it. An update whose check runs in a step of
+  its own and has not run yet (``segment_pool`` after a scoring step, ``dataset_integrity``
+  after a dataset built by hand) is waited for, and a failed one stops the chain there until
+  the check passes or the upstream is materialized again.
+
+What this module deliberately does not do: rescore anything (the sensor's job, and a backfill's
+after a strategy change), or define the sensors and the schedule (the code location does,
+:mod:`kuration_definitions`).
+"""
+
+import os
+from collections.abc import Mapping
+
+from dagster import AssetSelection, AutomationCondition
+
+from kuration.errors import InputError
+
+#: Seconds between two ticks of ``new_recordings_sensor`` and of the automation condition
+#: sensors, read once when the code location loads. The daemon looks at its sensors about every
+#: 5 s, so values below that act like 5 s.
+SENSOR_INTERVAL_ENV = "KURATION_SENSOR_INTERVAL_SECONDS"
+DEFAULT_SENSOR_INTERVAL_SECONDS = 30
+
+
+def sensor_interval_seconds(environ: Mapping[str, str] = os.environ) -> int:
+    """``KURATION_SENSOR_INTERVAL_SECONDS`` (a whole number of seconds, at least 1), or 30 unset."""
+    raw = environ.get(SENSOR_INTERVAL_ENV, "").strip()
+    if not raw:
+        return DEFAULT_SENSOR_INTERVAL_SECONDS
+    try:
+        seconds = int(raw)
+    except ValueError:
+        seconds = 0
+    if seconds < 1:
+        raise InputError(f"{SENSOR_INTERVAL_ENV}: expected a whole number of seconds of at least 1, got {raw!r}; "
+                         f"unset it for the default of {DEFAULT_SENSOR_INTERVAL_SECONDS} s")
+    return seconds
+
+
+def follows_upstream(*, not_triggered_by: AssetSelection | None = None) -> AutomationCondition:
+    """``AutomationCondition.eager()`` (an upstream updated since this asset was last requested or
+    updated, none missing, none in progress, this asset not in progress) and
+    ``all_deps_blocking_checks_passed()``.
+
+    The checks sit outside eager's "since last handled" memory on purpose: an update whose
+    checks have not run yet is remembered and requested on the tick after they passed, not
+    forgotten. An update made by a run that also planned this asset (the nightly re-curation,
+    a manual run over the chain) does not trigger it again (eager's ``any_deps_updated``
+    ignores those).
+
+    ``not_triggered_by``: upstreams whose update alone does not trigger this asset, because the
+    asset also depends on them through another upstream that will update after them (the
+    rollout store reads the resolved split, but must wait for the dataset built from it).
+    """
+    condition: AutomationCondition = AutomationCondition.eager()
+    if not_triggered_by is not None:
+        condition = condition.replace("any_deps_updated",
+                                      AutomationCondition.any_deps_updated().ignore(not_triggered_by))
+    return (condition & AutomationCondition.all_deps_blocking_checks_passed()).with_label("follows_upstream")
+
+
+__all__ = ["DEFAULT_SENSOR_INTERVAL_SECONDS", "SENSOR_INTERVAL_ENV", "follows_upstream", "sensor_interval_seconds"]

@@ -1,0 +1,207 @@
+"""The automation conditions of the code location, evaluated without a daemon
+(``evaluate_automation_conditions``) on an instance ``kuration run`` filled, after in-process
+runs that stand for what the sensor, a manual run or the nightly schedule would launch."""
+
+import json
+from pathlib import Path
+
+import pytest
+from dagster import AssetKey, AssetSelection, DagsterInstance, evaluate_automation_conditions, materialize
+
+from kuration import storage
+from kuration.demo_corpus import write_demo_landing_zone
+from kuration.errors import InputError
+from kuration_assets import budget, budget_plan, dataset_integrity, scored_segments, segment_pool, shards_and_manifest
+from kuration_assets.automation import DEFAULT_SENSOR_INTERVAL_SECONDS, SENSOR_INTERVAL_ENV, sensor_interval_seconds
+from kuration_cli.graph_run import run_graph
+from kuration_definitions import DATASET_LEASE_TAG, defs
+from rollout_assets import rollout_lineage, rollout_store
+from splits_assets import resolved_splits, split_leakage, universe, universe_drift
+from tests.dagster.runs import landing_resources
+
+DOWNSTREAM = ("budget_plan", "shards", "dataset_manifest", "rollout_store")
+
+
+class Curated:
+    """An instance and storage root ``kuration run`` filled, and the conditions' cursor so far."""
+
+    def __init__(self, instance: DagsterInstance, landing: Path, storage: Path):
+        self.instance = instance
+        self.landing = landing
+        self.resources = landing_resources(landing, storage)
+        self.cursor = None
+
+    def tick(self) -> set[str]:
+        """One evaluation of every condition, as one daemon tick: the assets it requests."""
+        result = evaluate_automation_conditions(defs=defs, instance=self.instance, cursor=self.cursor)
+        self.cursor = result.cursor
+        return {key for key in DOWNSTREAM + ("universe", "resolved_splits", "scored_segments")
+                if result.get_num_requested(AssetKey(key))}
+
+    def run(self, assets, **kwargs):
+        return materialize(assets, resources=self.resources, instance=self.instance, raise_on_error=False, **kwargs)
+
+    def partitions(self) -> list[str]:
+        return self.instance.get_dynamic_partitions("sources")
+
+    def rescore(self, names: list[str], *, with_check: bool):
+        """A scoring run over ``names`` (adjacent partitions), with or without its segment_pool step."""
+        tags = {"dagster/asset_partition_range_start": names[0], "dagster/asset_partition_range_end": names[-1]}
+        return self.run([scored_segments, segment_pool] if with_check else [scored_segments], tags=tags)
+
+
+@pytest.fixture
+def curated(tmp_path: Path, monkeypatch):
+    zone = write_demo_landing_zone(tmp_path / "landing", seed=5, recordings_per_site=2, sites=3, minutes=(1, 2))
+    landing = Path(zone.root)
+    storage.write_bytes_atomic(str(landing / "curation.json"), json.dumps({
+        "recordings": "recordings", "segment_window": 10, "segment_stride": 5,
+        "budget": {"train_hours": 0.02, "val_hours": 0.01, "test_hours": 0.01, "span_seconds": 20},
+        "split": {"strategy": "random", "seed": 2, "val_ratio": 0.34, "test_ratio": 0.34},
+    }).encode())
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    outcome = run_graph(str(landing), str(tmp_path / "storage"), out=lambda line: None)
+    assert outcome.ok, outcome
+    with DagsterInstance.get() as instance:
+        state = Curated(instance, landing, tmp_path / "storage")
+        # the first tick of a daemon started on a curated instance: nothing is stale, nothing runs
+        assert state.tick() == set()
+        yield state
+
+
+def test_nothing_is_requested_while_everything_is_up_to_date(curated):
+    assert curated.tick() == set()
+    assert curated.tick() == set()
+
+
+def test_a_rescored_pool_plans_the_whole_chain_once_its_pool_check_passed(curated):
+    first = curated.partitions()[:2]
+    assert curated.rescore(first, with_check=False).success
+    # scored, but segment_pool (its own step) has not passed on it yet
+    assert curated.tick() == set()
+    assert curated.run([scored_segments, segment_pool], selection=AssetSelection.checks(segment_pool)).success
+    # one run: the budget check, then the dataset and its integrity check, then the store
+    assert curated.tick() == set(DOWNSTREAM)
+    assert curated.tick() == set(), "asked twice for one update"
+    assert curated.run([budget_plan, budget, shards_and_manifest, dataset_integrity, rollout_store,
+                        rollout_lineage]).success
+    assert curated.tick() == set()
+
+
+def test_the_rollout_store_waits_for_the_integrity_check_of_a_dataset_built_by_hand(curated):
+    assert curated.run([shards_and_manifest], selection=AssetSelection.assets(shards_and_manifest)).success
+    assert curated.tick() == set()
+    assert curated.run([shards_and_manifest, dataset_integrity],
+                       selection=AssetSelection.checks(dataset_integrity)).success
+    assert curated.tick() == {"rollout_store"}
+    assert curated.tick() == set()
+
+
+def test_a_failed_pool_check_stops_the_budget_plan(curated):
+    # a delivery of unreadable recordings: every source is skipped, the pool is empty
+    names = curated.partitions()
+    for path in (curated.landing / "recordings").rglob("*.parquet"):
+        path.write_bytes(b"not a parquet file")
+    result = curated.rescore(names, with_check=True)
+    (evaluation,) = result.get_asset_check_evaluations()
+    assert evaluation.check_name == segment_pool.check_key.name and not evaluation.passed
+    assert curated.tick() == set()
+    assert curated.tick() == set()
+
+
+def test_a_warned_budget_check_stops_the_automation_at_the_budget_plan(curated):
+    # a budget larger than each split's pool: the budget check warns, and a run would continue
+    # past it, but Dagster's check_passed (what follows_upstream waits for) counts it as not passed
+    settings = json.loads((curated.landing / "curation.json").read_text())
+    settings["budget"].update(train_hours=1, val_hours=1, test_hours=1)
+    (curated.landing / "curation.json").write_text(json.dumps(settings))
+    result = curated.run([budget_plan, budget])
+    (evaluation,) = result.get_asset_check_evaluations()
+    assert result.success and not evaluation.passed and evaluation.severity.value == "WARN"
+    assert "larger than the split's whole scored pool" in str(evaluation.description)
+    assert curated.tick() == set()
+
+
+def _resplit(curated) -> None:
+    assert curated.run([universe, resolved_splits, split_leakage, universe_drift],
+                       selection=AssetSelection.assets(universe, resolved_splits) | AssetSelection.checks(
+                           split_leakage, universe_drift)).success
+
+
+def test_a_new_split_plans_the_chain_from_the_budget_plan(curated):
+    _resplit(curated)
+    assert curated.tick() == set(DOWNSTREAM)
+
+
+def test_a_new_split_waits_for_the_new_recordings_to_be_scored(curated):
+    # the sensor's tick: a new partition, the split run first and the scoring run after it
+    curated.instance.add_dynamic_partitions("sources", ["zz_site/flight_001"])
+    _resplit(curated)
+    # budget_plan waits for the unscored partition; the rollout store, which reads the split
+    # too, must not be rebuilt from the old dataset meanwhile (and again after the new one)
+    assert curated.tick() == set()
+
+
+def test_the_nightly_recuration_run_leaves_nothing_for_the_automation(curated, monkeypatch, tmp_path):
+    from kuration_definitions import build_definitions
+
+    monkeypatch.setenv("KURATION_LANDING_ZONE", str(curated.landing))
+    monkeypatch.setenv("KURATION_STORAGE_ROOT", str(tmp_path / "storage"))
+    job = build_definitions().resolve_job_def("recurate")
+    result = job.execute_in_process(instance=curated.instance, raise_on_error=False)
+    assert result.success
+    materialized = {event.asset_key.to_user_string() for event in result.get_asset_materialization_events()}
+    assert materialized == {"universe", "resolved_splits", *DOWNSTREAM}
+    assert result.dagster_run.tags.get(DATASET_LEASE_TAG[0]) == DATASET_LEASE_TAG[1]
+    # it planned every downstream asset itself: none of them is asked for again
+    assert curated.tick() == set()
+
+
+def test_which_sensor_runs_which_asset_and_what_is_on_by_default():
+    from dagster import DefaultScheduleStatus, DefaultSensorStatus
+
+    repo = defs.get_repository_def()
+    graph = defs.resolve_asset_graph()
+    conditioned = {key.to_user_string() for key in graph.get_all_asset_keys()
+                   if graph.get(key).automation_condition is not None}
+    assert conditioned == set(DOWNSTREAM)
+    sensors = {s.name: s for s in repo.sensor_defs}
+    assert set(sensors) == {"new_recordings_sensor", "default_automation_condition_sensor"}
+    automation = sensors["default_automation_condition_sensor"]
+    assert {k.to_user_string() for k in automation.asset_selection.resolve(graph)} >= conditioned
+    assert automation.run_tags == dict([DATASET_LEASE_TAG])
+    assert automation.default_status == DefaultSensorStatus.RUNNING
+    assert sensors["new_recordings_sensor"].default_status == DefaultSensorStatus.STOPPED
+    (schedule,) = repo.schedule_defs
+    assert (schedule.name, schedule.job_name, schedule.default_status) == (
+        "nightly_recuration", "recurate", DefaultScheduleStatus.STOPPED)
+
+
+@pytest.mark.parametrize(("value", "seconds"), [(None, DEFAULT_SENSOR_INTERVAL_SECONDS), ("5", 5), (" 2 ", 2)])
+def test_the_sensor_interval_comes_from_the_environment(value, seconds):
+    environ = {} if value is None else {SENSOR_INTERVAL_ENV: value}
+    assert sensor_interval_seconds(environ) == seconds
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "fast", "1.5"])
+def test_a_bad_sensor_interval_is_refused_naming_the_variable(value):
+    with pytest.raises(InputError, match=rf"{SENSOR_INTERVAL_ENV}: expected a whole number of seconds of at least 1, "
+                                         rf"got '{value}'"):
+        sensor_interval_seconds({SENSOR_INTERVAL_ENV: value})
+
+
+def test_the_interval_reaches_every_sensor(monkeypatch, tmp_path):
+    import subprocess
+    import sys
+
+    code = ("from kuration_definitions import defs; "
+            "print(sorted({s.minimum_interval_seconds for s in defs.get_repository_def().sensor_defs}))")
+    env = {"PATH": "", SENSOR_INTERVAL_ENV: "7", "KURATION_LANDING_ZONE": str(tmp_path),
+           "KURATION_STORAGE_ROOT": str(tmp_path / "s"), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[7]"
+
