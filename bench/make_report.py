@@ -234,6 +234,8 @@ def _bench_section(bench: dict[str, Any]) -> list[str]:
         facts.append(f"started {bench['started_at']}")
     if bench.get("commit"):
         facts.append(f"commit {bench['commit']}")
+    if bench.get("load_average_at_start"):
+        facts.append(f"load average at start {', '.join(str(x) for x in bench['load_average_at_start'])}")
     if facts:
         out[-1] += f" ({', '.join(facts)})"
     out.append("")
