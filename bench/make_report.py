@@ -195,6 +195,8 @@ def render(results: dict[str, Any], source: str = "bench/results.json") -> str:
         f"- commit: {results.get('commit') or 'unknown'}"
         + (f" with uncommitted changes in {', '.join(dirty)}" if dirty else ""),
         *_machine_lines(results["machine"]),
+        *([f"- kept from earlier runs (`run_all --merge`), each section says when it ran: "
+           f"{', '.join(results['kept_from_earlier_runs'])}"] if results.get("kept_from_earlier_runs") else []),
         f"- benches: {len(benches)} run, {len(benches) - len(failed)} ok, {len(failed)} failed"
         + (f" ({', '.join(failed)})" if failed else ""),
         "",

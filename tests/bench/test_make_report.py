@@ -100,6 +100,13 @@ def test_the_header_says_when_where_and_in_which_mode():
     assert "lacks: AVX512F" in text
 
 
+def test_a_merged_file_names_the_benches_kept_from_earlier_runs():
+    merged = results(ok_bench("inspect", []), ok_bench("peers", []), kept_from_earlier_runs=["inspect"])
+    text = make_report.render(make_report.check_results(merged, "r.json"))
+    assert "- kept from earlier runs (`run_all --merge`), each section says when it ran: inspect" in text
+    assert "kept from earlier runs" not in make_report.render(make_report.check_results(results(), "r.json"))
+
+
 def test_pipes_in_cells_are_escaped():
     fig = report.figure("a | b", 1.0, "x", "c | d", note="e\nf")
     text = make_report.render(make_report.check_results(results(ok_bench("b", [fig])), "r.json"))
