@@ -24,6 +24,7 @@ VENV_DIR = BENCH_DIR / ".venv-cuvis"
 CUVIS_PINS = ("cuvis-ai-core==0.18.6", "cuvis-ai-schemas==0.14.2")
 # What the two imported modules actually need (cuvis-ai-schemas pins pydantic>=2.12.5,<3).
 LIGHT_DEPS = ("pydantic>=2.12.5,<3", "pyyaml>=6.0.3")
+_OFF = ("off", "0", "no", "false")  # values of CUVIS_REFERENCE / <PEER>_PEER that skip it
 _PROBE = (
     "import cuvis_ai_core.data.selectors, cuvis_ai_core.utils.general;"
     "import cuvis_ai_schemas.training.data as d;"
@@ -49,7 +50,7 @@ def _probe(python: Path) -> tuple[bool, str]:
 
 def ensure_reference_python(*, build: bool = True) -> tuple[str | None, str]:
     """``(python_path, versions)`` of a working reference interpreter, or ``(None, reason)``."""
-    if os.environ.get("CUVIS_REFERENCE", "").lower() in ("off", "0", "no", "false"):
+    if os.environ.get("CUVIS_REFERENCE", "").lower() in _OFF:
         return None, "reference disabled by CUVIS_REFERENCE=off"
     override = os.environ.get("CUVIS_REFERENCE_PYTHON")
     if override:
@@ -69,6 +70,32 @@ def ensure_reference_python(*, build: bool = True) -> tuple[str | None, str]:
         return None, failure
     ok, info = _probe(python)
     return (str(python), info) if ok else (None, info)
+
+
+def ensure_peer_python(venv: Path, installs: list[list[str]], probe: str, *, off_variable: str,
+                       timeout: float = 1800) -> tuple[str | None, str]:
+    """``(python_path, how)`` of a peer's own virtualenv ``venv``, built on first use with
+    ``pip install <args>`` for each entry of ``installs`` (see :func:`build_venv`), or
+    ``(None, reason)`` when it cannot be had. ``probe`` is Python code that exits 0 only in a
+    usable venv; ``off_variable=off`` in the environment skips the peer."""
+    if os.environ.get(off_variable, "").lower() in _OFF:
+        return None, f"peer disabled by {off_variable}=off"
+    python = _venv_python(venv)
+
+    def probe_failure() -> str | None:
+        try:
+            out = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=300)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"cannot run {python}: {exc}"
+        return None if out.returncode == 0 else " | ".join(out.stderr.strip().splitlines()[-3:])
+
+    if python.exists() and probe_failure() is None:
+        return str(python), "existing venv"
+    failure = build_venv(venv, installs, timeout=timeout)
+    if failure:
+        return None, failure
+    failure = probe_failure()
+    return (str(python), "built now") if failure is None else (None, f"{venv} was built but its probe fails: {failure}")
 
 
 def build_venv(venv: Path, installs: list[list[str]], *, timeout: float = 600) -> str | None:

@@ -69,6 +69,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _measure import reset_peak_rss, timed, vmhwm_kb  # noqa: E402
 from _reference_env import kuration_tree_state  # noqa: E402
+from _report import figure, ratio, scaling_exponent  # noqa: E402
 
 import kuration.budget.plan as plan_module  # noqa: E402
 from kuration.budget import BudgetOptions, plan_budget  # noqa: E402
@@ -329,6 +330,39 @@ def _exponent(a: float, b: float, na: int, nb: int) -> float:
     return math.log(b / a) / math.log(nb / na)
 
 
+def report(ok: dict, scaling: dict, errors: dict) -> list[dict]:
+    """The uniform figures (see _report.py): the 1M seconds, the plan against the raw sort at
+    each size, and the scaling exponents."""
+    lexsort = "np.lexsort((uint64 key, -float64 priority)) over as many values as the plan has spans"
+    figures = []
+    if "1M" in ok:
+        one = ok["1M"]
+        figures.append(figure("plan_budget at 1M candidate spans, best run", one["plan_seconds"], "s",
+                              "absolute wall time", target=f"<= {TARGET_SECONDS_1M:g} s",
+                              note=f"median {one['plan_seconds_median']:.3f} s"))
+    for label, r in ok.items():
+        figures.append(ratio(f"plan_budget seconds / raw sort seconds, {label}", r["plan_seconds"],
+                             r["baseline_lexsort_seconds"], lexsort,
+                             note=f"{r['plan']['candidate_spans']:,} spans; time over time"))
+    if scaling:
+        figures.append(figure("plan_budget exponent 1M -> 4M, log(t4M/t1M)/log 4", scaling["exponent_plan"],
+                              "exponent", "the same plan at 1M spans, this run", target=f"<= {TARGET_EXPONENT:g}",
+                              note=f"raw lexsort in the same run: {scaling['exponent_baseline_lexsort']:.3f}"))
+    if len(ok) >= 2:
+        spans = [r["plan"]["candidate_spans"] for r in ok.values()]
+        sizes = ", ".join(ok)
+        for what, key in (("plan_budget", "plan_seconds"), ("raw lexsort baseline", "baseline_lexsort_seconds")):
+            figures.append(figure(f"{what}: fitted exponent over {sizes}",
+                                  scaling_exponent(spans, [r[key] for r in ok.values()]), "exponent",
+                                  "least-squares fit of log(seconds) on log(candidate spans), this run",
+                                  note="1.0 is linear; the target applies to the 1M -> 4M figure"))
+    for label, error in errors.items():
+        lines = error if isinstance(error, list) else [str(error)]
+        figures.append(figure(f"plan_budget at {label}", None, "s", "absolute wall time",
+                              note="the size failed: " + " | ".join(lines)))
+    return figures
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="100k,1M,4M", help=f"comma-separated, of {list(SIZES)}")
@@ -413,6 +447,7 @@ def main() -> None:
     }
     print(json.dumps({
         "bench": "budget_fill",
+        "report": report(ok, scaling, {label: r["error"] for label, r in results.items() if "error" in r}),
         "targets": targets,
         "scaling_1M_to_4M": scaling,
         "summary": summary,

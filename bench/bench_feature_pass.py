@@ -58,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _measure import timed, vmhwm_kb  # noqa: E402
 from _reference_env import kuration_tree_state  # noqa: E402
+from _report import figure, ratio, scaling_exponent  # noqa: E402
 
 from kuration.sources.schema import Schema  # noqa: E402
 from kuration.scoring import score_sources  # noqa: E402
@@ -442,6 +443,48 @@ def memory(root: Path, n_sources: int) -> dict:
 # --------------------------------------------------------------------------- main
 
 
+def report(best: dict, startup: dict, longer: dict | None, mem: dict | None, short: dict, rows: int,
+           args: argparse.Namespace) -> list[dict]:
+    """The uniform figures (see _report.py)."""
+    numpy_baseline = "the numpy pass over the same files (same reductions, no validation)"
+    figures = [
+        ratio("score_sources workers=1 throughput / numpy throughput", best["numpy"], best["workers_1"],
+              numpy_baseline, target=f">= {TARGET_RATIO_VS_NUMPY:g}",
+              note=f"{args.sources} sources x {short['rows_per_source']} rows ({rows:,} rows)"),
+        ratio("score_sources workers=2 speedup over workers=1", best["workers_1"], best["workers_2"],
+              "score_sources workers=1 on the same files", target=f">= {TARGET_SPEEDUP_2W:g}",
+              note="includes starting the pool"),
+        ratio("the same speedup without the pool start-up", best["workers_1"],
+              max(1e-9, best["workers_2"] - startup["spawn_startup_seconds"]),
+              "score_sources workers=1 on the same files",
+              note=f"start-up {startup['spawn_startup_seconds']:.3f} s, measured on 2 tiny sources"),
+    ]
+    if longer is not None:
+        longer_rows = longer["ticks_per_source"] * args.entities
+        figures.append(ratio("longer sources: workers=1 throughput / numpy throughput",
+                             longer["numpy_ms_per_source"], longer["kuration_workers_1_ms_per_source"],
+                             numpy_baseline, note=f"{longer['sources']} sources x {longer_rows} rows"))
+        for side, short_ms, long_ms in (
+                ("score_sources workers=1", short["workers_1"], longer["kuration_workers_1_ms_per_source"]),
+                ("numpy baseline", short["numpy"], longer["numpy_ms_per_source"])):
+            figures.append(figure(f"{side}: time per source against rows per source", scaling_exponent(
+                [short["rows_per_source"], longer_rows], [short_ms, long_ms]), "exponent",
+                "fit of log(ms per source) on log(rows per source) over the two source lengths",
+                note=f"{short['rows_per_source']} and {longer_rows} rows per source; 1.0 is linear"))
+    if mem is not None:
+        small = max(1, args.sources // 4)
+        figures.append(figure(f"peak RSS growth, {small} -> {args.sources} sources, workers=1",
+                              mem["workers_1"].get("self_growth_4x"), "x",
+                              f"peak RSS (ru_maxrss) of the same pass over {small} sources",
+                              target=f"<= {TARGET_RSS_GROWTH:g}", met=mem["met"]))
+        figures.append(figure(f"peak RSS growth, {small} -> {args.sources} sources, workers=2 parent",
+                              mem["workers_2"].get("self_growth_4x"), "x",
+                              f"peak RSS (ru_maxrss) of the same pass over {small} sources",
+                              target=f"<= {TARGET_RSS_GROWTH:g}"))
+    return figures
+
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sources", type=int, default=1000)
@@ -512,6 +555,7 @@ def main() -> None:
     }
     print(json.dumps({
         "bench": "feature_pass",
+        "report": report(best, startup, longer, mem, short, rows, args),
         "targets": targets,
         "parameters": {
             "sources": args.sources, "ticks_per_source": args.ticks, "entities": args.entities, "sample_hz": SAMPLE_HZ,

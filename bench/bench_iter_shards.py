@@ -60,7 +60,8 @@ sys.path.insert(0, str(BENCH_DIR.parent))
 sys.path.insert(0, str(BENCH_DIR))
 
 from _measure import best_of  # noqa: E402
-from _reference_env import build_venv, kuration_tree_state  # noqa: E402
+from _reference_env import ensure_peer_python, kuration_tree_state  # noqa: E402
+from _report import ratio  # noqa: E402
 
 from kuration.hashing import readable_json  # noqa: E402
 from kuration.output.commit_protocol import publish_committed  # noqa: E402
@@ -74,6 +75,9 @@ PEER_VENV = BENCH_DIR / ".venv-streaming"
 # torch first (the CPU build pip finds locally), then streaming with torch pinned again in the
 # same resolve: streaming imports torchvision, whose newest release would pull another torch.
 PEER_PINS = (("torch==2.13.0",), ("mosaicml-streaming==0.13.0", "torch==2.13.0"))
+# installed, not imported: importing streaming needs the torchvision stub (_streaming_import.py)
+STREAMING_PROBE = "import torch, importlib.metadata as m; m.version('mosaicml-streaming')"
+TARGETS = {"verify": 0.75, "no_verify": 0.95}  # against np.load of the same files
 STEPS, FRAME = 64, (96, 96, 3)
 
 
@@ -139,24 +143,10 @@ def sha256_throughput(paths: list[Path]) -> float:
 # -- the MosaicML Streaming peer, in its own venv -----------------------------------------------
 
 _PEER_SCRIPT = textwrap.dedent('''
-    import json, sys, time, gc, types, importlib.machinery
+    import json, sys, time, gc
     import numpy as np
-    stubbed = None
-    try:
-        import torchvision  # noqa: F401
-    except Exception as exc:  # the PyPI wheel is built for CUDA torch; the CPU build cannot load its ops
-        stubbed = f"{type(exc).__name__}: {exc}"
-        for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
-            del sys.modules[name]
-        # streaming.vision imports these names at import time; the MDS reader never calls them
-        stubs = {name: types.ModuleType(name) for name in ("torchvision", "torchvision.datasets",
-                                                           "torchvision.transforms",
-                                                           "torchvision.transforms.functional")}
-        for name, stub in stubs.items():  # what importlib.util.find_spec asks of a module
-            stub.__spec__ = importlib.machinery.ModuleSpec(name, None)
-        stubs["torchvision.datasets"].VisionDataset = stubs["torchvision.datasets"].CIFAR10 = object
-        stubs["torchvision.transforms.functional"].to_tensor = None
-        sys.modules.update(stubs)
+    from _streaming_import import import_streaming  # on PYTHONPATH: bench/
+    streaming, stubbed = import_streaming()
     from streaming import LocalDataset, MDSWriter, StreamingDataset
     src, mds, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3])
     files = sorted(__import__("glob").glob(src + "/train/*.npz"))
@@ -168,7 +158,6 @@ _PEER_SCRIPT = textwrap.dedent('''
                 with np.load(f) as z:
                     w.write({"frame": z["frame"], "pos": z["pos"], "label": z["label"],
                              "present": z["_present"].astype(np.uint8)})
-        import streaming
         print(json.dumps({"version": streaming.__version__, "torchvision_stubbed": stubbed}))
         sys.exit(0)
     def touch(sample):  # the same page-touch as the kuration side (see touch() there)
@@ -196,23 +185,19 @@ _PEER_SCRIPT = textwrap.dedent('''
 
 
 def peer_python() -> tuple[str | None, str]:
-    if os.environ.get("STREAMING_PEER", "").lower() in ("off", "0", "no", "false"):
-        return None, "peer disabled by STREAMING_PEER=off"
-    python = PEER_VENV / "bin" / "python"
-    # installed, not imported: importing streaming needs the torchvision stub the peer script sets up
-    probe = [str(python), "-c", "import torch, importlib.metadata as m; print(m.version('mosaicml-streaming'))"]
-    if python.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
-        return str(python), "existing venv"
-    failure = build_venv(PEER_VENV, [list(pins) for pins in PEER_PINS], timeout=1800)
-    if failure:
-        return None, failure
-    return (str(python), "built now") if subprocess.run(probe, capture_output=True).returncode == 0 else (
-        None, f"{PEER_VENV} was built but holds no mosaicml-streaming, or cannot import torch")
+    """The MosaicML Streaming venv (see the module docstring), or None and why."""
+    return ensure_peer_python(PEER_VENV, [list(pins) for pins in PEER_PINS], STREAMING_PROBE,
+                              off_variable="STREAMING_PEER")
+
+
+def peer_env() -> dict[str, str]:
+    """The environment of a peer process: bench/ on its path for the peer helpers."""
+    return {**os.environ, "PYTHONPATH": str(BENCH_DIR)}
 
 
 def _peer(python: str, out: Path, mds: Path, repeats: int) -> dict:
     done = subprocess.run([python, "-c", _PEER_SCRIPT, str(out), str(mds), str(repeats)], capture_output=True,
-                          text=True, timeout=3600)
+                          text=True, timeout=3600, env=peer_env())
     if done.returncode != 0:
         raise RuntimeError("the peer failed: " + " | ".join(done.stderr.strip().splitlines()[-3:]))
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -259,6 +244,22 @@ def peer_result(peer: dict) -> dict:
             "seconds": peer["readers"][fastest]["seconds"], "median": peer["readers"][fastest]["median"]}
 
 
+def report(best: dict[str, float], peer: dict) -> list[dict]:
+    """The uniform figures (see _report.py): each read against np.load, and against the peer
+    (at least Streaming is the verified read's target)."""
+    np_load = "np.load of every shard file, every member read (no hash)"
+    streaming = "MosaicML Streaming (MDS copy of the same tensors), its faster reader (its seconds / ours)"
+    missing = "" if peer.get("available") else f"no peer: {peer.get('reason')}"
+    figures = []
+    for key, label in (("verify", "iter_shards (verify)"), ("no_verify", "iter_shards(verify=False)")):
+        seconds = best[f"iter_shards_{key}"]
+        figures.append(ratio(f"{label} / np.load", best["np_load"], seconds, np_load + " (its seconds / ours)",
+                             target=f">= {TARGETS[key]:g}"))
+        figures.append(ratio(f"{label} / Streaming", peer.get("seconds"), seconds, streaming,
+                             target=">= 1" if key == "verify" else None, note=missing))
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shards", type=int, default=160)
@@ -291,7 +292,7 @@ def main() -> None:
             "MB_per_s": {k: round(payload / v / 1e6, 1) for k, v in best.items()},
             "ratio_vs_np_load": {"verify": round(best["np_load"] / best["iter_shards_verify"], 3),
                                  "no_verify": round(best["np_load"] / best["iter_shards_no_verify"], 3)},
-            "targets": {"verify": 0.75, "no_verify": 0.95},
+            "targets": TARGETS,
             "sha256_MB_per_s": round(sha256_throughput(paths), 1),
             "runs": {k: [round(t, 4) for t in v] for k, v in runs.items()},
             "peer": peer, "cpus": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()],
@@ -304,6 +305,7 @@ def main() -> None:
             result["ratio_vs_streaming_of_medians"] = {
                 "verify": round(peer["median"] / median["iter_shards_verify"], 3),
                 "no_verify": round(peer["median"] / median["iter_shards_no_verify"], 3)}
+        result["report"] = report(best, peer)
         print(json.dumps(result, indent=2))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -56,6 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _measure import reset_peak_rss, vmhwm_kb  # noqa: E402
 from _reference_env import kuration_tree_state  # noqa: E402
+from _report import figure, scaling_exponent  # noqa: E402
 from bench_budget_fill import STRATEGY_DICT, budget_options, build_segments  # noqa: E402
 
 from kuration.budget import plan_budget  # noqa: E402
@@ -378,6 +379,36 @@ def run_size(label: str, target: int, repeats: int, seed: int, keep: bool) -> di
             shutil.rmtree(root, ignore_errors=True)
 
 
+def report(results: dict) -> list[dict]:
+    """The uniform figures (see _report.py): mode B (memory_budget=1) against mode A (no budget)
+    at each size, and how each mode's heap above its import level grows with the pool."""
+    without = "mode A: the same score_sources + plan_budget without a memory budget, same pool"
+    figures = []
+    for label, r in results.items():
+        if "errors" in r:
+            figures.append(figure(f"{label}: peak heap B / A", None, "x", without,
+                                  note=f"a mode failed: {r['errors']}"))
+            continue
+        same = f"{r['data']['segments']:,} segments; identical plans: {r['identical_plans']}"
+        ratios = r["ratios_B_over_A"]
+        for what, key in (("peak heap (RssAnon) while loading the pool", "peak_rss_anon_load"),
+                          ("peak heap (RssAnon) overall", "peak_rss_anon"),
+                          ("VmHWM (heap + file pages)", "vmhwm"),
+                          ("plan seconds", "seconds_plan")):
+            figures.append(figure(f"{label}: {what}, B / A", ratios[key], "x", without, note=same))
+    ok = {label: r for label, r in results.items() if "errors" not in r}
+    if len(ok) >= 2:
+        segments = [r["data"]["segments"] for r in ok.values()]
+        for mode in MODES:
+            above = [r["summary"][mode]["peak_rss_anon_mb"] - r["summary"][mode]["baseline_rss_anon_mb"]
+                     for r in ok.values()]
+            figures.append(figure(f"mode {mode}: peak heap above imports against pool size",
+                                  scaling_exponent(segments, above), "exponent",
+                                  f"least-squares fit of log(MB) on log(segments) over {', '.join(ok)}",
+                                  note="1.0: the heap grows with the pool; 0: it does not"))
+    return figures
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="250k,1M", help=f"comma-separated, of {list(SIZES)} (target segment counts)")
@@ -400,6 +431,7 @@ def main() -> None:
     results = {label: run_size(label, SIZES[label], args.repeats, args.seed, args.keep) for label in labels}
     print(json.dumps({
         "bench": "memory_budget",
+        "report": report(results),
         "summary": {label: {k: r.get(k) for k in ("identical_plans", "ratios_B_over_A", "summary", "segments_nbytes")}
                     | {"segments": r["data"]["segments"], "sources": r["data"]["sources"]}
                     for label, r in results.items()},

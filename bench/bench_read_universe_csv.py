@@ -33,6 +33,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _measure import best_of  # noqa: E402
+from _report import figure, ratio  # noqa: E402
 from _reference_env import kuration_tree_state  # noqa: E402
 
 from kuration.splits import read_universe_csv  # noqa: E402
@@ -95,8 +96,22 @@ def main() -> None:
         n_ranged = len(ranged_universe)
         del ranged_universe
 
+    median_s = float(np.median(kur_all))
+    report = [
+        figure(f"read_universe_csv, {base_rows:,} rows, best run", kur_best, "s", "absolute wall time",
+               target=f"<= {TARGET_SECONDS:g} s"),
+        figure(f"read_universe_csv, {base_rows:,} rows, median run", median_s, "s", "absolute wall time",
+               target=f"<= {TARGET_SECONDS:g} s"),
+        ratio("read_universe_csv seconds / raw parse seconds", kur_best, base_best,
+              "pandas.read_csv(path, dtype=str) of the same file (no validation)",
+              note="time over time: the cost of validation, resolution and the canonical sort over a raw parse"),
+        ratio("compact range rows: read_universe_csv seconds / raw parse of the full file", rng_best, base_best,
+              f"pandas.read_csv(path, dtype=str) of the {base_rows:,}-row file",
+              note=f"{args.sources:,} 'a-b' range rows fanned out to {n_ranged:,} samples"),
+    ]
     print(json.dumps({
         "bench": "read_universe_csv",
+        "report": report,
         "rows": base_rows,
         "samples": n,
         "sources": n_sources,
@@ -106,7 +121,7 @@ def main() -> None:
         "kuration_seconds": kur_best,
         "kuration_median_seconds": float(np.median(kur_all)),
         "kuration_all_runs": kur_all,
-        "met_by_median": float(np.median(kur_all)) <= TARGET_SECONDS,
+        "met_by_median": median_s <= TARGET_SECONDS,
         "baseline": "pandas.read_csv(path, dtype=str)",
         "baseline_seconds": base_best,
         "baseline_all_runs": base_all,

@@ -32,6 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _measure import best_of  # noqa: E402
+from _report import figure, ratio  # noqa: E402
 from _reference_env import ensure_reference_python, kuration_tree_state  # noqa: E402
 
 from kuration.splits import Selector, Universe, resolve_positions, resolve_selectors  # noqa: E402
@@ -130,6 +131,22 @@ def row_runs(universe: Universe) -> list[list[int]]:
     starts = np.concatenate([[0], breaks])
     stops = np.concatenate([breaks, [len(codes)]])
     return [[int(codes[a]), int(idx[a]), int(idx[a]) + int(b - a)] for a, b in zip(starts, stops, strict=True)]
+
+
+def report(result: dict, reference_reason: str | None) -> list[dict]:
+    """The uniform figures (see _report.py): the headline's seconds, and each entry point's
+    speedup over the reference."""
+    reference_s = result["reference_seconds"]
+    missing = f"no reference: {reference_reason}" if reference_s is None else ""
+    agreement = "" if result["identical"] is None else f"uid lists identical: {result['identical']}"
+    figures = [figure("resolve_selectors(stage, Universe) -> SampleRefs", result["kuration_seconds"], "s",
+                      "absolute wall time, best run", target=f"<= {TARGET_SECONDS:g} s",
+                      note=f"{result['samples']:,} samples, {result['selectors']} selectors")]
+    for entry, verdict in result["by_entry_point"].items():
+        figures.append(ratio(f"{entry}: speedup over the reference", reference_s, verdict["seconds"],
+                             "Cuvis.AI resolve_selectors on the same stage and universe (its seconds / ours)",
+                             target=f">= {TARGET_SPEEDUP:g}", note=missing or agreement))
+    return figures
 
 
 def main() -> None:
@@ -294,6 +311,7 @@ def main() -> None:
     }
     if reference is None:
         result["reference_reason"] = reference_reason
+    result["report"] = report(result, reference_reason)
     print(json.dumps(result, indent=2))
 
 

@@ -45,6 +45,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._measure import best_of  # noqa: E402
+from bench._report import figure, ratio  # noqa: E402
 from kuration.hashing import readable_json  # noqa: E402
 from kuration.output.commit_protocol import publish_committed  # noqa: E402
 from kuration.output.containers import get_container  # noqa: E402
@@ -164,7 +165,17 @@ def main() -> None:
         assert generation is not None
         chains, steps, candidates = counts(generation.records)
         best = {name: min(times) for name, times in runs.items()}
+        read_baseline = "iter_shards(dataset, split='train', verify=True) over the same shards"
+        report = [
+            ratio("rollout_records_from_dataset / reading the shards", best["generate"], best["read"], read_baseline,
+                  note=f"time over time; {chains:,} chains, {steps:,} steps from {args.shards} shards"),
+            ratio("the recipe alone / reading the shards", best["recipe"], best["read"], read_baseline,
+                  note="records_for_shard on arrays read beforehand"),
+            ratio("write_rollout_store_atomically / reading the shards", best["write"], best["read"], read_baseline),
+            figure("generation throughput", steps / best["generate"], "steps/s", "absolute (no ratio)"),
+        ]
         print(json.dumps({
+            "bench": "rollout_generation", "report": report,
             "shards": args.shards, "rows": sum(len(a["pos"]) for a, _ in shards),
             "bytes": sum(int(e["bytes"]) for e in json.loads((work / "dataset" / "dataset_manifest.json").read_text())
                          ["entries"]),

@@ -43,6 +43,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._report import ratio  # noqa: E402
 from kuration.rollouts import (  # noqa: E402
     RolloutZarrStoreReader,
     validate_rollout_zarr_store,
@@ -181,7 +182,21 @@ def main() -> None:
                                        "read": read_everything(store)}, args.repeats)
         files = sum(1 for p in store.rglob("*") if p.is_file())
         size = sum(p.stat().st_size for p in store.rglob("*") if p.is_file())
+    plain = "plain zarr writes of the same arrays, same chunks, shards and codecs (its seconds / the writer's)"
+    report = [
+        ratio("write from RolloutChainBatch: plain zarr / writer", batch_write["plain"], batch_write["batches"],
+              plain, target=">= 0.8", note=f"{len(batches)} batches; the columnar path the pipeline uses"),
+        ratio("write from RolloutWriteRecord: plain zarr / writer", record_write["plain"], record_write["records"],
+              plain, note="the per-step records path; the target applies to the batch path"),
+        ratio("array_rows of 256 random rows / oindex", lookup["array_rows"], lookup["oindex"],
+              "zarr oindex of the same rows on the same array", target="<= 2"),
+        ratio("q_h_view(0.9) rebuild / reading its inputs", rebuild["rebuild"], rebuild["read"],
+              "reading the factual arrays the rebuild needs through the same reader", target="<= 3"),
+        ratio("validate_rollout_zarr_store / one full read", validation["validate"], validation["read"],
+              "every array of the store read once, fresh open", target="<= 2"),
+    ]
     print(json.dumps({
+        "bench": "rollout_store", "report": report,
         "candidates": result.num_candidates, "steps": result.num_steps, "rollouts": result.num_rollouts,
         "store_files": files, "store_mb": round(size / 1e6, 1),
         "batches": len(batches),

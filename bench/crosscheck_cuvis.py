@@ -41,6 +41,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _reference_env import ensure_reference_python, kuration_tree_state  # noqa: E402
+from _report import figure  # noqa: E402
 
 from kuration.errors import KurationError  # noqa: E402
 from kuration.splits import (  # noqa: E402
@@ -331,6 +332,33 @@ def detail(case_id: str, selectors: list[dict], mine: dict, theirs: dict) -> dic
 # --------------------------------------------------------------------------- main
 
 
+def report(summary: dict) -> list[dict]:
+    """The uniform figures (see _report.py): shares of cases where both implementations agree."""
+    reference = "the Cuvis.AI reference on the same cases"
+    if summary.get("reference", True) is None:
+        why = f"no reference: {summary.get('reason')}"
+        return [figure(name, None, "fraction", reference, target=target, note=why) for name, target in (
+            ("random stage selector lists: agreement", "== 1"), ("edge probes: agreement", None),
+            ("splits.json text byte-identical", "== 1"), ("universe_hash identical", None))]
+    resolution, edge, splits = summary["resolution"], summary["edge_probes"], summary["splits_json"]
+    hashes = summary["universe_hash"]
+    accepted = splits["both_accepted"]
+    return [
+        figure("random stage selector lists: agreement", resolution["agreements"] / max(1, resolution["cases"]),
+               "fraction", reference, target="== 1",
+               note=f"{resolution['agreements']} of {resolution['cases']} agree (same uids, or both raise)"),
+        figure("edge probes: agreement", edge["agree"] / max(1, edge["agree"] + edge["disagree"]), "fraction",
+               reference, note=f"{edge['disagree']} of {edge['agree'] + edge['disagree']} probes differ "
+                                "(reported one by one; see bench/README.md)"),
+        figure("splits.json text byte-identical", splits["text_identical"] / max(1, accepted), "fraction",
+               "Cuvis json.dumps(DataSplitConfig.model_validate(d).to_dict(), indent=2)", target="== 1",
+               note=f"{splits['text_identical']} of {accepted} configs both accept; "
+                    f"{splits['accept_mismatch']} accepted by one side only"),
+        figure("universe_hash identical", sum(h["identical"] for h in hashes.values()) / max(1, len(hashes)),
+               "fraction", reference, note=f"{len(hashes)} universes"),
+    ]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=20240601)
@@ -412,6 +440,7 @@ def main() -> None:
                 "list_path_disagreements": [cid for cid, r in kur_cases.items() if not r["raised"]
                                             and not r["list_path_agrees"]],
             }
+            summary["report"] = report(summary)
             print(json.dumps(summary, indent=2, ensure_ascii=False))
             return
         summary["reference_versions"] = info
@@ -438,6 +467,7 @@ def main() -> None:
         if proc.returncode != 0:
             summary["reference"] = None
             summary["reason"] = "reference run failed: " + " | ".join(proc.stderr.strip().splitlines()[-5:])
+            summary["report"] = report(summary)
             print(json.dumps(summary, indent=2, ensure_ascii=False))
             return
         with open(out_path, encoding="utf-8") as fh:
@@ -539,6 +569,7 @@ def main() -> None:
                    "identical": universe_hash(u) == ref["universe_hash"][name]}
             for name, u in universes.items()
         }
+        summary["report"] = report(summary)
         print(json.dumps(summary, indent=2, ensure_ascii=False))
 
 
