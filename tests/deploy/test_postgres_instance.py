@@ -13,12 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kuration.demo_corpus import write_demo_landing_zone
+from tests.dagster.small_landing import write_small_landing_zone
 from tests.deploy.instance import DEPLOY_YAML, K8S_YAML, deploy_home, env_variables, query
-
-SETTINGS = {"budget": {"train_hours": 0.02, "val_hours": 0.01, "test_hours": 0.01, "span_seconds": 30},
-            "split": {"strategy": "random", "seed": 2, "val_ratio": 0.34, "test_ratio": 0.34}}
-
 
 def test_the_deploy_instance_keeps_its_history_in_postgres_and_its_compute_logs_in_s3(deployment):
     from dagster import DagsterInstance
@@ -94,9 +90,7 @@ def test_the_k8s_variant_is_deploy_yaml_plus_a_run_launcher_that_passes_on_its_v
 
 @pytest.fixture
 def landing(tmp_path: Path) -> Path:
-    zone = write_demo_landing_zone(tmp_path / "landing", seed=5, recordings_per_site=2, sites=3, minutes=(1, 2))
-    (Path(zone.root) / "curation.json").write_text(json.dumps(SETTINGS))
-    return Path(zone.root)
+    return write_small_landing_zone(tmp_path / "landing")
 
 
 @pytest.mark.slow
