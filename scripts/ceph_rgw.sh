@@ -143,7 +143,9 @@ osd class update on start = false
 rgw frontends = beast endpoint=127.0.0.1:$RGW_PORT
 rgw data = $C/rgw
 EOF
-  monmaptool --create --add a 127.0.0.1:$MON_PORT --fsid "$fsid" monmap >/dev/null || { why="monmaptool"; return 1; }
+  # the address as v1 (legacy) explicitly: monmaptool makes a bare address on any port but 6789 a v2 one,
+  # which the v1 "mon host" above then never reaches
+  monmaptool --create --addv a "[v1:127.0.0.1:$MON_PORT]" --fsid "$fsid" monmap >/dev/null || { why="monmaptool"; return 1; }
   ceph-mon -c ceph.conf --mkfs -i a --monmap monmap || { why="ceph-mon --mkfs"; return 1; }
   ceph-mon -c ceph.conf -i a || { why="starting ceph-mon"; return 1; }
   wait_for mon_up || { why="waiting for the monitor ($WAIT s)"; return 1; }
