@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # A real S3 object store for the integration tests: single-node Ceph (one mon, one memstore
-# OSD) and radosgw on 127.0.0.1:7480, user TESTKEY / TESTSECRET. Our own copy of the recipe
-# in the shared DESIGN notes, with install, stop-by-PID, reuse of a running gateway, and
+# OSD) and radosgw on 127.0.0.1, user TESTKEY / TESTSECRET. Our own copy of the recipe in
+# the shared DESIGN notes, with install, stop-by-PID, reuse of a running gateway, and
 # retries from a clean state.
 #
 #   scripts/ceph_rgw.sh start DIR   install the Debian packages if missing (needs root + apt),
-#                                   start the cluster with its state under DIR, print the endpoint
+#                                   start the cluster with its state under DIR, and print the
+#                                   endpoint on stdout (everything else: stderr)
 #   scripts/ceph_rgw.sh stop DIR    stop the daemons by the PIDs recorded under DIR
 #
-# Ports are fixed (mon 6789, rgw 7480). If a gateway already answers on 7480, start reuses it
-# and records nothing to stop. A failed start is stopped by PID and retried from an empty
-# DIR, up to KURATION_CEPH_ATTEMPTS times (default 3); each failure is reported with the
-# step that failed and the daemons' last log lines. Every wait is bounded by a deadline of
+# The gateway listens on 127.0.0.1:KURATION_CEPH_RGW_PORT (default 7480), the monitor on
+# KURATION_CEPH_MON_PORT (default 6789): a second cluster on one machine needs both others.
+# If a gateway already answers on the gateway port, start reuses it and records nothing to
+# stop. A failed start is stopped by PID and retried from an empty DIR, up to
+# KURATION_CEPH_ATTEMPTS times (default 3); each failure is reported with the step that
+# failed and the daemons' last log lines. Every wait is bounded by a deadline of
 # KURATION_CEPH_WAIT seconds (default 90), not by a number of polls: one `ceph` CLI call
-# alone takes a second or more on a loaded machine.
+# alone takes a second or more on a loaded machine. tests/ceph/test_ceph_script.py runs this
+# script on stand-in daemons to prove the retry.
 #
 # Why the OSD does not update its CRUSH location or device class on start: this Ceph's
 # clients can send a monitor command before they hold the cluster's monmap, so it carries
@@ -28,7 +32,12 @@ cmd=${1:-}; C=${2:-}
 if [ -z "$cmd" ] || [ -z "$C" ]; then
   echo "usage: $0 start|stop DIR" >&2; exit 2
 fi
-ENDPOINT=http://127.0.0.1:7480
+RGW_PORT=${KURATION_CEPH_RGW_PORT:-7480}
+MON_PORT=${KURATION_CEPH_MON_PORT:-6789}
+for port in "$RGW_PORT" "$MON_PORT"; do
+  case "$port" in ''|*[!0-9]*) echo "ceph_rgw.sh: ports must be numbers, got '$port'" >&2; exit 2 ;; esac
+done
+ENDPOINT=http://127.0.0.1:$RGW_PORT
 ATTEMPTS=${KURATION_CEPH_ATTEMPTS:-3}
 WAIT=${KURATION_CEPH_WAIT:-90}
 
@@ -59,7 +68,7 @@ rgw_answers() { curl -s -o /dev/null "$ENDPOINT/"; }
 
 if rgw_answers; then
   echo "ceph_rgw.sh: a gateway already answers on $ENDPOINT; reusing it" >&2
-  mkdir -p "$C"; exit 0
+  mkdir -p "$C"; echo "$ENDPOINT"; exit 0
 fi
 if ! command -v radosgw >/dev/null || ! command -v ceph-mon >/dev/null || ! command -v uuidgen >/dev/null; then
   echo "ceph_rgw.sh: installing ceph-mon ceph-osd radosgw (Debian packages, about 20 s)" >&2
@@ -104,7 +113,7 @@ start_once() {
 [global]
 fsid = $fsid
 mon initial members = a
-mon host = v1:127.0.0.1:6789
+mon host = v1:127.0.0.1:$MON_PORT
 public network = 127.0.0.0/8
 auth cluster required = none
 auth service required = none
@@ -131,10 +140,12 @@ memstore device bytes = 1073741824
 osd crush update on start = false
 osd class update on start = false
 [client.rgw.a]
-rgw frontends = beast endpoint=127.0.0.1:7480
+rgw frontends = beast endpoint=127.0.0.1:$RGW_PORT
 rgw data = $C/rgw
 EOF
-  monmaptool --create --add a 127.0.0.1:6789 --fsid "$fsid" monmap >/dev/null || { why="monmaptool"; return 1; }
+  # the address as v1 (legacy) explicitly: monmaptool makes a bare address on any port but 6789 a v2 one,
+  # which the v1 "mon host" above then never reaches
+  monmaptool --create --addv a "[v1:127.0.0.1:$MON_PORT]" --fsid "$fsid" monmap >/dev/null || { why="monmaptool"; return 1; }
   ceph-mon -c ceph.conf --mkfs -i a --monmap monmap || { why="ceph-mon --mkfs"; return 1; }
   ceph-mon -c ceph.conf -i a || { why="starting ceph-mon"; return 1; }
   wait_for mon_up || { why="waiting for the monitor ($WAIT s)"; return 1; }
@@ -157,9 +168,10 @@ EOF
 why=""
 for attempt in $(seq 1 "$ATTEMPTS"); do
   why=""
-  if start_once; then
+  # the daemons' own output goes to stderr: stdout carries the endpoint alone
+  if start_once >&2; then
     echo "ceph_rgw.sh: rgw ready at $ENDPOINT (attempt $attempt of $ATTEMPTS; pids $(cat "$C"/run/*.pid | tr '\n' ' '))" >&2
-    exit 0
+    echo "$ENDPOINT"; exit 0
   fi
   echo "ceph_rgw.sh: attempt $attempt of $ATTEMPTS failed at: $why; the daemons' last log lines:" >&2
   tail -n 12 "$C"/log/* >&2 2>/dev/null || true

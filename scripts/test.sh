@@ -28,11 +28,11 @@ trap stop_servers EXIT
 if [ "${KURATION_SKIP_CEPH:-0}" != 1 ]; then
   CEPH_DIR="$(mktemp -d)/ceph"
   stop_on_exit+=('scripts/ceph_rgw.sh stop "$CEPH_DIR"')
-  if ! scripts/ceph_rgw.sh start "$CEPH_DIR"; then
+  if ! KURATION_CEPH_ENDPOINT="$(scripts/ceph_rgw.sh start "$CEPH_DIR")"; then
     echo "test.sh: could not start Ceph radosgw (see above; it needs root and apt to install); KURATION_SKIP_CEPH=1 runs without it" >&2
     exit 1
   fi
-  export KURATION_CEPH_ENDPOINT=http://127.0.0.1:7480
+  export KURATION_CEPH_ENDPOINT
 fi
 # A real PostgreSQL for the deployment tests (tests/deploy): installed and started here on
 # 127.0.0.1:${KURATION_POSTGRES_PORT:-55432}, stopped by PID on exit. KURATION_SKIP_POSTGRES=1

@@ -56,7 +56,8 @@ def build_rollout_store(
     progress: Callable[[int, int], None] | None = None,
 ) -> RolloutStoreBuild:
     """Generate rollout records from ``dataset``'s ``split`` shards with ``recipe`` (default:
-    :class:`MotionDirectionRecipe`) and write them to the local ``store_dir`` atomically.
+    :class:`MotionDirectionRecipe`) and write them to ``store_dir`` atomically (a local folder,
+    or a remote URL: :mod:`kuration.rollouts.remote`).
 
     ``splits_root`` (the storage root holding the resolved split) binds the store's
     ``split_manifest_hash`` to its baked ``splits.json`` and proves the dataset was written

@@ -21,28 +21,34 @@ renames it back before doing anything else.
 
 Only siblings of a *dead* writer are cleaned: the pid in the name is checked on this host,
 so two runners on one destination do not remove each other's work (the rename race between
-two live runners is not arbitrated: run one runner per destination). Local paths only: a
-remote URL (``s3://...``) is refused with :class:`RolloutInputError`, since object stores
-have no atomic directory rename; write locally and upload the finished store.
+two live runners is not arbitrated: run one runner per destination). A remote URL
+(``s3://...``) has no atomic directory rename: the store is written, verified and promoted
+as above in a local temp folder, published to the URL root ``zarr.json`` last
+(:func:`~kuration.rollouts.remote.publish_rollout_store`), then downloaded again and
+validated there, so what is promoted is what a reader of the URL gets.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import posixpath
 import re
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from kuration.errors import RolloutInputError, RolloutStoreError
+from kuration.errors import RolloutStoreError
 from kuration.rollouts.reader import RolloutZarrStoreReader
+from kuration.rollouts.remote import publish_rollout_store
 from kuration.rollouts.records import RolloutChainInput
 from kuration.rollouts.schema import MANIFEST_FILENAME
 from kuration.rollouts.validation import RolloutZarrValidationResult, validate_rollout_zarr_store
 from kuration.rollouts.writer import RolloutZarrWriteResult, write_rollout_zarr_store
-from kuration.storage import TEMP_PREFIX, fsync_directory, is_remote, local_path, remove_tree, temp_name
+from kuration.storage import TEMP_PREFIX, fsync_directory, is_remote, join_url, local_path, remove_tree, temp_name
 
 #: ``<pid>-<12 hex>`` for a temp store, ``...-old`` for a store being replaced.
 _TOKEN = re.compile(r"^(?P<pid>[0-9]+)-[0-9a-f]{12}(?P<old>-old)?$")
@@ -52,7 +58,7 @@ def write_rollout_store_atomically(store_dir: str | os.PathLike[str], records: I
                                    **writer_options: Any) -> RolloutZarrWriteResult:
     """Write ``records`` (records and batches, as :func:`write_rollout_zarr_store` takes them)
     to a temp sibling of the local directory ``store_dir``, verify it, and promote it
-    atomically over ``store_dir`` (see the module docstring). ``writer_options`` are
+    atomically over ``store_dir``; a remote URL is published instead (see the module docstring). ``writer_options`` are
     :func:`write_rollout_zarr_store`'s keyword options. Returns the write result with
     ``store_dir`` and ``manifest_path`` pointing at the promoted store. A failed write or
     verification raises and leaves the previous store untouched."""
@@ -63,10 +69,10 @@ def write_validated_rollout_store(store_dir: str | os.PathLike[str], records: It
                                   **writer_options: Any) -> tuple[RolloutZarrWriteResult, RolloutZarrValidationResult]:
     """:func:`write_rollout_store_atomically`, also returning the validation that let the
     store be promoted (its ``store_dir`` the promoted one: the rename changes no byte), so a
-    caller that reports it (the ``rollout_validation`` check) does not read the store again."""
+    caller that reports it (the ``rollout_validation`` check) does not read the store again.
+    For a remote ``store_dir``, that validation is of the published store, read back."""
     if is_remote(store_dir):
-        raise RolloutInputError(f"store_dir: {os.fspath(store_dir)!r} is a remote URL; the atomic runner promotes "
-                                "by renaming a local directory (write locally, then upload the finished store)")
+        return _write_remote(os.fspath(store_dir), records, **writer_options)
     final = local_path(store_dir).absolute()
     final.parent.mkdir(parents=True, exist_ok=True)
     recover_interrupted_promotion(final)
@@ -87,6 +93,22 @@ def write_validated_rollout_store(store_dir: str | os.PathLike[str], records: It
     final = final.resolve()
     return (dataclasses.replace(result, store_dir=str(final), manifest_path=str(final / MANIFEST_FILENAME)),
             dataclasses.replace(validation, store_dir=final))
+
+
+def _write_remote(url: str, records: Iterable[RolloutChainInput], **writer_options: Any
+                  ) -> tuple[RolloutZarrWriteResult, RolloutZarrValidationResult]:
+    staging = Path(tempfile.mkdtemp(prefix=".kuration-rollout-staging-"))
+    try:
+        written, _ = write_validated_rollout_store(staging / posixpath.basename(url.rstrip("/")), records,
+                                                   **writer_options)
+        publish_rollout_store(written.store_dir, url)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    published = validate_rollout_zarr_store(url, validate_selected_payload=True)
+    if not published.ok:
+        raise RolloutStoreError(f"{url}: the published store fails validation when read back ({len(published.errors)} "
+                                f"errors: {'; '.join(published.errors[:10])}); re-materialize rollout_store")
+    return (dataclasses.replace(written, store_dir=url, manifest_path=join_url(url, MANIFEST_FILENAME)), published)
 
 
 def recover_interrupted_promotion(store_dir: str | os.PathLike[str]) -> list[str]:

@@ -22,6 +22,9 @@ import json
 import math
 import os
 import re
+import shutil
+import tempfile
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +36,7 @@ from kuration.errors import RolloutInputError, RolloutStoreError, shown
 from kuration.hashing import canonical_digest
 from kuration.rollouts._chunks import implausible_grid
 from kuration.rollouts.qh import Q_H_INPUT_PATHS, build_q_h
+from kuration.rollouts.remote import download_rollout_store
 from kuration.rollouts.schema import (
     ARRAYS,
     MANIFEST_FILENAME,
@@ -98,7 +102,8 @@ def _zarr_errors() -> tuple[type[BaseException], ...]:
 
 
 class RolloutZarrStoreReader:
-    """Open a completed rollout store (a local directory) read-only.
+    """Open a completed rollout store (a local directory, or a remote URL read from a local
+    copy of the whole store: :mod:`kuration.rollouts.remote`) read-only.
 
     Construction checks the root: it exists, is a zarr v3 group, and its attrs carry the
     schema id and version this reader knows plus every attr of
@@ -108,9 +113,13 @@ class RolloutZarrStoreReader:
     once written."""
 
     def __init__(self, store_dir: str | os.PathLike[str]) -> None:
+        #: Where the store was asked for: a local path, or the URL of a remote store, which
+        #: is read from a local copy (``store_dir``) this reader downloads, removed with it.
+        self.source = os.fspath(store_dir)
         if is_remote(store_dir):
-            raise RolloutInputError(f"store_dir: {os.fspath(store_dir)!r} is a remote URL; rollout stores are read "
-                                    "from a local path")
+            copy = Path(tempfile.mkdtemp(prefix=".kuration-rollout-copy-"))
+            weakref.finalize(self, shutil.rmtree, copy, ignore_errors=True)
+            store_dir = download_rollout_store(self.source, copy / "store")
         self.store_dir = str(local_path(store_dir).resolve())
         if not Path(self.store_dir).is_dir():
             raise RolloutStoreError(f"{self.store_dir}: no rollout store here (not a directory); write one with "

@@ -34,7 +34,9 @@ It writes nothing: the group is opened with ``mode="r"`` and the chunk check lis
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +57,8 @@ from kuration.rollouts._chunks import (
 )
 from kuration.rollouts.lineage import recorded_packing_digest, stored_digest
 from kuration.rollouts.qh import Q_H_INPUT_PATHS, build_q_h
+from kuration.rollouts.remote import downloaded_rollout_store
+from kuration.storage import is_remote
 from kuration.strict_json import parse_strict_json
 
 #: How many offending rows an error lists before it only counts them.
@@ -71,7 +75,8 @@ class RolloutZarrValidationResult:
     chunk, sidecar, linkage, mask, label and provenance violation, one sentence each.
     """
 
-    store_dir: Path
+    #: The local folder checked, or the URL of a remote store.
+    store_dir: Path | str
     num_rollouts: int
     num_steps: int
     num_candidates: int
@@ -147,8 +152,12 @@ def validate_rollout_zarr_store(store_dir: str | Path, *, validate_selected_payl
     """Check the store at ``store_dir`` and return every violation found (read-only).
 
     ``validate_selected_payload=False`` skips reading and checking ``steps/selected_payload``
-    (the heavy optional payload), for consumers that do not read it.
+    (the heavy optional payload), for consumers that do not read it. A remote URL
+    (``s3://...``) is checked on a local copy of the whole store, downloaded for the call;
+    the result names the URL.
     """
+    if is_remote(store_dir):
+        return _validate_remote(os.fspath(store_dir), validate_selected_payload=validate_selected_payload)
     directory = Path(store_dir).resolve()
     report = _Report()
     store = _open(directory, report, validate_selected_payload=validate_selected_payload)
@@ -164,6 +173,18 @@ def validate_rollout_zarr_store(store_dir: str | Path, *, validate_selected_payl
     rows = (store.rows if store is not None else (lambda table: 0))
     return RolloutZarrValidationResult(store_dir=directory, num_rollouts=rows("rollouts"), num_steps=rows("steps"),
                                        num_candidates=rows("candidates"), errors=report.errors)
+
+
+def _validate_remote(url: str, *, validate_selected_payload: bool) -> RolloutZarrValidationResult:
+    try:
+        with downloaded_rollout_store(url) as copy:
+            local = validate_rollout_zarr_store(copy, validate_selected_payload=validate_selected_payload)
+            where = str(local.store_dir)
+    except RolloutStoreError as exc:
+        return RolloutZarrValidationResult(store_dir=url, num_rollouts=0, num_steps=0, num_candidates=0,
+                                           errors=[str(exc)])
+    # the errors name the store where they were found: the URL, not the copy
+    return dataclasses.replace(local, store_dir=url, errors=[error.replace(where, url) for error in local.errors])
 
 
 # -- opening and the schema ----------------------------------------------------------------

@@ -13,17 +13,12 @@ import pytest
 
 from kuration.demo_corpus import write_demo_landing_zone
 from kuration_cli.graph_run import CODE_LOCATION_NAME, JOB_ORDER, run_main
+from tests.dagster.small_landing import small_settings, write_small_landing_zone
 from tests.dagster.ui_runs import WORKSPACE, executor_name, reexecute_all, run_and_step_processes, ui_workspace
-
-SETTINGS = {"budget": {"train_hours": 0.02, "val_hours": 0.01, "test_hours": 0.01, "span_seconds": 30},
-            "split": {"strategy": "random", "seed": 2, "val_ratio": 0.34, "test_ratio": 0.34}}
-
 
 @pytest.fixture
 def landing(tmp_path: Path) -> Path:
-    zone = write_demo_landing_zone(tmp_path / "landing", seed=5, recordings_per_site=2, sites=3, minutes=(1, 2))
-    (Path(zone.root) / "curation.json").write_text(json.dumps(SETTINGS))
-    return Path(zone.root)
+    return write_small_landing_zone(tmp_path / "landing")
 
 
 def _run(landing: Path, storage: Path, config: Path | None = None) -> tuple[int, str]:
@@ -182,7 +177,7 @@ def test_a_remote_storage_root_needs_dagster_home(tmp_path, monkeypatch, capsys)
 def test_two_recordings_of_one_name_stop_the_scoring_naming_both(landing, tmp_path, monkeypatch):
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     (tmp_path / "home").mkdir()
-    settings = {**SETTINGS, "source_pattern": "flight_*"}
+    settings = {**small_settings(), "source_pattern": "flight_*"}
     (landing / "curation.json").write_text(json.dumps(settings))
     (landing / "recordings" / "airfield_north" / "flight_001.npz").write_bytes(b"")
     code, out = _run(landing, tmp_path / "storage")

@@ -5,18 +5,15 @@ empty errors or warnings, and the assets that have a summary table show it first
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
 
 import pytest
 
-from kuration.demo_corpus import write_demo_landing_zone
 from kuration_cli.graph_run import run_graph
+from tests.dagster.small_landing import write_small_landing_zone
 
-SETTINGS = {"budget": {"train_hours": 0.02, "val_hours": 0.01, "test_hours": 0.01, "span_seconds": 30},
-            "split": {"strategy": "random", "seed": 1, "val_ratio": 0.34, "test_ratio": 0.34}}
 #: The assets whose first metadata entry is their summary table.
 SUMMARY_FIRST = ("resolved_splits", "budget_plan", "shards", "dataset_manifest", "rollout_store")
 
@@ -32,11 +29,10 @@ def graph_events(tmp_path: Path, monkeypatch):
     """Every materialization and check evaluation of one whole graph run."""
     from dagster import DagsterEventType, DagsterInstance
 
-    zone = write_demo_landing_zone(tmp_path / "landing", seed=7, recordings_per_site=2, sites=3, minutes=(1, 2))
-    (Path(zone.root) / "curation.json").write_text(json.dumps(SETTINGS))
+    landing = write_small_landing_zone(tmp_path / "landing", seed=7, split_seed=1)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     (tmp_path / "home").mkdir()
-    outcome = run_graph(zone.root, str(tmp_path / "storage"), out=lambda line: None)
+    outcome = run_graph(str(landing), str(tmp_path / "storage"), out=lambda line: None)
     assert outcome.ok, outcome.failure
     with DagsterInstance.get() as instance:
         events = [event.dagster_event for run_id, _ in outcome.runs.values()

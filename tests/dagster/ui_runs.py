@@ -22,14 +22,41 @@ def ui_workspace(instance: Any) -> Iterator[Any]:
     code server process, which reads the ``KURATION_*`` environment of this process."""
     from dagster_graphql.test.utils import define_out_of_process_workspace
 
+    earlier = _code_servers()
     with define_out_of_process_workspace(str(WORKSPACE), None, instance) as workspace:
-        yield workspace
+        try:
+            yield workspace
+        finally:
+            started = _code_servers() - earlier
+    # Leaving the workspace asks its code servers to shut down, and returns: one still
+    # finishing its runs' work must not find the instance's database dropped under it.
+    deadline = time.monotonic() + 60
+    while running := [pid for pid in started if _running(pid)]:
+        assert time.monotonic() < deadline, f"code server process(es) {running} still run 60 s after the shutdown"
+        time.sleep(0.2)
+
+
+def _code_servers() -> set[int]:
+    """The code server processes (``dagster api grpc``) this process started and that still run."""
+    import os
+
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(") ", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == os.getpid() and b"api" in command and b"grpc" in command and _running(int(entry.name)):
+            found.add(int(entry.name))
+    return found
 
 
 def reexecute_all(workspace: Any, parent_run_id: str, timeout: float = 240) -> Any:
     """The run page's "Re-execute all" on ``parent_run_id``: the UI's mutation, the queued run
     launched as the daemon launches it, then the run once it finished (a ``DagsterRun``)."""
-    from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
     from dagster_graphql.client.query import LAUNCH_PIPELINE_REEXECUTION_MUTATION
     from dagster_graphql.test.utils import execute_dagster_graphql
 
@@ -37,11 +64,40 @@ def reexecute_all(workspace: Any, parent_run_id: str, timeout: float = 240) -> A
         "reexecutionParams": {"parentRunId": parent_run_id, "strategy": "ALL_STEPS"}})
     launched = result.data["launchPipelineReexecution"]
     assert launched["__typename"] == "LaunchRunSuccess", launched
+    work_queue(workspace)
+    return finished_run(workspace.instance, launched["run"]["runId"], timeout)
+
+
+def launch_job(workspace: Any, job: str) -> str:
+    """The Launchpad's "Launch run" of ``job`` (no run config): the UI's mutation, which puts
+    the run in the instance's run queue; its run id."""
+    from dagster_graphql.client.query import LAUNCH_PIPELINE_EXECUTION_MUTATION
+    from dagster_graphql.test.utils import execute_dagster_graphql
+
+    from kuration_cli.graph_run import CODE_LOCATION_NAME
+
+    result = execute_dagster_graphql(workspace.create_request_context(), LAUNCH_PIPELINE_EXECUTION_MUTATION, {
+        "executionParams": {"selector": {"repositoryLocationName": CODE_LOCATION_NAME,
+                                         "repositoryName": "__repository__", "jobName": job},
+                            "runConfigData": {}, "mode": "default"}})
+    launched = result.data["launchPipelineExecution"]
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    return launched["run"]["runId"]
+
+
+def work_queue(workspace: Any) -> None:
+    """One pass of the daemon's run queue (``dagster-daemon run``'s QueuedRunCoordinatorDaemon):
+    the queued runs its limits let go are launched, each in a run worker process."""
+    from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
+
     with QueuedRunCoordinatorDaemon(interval_seconds=1) as daemon:
         list(daemon.run_iteration(workspace))
-    run_id = launched["run"]["runId"]
+
+
+def finished_run(instance: Any, run_id: str, timeout: float = 240) -> Any:
+    """The run once it finished (a ``DagsterRun``), waited for at most ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
-    while not (run := workspace.instance.get_run_by_id(run_id)).is_finished:
+    while not (run := instance.get_run_by_id(run_id)).is_finished:
         assert time.monotonic() < deadline, f"run {run_id} still {run.status.value} after {timeout} s"
         time.sleep(0.5)
     return run
@@ -55,6 +111,25 @@ def run_and_step_processes(instance: Any, run_id: str) -> tuple[int, set[int]]:
     events = [entry.dagster_event for entry in instance.all_logs(run_id) if entry.dagster_event is not None]
     (run_process,) = {event.pid for event in events if event.event_type == DagsterEventType.RUN_START}
     return run_process, {event.pid for event in events if event.step_key is not None and event.pid is not None}
+
+
+def wait_for_run_worker_exit(instance: Any, run_id: str, timeout: float = 60) -> None:
+    """Until the process the run started in has exited: a run worker goes on for a moment after
+    its run finished (its last events, its compute logs), and a test must not drop the
+    instance's database under it."""
+    pid, _ = run_and_step_processes(instance, run_id)
+    deadline = time.monotonic() + timeout
+    while _running(pid):
+        assert time.monotonic() < deadline, f"the run worker of {run_id} (pid {pid}) still runs after {timeout} s"
+        time.sleep(0.2)
+
+
+def _running(pid: int) -> bool:
+    """The process exists and has not exited (an exited child nobody reaped yet is a zombie)."""
+    try:
+        return not Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].startswith("Z")
+    except (OSError, IndexError):
+        return False
 
 
 def executor_name(instance: Any, run: Any) -> str:

@@ -14,7 +14,6 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
-import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY_YAML = REPO / "deploy" / "dagster.yaml"
@@ -92,17 +91,10 @@ def query(url: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...
         connection.close()
 
 
-def deploy_home(folder: Path, *, without: Sequence[str] = ()) -> Path:
-    """``folder`` as a ``DAGSTER_HOME`` whose ``dagster.yaml`` is ``deploy/dagster.yaml``, less
-    the top-level sections named in ``without``."""
+def deploy_home(folder: Path) -> Path:
+    """``folder`` as a ``DAGSTER_HOME`` whose ``dagster.yaml`` is ``deploy/dagster.yaml``, as it is."""
     folder.mkdir(parents=True, exist_ok=True)
-    if without:
-        config = yaml.safe_load(DEPLOY_YAML.read_text())
-        for section in without:
-            del config[section]
-        (folder / "dagster.yaml").write_text(yaml.safe_dump(config))
-    else:
-        shutil.copyfile(DEPLOY_YAML, folder / "dagster.yaml")
+    shutil.copyfile(DEPLOY_YAML, folder / "dagster.yaml")
     return folder
 
 

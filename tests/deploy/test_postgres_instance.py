@@ -13,12 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kuration.demo_corpus import write_demo_landing_zone
-from tests.deploy.instance import DEPLOY_YAML, K8S_YAML, deploy_home, env_variables, query
-
-SETTINGS = {"budget": {"train_hours": 0.02, "val_hours": 0.01, "test_hours": 0.01, "span_seconds": 30},
-            "split": {"strategy": "random", "seed": 2, "val_ratio": 0.34, "test_ratio": 0.34}}
-
+from tests.dagster.small_landing import write_small_landing_zone
+from tests.deploy.instance import DEPLOY_YAML, K8S_YAML, env_variables, query
 
 def test_the_deploy_instance_keeps_its_history_in_postgres_and_its_compute_logs_in_s3(deployment):
     from dagster import DagsterInstance
@@ -94,9 +90,7 @@ def test_the_k8s_variant_is_deploy_yaml_plus_a_run_launcher_that_passes_on_its_v
 
 @pytest.fixture
 def landing(tmp_path: Path) -> Path:
-    zone = write_demo_landing_zone(tmp_path / "landing", seed=5, recordings_per_site=2, sites=3, minutes=(1, 2))
-    (Path(zone.root) / "curation.json").write_text(json.dumps(SETTINGS))
-    return Path(zone.root)
+    return write_small_landing_zone(tmp_path / "landing")
 
 
 @pytest.mark.slow
@@ -106,9 +100,8 @@ def test_the_whole_graph_materializes_on_the_postgres_instance(deployment, landi
     from kuration.read import load_committed, verify_dataset
     from kuration_cli.graph_run import JOB_ORDER, run_graph
 
-    # kuration run launches its runs itself and waits for each; the run queue is the daemon's
-    # (the first test loads it), and without a daemon a queued run would wait forever
-    deploy_home(deployment.home, without=["run_coordinator"])
+    # kuration run executes its runs itself, each to the end, outside the run queue: the file
+    # as it is, queue included, needs no daemon for it (tests/deploy/test_run_queue.py works the queue)
     lines: list[str] = []
     outcome = run_graph(str(landing), str(tmp_path / "storage"), out=lines.append)
     assert outcome.ok, "\n".join(lines)

@@ -38,3 +38,27 @@ def write_recording(path: Path, *, seed: int, ticks: int = 300, drones=("a", "b"
     })
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path)
+
+
+def assert_same_scoring(got, expected) -> None:
+    """``got`` (a :class:`~kuration.scoring.ScoringResult`) scored exactly what ``expected``
+    did: the same sources in the same order with the same outcomes, and the same segment
+    table bit for bit: schema (names, types, metadata), every row in order, float columns
+    compared by their bits (a -0.0 or another NaN differs), nulls in the same places."""
+    import numpy as np
+
+    assert got.run_fingerprint == expected.run_fingerprint
+    assert [(o.source_id, o.status, o.segments, o.error) for o in got.outcomes] == [
+        (o.source_id, o.status, o.segments, o.error) for o in expected.outcomes]
+    table, reference = got.segments, expected.segments
+    assert table.schema.equals(reference.schema, check_metadata=True), (table.schema, reference.schema)
+    assert table.num_rows == reference.num_rows
+    for field in reference.schema:
+        column, wanted = table.column(field.name).combine_chunks(), reference.column(field.name).combine_chunks()
+        assert column.is_null().to_pylist() == wanted.is_null().to_pylist(), field.name
+        if pa.types.is_floating(field.type):
+            bits = np.dtype(f"u{field.type.bit_width // 8}")
+            assert np.array_equal(column.to_numpy(zero_copy_only=False).view(bits),
+                                  wanted.to_numpy(zero_copy_only=False).view(bits)), field.name
+        else:
+            assert column.to_pylist() == wanted.to_pylist(), field.name

@@ -16,7 +16,7 @@ from kuration.scoring import EmptySegmentPoolError, SourceScoringError, run_fing
 from kuration.scoring.segments import Segmenter
 from kuration.sources import ParquetTickAdapter
 from kuration.scoring.strategy import Strategy
-from tests.pipeline.recordings import SCHEMA, SEGMENTER, STRATEGY, write_recording
+from tests.pipeline.recordings import SCHEMA, SEGMENTER, STRATEGY, assert_same_scoring, write_recording
 
 
 def _score(root, **kw):
@@ -51,14 +51,21 @@ def test_worker_count_and_completion_order_do_not_change_the_result(recordings):
     assert parallel.equals(serial)
 
 
-def test_the_ray_backend_gives_the_same_result(recordings):
+def test_the_ray_backend_gives_the_result_of_one_worker_bit_for_bit(recordings, monkeypatch):
     ray = pytest.importorskip("ray")  # installed by the [dev] extra; skipped only without it
+    one_worker = _score(recordings, workers=1)
+    # what the comparison covers: segment bounds, a feature, a tag's count and the tags, the priority
+    assert {"start", "stop", "start_tick", "stop_tick", "battery.min", "tag.near_miss", "tags", "priority",
+            "passed"} <= set(one_worker.segments.column_names)
+    assert any(one_worker.segments.column("tags").to_pylist())
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # a local cluster for this test alone
     try:
-        result = _score(recordings, executor="ray", workers=2)
-        assert result.segments.equals(_score(recordings).segments)
-        assert result.executor == "ray"
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        on_ray = _score(recordings, executor="ray", workers=2)
     finally:
         ray.shutdown()
+    assert on_ray.executor == "ray" and on_ray.workers == 2 and one_worker.executor == "local"
+    assert_same_scoring(on_ray, one_worker)
 
 
 def test_a_failing_source_is_skipped_logged_and_recorded(broken, caplog):

@@ -9,7 +9,7 @@ from kuration.plugins import PLUGINS_ENV, PluginError, load_plugins
 from kuration.scoring import SourceScoringError, score_sources
 from kuration.scoring.strategy import Strategy
 from kuration.sources import ParquetTickAdapter
-from tests.pipeline.recordings import SCHEMA, SEGMENTER, write_recording
+from tests.pipeline.recordings import SCHEMA, SEGMENTER, assert_same_scoring, write_recording
 from tests.plugins.plugin_factory import PROVIDER_WEIGHT
 
 
@@ -88,7 +88,8 @@ def test_the_ray_executor_imports_every_loaded_plugin(plugin_kit, monkeypatch, r
             _score(recordings, strategy, workers=2, executor="ray")
     finally:
         ray.shutdown()
-    assert on_ray.executor == "ray" and on_ray.segments.equals(serial.segments)
+    assert on_ray.executor == "ray"
+    assert_same_scoring(on_ray, serial)
 
 
 def test_workers_import_the_module_of_a_media_provider_the_schema_names(plugin_kit, tmp_path):

@@ -131,8 +131,3 @@ def test_a_store_failing_validation_is_not_promoted(tmp_path: Path, monkeypatch:
     with pytest.raises(RolloutStoreError, match=r"fails validation \(1 errors: candidates/valid_action\[3\]"):
         write_rollout_store_atomically(tmp_path / "s", sample_records())
     assert list(tmp_path.iterdir()) == []
-
-
-def test_a_remote_destination_is_refused() -> None:
-    with pytest.raises(RolloutInputError, match="remote URL"):
-        write_rollout_store_atomically("s3://bucket/rollouts.zarr", sample_records())

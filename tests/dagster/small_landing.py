@@ -1,0 +1,24 @@
+"""The small demo landing zone the whole-graph tests run ``kuration run`` on: 6 recordings of
+1 to 2 minutes at 3 sites, with a budget of a few minutes per split and a random split."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from kuration.demo_corpus import write_demo_landing_zone
+
+
+def small_settings(split_seed: int = 2) -> dict[str, Any]:
+    """``curation.json`` for the small zone: budgets it can fill, and a three-way random split."""
+    return {"budget": {"train_hours": 0.02, "val_hours": 0.01, "test_hours": 0.01, "span_seconds": 30},
+            "split": {"strategy": "random", "seed": split_seed, "val_ratio": 0.34, "test_ratio": 0.34}}
+
+
+def write_small_landing_zone(folder: Path, *, seed: int = 5, split_seed: int = 2) -> Path:
+    """The zone under ``folder`` with :func:`small_settings` as its ``curation.json``; its root."""
+    zone = write_demo_landing_zone(folder, seed=seed, recordings_per_site=2, sites=3, minutes=(1, 2))
+    root = Path(zone.root)
+    (root / "curation.json").write_text(json.dumps(small_settings(split_seed)))
+    return root
