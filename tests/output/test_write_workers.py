@@ -18,7 +18,8 @@ from kuration.output.commit_protocol import COMMIT_FILE, CommitError
 from kuration.output.write_dataset import WriteWorkerError, write_dataset
 from kuration.output.write_track import ShardTarget
 from kuration.output.write_workers import shard_tasks
-from kuration.plugins import PluginError, load_plugins
+from kuration.pipeline import OPTIONS
+from kuration.plugins import PluginError
 from kuration.read import load_committed, verify_dataset
 from tests.output.corpus import Corpus, comparable_record, data_files
 from tests.output.write_worker_helpers import HookLessEncoder, TriggeredEncoder, spec_dict
@@ -134,6 +135,7 @@ def test_a_bad_worker_count_is_refused_naming_it_before_anything_is_touched(corp
                       strategy=corpus.settings.strategy, segmenter=corpus.settings.segmenter, spec=corpus.spec,
                       train_hours=0.01, write_workers=value)
     assert not (tmp_path / "planned").exists() and not (tmp_path / "scored").exists()
+    assert "write_workers" in OPTIONS  # Pipeline(...).with_options(write_workers=2) passes it on
 
 
 class _LambdaEncoder:
@@ -159,12 +161,7 @@ def plugin_kit(tmp_path, monkeypatch):
 
 
 def test_write_workers_import_every_loaded_plugin(corpus, tmp_path, plugin_kit):
-    picky = plugin_kit.write("picky", """
-        import multiprocessing
-        if multiprocessing.parent_process() is not None:  # imports here, fails in every worker
-            raise RuntimeError("licence server unreachable from this worker")
-    """)
-    load_plugins([picky], environ={}, entry_points=False)
+    picky = plugin_kit.write_failing_in_workers()
     with pytest.raises(PluginError, match=rf"plugin module '{picky}' \(declared in the dataset write's parent "
                                           r"process, whose plugins and user code every write worker imports\) raised "
                                           r"at import: RuntimeError: licence server unreachable from this worker"):
