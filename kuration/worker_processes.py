@@ -2,7 +2,8 @@
 the dataset writer (``write_dataset(write_workers=N)``) both run their tasks in.
 
 Workers fork from a forkserver, a fresh single-threaded process that imported Kuration's
-scoring and writing code once (:data:`PRELOAD`), so each worker starts in milliseconds
+scoring and writing code once (:data:`PRELOAD`, and the main script when there is one), so
+each worker starts in milliseconds
 and never inherits the parent's threads (Arrow's pools make a plain fork unsafe). Where
 forkserver is not available, spawn, which re-imports in every worker. A worker gets:
 
@@ -30,6 +31,8 @@ import concurrent.futures as cf
 import multiprocessing
 import os
 import pickle
+import sys
+from multiprocessing import forkserver
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -63,7 +66,30 @@ def worker_context(modules: Sequence[str] = ()) -> multiprocessing.context.BaseC
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([*PRELOAD, *modules])
+    _start_forkserver_on_this_sys_path()
     return context
+
+
+def _start_forkserver_on_this_sys_path() -> None:
+    """Start the forkserver (a no-op once it runs) with this process's extra ``sys.path``
+    folders (a script's own folder, a plugin folder added at run time) on its
+    ``PYTHONPATH``: Python 3.11's server is handed this process's ``sys.path`` but does not
+    use it, so a module found only through it would be imported by every worker of every
+    pool (for a script's classes, a second or more per pool) instead of once, by the server.
+    Folders of the interpreter itself (the standard library, site-packages) are left out, so
+    their order on the server's path stays as it is."""
+    interpreter = {os.path.realpath(prefix) for prefix in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    extra = [os.path.abspath(p or os.curdir) for p in sys.path
+             if not any(os.path.realpath(p or os.curdir).startswith(prefix + os.sep) for prefix in interpreter)]
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([*extra, *([saved] if saved else [])])
+    try:
+        forkserver.ensure_running()
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
 
 
 def _init_worker(environment: dict[str, str], shared: bytes | None) -> None:
