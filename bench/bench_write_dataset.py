@@ -56,6 +56,15 @@ span, 20 per source.
   keeps every old shard, verified by its SHA-256, and writes the new source's; timed
   against a full write of the same plan, best of ``--repeats`` each. The old shards' hash
   time at the machine's SHA-256 rate is the floor of the rebuild.
+* **Hash bound and scaling (npz, 1x):** the verified write against what bounds it on one
+  core, and against itself with more worker processes. In one loop, best of ``--repeats``,
+  the order rotated each repeat, ``os.sync()`` before each run: ``np.savez`` of the same
+  arrays (``t_plain``), ``hashlib.sha256`` over the same bytes held in memory (``t_sha256``,
+  the hash alone) and ``write_planned_dataset(write_workers=N)`` for N = 1 ..
+  ``--max-write-workers`` (default: the machine's cores). ``ratio(N) = max(t_plain,
+  t_sha256) / t(N)`` (issue target >= 0.85), ``speedup(N) = t(1) / t(N)`` (target >= 0.8 N
+  for N <= cores / 2). One untimed write per N goes first (the first pool of the process
+  starts the forkserver); every N's files are checked byte-identical to N=1's.
 * **Peak RSS:** each of 1x and 4x in a fresh subprocess (``/proc`` VmHWM is per address
   space, so the parent's peak is not inherited): import, score, plan, then one write;
   VmHWM of the whole process, and during the write alone (reset through
@@ -65,11 +74,17 @@ span, 20 per source.
   file (the machine's disk throughput varies several-fold from run to run).
 
 Targets (issue): npz >= 0.8x ``np.savez``; hdf5 >= 0.9x raw h5py; peak RSS at 4x <= 1.2x
-the 1x figure.
+the 1x figure; the verified write >= 0.85x ``max(t_plain, t_sha256)``; speedup(N) >= 0.8 N
+for N <= cores / 2.
+
+Output: one JSON object. Its ``report`` is the list of figures ``bench/run_all`` collects,
+each ``{name, value, unit, baseline, target, met, note}`` (``target``/``met`` null where the
+issue sets none or it does not apply on this machine); the rest is the detail.
 
 Run from the repo root:  .venv/bin/python bench/bench_write_dataset.py   (~2.5 min, ~3 GB disk)
 Options: ``--quick`` (smoke run, ~15 s: 1x = 1 source, 1 repeat, 1-shard json, npz RSS
-only), ``--repeats``, ``--containers``, ``--rss-containers``, ``--sources``, ``--profile``
+only), ``--repeats``, ``--containers``, ``--rss-containers``, ``--sources``,
+``--max-write-workers``, ``--profile``
 (cProfile of one more npz write, top 25 by own time), ``--tmp`` (where to write).
 """
 
