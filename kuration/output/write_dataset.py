@@ -38,6 +38,11 @@ The plan. The dataset carries the budget plan it was written from, in ``budget/`
 ``results.budget_plan`` (path, SHA-256, bytes), which pins the two tables: the commit covers
 the plan, and ``hours_selection_review(out)`` explains the selection without the job.
 
+Write workers. ``write_workers=N`` (both functions) writes and hashes the shards still to
+write in N worker processes (:mod:`.write_workers`); everything above, the lease, the resume
+records, progress and the commit stay here, and the files are byte-identical to one worker.
+``write_workers`` is not part of the run fingerprint or ``config.json``.
+
 Checkpoints. ``write_dataset`` keeps the scored segments of sources with a strong identity
 as checkpoints when asked to bound memory (``memory_budget``): under
 ``.kuration_checkpoints/<scoring run fingerprint>/`` at a local destination. They are not
