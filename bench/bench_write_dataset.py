@@ -84,7 +84,7 @@ issue sets none or it does not apply on this machine); the rest is the detail.
 Run from the repo root:  .venv/bin/python bench/bench_write_dataset.py   (~2.5 min, ~3 GB disk)
 Options: ``--quick`` (smoke run, ~15 s: 1x = 1 source, 1 repeat, 1-shard json, npz RSS
 only), ``--repeats``, ``--containers``, ``--rss-containers``, ``--sources``,
-``--max-write-workers``, ``--profile``
+``--max-write-workers``, ``--hash-bound-only`` (that section alone, ~1 min), ``--profile``
 (cProfile of one more npz write, top 25 by own time), ``--tmp`` (where to write).
 """
 
@@ -572,6 +572,7 @@ def hash_bound_and_scaling(workload: dict[str, Any], root: Path, repeats: int, c
     spec = spec_for("npz")
     blobs = _savez_bytes(root, shards)
     sha_bytes = sum(len(b) for b in blobs)
+    load_before = os.getloadavg()
 
     def plain() -> None:
         out = _fresh(root, "bound_plain")
@@ -617,7 +618,8 @@ def hash_bound_and_scaling(workload: dict[str, Any], root: Path, repeats: int, c
     return {"shards": len(shards), "payload_mb": payload_bytes(shards) / 1e6, "sha256_mb": sha_bytes / 1e6,
             "plain_write_seconds": best["plain"], "sha256_seconds": best["sha256"], "hash_bound_seconds": bound,
             "bound_by": "sha256" if best["sha256"] >= best["plain"] else "plain_write",
-            "write_workers": per_count, "runs": runs, "cores": os.cpu_count()}
+            "write_workers": per_count, "runs": runs, "cores": os.cpu_count(),
+            "load_average_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)]}
 
 
 def data_file_bytes(out: Path) -> dict[str, bytes]:
@@ -964,7 +966,9 @@ def report_figures(results: dict[str, Any], rss: dict[str, Any], extra: dict[str
                 target["met"],
                 f"write_workers={n}: {figure['writer_seconds']:.3f} s (median {figure['writer_seconds_median']:.3f} s, "
                 f"first run of the process {figure['first_run_seconds']:.3f} s); bound by {bound['bound_by']}; "
-                f"{bound['shards']} npz shards, {bound['payload_mb']:.0f} MB; on {bound['cores']} cores"))
+                f"{bound['shards']} npz shards, {bound['payload_mb']:.0f} MB; on {bound['cores']} cores, 1-min load "
+                f"average {bound['load_average_before_after'][0]} before, {bound['load_average_before_after'][1]} "
+                "after"))
         for n, figure in bound["write_workers"].items():
             scaling = targets.get(f"write_scaling_w{n}")
             if scaling is None:
@@ -1002,6 +1006,9 @@ def main() -> None:
     ap.add_argument("--rss-containers", default=None, help="containers measured at 1x and 4x (default npz,hdf5)")
     ap.add_argument("--sources", type=int, default=None, help=f"sources at 1x (default {SOURCES_1X}; 1 with --quick)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--hash-bound-only", action="store_true",
+                    help="only the hash bound and the write_workers scaling (~1 min): no containers, breakdown, "
+                         "rebuild or RSS")
     ap.add_argument("--max-write-workers", type=int, default=None,
                     help="scaling runs write_workers=1..N (default: the machine's cores)")
     ap.add_argument("--profile", action="store_true", help="add a cProfile of one more npz write (top 25, own time)")
@@ -1019,6 +1026,8 @@ def main() -> None:
     containers = [c.strip() for c in args.containers.split(",") if c.strip()]
     rss_containers = [c.strip() for c in (args.rss_containers or ("npz" if args.quick else "npz,hdf5")).split(",")
                       if c.strip()]
+    if args.hash_bound_only:
+        containers, rss_containers = [], []
     tree = kuration_tree_state()
     rates = machine_rates()
 
@@ -1056,6 +1065,7 @@ def main() -> None:
                                                   results[container]["baseline_seconds"])
         if "npz" in containers:
             extra["rebuild_with_reuse"] = rebuild_with_reuse(n1, args.seed, root, repeats, rates["sha256_mb_per_s"])
+        if "npz" in containers or args.hash_bound_only:
             counts = list(range(1, (args.max_write_workers or os.cpu_count() or 1) + 1))
             extra["hash_bound_and_scaling"] = hash_bound_and_scaling(main_load, root, repeats, counts)
         if args.profile:
