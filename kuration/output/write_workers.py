@@ -46,6 +46,7 @@ import math
 import pickle
 import re
 import sys
+import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -175,9 +176,18 @@ class WorkerState:
 @dataclass(frozen=True)
 class _Failure:
     """An exception from a worker that cannot travel back as it is (not a Kuration error or
-    an OSError, or it does not survive pickling): what the parent raises instead."""
+    an OSError, or it does not survive pickling): what the parent raises instead, and the
+    worker's traceback."""
 
     message: str
+    traceback: str
+
+
+class _WorkerTraceback(Exception):
+    """The cause of a :class:`WriteWorkerError` for a worker's exception: its traceback, as text."""
+
+    def __str__(self) -> str:
+        return f"\n\"\"\"\n{self.args[0]}\"\"\""
 
 
 _PASSES_AS_IS = (KurationError, OSError, MemoryError)
@@ -191,7 +201,8 @@ def _portable(exc: BaseException, task: ShardTask, target: ShardTarget | None) -
         except Exception:  # its class cannot be rebuilt from its args: report it by message
             pass
     shard = f", shard {target.path}" if target is not None else ""
-    return _Failure(f"source {task.source_id!r}{shard}: {type(exc).__name__}: {exc}")
+    return _Failure(f"source {task.source_id!r}{shard}: {type(exc).__name__}: {exc}",
+                    "".join(traceback.format_exception(exc)))
 
 
 @dataclass(frozen=True)
@@ -326,7 +337,8 @@ def run_shard_tasks(tasks: Sequence[ShardTask], *, workers: int, state: WorkerSt
                         "finished so far") from None
                 if isinstance(result, _Failure):
                     raise WriteWorkerError(f"{result.message}; nothing was committed. Fix the cause, then run again "
-                                           "with resume=True to keep the shards finished so far")
+                                           "with resume=True to keep the shards finished so far"
+                                           ) from _WorkerTraceback(result.traceback)
                 del running[future]
                 yield task, _checked_entries(task, result, state.spec)
                 next_task = next(queue, None)

@@ -107,8 +107,10 @@ def test_a_failing_or_dying_worker_fails_the_write_uncommitted_and_resume_finish
                 r"model is not loaded; nothing was committed.*resume=True" if mode == "raise" else
                 rf"a write worker process died while the workers were writing source\(s\) \[.*'{last}'.*\]"
                 r".*resume=True")
-    with pytest.raises(WriteWorkerError, match=expected):
+    with pytest.raises(WriteWorkerError, match=expected) as caught:
         corpus.write(out, spec=spec, encoder=encoder, write_workers=2)
+    if mode == "raise":  # the worker's traceback comes along as the cause
+        assert "in timestep" in str(caught.value.__cause__) and "write_worker_helpers.py" in str(caught.value.__cause__)
     with pytest.raises(CommitError):
         load_committed(out)
     trigger.unlink()
