@@ -567,38 +567,50 @@ def hash_bound_and_scaling(workload: dict[str, Any], root: Path, repeats: int, c
     the better bound of the two a verified write cannot beat on one core.
     ``speedup(N) = t(1) / t(N)``. One untimed write per N goes first (the first pool of a
     process starts the forkserver, which imports Kuration once; its time is recorded as
-    ``first_run_seconds``)."""
+    ``first_run_seconds``), its files compared with N=1's. Every run writes into a new
+    folder made, and removed after, outside its timing."""
     adapter, plan, shards = workload["adapter"], workload["plan"], workload["shards"]
     spec = spec_for("npz")
     blobs = _savez_bytes(root, shards)
     sha_bytes = sum(len(b) for b in blobs)
     load_before = os.getloadavg()
 
-    def plain() -> None:
-        out = _fresh(root, "bound_plain")
-        _baseline_dirs(out, shards)
+    def plain(out: Path) -> None:
         run_baseline("npz", out, shards)
 
-    def sha256() -> None:
+    def sha256(out: Path) -> None:
         for blob in blobs:
             hashlib.sha256(blob).digest()
 
-    def writer(n: int) -> Callable[[], Any]:
-        return lambda: run_writer(_fresh(root, f"bound_w{n}"), plan, adapter, spec, write_workers=n)
+    def writer(n: int) -> Callable[[Path], Any]:
+        return lambda out: run_writer(out, plan, adapter, spec, write_workers=n)
 
-    first_run = {}
-    for n in counts:
+    def timed_in(name: str, fn: Callable[[Path], Any]) -> float:
+        """``fn`` timed into a new folder made (and, after, removed) outside the timing."""
+        out = _fresh(root, f"bound_{name}")
+        if name == "plain":
+            _baseline_dirs(out, shards)
         _settle()
-        first_run[n], _ = timed(writer(n))
-    reference = data_file_bytes(root / f"bound_w{counts[0]}")
-    identical = {n: data_file_bytes(root / f"bound_w{n}") == reference for n in counts}
-    sides: list[tuple[str, Callable[[], Any]]] = [("plain", plain), ("sha256", sha256),
-                                                  *((f"w{n}", writer(n)) for n in counts)]
+        seconds, _ = timed(functools.partial(fn, out))
+        shutil.rmtree(out, ignore_errors=True)
+        return seconds
+
+    first_run, identical = {}, {}
+    reference: dict[str, bytes] | None = None
+    for n in counts:
+        out = _fresh(root, f"first_w{n}")
+        _settle()
+        first_run[n], _ = timed(functools.partial(writer(n), out))
+        files = data_file_bytes(out)
+        reference = files if reference is None else reference
+        identical[n] = files == reference
+        shutil.rmtree(out)
+    sides: list[tuple[str, Callable[[Path], Any]]] = [("plain", plain), ("sha256", sha256),
+                                                      *((f"w{n}", writer(n)) for n in counts)]
     runs: dict[str, list[float]] = {name: [] for name, _ in sides}
     for r in range(repeats):
         for name, fn in sides[r % len(sides):] + sides[: r % len(sides)]:
-            _settle()
-            runs[name].append(timed(fn)[0])
+            runs[name].append(timed_in(name, fn))
     best = {name: min(values) for name, values in runs.items()}
     bound = max(best["plain"], best["sha256"])
     per_count = {}
@@ -611,10 +623,6 @@ def hash_bound_and_scaling(workload: dict[str, Any], root: Path, repeats: int, c
             "speedup_vs_1": best["w1"] / t if "w1" in best else None,
             "bytes_identical_to_first_count": identical[n],
         }
-    for name in runs:
-        if name.startswith("w"):
-            shutil.rmtree(root / f"bound_{name}", ignore_errors=True)
-    shutil.rmtree(root / "bound_plain", ignore_errors=True)
     return {"shards": len(shards), "payload_mb": payload_bytes(shards) / 1e6, "sha256_mb": sha_bytes / 1e6,
             "plain_write_seconds": best["plain"], "sha256_seconds": best["sha256"], "hash_bound_seconds": bound,
             "bound_by": "sha256" if best["sha256"] >= best["plain"] else "plain_write",
