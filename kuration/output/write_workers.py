@@ -124,14 +124,18 @@ def span_track(tracks: Mapping[str, Track], target: ShardTarget, row: Mapping[st
 
 def write_task_shards(writer: ShardWriter, schema: Schema, adapter: SourceAdapter, source: str,
                       shards: Sequence[PlannedShard], features: Sequence[str],
-                      tracks: Mapping[str, Track] | None = None) -> None:
+                      tracks: Mapping[str, Track] | None = None,
+                      at: list[ShardTarget | None] | None = None) -> None:
     """Write ``shards`` (all of source ``source``) through ``writer``, reading the source
-    first unless its ``tracks`` are given."""
+    first unless its ``tracks`` are given: what one process and a write worker both run.
+    ``at[0]`` follows the shard being written (for a worker's error message)."""
     if not shards:
         return
     if tracks is None:
         tracks = read_tracks(schema, adapter, source)
     for target, row in shards:
+        if at is not None:
+            at[0] = target
         writer.write(target, span_track(tracks, target, row, features))
 
 
@@ -220,10 +224,8 @@ class _WriteTask:
             with media_cache(), ShardWriter(state.destination, state.spec, schema=state.schema,
                                             encoder=state.encoder, adapter=state.adapter,
                                             on_entry=entries.append) as writer:
-                tracks = read_tracks(state.schema, state.adapter, task.source_id)
-                for target, row in task.shards:
-                    at[0] = target
-                    writer.write(target, span_track(tracks, target, row, state.features))
+                write_task_shards(writer, state.schema, state.adapter, task.source_id, task.shards, state.features,
+                                  at=at)
         except Exception as exc:
             failure = _portable(exc, task, at[0])
             if isinstance(failure, _Failure):
