@@ -56,6 +56,15 @@ span, 20 per source.
   keeps every old shard, verified by its SHA-256, and writes the new source's; timed
   against a full write of the same plan, best of ``--repeats`` each. The old shards' hash
   time at the machine's SHA-256 rate is the floor of the rebuild.
+* **Hash bound and scaling (npz, 1x):** the verified write against what bounds it on one
+  core, and against itself with more worker processes. In one loop, best of ``--repeats``,
+  the order rotated each repeat, ``os.sync()`` before each run: ``np.savez`` of the same
+  arrays (``t_plain``), ``hashlib.sha256`` over the same bytes held in memory (``t_sha256``,
+  the hash alone) and ``write_planned_dataset(write_workers=N)`` for N = 1 ..
+  ``--max-write-workers`` (default: the machine's cores). ``ratio(N) = max(t_plain,
+  t_sha256) / t(N)`` (issue target >= 0.85), ``speedup(N) = t(1) / t(N)`` (target >= 0.8 N
+  for N <= cores / 2). One untimed write per N goes first (the first pool of the process
+  starts the forkserver); every N's files are checked byte-identical to N=1's.
 * **Peak RSS:** each of 1x and 4x in a fresh subprocess (``/proc`` VmHWM is per address
   space, so the parent's peak is not inherited): import, score, plan, then one write;
   VmHWM of the whole process, and during the write alone (reset through
@@ -65,11 +74,17 @@ span, 20 per source.
   file (the machine's disk throughput varies several-fold from run to run).
 
 Targets (issue): npz >= 0.8x ``np.savez``; hdf5 >= 0.9x raw h5py; peak RSS at 4x <= 1.2x
-the 1x figure.
+the 1x figure; the verified write >= 0.85x ``max(t_plain, t_sha256)``; speedup(N) >= 0.8 N
+for N <= cores / 2.
+
+Output: one JSON object. Its ``report`` is the list of figures ``bench/run_all`` collects,
+each ``{name, value, unit, baseline, target, met, note}`` (``target``/``met`` null where the
+issue sets none or it does not apply on this machine); the rest is the detail.
 
 Run from the repo root:  .venv/bin/python bench/bench_write_dataset.py   (~2.5 min, ~3 GB disk)
 Options: ``--quick`` (smoke run, ~15 s: 1x = 1 source, 1 repeat, 1-shard json, npz RSS
-only), ``--repeats``, ``--containers``, ``--rss-containers``, ``--sources``, ``--profile``
+only), ``--repeats``, ``--containers``, ``--rss-containers``, ``--sources``,
+``--max-write-workers``, ``--hash-bound-only`` (that section alone, ~1 min), ``--profile``
 (cProfile of one more npz write, top 25 by own time), ``--tmp`` (where to write).
 """
 
@@ -128,6 +143,9 @@ DRONES, TICKS = 2, 640  # per source: 2 tracks x 1 span x 10 shards = 20 shards
 SOURCES_1X = 4
 BLOCK_FRAMES = 97
 TARGETS = {"npz": 0.8, "hdf5": 0.9}
+#: The verified write against max(t np.savez, t sha256) (issue 16), and the scaling per worker.
+TARGET_HASH_BOUND = 0.85
+TARGET_SCALING = 0.8
 TARGET_RSS_GROWTH = 1.2
 CONTAINERS = ("npz", "hdf5", "parquet", "json")
 EXTENSIONS = {"npz": ".npz", "hdf5": ".h5", "parquet": ".parquet", "json": ".json"}
@@ -389,8 +407,8 @@ def check_agreement(container: str, out: Path, manifest: dict[str, Any], shards:
 # --------------------------------------------------------------------------- the writer
 
 
-def run_writer(out: Path, plan, adapter: BenchAdapter, spec: OutputSpec):
-    return write_planned_dataset(out, plan, adapter=adapter, schema=SCHEMA, spec=spec)
+def run_writer(out: Path, plan, adapter: BenchAdapter, spec: OutputSpec, write_workers: int = 1):
+    return write_planned_dataset(out, plan, adapter=adapter, schema=SCHEMA, spec=spec, write_workers=write_workers)
 
 
 def _fresh(root: Path, name: str) -> Path:
@@ -524,6 +542,100 @@ def json_dump_stream(workload: dict[str, Any], root: Path) -> dict[str, Any]:
             "dump_over_dumps": s_dump / s_dumps}
 
 
+# --------------------------------------------------------------------------- the hash bound and scaling
+
+
+def _savez_bytes(root: Path, shards: list[dict[str, Any]]) -> list[bytes]:
+    """The ``np.savez`` files of ``shards``, read into memory (untimed): the bytes the
+    SHA-256 side hashes, as many as the writer hashes (the writer's npz is 0.01% larger)."""
+    out = _fresh(root, "savez_bytes")
+    _baseline_dirs(out, shards)
+    run_baseline("npz", out, shards)
+    blobs = [p.read_bytes() for p in sorted(out.rglob("*.npz"))]
+    shutil.rmtree(out)
+    return blobs
+
+
+def hash_bound_and_scaling(workload: dict[str, Any], root: Path, repeats: int, counts: list[int]) -> dict[str, Any]:
+    """The verified npz write against what bounds it, and its scaling with ``write_workers``.
+
+    In one loop, best of ``repeats``, the order rotated every repeat, ``os.sync()`` before
+    each run: ``np.savez`` of the same arrays (``t_plain``), ``hashlib.sha256`` over the same
+    bytes in memory (``t_sha256``: no file read, the hash alone), and
+    ``write_planned_dataset(write_workers=N)`` into a new folder for every N in ``counts``
+    (``t(N)``). ``ratio(N) = max(t_plain, t_sha256) / t(N)``: the write's throughput against
+    the better bound of the two a verified write cannot beat on one core.
+    ``speedup(N) = t(1) / t(N)``. One untimed write per N goes first (the first pool of a
+    process starts the forkserver, which imports Kuration once; its time is recorded as
+    ``first_run_seconds``), its files compared with N=1's. Every run writes into a new
+    folder made, and removed after, outside its timing."""
+    adapter, plan, shards = workload["adapter"], workload["plan"], workload["shards"]
+    spec = spec_for("npz")
+    blobs = _savez_bytes(root, shards)
+    sha_bytes = sum(len(b) for b in blobs)
+    load_before = os.getloadavg()
+
+    def plain(out: Path) -> None:
+        run_baseline("npz", out, shards)
+
+    def sha256(out: Path) -> None:
+        for blob in blobs:
+            hashlib.sha256(blob).digest()
+
+    def writer(n: int) -> Callable[[Path], Any]:
+        return lambda out: run_writer(out, plan, adapter, spec, write_workers=n)
+
+    def timed_in(name: str, fn: Callable[[Path], Any]) -> float:
+        """``fn`` timed into a new folder made (and, after, removed) outside the timing."""
+        out = _fresh(root, f"bound_{name}")
+        if name == "plain":
+            _baseline_dirs(out, shards)
+        _settle()
+        seconds, _ = timed(functools.partial(fn, out))
+        shutil.rmtree(out, ignore_errors=True)
+        return seconds
+
+    first_run, identical = {}, {}
+    reference: dict[str, bytes] | None = None
+    for n in counts:
+        out = _fresh(root, f"first_w{n}")
+        _settle()
+        first_run[n], _ = timed(functools.partial(writer(n), out))
+        files = data_file_bytes(out)
+        reference = files if reference is None else reference
+        identical[n] = files == reference
+        shutil.rmtree(out)
+    sides: list[tuple[str, Callable[[Path], Any]]] = [("plain", plain), ("sha256", sha256),
+                                                      *((f"w{n}", writer(n)) for n in counts)]
+    runs: dict[str, list[float]] = {name: [] for name, _ in sides}
+    for r in range(repeats):
+        for name, fn in sides[r % len(sides):] + sides[: r % len(sides)]:
+            runs[name].append(timed_in(name, fn))
+    best = {name: min(values) for name, values in runs.items()}
+    bound = max(best["plain"], best["sha256"])
+    per_count = {}
+    for n in counts:
+        t = best[f"w{n}"]
+        per_count[str(n)] = {
+            "writer_seconds": t, "writer_seconds_median": float(np.median(runs[f"w{n}"])),
+            "first_run_seconds": first_run[n], "ratio_vs_hash_bound": bound / t,
+            "ratio_vs_plain_write": best["plain"] / t, "ratio_vs_sha256": best["sha256"] / t,
+            "speedup_vs_1": best["w1"] / t if "w1" in best else None,
+            "bytes_identical_to_first_count": identical[n],
+        }
+    return {"shards": len(shards), "payload_mb": payload_bytes(shards) / 1e6, "sha256_mb": sha_bytes / 1e6,
+            "plain_write_seconds": best["plain"], "sha256_seconds": best["sha256"], "hash_bound_seconds": bound,
+            "bound_by": "sha256" if best["sha256"] >= best["plain"] else "plain_write",
+            "write_workers": per_count, "runs": runs, "cores": os.cpu_count(),
+            "load_average_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)]}
+
+
+def data_file_bytes(out: Path) -> dict[str, bytes]:
+    """The shard files and the manifest of a written dataset (what must be byte-identical)."""
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
+            if p.is_file() and (p.suffix == ".npz" or p.name == "dataset_manifest.json")}
+
+
 # --------------------------------------------------------------------------- breakdown
 
 
@@ -597,7 +709,9 @@ def _stage_patches(container: str, seconds: dict[str, float], calls: dict[str, i
         return wrapped
 
     patches = Patches()
-    patches.set(write_dataset_module, "tracks_from_ticks", timer("tracks_from_ticks"))
+    for module in (write_dataset_module, sys.modules.get("kuration.output.write_workers")):
+        if module is not None:  # since write_workers, the tracks are read there
+            patches.set(module, "tracks_from_ticks", timer("tracks_from_ticks"))
     patches.set(write_track_module, "assemble_shard", timer("assemble_shard"))
     # write_shard_local is looked up in write_track (commit 7b6fec5) or in destinations (later);
     # since the seal pipeline, destinations looks up stage_shard_local, and StagedShard.seal
@@ -807,6 +921,91 @@ def make_workload(sources: dict[str, tuple[int, int]], seed: int) -> dict[str, A
             "baseline_build_seconds": time.perf_counter() - t0}
 
 
+def hash_bound_targets(bound: dict[str, Any] | None) -> dict[str, Any]:
+    """The issue's targets on :func:`hash_bound_and_scaling`: the verified write >= 0.85x the
+    hash bound, for every worker count; speedup(N) >= 0.8 N for N <= cores / 2."""
+    if not bound:
+        return {}
+    out: dict[str, Any] = {}
+    half = (bound["cores"] or 1) // 2
+    for n, figure in bound["write_workers"].items():
+        out[f"verified_write_vs_hash_bound_w{n}"] = {
+            "ratio": figure["ratio_vs_hash_bound"], "target": f">= {TARGET_HASH_BOUND}",
+            "met": figure["ratio_vs_hash_bound"] >= TARGET_HASH_BOUND}
+        if figure["speedup_vs_1"] is not None:
+            applies = int(n) <= half
+            out[f"write_scaling_w{n}"] = {
+                "speedup": figure["speedup_vs_1"], "target": f">= {TARGET_SCALING * int(n):g}" if applies else None,
+                "met": figure["speedup_vs_1"] >= TARGET_SCALING * int(n) if applies else None}
+    return out
+
+
+def _figure(name: str, value: float, unit: str, baseline: str, target: str | None, met: bool | None,
+            note: str) -> dict[str, Any]:
+    return {"name": name, "value": float(value), "unit": unit, "baseline": baseline, "target": target, "met": met,
+            "note": note}
+
+
+def report_figures(results: dict[str, Any], rss: dict[str, Any], extra: dict[str, Any],
+                   targets: dict[str, Any]) -> list[dict[str, Any]]:
+    """The figures the cross-bench report reads (``bench/run_all``): each a ratio against an
+    in-run baseline, with its target and whether it is met."""
+    raw = {"npz": "np.savez of the same arrays, one file per shard, same run",
+           "hdf5": "h5py.File + create_dataset of the same arrays, same run",
+           "parquet": "pq.write_table of the container's own Arrow table, same run",
+           "json": "json.dumps(.tolist()) + one write, same run"}
+    figures = []
+    for container, r in results.items():
+        target = TARGETS.get(container)
+        figures.append(_figure(
+            f"write_{container}_vs_raw", r["ratio"], "x", raw[container], None if target is None else f">= {target}",
+            None if target is None else r["ratio"] >= target,
+            f"write_planned_dataset (verified: SHA-256 per shard, manifest, commit) {r['writer_seconds']:.3f} s vs raw "
+            f"{r['baseline_seconds']:.3f} s, {r['shards']} shards, best of {len(r['runs']['writer'])}; median ratio "
+            f"{r['ratio_median']:.2f}"))
+    bound = extra.get("hash_bound_and_scaling")
+    if bound:
+        basis = (f"max(t np.savez {bound['plain_write_seconds']:.3f} s, t hashlib.sha256 over the same bytes "
+                 f"{bound['sha256_seconds']:.3f} s), same run")
+        for n, figure in bound["write_workers"].items():
+            target = targets[f"verified_write_vs_hash_bound_w{n}"]
+            figures.append(_figure(
+                f"verified_write_vs_hash_bound_w{n}", figure["ratio_vs_hash_bound"], "x", basis, target["target"],
+                target["met"],
+                f"write_workers={n}: {figure['writer_seconds']:.3f} s (median {figure['writer_seconds_median']:.3f} s, "
+                f"first run of the process {figure['first_run_seconds']:.3f} s); bound by {bound['bound_by']}; "
+                f"{bound['shards']} npz shards, {bound['payload_mb']:.0f} MB; on {bound['cores']} cores, 1-min load "
+                f"average {bound['load_average_before_after'][0]} before, {bound['load_average_before_after'][1]} "
+                "after"))
+        for n, figure in bound["write_workers"].items():
+            scaling = targets.get(f"write_scaling_w{n}")
+            if scaling is None:
+                continue
+            figures.append(_figure(
+                f"write_scaling_speedup_w{n}", figure["speedup_vs_1"], "x", "write_workers=1, same run",
+                scaling["target"], scaling["met"],
+                f"t(1)/t({n}); target 0.8 N applies for N <= cores/2 ({(bound['cores'] or 1) // 2} here)"
+                + ("" if scaling["target"] else f"; not applicable at N={n} on {bound['cores']} cores")
+                + ("; output byte-identical to write_workers=1" if figure["bytes_identical_to_first_count"]
+                   else "; OUTPUT DIFFERS from write_workers=1")))
+    for container, entry in rss.items():
+        if "growth_4x_over_1x" in entry:
+            g = entry["growth_4x_over_1x"]
+            figures.append(_figure(
+                f"peak_rss_4x_over_1x_{container}", g, "x", "peak RSS (VmHWM) of the 1x write, fresh process",
+                f"<= {TARGET_RSS_GROWTH}", g <= TARGET_RSS_GROWTH,
+                f"{entry['1x']['vmhwm_mb']:.1f} MB at 1x, {entry['4x']['vmhwm_mb']:.1f} MB at 4x"))
+    reuse = extra.get("rebuild_with_reuse")
+    if reuse:
+        figures.append(_figure(
+            "rebuild_with_reuse_speedup", reuse["full_over_rebuild"], "x",
+            "a full write of the same plan, same run", None, None,
+            f"one new recording on {reuse['sources_before']} sources: {reuse['reused']} shards kept (hashed), "
+            f"{reuse['written']} written; the kept bytes' SHA-256 alone is "
+            f"{reuse['reused_hash_seconds_at_sha256_rate']:.3f} s"))
+    return figures
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke run (~15 s): 1 source at 1x, 1 repeat, npz RSS only")
@@ -815,6 +1014,11 @@ def main() -> None:
     ap.add_argument("--rss-containers", default=None, help="containers measured at 1x and 4x (default npz,hdf5)")
     ap.add_argument("--sources", type=int, default=None, help=f"sources at 1x (default {SOURCES_1X}; 1 with --quick)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--hash-bound-only", action="store_true",
+                    help="only the hash bound and the write_workers scaling (~1 min): no containers, breakdown, "
+                         "rebuild or RSS")
+    ap.add_argument("--max-write-workers", type=int, default=None,
+                    help="scaling runs write_workers=1..N (default: the machine's cores)")
     ap.add_argument("--profile", action="store_true", help="add a cProfile of one more npz write (top 25, own time)")
     ap.add_argument("--tmp", default="/tmp", help="where the temp folder goes (the same disk as the repo here)")
     ap.add_argument("--_child", dest="child", help=argparse.SUPPRESS)
@@ -830,6 +1034,8 @@ def main() -> None:
     containers = [c.strip() for c in args.containers.split(",") if c.strip()]
     rss_containers = [c.strip() for c in (args.rss_containers or ("npz" if args.quick else "npz,hdf5")).split(",")
                       if c.strip()]
+    if args.hash_bound_only:
+        containers, rss_containers = [], []
     tree = kuration_tree_state()
     rates = machine_rates()
 
@@ -867,6 +1073,9 @@ def main() -> None:
                                                   results[container]["baseline_seconds"])
         if "npz" in containers:
             extra["rebuild_with_reuse"] = rebuild_with_reuse(n1, args.seed, root, repeats, rates["sha256_mb_per_s"])
+        if "npz" in containers or args.hash_bound_only:
+            counts = list(range(1, (args.max_write_workers or os.cpu_count() or 1) + 1))
+            extra["hash_bound_and_scaling"] = hash_bound_and_scaling(main_load, root, repeats, counts)
         if args.profile:
             extra["profile_npz_tottime_top25"] = profile_write(main_load, root)
         del loads, main_load
@@ -902,12 +1111,16 @@ def main() -> None:
                 "value": g, "vmhwm_mb_1x": entry["1x"]["vmhwm_mb"], "vmhwm_mb_4x": entry["4x"]["vmhwm_mb"],
                 "target": f"<= {TARGET_RSS_GROWTH}", "met": g <= TARGET_RSS_GROWTH}
 
+    for name, figure in hash_bound_targets(extra.get("hash_bound_and_scaling")).items():
+        targets[name] = figure
+
     summary = {c: {k: r[k] for k in ("shards", "payload_mb", "writer_seconds", "baseline_seconds", "ratio",
                                       "writer_mb_per_s", "baseline_mb_per_s", "writer_steps_per_s",
                                       "baseline_steps_per_s")} for c, r in results.items()}
     print(json.dumps({
         "bench": "write_dataset",
         "quick": args.quick,
+        "report": report_figures(results, rss, extra, targets),
         "targets": targets,
         "summary": summary,
         "containers": results,
@@ -935,4 +1148,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # Run as the module, not as __main__: the write workers unpickle BenchAdapter by its
+    # module name, and the forkserver then preloads that module once instead of every
+    # worker re-running this script as its __main__.
+    import bench_write_dataset
+
+    bench_write_dataset.main()

@@ -11,7 +11,7 @@ set in code or in one run's config were lost on the next sensor-launched run. ::
       "media_root": ".",                    # where media references resolve; default: the recordings root
       "source_pattern": "*.parquet",
       "segment_window": 10, "segment_stride": 5, "segment_unit": "seconds",
-      "workers": 2,
+      "workers": 2, "write_workers": 2,
       "budget": {"train_hours": 4, "val_hours": 1, "test_hours": 0.5, "span_seconds": 60},
       "split": {"strategy": "stratified", "seed": 0, "val_ratio": 0.2, "test_ratio": 0.2, "group_by": "group"},
       "rollouts": {"enabled": true, "position": "pos", "battery": "battery",
@@ -32,7 +32,7 @@ and values of the wrong type are a :class:`CurationConfigError` naming the file 
   references relative to the corpus root sets ``"media_root": "."``.
 
 **Environment overrides** win over the file, so one deployment can change a setting without
-editing the data: ``KURATION_<KEY>`` for a top-level key (``KURATION_WORKERS=4``,
+editing the data: ``KURATION_<KEY>`` for a top-level key (``KURATION_WORKERS=4``, ``KURATION_WRITE_WORKERS=2``,
 ``KURATION_RECORDINGS=.``), ``KURATION_BUDGET_<KEY>`` and ``KURATION_SPLIT_<KEY>`` for the
 nested ones (``KURATION_BUDGET_TRAIN_HOURS=0.5``; ``none`` clears ``span_seconds``), and
 ``KURATION_ROLLOUTS_ENABLED=false``. ``KURATION_CONFIG`` names another settings file to read
@@ -120,6 +120,9 @@ class CurationConfig:
     segment_stride: float = 5.0
     segment_unit: str = "seconds"
     workers: int = 1
+    #: Worker processes that write and hash the dataset's shards (``write_workers=`` of the
+    #: dataset writer); the dataset is byte-identical whatever the count.
+    write_workers: int = 1
     budget: BudgetSettings = field(default_factory=BudgetSettings)
     split: SplitRule = field(default_factory=SplitRule)
     rollouts: RolloutSettings = field(default_factory=RolloutSettings)
@@ -279,8 +282,9 @@ def curation_config_from_dict(data: Mapping[str, Any], *, where: str = CURATION_
             values[key] = _number(where, key, data[key], minimum=0.0, inclusive=False)
     if "segment_unit" in data:
         values["segment_unit"] = _text(where, "segment_unit", data["segment_unit"], choices=SEGMENT_UNITS)
-    if "workers" in data:
-        values["workers"] = _integer(where, "workers", data["workers"], minimum=1, maximum=MAX_WORKERS)
+    for key in ("workers", "write_workers"):
+        if key in data:
+            values[key] = _integer(where, key, data[key], minimum=1, maximum=MAX_WORKERS)
     if "budget" in data:
         values["budget"] = _budget(where, _object(where, "budget", data["budget"]), base.budget)
     if "split" in data:
@@ -293,7 +297,7 @@ def curation_config_from_dict(data: Mapping[str, Any], *, where: str = CURATION_
 # -- environment overrides ---------------------------------------------------------------------
 
 _TOP_LEVEL_ENV = ("recordings", "media_root", "source_pattern", "segment_window", "segment_stride", "segment_unit",
-                  "workers")
+                  "workers", "write_workers")
 _NESTED_ENV = {"budget": [f.name for f in fields(BudgetSettings)], "split": [f.name for f in fields(SplitRule)],
                "rollouts": ["enabled"]}
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
@@ -376,6 +380,7 @@ def curation_config_to_dict(config: CurationConfig) -> dict[str, Any]:
         "plugins": list(config.plugins), "recordings": config.recordings, "media_root": config.media_root,
         "source_pattern": config.source_pattern, "segment_window": config.segment_window,
         "segment_stride": config.segment_stride, "segment_unit": config.segment_unit, "workers": config.workers,
+        "write_workers": config.write_workers,
         "budget": {f.name: getattr(config.budget, f.name) for f in fields(BudgetSettings)},
         "split": {f.name: getattr(config.split, f.name) for f in fields(SplitRule)},
         "rollouts": {f.name: list(v) if isinstance(v := getattr(config.rollouts, f.name), tuple) else v

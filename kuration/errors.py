@@ -45,7 +45,8 @@ with leaves of both kinds carries no builtin itself; its leaves do. ::
     ├── OutputError                                a training dataset cannot be written as asked
     │   ├── DatasetWriteError (RuntimeError)       kuration.output.write_dataset
     │   │   ├── DifferentRunError                  kuration.output.write_dataset
-    │   │   └── EmptyPlanError                     kuration.output.write_dataset
+    │   │   ├── EmptyPlanError                     kuration.output.write_dataset
+    │   │   └── WriteWorkerError                   kuration.output.write_dataset
     │   ├── ShardFormatError (ValueError)          kuration.output.containers.protocol
     │   ├── EncoderError (ValueError)              kuration.output.encoders
     │   ├── MissingValueError (ValueError)         kuration.output.shard_assembly

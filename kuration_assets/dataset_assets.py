@@ -57,6 +57,12 @@ class DatasetConfig(Config):
                     "verified shard of the dataset already in the folder, instead of writing it again; false writes "
                     "every shard anew.",
     )
+    write_workers: Optional[int] = Field(
+        default=None,
+        description="Worker processes that write and hash the shards; the dataset is byte-identical whatever the "
+                    "count. null: the curation settings' write_workers (curation.json, KURATION_WRITE_WORKERS, or the "
+                    "curation resource), default 1.",
+    )
     allow_empty: bool = Field(
         default=False,
         description="Commit an empty dataset when the budget plan admits nothing; false (the default) fails the step "
@@ -87,11 +93,12 @@ def shards_and_manifest(
     out = storage_root.path(DATASET_DIR)
     settings = curation.settings(landing_zone)
     spec = curation.output_spec(landing_zone, settings)
+    workers = curation.config(landing_zone).write_workers if config.write_workers is None else config.write_workers
     result = write_planned_dataset(
         out, read_budget_plan(storage_root.url), adapter=curation.adapter(landing_zone, settings),
         schema=settings.schema, spec=spec, resume=True, job=stored_scoring_job(storage_root.url),
         on_other_run="replace" if config.replace_other_runs else "refuse", reuse_shards=config.reuse_shards,
-        split=stored_split_identity(storage_root.url), allow_empty=config.allow_empty,
+        split=stored_split_identity(storage_root.url), allow_empty=config.allow_empty, write_workers=workers,
         progress=lambda done, total, source: context.log.info(f"{done}/{total} sources written ({source})"),
     )
     if result.replaced:

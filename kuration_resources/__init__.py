@@ -113,6 +113,9 @@ class CurationResource(ConfigurableResource):
     segment_unit: Optional[str] = Field(default=None, description="seconds | steps; null: curation.json")
     workers: Optional[int] = Field(default=None, description="Local worker processes for a multi-source run; "
                                                              "null: curation.json")
+    write_workers: Optional[int] = Field(
+        default=None, description="Worker processes that write and hash the dataset's shards (the dataset is "
+                                  "byte-identical whatever the count); null: curation.json")
     output_spec_file: str = Field(
         default="output_spec.json",
         description="Output spec (what a shard holds), relative to the landing zone, or a URL")
@@ -178,7 +181,7 @@ CODE_LOCATION_ENVIRONMENT = "the Dagster code location's environment (the Python
 
 #: The resource fields that stand for a curation.json key of the same name.
 _CONFIG_FIELDS = ("recordings", "media_root", "source_pattern", "segment_window", "segment_stride", "segment_unit",
-                  "workers")
+                  "workers", "write_workers")
 
 
 def resources_from_env() -> dict[str, ConfigurableResource]:

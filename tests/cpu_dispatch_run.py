@@ -4,7 +4,8 @@ started in a fresh process whose ``NPY_DISABLE_CPU_FEATURES`` picks numpy's SIMD
 ``python -m tests.cpu_dispatch_run RECORDINGS OUT ROLLOUTS`` plans every case of
 ``tests/budget/pinned_pools.py`` (whose digests ``tests/budget/test_plan_digest.py`` pins),
 then scores, plans and writes a small dataset from the recordings :func:`write_recordings`
-made into ``OUT``, writes a small rollout store (:func:`rollout_records`) into ``ROLLOUTS``,
+made into ``OUT`` (and again with ``write_workers=2`` beside it, :func:`write_workers_out`),
+writes a small rollout store (:func:`rollout_records`) into ``ROLLOUTS``,
 and prints one JSON object: the plan digests and the numpy CPU features this process saw.
 
 The recordings are made to hit what differs between kernels: zeros of both signs (a window
@@ -127,17 +128,25 @@ def rollout_records(seed: int = 11) -> list[RolloutWriteRecord]:
     return records
 
 
+def write_workers_out(out: Path) -> Path:
+    """Where the run writes the same dataset again with ``write_workers=2``: beside ``out``.
+    Its workers fork from this process's forkserver, so they run the same SIMD dispatch."""
+    return out.with_name(out.name + "_write_workers")
+
+
 def run(recordings: Path, out: Path, rollouts: Path) -> dict:
     digests = {}
     for name in sorted(CASES):
         with pytest.MonkeyPatch.context() as mp:
             digests[name] = plan_digest(run_case(name, mp))
     schema = Schema.from_dict(SCHEMA)
-    result = write_dataset(
-        out, schema=schema, adapter=ParquetTickAdapter(recordings, schema), strategy=Strategy.from_dict(STRATEGY),
-        segmenter=Segmenter(10, 5, unit="steps"), spec=OutputSpec.from_dict(SPEC), train_hours=1.0, test_hours=1.0,
-        span_steps=40, seed=3,
-    )
+    for where, write_workers in ((out, 1), (write_workers_out(out), 2)):
+        result = write_dataset(
+            where, schema=schema, adapter=ParquetTickAdapter(recordings, schema),
+            strategy=Strategy.from_dict(STRATEGY), segmenter=Segmenter(10, 5, unit="steps"),
+            spec=OutputSpec.from_dict(SPEC), train_hours=1.0, test_hours=1.0, span_steps=40, seed=3,
+            write_workers=write_workers,
+        )
     write_rollout_zarr_store(rollouts, rollout_records(), discount_gamma=0.87, q_h_chunk_states=8)
     from numpy._core._multiarray_umath import __cpu_features__
 

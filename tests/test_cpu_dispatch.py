@@ -7,8 +7,9 @@ Each run here is a fresh process with numpy's dispatch narrowed by
 baseline only, next to the machine's default. Every run must produce the same pinned plan
 digests, the same plan, and a dataset whose shards, manifest and output-spec marker are
 byte-identical (config.json and the commit record compared as the crash tests compare
-them: without timestamps and resume counts), and a rollout store whose every file (chunks,
-shards, ``zarr.json`` metadata and the manifest sidecar) is byte-identical.
+them: without timestamps and resume counts), also when written with ``write_workers=2``,
+and a rollout store whose every file (chunks, shards, ``zarr.json`` metadata and the
+manifest sidecar) is byte-identical.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cpu_dispatch_run import write_recordings
+from tests.cpu_dispatch_run import write_recordings, write_workers_out
 from tests.output.corpus import comparable_record, data_files
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,6 +98,9 @@ def test_plans_and_datasets_are_byte_identical_across_simd_dispatch(tmp_path):
         differing = sorted(k for k in files if files[k] != reference_files[k])
         assert not differing, f"{name}: bytes differ from the default dispatch in {differing[:5]}"
         assert comparable_record(tmp_path / name) == comparable_record(tmp_path / "default"), name
+        in_workers = write_workers_out(tmp_path / name)
+        assert data_files(in_workers) == reference_files, f"{name}: write_workers=2 wrote other bytes"
+        assert comparable_record(in_workers) == comparable_record(tmp_path / "default"), name
         store = _store_files(tmp_path / (name + ROLLOUTS_SUFFIX))
         assert sorted(store) == sorted(reference_store), f"{name}: other rollout store files than the default wrote"
         differing = sorted(k for k in store if store[k] != reference_store[k])

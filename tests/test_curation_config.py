@@ -20,6 +20,7 @@ FULL = {
     "plugins": ["team.features", "team.media"],
     "recordings": ".", "media_root": "frames_root", "source_pattern": "*.pq",
     "segment_window": 4, "segment_stride": 2.5, "segment_unit": "seconds", "workers": 3,
+    "write_workers": 2,
     "budget": {"train_hours": 0.25, "val_hours": 0, "test_hours": 0.1, "span_seconds": None},
     "split": {"strategy": "random", "seed": 9, "val_ratio": 0.1, "test_ratio": 0.3, "group_by": "source"},
 }
@@ -46,6 +47,7 @@ def test_every_key_is_read(tmp_path):
     assert config.recordings_url(str(landing)) == str(landing)  # "." is the landing zone itself
     assert config.media_root_url(str(landing)) == str(landing / "frames_root")
     assert (config.source_pattern, config.segment_window, config.segment_stride, config.workers) == ("*.pq", 4, 2.5, 3)
+    assert config.write_workers == 2 and DEFAULTS.write_workers == 1
     assert config.budget.span_seconds is None and config.budget.val_hours == 0
     assert (config.split.strategy, config.split.seed, config.split.group_by) == ("random", 9, "source")
     assert config.origin == (str(landing / "curation.json"),)
@@ -62,6 +64,10 @@ def test_every_key_is_read(tmp_path):
     ({"workers": 10**6}, "workers must be between 1 and 4096"),
     ({"workers": True}, "workers must be an integer"),
     ({"workers": 2.0}, "workers must be an integer"),
+    ({"write_workers": 0}, "write_workers must be between 1 and 4096"),
+    ({"write_workers": -1}, "write_workers must be between 1 and 4096"),
+    ({"write_workers": False}, "write_workers must be an integer"),
+    ({"write_workers": "2"}, "write_workers must be an integer"),
     ({"segment_window": 0}, "segment_window must be > 0"),
     ({"segment_window": "10"}, "segment_window must be a finite number"),
     ({"segment_unit": "minutes"}, "segment_unit must be one of ['seconds', 'steps']"),
@@ -132,20 +138,25 @@ def test_hostile_dicts_from_python_are_refused_with_the_settings_error(data):
 def test_environment_overrides_win_over_the_file_and_are_recorded(tmp_path):
     landing = _write(tmp_path / "lz", FULL)
     environ = {"KURATION_WORKERS": "5", "KURATION_BUDGET_TRAIN_HOURS": "1.5", "KURATION_BUDGET_SPAN_SECONDS": "none",
-               "KURATION_SPLIT_SEED": "11", "KURATION_RECORDINGS": "data/recs", "KURATION_UNRELATED": "x"}
+               "KURATION_SPLIT_SEED": "11", "KURATION_RECORDINGS": "data/recs", "KURATION_UNRELATED": "x",
+               "KURATION_WRITE_WORKERS": "3"}
     config = load_curation_config(str(landing), environ=environ)
     assert (config.workers, config.budget.train_hours, config.split.seed) == (5, 1.5, 11)
+    assert config.write_workers == 3
     assert config.budget.span_seconds is None
     assert config.recordings_url(str(landing)) == str(landing / "data" / "recs")
     assert config.segment_window == 4  # not overridden: the file's value
     assert config.origin[0] == str(landing / "curation.json")
     assert set(config.origin[1:]) == {"KURATION_WORKERS", "KURATION_BUDGET_TRAIN_HOURS",
-                                      "KURATION_BUDGET_SPAN_SECONDS", "KURATION_SPLIT_SEED", "KURATION_RECORDINGS"}
+                                      "KURATION_BUDGET_SPAN_SECONDS", "KURATION_SPLIT_SEED", "KURATION_RECORDINGS",
+                                      "KURATION_WRITE_WORKERS"}
 
 
 @pytest.mark.parametrize("variable, value, fragment", [
     ("KURATION_WORKERS", "many", "KURATION_WORKERS='many': workers must be a number"),
     ("KURATION_WORKERS", "0", "environment variable KURATION_WORKERS: workers must be between 1 and 4096"),
+    ("KURATION_WRITE_WORKERS", "0", "environment variable KURATION_WRITE_WORKERS: write_workers must be between 1"),
+    ("KURATION_WRITE_WORKERS", "1.5", "environment variable KURATION_WRITE_WORKERS: write_workers must be an integer"),
     ("KURATION_BUDGET_VAL_HOURS", "-2", "environment variable KURATION_BUDGET_VAL_HOURS: budget.val_hours"),
     ("KURATION_SPLIT_STRATEGY", "alphabetical", "KURATION_SPLIT_STRATEGY: split.strategy must be one of"),
 ])

@@ -38,6 +38,11 @@ The plan. The dataset carries the budget plan it was written from, in ``budget/`
 ``results.budget_plan`` (path, SHA-256, bytes), which pins the two tables: the commit covers
 the plan, and ``hours_selection_review(out)`` explains the selection without the job.
 
+Write workers. ``write_workers=N`` (both functions) writes and hashes the shards still to
+write in N worker processes (:mod:`.write_workers`); everything above, the lease, the resume
+records, progress and the commit stay here, and the files are byte-identical to one worker.
+``write_workers`` is not part of the run fingerprint or ``config.json``.
+
 Checkpoints. ``write_dataset`` keeps the scored segments of sources with a strong identity
 as checkpoints when asked to bound memory (``memory_budget``): under
 ``.kuration_checkpoints/<scoring run fingerprint>/`` at a local destination. They are not
@@ -47,7 +52,6 @@ never removes them, and a committed run removes every namespace but its own.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import functools
 import hashlib
@@ -64,8 +68,7 @@ from kuration.budget import BudgetOptions, BudgetPlan, plan_budget
 from kuration.budget.plan_store import BUDGET_DIR, BUDGET_FILE, budget_plan_files
 from kuration.budget.spans import feature_columns
 from kuration.budget.split_pools import GroupOf, split_assignments_identity
-from kuration.sources.entities import entity_key
-from kuration.errors import BudgetError, CommitError, InputError, OutputError
+from kuration.errors import BudgetError, CommitError, InputError
 from kuration.hashing import canonical_digest, canonical_json, code_fingerprint, readable_json, sha256_hex, stable_repr
 from kuration.numbers import parse_bytes
 from kuration.sources.media import media_cache
@@ -79,32 +82,21 @@ from kuration.output.shard_reuse import (
     ADOPTED_RECORD, ReuseCandidates, content_key, content_key_basis, resume_folder, reuse_candidates, verified_reuse,
 )
 from kuration.output.spec import OutputSpec
+from kuration.output.write_errors import DatasetWriteError, DifferentRunError, EmptyPlanError, WriteWorkerError
 from kuration.output.write_track import ShardTarget, ShardWriter, shard_targets
+from kuration.output.write_workers import (
+    PlannedShard, WorkerState, check_write_workers, pickled_state, read_tracks, run_shard_tasks, shard_tasks, span_meta,
+    span_track, write_task_shards,
+)
 from kuration.sources.schema import Schema
 from kuration.scoring import FsspecScoreCache, ScoreCache, Segmenter, Strategy, score_sources
 from kuration.sources.protocol import SourceAdapter
-from kuration.sources.tracks import Track, tracks_from_ticks
+from kuration.sources.tracks import Track
 from kuration.splits.stages import EXCLUSIVE_STAGES
 
 MANIFEST_FORMAT = 1
 #: What a resuming ``write_planned_dataset`` does with another run's dataset at the destination.
 ON_OTHER_RUN = ("refuse", "replace")
-
-
-class DatasetWriteError(OutputError, RuntimeError):
-    """The dataset cannot be written as asked (the destination exists, the plan does not fit
-    the spec, a planned span is not in its source any more, ...)."""
-
-
-class DifferentRunError(DatasetWriteError):
-    """``resume=True`` on a destination written by another run (spec, plan, sources or code
-    differ): resuming would replace it, which only ``force=True`` may do."""
-
-
-class EmptyPlanError(DatasetWriteError):
-    """The budget plan gives the writer no shard to write (it admits nothing, or only spans
-    shorter than one shard that the short policy drops): committing it would publish an
-    empty dataset that every check passes. ``allow_empty=True`` writes one on purpose."""
 
 
 @dataclass(frozen=True)
@@ -264,6 +256,7 @@ def write_planned_dataset(
     split: Mapping[str, Any] | None = None,
     reuse_shards: bool = True,
     allow_empty: bool = False,
+    write_workers: int = 1,
 ) -> DatasetWriteResult:
     """Write the spans ``plan`` admitted as a committed dataset at ``out`` (a local folder or
     an object-store URL).
@@ -285,7 +278,16 @@ def write_planned_dataset(
     shard of the dataset at ``out`` (see the module docstring), whatever the intent; False
     writes every shard anew. ``allow_empty`` (default False): a plan that gives no shard to
     write raises :class:`EmptyPlanError` before the destination is touched; True commits
-    an empty dataset."""
+    an empty dataset.
+
+    ``write_workers`` (default 1): how many worker processes write and hash the shards
+    (:mod:`kuration.output.write_workers`); 1 writes them in this process. The dataset is
+    byte-identical whatever the count, and so are the commit protocol, the lease (held
+    here throughout), resume and shard reuse. A worker's failure fails the write with
+    nothing committed (its Kuration error as it is, anything else and a dead worker as
+    :class:`WriteWorkerError`); ``resume=True`` finishes it. Not an int >= 1: an
+    :class:`~kuration.errors.InputError` naming it."""
+    write_workers = check_write_workers(write_workers)
     _check_intents(resume, force)
     if on_other_run not in ON_OTHER_RUN:
         raise DatasetWriteError(f"on_other_run must be one of {list(ON_OTHER_RUN)}, got {on_other_run!r}")
@@ -306,7 +308,8 @@ def write_planned_dataset(
         return _publish(destination, plan, record, adapter=adapter, schema=schema, spec=spec, encoder=encoder,
                         resume=resume and not torn, job=job, progress=progress,
                         started=_dt.datetime.now(_dt.timezone.utc), replace_other_run=replace, replaced=torn,
-                        inputs=None if split is None else {"split": dict(split)}, reuse_shards=reuse_shards)
+                        inputs=None if split is None else {"split": dict(split)}, reuse_shards=reuse_shards,
+                        write_workers=write_workers)
 
 
 def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | None, *, adapter: SourceAdapter,
@@ -314,7 +317,7 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
              job: Mapping[str, Any] | None, progress: Callable[[int, int, str], None] | None, started: _dt.datetime,
              results: Mapping[str, Any] | None = None, callbacks: Mapping[str, Any] | None = None,
              inputs: Mapping[str, Any] | None = None, replace_other_run: bool = False,
-             replaced: str = "", reuse_shards: bool = True) -> DatasetWriteResult:
+             replaced: str = "", reuse_shards: bool = True, write_workers: int = 1) -> DatasetWriteResult:
     """Everything after the plan, under the caller's lease, once the plan fits the spec
     (:func:`_check_plan_fits`) and :func:`_check_destination` gave the destination's
     ``record``: the checks that touch nothing, then publication (see the module docstring).
@@ -323,7 +326,8 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
     another run's dataset replaces it instead of raising; ``replaced`` is why an earlier step
     already chose to. Whatever the intent, a shard whose content key matches a verified
     shard the destination's records hold is kept (:mod:`.shard_reuse`), unless
-    ``reuse_shards`` is False."""
+    ``reuse_shards`` is False. ``write_workers`` > 1 writes the other shards in that many
+    worker processes (:mod:`.write_workers`)."""
     encoder = encoder or PassthroughEncoder()
     admitted = plan.admitted()
     targets = _targets(admitted, spec, plan)
@@ -350,7 +354,7 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
     features = feature_columns(admitted)
     basis = content_key_basis(spec=spec, schema=schema, encoder=fingerprints["encoder"],
                               adapter=fingerprints["adapter"], kuration=fingerprints["kuration"])
-    keys = {target.path: content_key(basis, identities[target.source_id], target, _span_meta(row, features))
+    keys = {target.path: content_key(basis, identities[target.source_id], target, span_meta(row, features))
             for target, row in targets}
     by_source: dict[str, list[tuple[ShardTarget, dict[str, Any]]]] = {}
     for target, row in targets:
@@ -371,6 +375,22 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
         destination.write_metadata(_record_name(run_fingerprint, entry["path"]), canonical_json(
             {"run": run_fingerprint, "entry": entry}), durable=False)
 
+    pending: dict[str, list[PlannedShard]] = {}
+    for source in sources:
+        pending[source] = []
+        for target, row in by_source.get(source, []):
+            entry = kept.get(target.path)
+            if entry is not None:
+                entries.append(entry)
+                reused += 1
+            else:
+                pending[source].append((target, row))
+    to_write = sum(len(shards) for shards in pending.values())
+    in_workers = write_workers > 1 and to_write > 0
+    # Before publication: what the workers are sent must reach them.
+    state = WorkerState(destination, spec, schema, encoder, adapter, tuple(features))
+    shared = pickled_state(state) if in_workers else b""
+
     # One media cache for the check and the shards: each media file is read once, within the
     # cache's bound (a cache the caller opened is used, with its bound).
     with media_cache():
@@ -383,27 +403,26 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
             # crash finds the kept shards here instead (not durable either, like every record).
             destination.write_metadata(f"{resume_folder(run_fingerprint)}/{ADOPTED_RECORD}", canonical_json(
                 {"run": run_fingerprint, "entries": sorted(kept.values(), key=lambda e: e["path"])}), durable=False)
-        with ShardWriter(destination, spec, schema=schema, encoder=encoder, adapter=adapter,
-                         on_entry=record_finished) as shards:
-            for done, source in enumerate(sources, start=1):
-                pending = []
-                for target, row in by_source.get(source, []):
-                    entry = kept.get(target.path)
-                    if entry is not None:
-                        entries.append(entry)
-                        reused += 1
-                    else:
-                        pending.append((target, row))
-                tracks = read_ahead.pop(source, None)
-                if pending:
-                    if tracks is None:
-                        tracks = {entity_key(t.entity_id): t
-                                  for t in tracks_from_ticks(schema, adapter.read_ticks(source), source)}
-                    for target, row in pending:
-                        shards.write(target, _span_track(tracks, target, row, features))
-                        written += 1
-                if progress:
-                    shards.after(functools.partial(progress, done, len(sources), source))
+        if in_workers:
+            read_ahead.clear()  # each worker reads its own sources
+            tasks = shard_tasks(pending, write_workers)
+            report = _InSourceOrder(sources, tasks, progress)
+            report.finished(None)  # the sources before the first one with shards to write
+            for task, task_entries in run_shard_tasks(tasks, workers=write_workers, state=state, shared=shared):
+                for entry in task_entries:
+                    record_finished(entry)
+                written += len(task_entries)
+                report.finished(task.index)
+            report.finished(None)
+        else:
+            with ShardWriter(destination, spec, schema=schema, encoder=encoder, adapter=adapter,
+                             on_entry=record_finished) as shards:
+                for done, source in enumerate(sources, start=1):
+                    write_task_shards(shards, schema, adapter, source, pending[source], features,
+                                      read_ahead.pop(source, None))
+                    written += len(pending[source])
+                    if progress:
+                        shards.after(functools.partial(progress, done, len(sources), source))
     entries.sort(key=lambda e: (e["source_id"], e["entity_id"], -1 if e["span_index"] is None else e["span_index"],
                                 e["shard_index"]))
     manifest = _manifest(entries, spec, plan, run_fingerprint)
@@ -437,6 +456,31 @@ def _publish(destination: Destination, plan: BudgetPlan, record: CommitRecord | 
     for name in destination.files_under(RESUME_DIR):  # the manifest now records every shard
         destination.remove(name)
     return DatasetWriteResult(destination.url, committed, manifest, config, plan, written, reused, replaced)
+
+
+class _InSourceOrder:
+    """Calls ``progress(done, total, source)`` once per source, in source order, once every
+    task of that source and of the sources before it has finished: the calls one worker
+    makes, whatever order the write workers finish in."""
+
+    def __init__(self, sources: Sequence[str], tasks: Sequence[Any],
+                 progress: Callable[[int, int, str], None] | None) -> None:
+        self._sources = list(sources)
+        self._progress = progress
+        self._left = {source: 0 for source in sources}
+        self._source_of = {task.index: task.source_id for task in tasks}
+        for task in tasks:
+            self._left[task.source_id] += 1
+        self._next = 0
+
+    def finished(self, task_index: int | None) -> None:
+        """Task ``task_index`` finished (None: none, only report what is due)."""
+        if task_index is not None:
+            self._left[self._source_of[task_index]] -= 1
+        while self._next < len(self._sources) and self._left[self._sources[self._next]] == 0:
+            self._next += 1
+            if self._progress is not None:
+                self._progress(self._next, len(self._sources), self._sources[self._next - 1])
 
 
 def _publish_plan(destination: Destination, plan: BudgetPlan) -> dict[str, Any]:
@@ -477,10 +521,10 @@ def _check_media(adapter: SourceAdapter, schema: Schema, spec: OutputSpec, sourc
         to_write = [(target, row) for target, row in by_source.get(source, []) if target.path not in kept]
         if not to_write:
             continue
-        tracks = {entity_key(t.entity_id): t for t in tracks_from_ticks(schema, adapter.read_ticks(source), source)}
+        tracks = read_tracks(schema, adapter, source)
         read_ahead[source] = tracks
         for target, row in to_write:
-            track = _span_track(tracks, target, row, features)
+            track = span_track(tracks, target, row, features)
             present = target.start + np.flatnonzero(track.present[target.start:target.stop])
             for name, m in list(unchecked.items()):
                 # A present row without a reference is the shard assembly's error to report.
@@ -491,28 +535,6 @@ def _check_media(adapter: SourceAdapter, schema: Schema, spec: OutputSpec, sourc
             if not unchecked:
                 return read_ahead
     return read_ahead
-
-
-def _span_track(tracks: Mapping[str, Track], target: ShardTarget, row: Mapping[str, Any],
-                features: Sequence[str]) -> Track:
-    track = tracks.get(target.entity_id)
-    if track is None:
-        raise DatasetWriteError(
-            f"source {target.source_id!r} has no entity {target.entity_id} any more, but the budget plan admitted its "
-            f"span {target.span_index}; the recording changed after scoring. Re-score and plan again"
-        )
-    if int(row["stop"]) > len(track):
-        raise DatasetWriteError(
-            f"source {target.source_id!r}, entity {target.entity_id}: the plan's span [{row['start']}, {row['stop']}) "
-            f"is past the track's {len(track)} rows; the recording changed after scoring. Re-score and plan again"
-        )
-    return dataclasses.replace(track, meta={**track.meta, **_span_meta(row, features)})
-
-
-def _span_meta(row: Mapping[str, Any], features: Sequence[str]) -> dict[str, Any]:
-    """What the writer adds to a span's track meta (``segment:`` modalities and encoders
-    read it), so what a shard's content key covers besides the recording."""
-    return {**{key: row[key] for key in features}, "span_index": row.get("span_index"), "priority": row.get("priority")}
 
 
 def _manifest(entries: list[dict[str, Any]], spec: OutputSpec, plan: BudgetPlan,
@@ -599,6 +621,7 @@ def write_dataset(
     progress: Callable[[str, int, int, str], None] | None = None,
     reuse_shards: bool = True,
     allow_empty: bool = False,
+    write_workers: int = 1,
 ) -> DatasetWriteResult:
     """Score ``sources`` (default: all), fill the hour budgets, write and commit the
     dataset at ``out``. Everything that can be checked is checked before scoring, and the
@@ -627,7 +650,10 @@ def write_dataset(
     ``reuse_shards`` and ``allow_empty`` are :func:`write_planned_dataset`'s: shards whose
     content key matches a verified shard at ``out`` are kept (False writes every one
     anew), and a plan with nothing to write raises :class:`EmptyPlanError` (after scoring,
-    before publication) unless ``allow_empty=True``."""
+    before publication) unless ``allow_empty=True``. ``write_workers`` is
+    :func:`write_planned_dataset`'s: the shards are written and hashed in that many worker
+    processes, byte-identical to one (``workers`` is the feature pass's count)."""
+    write_workers = check_write_workers(write_workers)
     _check_intents(resume, force)
     if sample_hz is not None and not np.isclose(sample_hz, schema.sample_hz):
         raise DatasetWriteError(f"sample_hz={sample_hz:g} but the schema says {schema.sample_hz:g} Hz; leave sample_hz "
@@ -672,11 +698,11 @@ def write_dataset(
                            progress=None if progress is None else (
                                lambda done, total, source: progress("write", done, total, source)),
                            callbacks={"group_of": group_of}, inputs=None if split is None else {"split": split},
-                           reuse_shards=reuse_shards)
+                           reuse_shards=reuse_shards, write_workers=write_workers)
         if CHECKPOINT_DIR in destination.top_level():
             FsspecScoreCache(destination.where(CHECKPOINT_DIR)).prune(*scored.cache_fingerprints)
     return written
 
 
-__all__ = ["DatasetWriteError", "DatasetWriteResult", "DifferentRunError", "EmptyPlanError", "write_dataset",
-           "write_planned_dataset"]
+__all__ = ["DatasetWriteError", "DatasetWriteResult", "DifferentRunError", "EmptyPlanError", "WriteWorkerError",
+           "write_dataset", "write_planned_dataset"]

@@ -39,7 +39,6 @@ from __future__ import annotations
 import concurrent.futures as cf
 import logging
 import math
-import multiprocessing
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -54,7 +53,6 @@ from kuration.errors import InputError, KurationError, ScoringError
 from kuration.scoring.features import get_feature, parse_feature_key
 from kuration.hashing import canonical_digest, code_fingerprint, module_source_sha256
 from kuration.numbers import format_bytes
-from kuration.plugins import import_plugin, loaded_plugin_modules
 from kuration.scoring.cache import ScoreCache
 from kuration.scoring.track import score_track, segment_table_schema
 from kuration.scoring.segments import Segmenter
@@ -62,6 +60,7 @@ from kuration.sources.media import media_provider_module
 from kuration.sources.protocol import SourceAdapter, SourceIdentity
 from kuration.scoring.strategy import Strategy
 from kuration.sources.tracks import tracks_from_ticks
+from kuration.worker_processes import import_worker_modules, process_pool, worker_modules
 
 logger = logging.getLogger(__name__)
 
@@ -312,30 +311,18 @@ _WORKER_ENVIRONMENT = ("the scoring workers' environment (a forkserver worker ge
 
 
 def _import_modules(modules: Sequence[str]) -> None:
-    """In a worker, before its first task: the user code the parent loaded. Done in the
-    task, not in the pool's initializer, so a module that fails here reaches the caller as
-    the PluginError naming it (an initializer's error only breaks the pool)."""
-    for name in modules:
-        import_plugin(name, declared_in="the scoring run's parent process, whose plugins and user code every worker "
-                      "imports", environment=_WORKER_ENVIRONMENT)
-
-
-def _init_worker() -> None:
-    """Per worker process: one Arrow thread (N workers already use N cores; Arrow's own
-    pool on top would oversubscribe them)."""
-    pa.set_cpu_count(1)
-    pa.set_io_thread_count(1)
+    """In a worker, before its first task: the user code the parent loaded
+    (:func:`kuration.worker_processes.import_worker_modules`)."""
+    import_worker_modules(modules, declared_in="the scoring run's parent process, whose plugins and user code every "
+                          "worker imports", environment=_WORKER_ENVIRONMENT)
 
 
 def _modules_for_workers(adapter: SourceAdapter, strategy: Strategy, extra: Iterable[str]) -> list[str]:
-    """What every worker imports, in order: the loaded plugins (in their load order), then
-    ``extra`` and the modules defining the strategy's ``fn.`` features and the schema's
-    media provider factories, sorted. Importing a factory's module registers it only when
-    that module does the registering; a provider registered elsewhere (a built-in class
-    under a new name) reaches workers through the plugin that registers it. Code defined
-    in ``__main__`` cannot be found by name in a worker and is left out (the worker then
-    says the name is unregistered)."""
-    plugins = loaded_plugin_modules()
+    """What every worker imports (:func:`kuration.worker_processes.worker_modules`): the
+    loaded plugins, then ``extra`` and the modules defining the strategy's ``fn.`` features
+    and the schema's media provider factories. Importing a factory's module registers it
+    only when that module does the registering; a provider registered elsewhere (a built-in
+    class under a new name) reaches workers through the plugin that registers it."""
     modules = set(extra)
     for key in strategy.feature_keys():
         parsed = parse_feature_key(key)
@@ -343,24 +330,7 @@ def _modules_for_workers(adapter: SourceAdapter, strategy: Strategy, extra: Iter
             modules.add(getattr(get_feature(parsed.name), "__module__", None) or "__main__")
     for spec in adapter.schema.media.values():
         modules.add(media_provider_module(spec.provider) or "__main__")
-    modules -= {"__main__", *plugins}
-    return [*plugins, *sorted(modules)]
-
-
-def _worker_context(modules: Sequence[str]) -> multiprocessing.context.BaseContext:
-    """Workers fork from a forkserver: a fresh single-threaded process that imported the
-    scoring code once, so each worker starts in milliseconds and never inherits this
-    process's threads (Arrow's pools make a plain fork unsafe). Where forkserver is not
-    available, spawn, which re-imports in every worker."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    context = multiprocessing.get_context("forkserver")
-    # Only takes effect before the server first starts; each task imports the modules
-    # again (a no-op where they are loaded).
-    # pandas: pyarrow imports it on a worker's first to_numpy (150 ms each); importing
-    # starts no threads, so the server can hold it and every worker starts warm.
-    context.set_forkserver_preload(["kuration.scoring", "kuration.sources.parquet", "pandas", *modules])
-    return context
+    return worker_modules(modules)
 
 
 def _run_local(tasks: list[str], call: Callable[[Sequence[str]], _Batch], workers: int,
@@ -370,7 +340,7 @@ def _run_local(tasks: list[str], call: Callable[[Sequence[str]], _Batch], worker
         for source_id in tasks:
             yield call([source_id])
         return
-    pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=_worker_context(modules), initializer=_init_worker)
+    pool = process_pool(workers, modules=modules)
     finished = False
     try:
         pending: set[cf.Future] = set()

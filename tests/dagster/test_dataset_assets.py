@@ -220,3 +220,20 @@ def test_a_failed_integrity_check_keeps_the_rollout_store_from_running_in_the_sa
     assert [e for e in result.all_events if e.step_key == "rollout_store"] == []
     assert instance.get_latest_materialization_event(AssetKey("rollout_store")) is None
     assert not (tmp_path / "storage" / "rollouts").exists()
+
+
+def test_write_workers_come_from_run_config_else_the_curation_settings(scored, instance, tmp_path, monkeypatch):
+    # The count reaches the writer: a bad one fails the step naming it, from either place.
+    plan_budget_for_tests(scored, instance)
+    from_run = _dataset(scored, instance, write_workers=0)
+    assert not from_run.success and "write_workers must be between 1" in failure_text(from_run)
+    monkeypatch.setenv("KURATION_WRITE_WORKERS", "0")
+    from_env = _dataset(scored, instance)
+    assert not from_env.success and "KURATION_WRITE_WORKERS: write_workers must be between 1" in failure_text(from_env)
+    monkeypatch.setenv("KURATION_WRITE_WORKERS", "2")
+    assert _dataset(scored, instance).success
+    in_workers = (tmp_path / "storage" / "dataset" / "dataset_manifest.json").read_bytes()
+    monkeypatch.delenv("KURATION_WRITE_WORKERS")
+    one = _dataset(scored, instance, write_workers=1, reuse_shards=False)
+    assert one.success and materialization_metadata(one)["shards"]["reused_shards"] == 0
+    assert (tmp_path / "storage" / "dataset" / "dataset_manifest.json").read_bytes() == in_workers

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kuration.plugins import PLUGINS_ENV, forget_loaded_plugins
+from kuration.plugins import PLUGINS_ENV, forget_loaded_plugins, load_plugins
 from kuration.scoring.features import registered_features, unregister_feature
 from kuration.sources.media import media_provider_names, unregister_media_provider
 
@@ -72,6 +72,17 @@ class PluginKit:
                 weight = get_media_provider({self.provider!r}).weight
                 return weight * float(track.present[segment.start:segment.stop].sum())
         """)
+
+    def write_failing_in_workers(self) -> str:
+        """A plugin that imports in this process and raises at import in every worker
+        process (a licence server only this machine's parent reaches), loaded; its name."""
+        module = self.write("picky", """
+            import multiprocessing
+            if multiprocessing.parent_process() is not None:  # imports here, fails in every worker
+                raise RuntimeError("licence server unreachable from this worker")
+        """)
+        load_plugins([module], environ={}, entry_points=False)
+        return module
 
     def write_distribution(self, dist: str, entry_points: dict[str, str]) -> None:
         """A fake installed distribution ``dist`` whose ``kuration.plugins`` entry points are

@@ -55,12 +55,7 @@ def test_without_loading_the_provider_plugin_the_worker_names_the_missing_provid
 
 def test_a_plugin_that_fails_in_a_worker_fails_the_run_naming_it(plugin_kit, monkeypatch, recordings):
     strategy = _plugins_loaded(plugin_kit, monkeypatch)
-    picky = plugin_kit.write("picky", """
-        import multiprocessing
-        if multiprocessing.parent_process() is not None:  # imports here, fails in every worker
-            raise RuntimeError("licence server unreachable from this worker")
-    """)
-    load_plugins([picky], environ={}, entry_points=False)
+    picky = plugin_kit.write_failing_in_workers()
     with pytest.raises(PluginError, match=rf"plugin module '{picky}' \(declared in the scoring run's parent process, "
                                           r"whose plugins and user code every worker imports\) raised at import: "
                                           r"RuntimeError: licence server unreachable from this worker"):
