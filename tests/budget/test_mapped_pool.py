@@ -10,7 +10,7 @@ import pytest
 from kuration.budget import BudgetOptions, plan_budget
 from kuration.budget.options import BudgetError
 from kuration.budget.plan_store import load_scored_pool
-from kuration.scoring import MemoryBudgetError
+from kuration.scoring import MemoryBudgetError, run_fingerprint
 from kuration.scoring.segment_store import IDENTITY_KEY, score_and_store, score_cache_url, segments_url
 from kuration.sources import ParquetTickAdapter
 from kuration.sources.protocol import SourceIdentity
@@ -80,8 +80,13 @@ def test_a_pruned_or_torn_checkpoint_falls_back_to_the_segment_file(recordings, 
     root = tmp_path / "storage"
     _store(recordings, root)
     plain = load_scored_pool(root, SOURCES)
-    entries = sorted((root / "cache" / "scoring").rglob("*.arrow"))
-    assert len(entries) == 4 and str(entries[0]).startswith(score_cache_url(root))
+    cache = root / "cache" / "scoring"
+    # the checkpoints the budgeted load maps are the whole scored tables, under the run's namespace;
+    # the segment rows and each feature's values are kept beside them, under their own
+    whole_tables = cache / run_fingerprint(ParquetTickAdapter(recordings, SCHEMA), SEGMENTER, STRATEGY)[:16]
+    entries = sorted(whole_tables.glob("*.arrow"))
+    assert len(entries) == len(SOURCES) and str(entries[0]).startswith(score_cache_url(root))
+    assert len(list(cache.rglob("*.arrow"))) == len(SOURCES) * (2 + len(STRATEGY.feature_keys()))
     entries[0].unlink()
     entries[1].write_bytes(b"torn")
     pool = load_scored_pool(root, SOURCES, memory_budget=1 << 30)

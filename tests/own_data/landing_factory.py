@@ -42,6 +42,7 @@ import csv
 import importlib
 import json
 import os
+import sys
 import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -401,6 +402,19 @@ class FleetOnAnInstance:
         self.env.setenv("KURATION_STORAGE_ROOT", str(self.storage))
 
 
+def forget_fleet_plugin(zone: FleetLandingZone) -> None:
+    """Undo what importing the fleet's plugin did in this process (its module, its feature and
+    its media provider), so a later test sees the registries as the library left them."""
+    from kuration.plugins import forget_loaded_plugins
+    from kuration.scoring.features import unregister_feature
+    from kuration.sources.media import unregister_media_provider
+
+    forget_loaded_plugins()
+    sys.modules.pop(zone.plugin_module, None)
+    unregister_feature(zone.feature)
+    unregister_media_provider(zone.provider)
+
+
 @contextmanager
 def fleet_on_an_instance(tmp: Path, *, prefix: str) -> Iterator[FleetOnAnInstance]:
     """A fleet landing zone under ``tmp`` with its own Dagster instance (``DAGSTER_HOME``,
@@ -426,4 +440,4 @@ def fleet_on_an_instance(tmp: Path, *, prefix: str) -> Iterator[FleetOnAnInstanc
         try:
             yield FleetOnAnInstance(zone, tmp / "storage", home, env)
         finally:
-            forget_loaded_plugins()
+            forget_fleet_plugin(zone)

@@ -27,8 +27,6 @@ import pytest
 from kuration.landing import recording_name
 from kuration.plugins import PLUGINS_ENV, forget_loaded_plugins
 from kuration.read import load_committed, read_shard, verify_dataset
-from kuration.scoring.features import unregister_feature
-from kuration.sources.media import unregister_media_provider
 from kuration_cli import main
 from tests.dagster.sensors import execute_requests, run_sensor, scoring_requests
 from tests.own_data.landing_factory import (
@@ -38,6 +36,7 @@ from tests.own_data.landing_factory import (
     SESSIONS,
     FleetLandingZone,
     add_session,
+    forget_fleet_plugin,
     write_fleet_landing_zone,
 )
 
@@ -58,10 +57,7 @@ def fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FleetLand
         monkeypatch.delenv(name, raising=False)
     forget_loaded_plugins()
     yield zone
-    forget_loaded_plugins()
-    sys.modules.pop(zone.plugin_module, None)
-    unregister_feature(zone.feature)
-    unregister_media_provider(zone.provider)
+    forget_fleet_plugin(zone)
 
 
 REPO = Path(__file__).resolve().parents[2]

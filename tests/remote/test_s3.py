@@ -379,7 +379,11 @@ def test_score_sources_caches_on_s3_and_rescores_a_rewritten_object(bucket, s3_c
     assert [o.status for o in first.outcomes] == ["scored"] * 3
     assert all(o.identity.strong for o in first.outcomes)
     entries = keys_under(s3_client, cache_url)
-    assert len(entries) == 3 and {e.split("/")[0] for e in entries} == {first.run_fingerprint[:16]}
+    # per source: its whole scored table, its segment rows and each feature's values
+    entries_per_source = 2 + len(STRATEGY.feature_keys())
+    assert len(entries) == 3 * entries_per_source
+    assert {e.split("/")[0] for e in entries} == {f[:16] for f in first.cache_fingerprints}
+    assert first.run_fingerprint in first.cache_fingerprints
 
     second = run()
     assert [o.status for o in second.outcomes] == ["cached"] * 3
@@ -393,7 +397,7 @@ def test_score_sources_caches_on_s3_and_rescores_a_rewritten_object(bucket, s3_c
                           sources=[sources[1]])
     assert third.for_source(sources[1]).equals(fresh.segments)
     assert not third.for_source(sources[1]).equals(first.for_source(sources[1]))
-    assert len(keys_under(s3_client, cache_url)) == 4
+    assert len(keys_under(s3_client, cache_url)) == 4 * entries_per_source  # the rewrite's entries beside the old
     assert [o.status for o in run().outcomes] == ["cached"] * 3
 
 
