@@ -187,11 +187,8 @@ def test_forty_materialized_partitions_are_read_in_a_few_queries(resources, land
                 calls[_name] = calls.get(_name, 0) + 1
                 return _original(*args, **kwargs)
             setattr(instance, name, counted)
-        started = time.perf_counter()
         tick = _tick(instance, resources)
-        elapsed = time.perf_counter() - started
     assert tick.run_requests == [] and tick.skip_reason.skip_message == SKIPPED.format(n=40)
     assert calls == {"get_latest_storage_id_by_partition": 1, "fetch_materializations": 1,
                      "get_latest_materialization_event": 1}
-    assert elapsed < 5, f"a 40-partition first tick took {elapsed:.2f} s"
 
