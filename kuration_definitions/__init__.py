@@ -116,6 +116,9 @@ def automation_sensor(interval_seconds: int) -> AutomationConditionSensorDefinit
     return AutomationConditionSensorDefinition(
         "default_automation_condition_sensor", target=AssetSelection.all(), run_tags=dict([DATASET_LEASE_TAG]),
         default_status=DefaultSensorStatus.RUNNING, minimum_interval_seconds=interval_seconds,
+        # follows_upstream holds a condition of Kuration's own (a check that only warned counts
+        # as passed), which only the code server can evaluate, not the daemon
+        use_user_code_server=True,
         description=f"Every {interval_seconds} s (`KURATION_SENSOR_INTERVAL_SECONDS`), evaluates the automation "
                     "condition of budget_plan, shards, dataset_manifest and rollout_store (follows_upstream: eager, "
                     "once every upstream blocking check passed) and runs what it asks for, the chain in one run tagged "
