@@ -23,10 +23,12 @@ after a strategy change), or define the sensors and the schedule (the code locat
 """
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from dagster import (
     AssetCheckKey,
+    AssetKey,
     AssetCheckSeverity,
     AssetSelection,
     AutomationCondition,
@@ -112,9 +114,31 @@ def all_deps_blocking_checks_usable() -> AutomationCondition:
     usable = (AutomationCondition.check_passed()
               | (AutomationCondition.check_failed() & LatestFailureIsAWarning())
               | AutomationCondition.will_be_requested())
-    return AutomationCondition.all_deps_match(
-        AutomationCondition.all_checks_match(usable.with_label("blocking_check_usable"), blocking_only=True)
-    ).with_label("all_deps_blocking_checks_usable")
+    return AllDepsBlockingChecksUsable(AutomationCondition.all_deps_match(
+        AutomationCondition.all_checks_match(usable.with_label("blocking_check_usable"), blocking_only=True)))
+
+
+class AllDepsBlockingChecksUsable(AutomationCondition[AssetKey]):
+    """What :func:`all_deps_blocking_checks_usable` returns: its Dagster-built tree, as the one
+    child of a condition Dagster does not know. Dagster's check operators do not list their
+    operand as a child, so without this node the tree would look serializable and the code
+    location would fail to load, trying to send :class:`LatestFailureIsAWarning` to the UI."""
+
+    def __init__(self, tree: AutomationCondition[Any]):
+        self._tree = tree
+
+    @property
+    def name(self) -> str:
+        return "all_deps_blocking_checks_usable"
+
+    @property
+    def children(self) -> Sequence[AutomationCondition]:
+        return [self._tree]
+
+    async def evaluate(self, context: AutomationContext[AssetKey]) -> AutomationResult[AssetKey]:  # type: ignore[override]
+        tree = await context.for_child_condition(self._tree, child_indices=[0],
+                                                 candidate_subset=context.candidate_subset).evaluate_async()
+        return AutomationResult(context, tree.true_subset, child_results=[tree])
 
 
 __all__ = ["DEFAULT_SENSOR_INTERVAL_SECONDS", "SENSOR_INTERVAL_ENV", "LatestFailureIsAWarning",
