@@ -84,13 +84,18 @@ def follows_upstream(*, not_triggered_by: AssetSelection | None = None) -> Autom
 
 
 class LatestFailureIsAWarning(AutomationCondition[AssetCheckKey]):
-    """True for a check whose latest evaluation failed at WARN severity."""
+    """True for a check whose latest evaluation failed at WARN severity. Only for unpartitioned
+    checks (all of Kuration's are): the latest execution of a partitioned check may be another
+    partition's, so for one this is false, and a failure of it stops the chain as Dagster's own
+    condition would."""
 
     @property
     def name(self) -> str:
         return "latest_failure_is_a_warning"
 
     def evaluate(self, context: AutomationContext[AssetCheckKey]) -> AutomationResult[AssetCheckKey]:
+        if context.partitions_def is not None:
+            return AutomationResult(context, context.get_empty_subset())
         records = context.asset_graph_view.instance.event_log_storage.get_latest_asset_check_execution_by_key(
             [context.key])
         record = records.get(context.key)
