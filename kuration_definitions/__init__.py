@@ -113,14 +113,21 @@ def automation_sensor(interval_seconds: int) -> AutomationConditionSensorDefinit
     :data:`DATASET_LEASE_TAG`: such a run writes the shared plan and dataset, so a deployment's
     run queue lets one run at a time do that. Its runs use the code location's executor (in
     process), like every other run."""
-    return AutomationConditionSensorDefinition(
-        "default_automation_condition_sensor", target=AssetSelection.all(), run_tags=dict([DATASET_LEASE_TAG]),
-        default_status=DefaultSensorStatus.RUNNING, minimum_interval_seconds=interval_seconds,
-        description=f"Every {interval_seconds} s (`KURATION_SENSOR_INTERVAL_SECONDS`), evaluates the automation "
-                    "condition of budget_plan, shards, dataset_manifest and rollout_store (follows_upstream: eager, "
-                    "once every upstream blocking check passed) and runs what it asks for, the chain in one run tagged "
-                    "`kuration/lease: dataset`. On from the start: it acts only after an upstream was materialized "
-                    "(by new_recordings_sensor's runs, a manual run or a backfill).")
+    # Dagster labels use_user_code_server beta at construction; we rely on it on purpose
+    # (follows_upstream holds a condition of Kuration's own, a check that only warned counting as
+    # passed, which only the code server can evaluate, not the daemon), so the notice is silenced
+    # here and only here.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Parameter `use_user_code_server`")
+        return AutomationConditionSensorDefinition(
+            "default_automation_condition_sensor", target=AssetSelection.all(), run_tags=dict([DATASET_LEASE_TAG]),
+            default_status=DefaultSensorStatus.RUNNING, minimum_interval_seconds=interval_seconds,
+            use_user_code_server=True,
+            description=f"Every {interval_seconds} s (`KURATION_SENSOR_INTERVAL_SECONDS`), evaluates the automation "
+                        "condition of budget_plan, shards, dataset_manifest and rollout_store (follows_upstream: "
+                        "eager, once every upstream blocking check passed or only warned) and runs what it asks for, "
+                        "the chain in one run tagged `kuration/lease: dataset`. On from the start: it acts only after "
+                        "an upstream was materialized (by new_recordings_sensor's runs, a manual run or a backfill).")
 
 
 def build_definitions() -> Definitions:

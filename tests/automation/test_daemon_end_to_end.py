@@ -163,10 +163,9 @@ def _wait_for_curation(server, instance, before: set[str], timeout: float) -> li
 def test_new_recordings_become_a_new_dataset_and_rollout_store_under_the_daemon(tmp_path, monkeypatch):
     from dagster import AssetKey, DagsterInstance, DagsterRunStatus
 
-    # A budget each split's pool fills, so the budget check passes; the automation plans the
-    # budget plan, the dataset and the store as one run only after a passed budget check (a
-    # warning counts as not passed). The delivery raises it so every new span is admitted: that
-    # check then warns (larger than the pool), which a run continues past.
+    # A budget each split's pool fills, so the budget check passes on the first run. The
+    # delivery raises it so every new span is admitted: that check then warns (larger than the
+    # pool), which neither the automation run nor the automation stops at.
     landing = _write_landing(tmp_path / "landing", recordings_per_site=1, budget_seconds=(60, 40, 40))
     # the same corpus with one more recording per site
     staged = _write_landing(tmp_path / "staged", recordings_per_site=2, budget_seconds=(3600, 3600, 3600))

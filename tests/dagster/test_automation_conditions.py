@@ -112,17 +112,37 @@ def test_a_failed_pool_check_stops_the_budget_plan(curated):
     assert curated.tick() == set()
 
 
-def test_a_warned_budget_check_stops_the_automation_at_the_budget_plan(curated):
-    # a budget larger than each split's pool: the budget check warns, and a run would continue
-    # past it, but Dagster's check_passed (what follows_upstream waits for) counts it as not passed
+def _rebudget(curated, **budget) -> None:
     settings = json.loads((curated.landing / "curation.json").read_text())
-    settings["budget"].update(train_hours=1, val_hours=1, test_hours=1)
+    settings["budget"].update(budget)
     (curated.landing / "curation.json").write_text(json.dumps(settings))
+
+
+def test_a_budget_check_that_only_warns_lets_the_automation_go_on(curated):
+    # a budget larger than each split's pool: the budget check warns, a run continues past it
+    # (blocking stops only at ERROR), and so does the automation (Dagster's own check_passed
+    # would count the warning as failed and stop the chain here for good)
+    _rebudget(curated, train_hours=1, val_hours=1, test_hours=1)
     result = curated.run([budget_plan, budget])
     (evaluation,) = result.get_asset_check_evaluations()
     assert result.success and not evaluation.passed and evaluation.severity.value == "WARN"
     assert "larger than the split's whole scored pool" in str(evaluation.description)
+    assert curated.tick() == {"shards", "dataset_manifest", "rollout_store"}
+    assert curated.tick() == set(), "asked twice for one update"
+
+
+def test_a_budget_check_that_fails_as_an_error_stops_the_automation(curated):
+    # spans longer than any recording: every split's request admits nothing, an ERROR
+    _rebudget(curated, span_seconds=3600)
+    result = curated.run([budget_plan, budget])
+    (evaluation,) = result.get_asset_check_evaluations()
+    assert not evaluation.passed and evaluation.severity.value == "ERROR", evaluation.description
     assert curated.tick() == set()
+    assert curated.tick() == set()
+    # put right, the plan's next materialization and its passing check release the chain
+    _rebudget(curated, span_seconds=20)
+    assert curated.run([budget_plan, budget]).success
+    assert curated.tick() == {"shards", "dataset_manifest", "rollout_store"}
 
 
 def _resplit(curated) -> None:
