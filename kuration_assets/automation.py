@@ -29,7 +29,6 @@ from typing import Any
 from dagster import (
     AssetCheckKey,
     AssetKey,
-    AssetCheckSeverity,
     AssetSelection,
     AutomationCondition,
     AutomationContext,
@@ -37,6 +36,7 @@ from dagster import (
 )
 
 from kuration.errors import InputError
+from kuration_dagster_checks import failed_only_as_warning
 
 #: Seconds between two ticks of ``new_recordings_sensor`` and of the automation condition
 #: sensors, read once when the code location loads. The daemon looks at its sensors about every
@@ -100,7 +100,7 @@ class LatestFailureIsAWarning(AutomationCondition[AssetCheckKey]):
             [context.key])
         record = records.get(context.key)
         evaluation = record.event.asset_check_evaluation if record is not None and record.event is not None else None
-        warned = evaluation is not None and not evaluation.passed and evaluation.severity == AssetCheckSeverity.WARN
+        warned = failed_only_as_warning(evaluation)
         return AutomationResult(context, context.candidate_subset if warned else context.get_empty_subset())
 
 

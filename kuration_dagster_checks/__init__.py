@@ -18,7 +18,7 @@ import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from dagster import AssetCheckResult, AssetCheckSeverity, MetadataValue
+from dagster import AssetCheckEvaluation, AssetCheckResult, AssetCheckSeverity, MetadataValue
 
 from kuration.checks import CheckResult, hours
 from kuration.numbers import format_bytes, rounded
@@ -103,4 +103,12 @@ def asset_check_result(result: CheckResult, **target: Any) -> AssetCheckResult:
                             **target)
 
 
-__all__ = ["asset_check_result", "figure_text", "figures_table", "markdown_list", "markdown_table"]
+def failed_only_as_warning(evaluation: AssetCheckEvaluation | None) -> bool:
+    """Whether a stored check evaluation is a failure at WARN severity: what
+    :func:`asset_check_result` reports for a result with warnings and no errors (usable, in
+    Kuration's terms), read back by the automation condition."""
+    return evaluation is not None and not evaluation.passed and evaluation.severity == AssetCheckSeverity.WARN
+
+
+__all__ = ["asset_check_result", "failed_only_as_warning", "figure_text", "figures_table", "markdown_list",
+           "markdown_table"]
