@@ -1,4 +1,4 @@
-"""Benchmark: writing the bundled demo landing zone (``kuration.demo_corpus``).
+"""Benchmark: writing the bundled demo landing zone (``kuration.demo.corpus``).
 
 The demo command generates this corpus on a fresh machine, so its cost is part of the
 "well under a minute" promise. Times, best of --repeats:
@@ -31,7 +31,7 @@ from _measure import best_of  # noqa: E402
 from _report import figure, ratio  # noqa: E402
 from _reference_env import kuration_tree_state  # noqa: E402
 
-from kuration.demo_corpus import write_demo_landing_zone  # noqa: E402
+from kuration.demo.corpus import write_demo_landing_zone  # noqa: E402
 
 
 def _copy_bytes(files: list[tuple[Path, bytes]], into: Path) -> None:

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _measure import timed  # noqa: E402
 from _report import ratio  # noqa: E402
 
-from kuration.hashing import readable_json, sha256_hex  # noqa: E402
+from kuration.canonical.hashing import readable_json, sha256_hex  # noqa: E402
 from kuration.inspect import inspect_dataset  # noqa: E402
 from kuration.output.commit_protocol import MANIFEST_FILE, publish_committed  # noqa: E402
 from kuration.output.containers import get_container  # noqa: E402

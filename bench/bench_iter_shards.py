@@ -63,7 +63,7 @@ from _measure import best_of  # noqa: E402
 from _reference_env import ensure_peer_python, kuration_tree_state  # noqa: E402
 from _report import ratio  # noqa: E402
 
-from kuration.hashing import readable_json  # noqa: E402
+from kuration.canonical.hashing import readable_json  # noqa: E402
 from kuration.output.commit_protocol import publish_committed  # noqa: E402
 from kuration.output.containers import get_container  # noqa: E402
 from kuration.output.containers.protocol import ShardArrays  # noqa: E402

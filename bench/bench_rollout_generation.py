@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._measure import best_of  # noqa: E402
 from bench._report import figure, ratio  # noqa: E402
-from kuration.hashing import readable_json  # noqa: E402
+from kuration.canonical.hashing import readable_json  # noqa: E402
 from kuration.output.commit_protocol import publish_committed  # noqa: E402
 from kuration.output.containers import get_container  # noqa: E402
 from kuration.output.containers.protocol import ShardArrays  # noqa: E402

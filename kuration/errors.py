@@ -19,9 +19,9 @@ with leaves of both kinds carries no builtin itself; its leaves do. ::
     │   ├── SchemaError                            kuration.sources.schema
     │   ├── StrategyError                          kuration.scoring.strategy
     │   ├── SegmenterError                         kuration.scoring.segments
-    │   ├── PluginError                            kuration.plugins
+    │   ├── PluginError                            kuration.landing.plugins
     │   ├── OutputSpecError                        kuration.output.spec
-    │   └── CurationConfigError                    kuration.curation_config
+    │   └── CurationConfigError                    kuration.landing.curation_config
     ├── RecordingError (ValueError)                a recording, its media or an entity id cannot be read as declared
     │   ├── SourceError                            kuration.sources.ticks
     │   │   └── TickDataError                      kuration.sources.ticks

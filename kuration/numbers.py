@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from kuration.errors import InputError
-from kuration.strict_json import INT64_MAX
+from kuration.canonical.strict_json import INT64_MAX
 
 #: Largest index, id, range bound, step or row written as text: indices are int64 (2**63 - 1).
 MAX_INDEX = INT64_MAX

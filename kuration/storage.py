@@ -37,7 +37,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from kuration.errors import KurationError
-from kuration.strict_json import parse_strict_json
+from kuration.canonical.strict_json import parse_strict_json
 
 
 def use_s3_options(options: dict) -> Callable[[], None]:
@@ -293,7 +293,7 @@ def exists(url: str | os.PathLike[str]) -> bool:
 
 
 def read_json(url: str | os.PathLike[str], *, what: str, error: type[KurationError] = KurationError) -> dict:
-    """The JSON object in ``url``, read strictly (:mod:`kuration.strict_json`); anything
+    """The JSON object in ``url``, read strictly (:mod:`kuration.canonical.strict_json`); anything
     else (missing, unreadable, not JSON, not an object) raises ``error`` naming the file."""
     where = os.fspath(url)
     if not exists(where):

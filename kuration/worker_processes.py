@@ -14,9 +14,9 @@ forkserver is not available, spawn, which re-imports in every worker. A worker g
 - one Arrow thread (N workers already use N cores);
 - the user code the run needs, imported by module name before its first task
   (:func:`import_worker_modules`): every plugin this process loaded
-  (:func:`kuration.plugins.loaded_plugin_modules`), then the modules the caller names.
+  (:func:`kuration.landing.plugins.loaded_plugin_modules`), then the modules the caller names.
   Importing happens in the task, not in the pool's initializer, so a module that fails
-  reaches the caller as the :class:`~kuration.plugins.PluginError` naming it (an
+  reaches the caller as the :class:`~kuration.landing.plugins.PluginError` naming it (an
   initializer's error only breaks the pool);
 - optionally, one pickled object shared by all its tasks (``shared=``), sent once per worker
   instead of once per task and unpickled after the modules are imported
@@ -38,7 +38,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from kuration.plugins import import_plugin, loaded_plugin_modules
+from kuration.landing.plugins import import_plugin, loaded_plugin_modules
 
 #: What the forkserver imports once, before it forks any worker. The forkserver is one per
 #: process and takes its preload list only when it first starts, so the list is the same

@@ -20,12 +20,12 @@ from dagster import (
 from pydantic import Field
 
 from kuration.budget import BudgetOptions, ShardChunking
-from kuration.curation_config import BudgetSettings
+from kuration.landing.curation_config import BudgetSettings
 from kuration.errors import BudgetError
 from kuration.numbers import percent, rounded
 from kuration.budget.plan_store import StoredBudgetPlan, check_budget_plan, plan_stored_budget
 from kuration.budget.summary import PlanSummary, summarize_plan
-from kuration.landing import source_ids_for_names
+from kuration.landing.recordings import source_ids_for_names
 from kuration.scoring import run_fingerprint
 from kuration_assets.automation import follows_upstream
 from kuration_assets.scoring_assets import SOURCE_PARTITIONS, scored_segments

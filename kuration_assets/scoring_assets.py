@@ -18,7 +18,7 @@ from dagster import (
     asset_check,
 )
 
-from kuration.landing import recording_name, source_ids_for_names
+from kuration.landing.recordings import recording_name, source_ids_for_names
 from kuration.numbers import rounded
 from kuration.scoring import SourceOutcome
 from kuration.scoring.segment_store import SegmentPoolCheck, check_segment_pool, score_and_store
@@ -27,7 +27,7 @@ from kuration_resources import ASSET_GROUP, CurationResource, LandingZoneResourc
 from splits_assets import universe
 
 SOURCE_PARTITIONS = "sources"
-#: Keyed by recording name (``wind_farm/flight_005``: ``kuration.landing.recording_name``),
+#: Keyed by recording name (``wind_farm/flight_005``: ``kuration.landing.recordings.recording_name``),
 #: mapped back to source ids through the recordings listing.
 source_partitions = DynamicPartitionsDefinition(name=SOURCE_PARTITIONS)
 #: A partition materialization's recording change token, as listed before it was scored:

@@ -24,8 +24,10 @@ from dagster import (
     sensor,
 )
 
-from kuration.hashing import canonical_digest
-from kuration.landing import contiguous_blocks, diff_recordings, partition_update, recording_names, universe_token
+from kuration.canonical.hashing import canonical_digest
+from kuration.landing.recordings import (
+    contiguous_blocks, diff_recordings, partition_update, recording_names, universe_token,
+)
 from kuration_assets.automation import sensor_interval_seconds
 from kuration_assets.scoring_assets import (
     RECORDING_TOKEN_METADATA,

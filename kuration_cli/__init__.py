@@ -3,7 +3,7 @@
   kuration check-landing DIR [--config FILE] [--universe-csv NAME] [--samples N] [--json]
   kuration run --landing DIR --storage OUT [--config FILE]
 
-``check-landing`` checks a landing zone before anything runs (:mod:`kuration.landing_check`):
+``check-landing`` checks a landing zone before anything runs (:mod:`kuration.landing.check`):
 ``curation.json``, the plugins, ``schema.json`` / ``strategy.json`` / ``output_spec.json``,
 a sample of the recordings against the schema, their media references and the universe's
 source ids. It prints one line per finding (level first) and a summary line, and exits 0
@@ -20,7 +20,7 @@ import argparse
 import json
 from collections.abc import Sequence
 
-from kuration.landing_check import MEDIA_REFS, SAMPLE_LIMIT, check_landing_zone
+from kuration.landing.check import MEDIA_REFS, SAMPLE_LIMIT, check_landing_zone
 from kuration_cli.graph_run import add_run_arguments, run_main
 
 #: Exit status when the command ran and found an error (argparse uses 2 for usage errors too).

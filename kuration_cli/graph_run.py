@@ -13,7 +13,7 @@ shows in the UI afterwards, under its job, and can be re-executed there (see
 3. ``fill_budget``, ``build_dataset`` and ``build_rollouts``.
 
 Every setting comes from the landing zone's ``curation.json`` and its ``KURATION_*``
-overrides (:mod:`kuration.curation_config`), as for a sensor-launched run. The first run
+overrides (:mod:`kuration.landing.curation_config`), as for a sensor-launched run. The first run
 that fails stops the rest: a blocking check that fails is named with its verdict, and the
 exit status is 1. Settings that cannot be read, or a plugin that cannot be imported, exit 2
 before anything runs.
@@ -199,7 +199,7 @@ def _execute(instance: Any, jobs: _Jobs, job: str, run_config: dict[str, Any], t
 
 def _run_on_instance(instance: Any, jobs: _Jobs, config: Any, landing: str, storage_root: str,
                      out: Callable[[str], None], after_budget: Callable[[], None] | None) -> GraphRunOutcome:
-    from kuration.landing import RecordingNameError, list_recordings, partition_update
+    from kuration.landing.recordings import RecordingNameError, list_recordings, partition_update
     from kuration_assets.scoring_assets import SOURCE_PARTITIONS
 
     out(f"landing zone: {landing}\nstorage root: {storage_root}\nsettings: {config.describe()}")

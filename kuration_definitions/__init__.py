@@ -16,12 +16,12 @@ limits; the ``nightly_recuration`` schedule
 (off until switched on) runs the ``recurate`` job, the unpartitioned chain from the current
 scored pool.
 
-Loading the code location loads the plugins (:mod:`kuration.plugins`): the modules named in
+Loading the code location loads the plugins (:mod:`kuration.landing.plugins`): the modules named in
 the landing zone's ``curation.json`` ``plugins``, in ``KURATION_PLUGINS`` and by the
-installed packages' ``kuration.plugins`` entry points, so what
+installed packages' ``kuration.landing.plugins`` entry points, so what
 they register (features, media providers, encoders) exists in this process, in every run it
 executes (a run worker imports this module again) and in the scoring workers. A plugin that
-fails to import fails the load with a :class:`kuration.plugins.PluginError` naming it.
+fails to import fails the load with a :class:`kuration.landing.plugins.PluginError` naming it.
 """
 
 import warnings

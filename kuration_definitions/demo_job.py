@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from kuration import storage
-    from kuration.demo_corpus import write_demo_landing_zone, write_demo_quality_policy
+    from kuration.demo.corpus import write_demo_landing_zone, write_demo_quality_policy
     from kuration_cli.graph_run import GraphRunSetupError, run_graph
 
     zone = write_demo_landing_zone(landing, seed=args.seed)

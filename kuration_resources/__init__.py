@@ -15,11 +15,11 @@ from dagster_aws.s3 import S3Resource
 from pydantic import Field
 
 from kuration import storage
-from kuration.landing import list_recordings as list_landing_recordings, universe_token
-from kuration.curation_config import CurationConfig, curation_config_from_dict, load_curation_config
+from kuration.landing.recordings import list_recordings as list_landing_recordings, universe_token
+from kuration.landing.curation_config import CurationConfig, curation_config_from_dict, load_curation_config
 from kuration.output.spec import OutputSpec
-from kuration.plugins import load_plugins
-from kuration.settings import CurationSettings, load_curation_settings, load_output_spec
+from kuration.landing.plugins import load_plugins
+from kuration.landing.settings import CurationSettings, load_curation_settings, load_output_spec
 from kuration.sources.parquet import ParquetTickAdapter
 
 DEFAULT_STORAGE_ROOT = "kuration_data/storage"
@@ -93,7 +93,7 @@ class LandingZoneResource(ConfigurableResource):
 class CurationResource(ConfigurableResource):
     """How recordings are read and scored: the schema, strategy and output spec files, and
     the curation settings of the landing zone's `curation.json`
-    (`kuration.curation_config`, with its `KURATION_*` environment overrides).
+    (`kuration.landing.curation_config`, with its `KURATION_*` environment overrides).
     A field left unset (null) takes its value from those settings, so runs launched by hand,
     by the sensor and by a schedule agree; a field set here wins, for this resource's runs."""
 
@@ -142,7 +142,8 @@ class CurationResource(ConfigurableResource):
         return list_landing_recordings(config.recordings_url(landing.url), pattern=config.source_pattern)
 
     def universe_token(self, landing: LandingZoneResource) -> Optional[str]:
-        """The landing zone's ``kuration.landing.universe_token`` (its recordings are listed only without a csv)."""
+        """The landing zone's ``kuration.landing.recordings.universe_token`` (its recordings are listed only
+        without a csv)."""
         csv_url = landing.universe_csv_url()
         return universe_token(csv_url, () if csv_url else self.list_recordings(landing))
 
@@ -165,7 +166,7 @@ class CurationResource(ConfigurableResource):
 def load_landing_plugins(landing_url: str) -> CurationConfig:
     """The landing zone's curation settings, after importing every plugin they, the
     ``KURATION_PLUGINS`` variable and the installed entry points declare (raises
-    :class:`kuration.plugins.PluginError` naming the one that fails)."""
+    :class:`kuration.landing.plugins.PluginError` naming the one that fails)."""
     config = load_curation_config(landing_url)
     load_plugins(config.plugins, declared_in=config.origin[0], environment=CODE_LOCATION_ENVIRONMENT)
     return config

@@ -22,7 +22,7 @@ from dagster import (
 )
 from pydantic import Field
 
-from kuration.curation_config import RolloutSettings
+from kuration.landing.curation_config import RolloutSettings
 from kuration.errors import RolloutInputError
 from kuration.rollouts import MotionDirectionRecipe
 from kuration.rollouts.build import (

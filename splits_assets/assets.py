@@ -12,13 +12,13 @@ from pydantic import Field
 
 from kuration.splits import read_landing_universe
 from kuration.splits.artifacts import SplitRequest, load_universe, materialize_splits, preview_frame, write_universe
-from kuration.curation_config import SplitRule
+from kuration.landing.curation_config import SplitRule
 from kuration_resources import ASSET_GROUP, CurationResource, LandingZoneResource, StorageRootResource
 from kuration_dagster_checks import markdown_table
 from splits_assets.metadata import split_metadata
 
 
-#: The universe materialization's ``kuration.landing.universe_token``: ``new_recordings_sensor``
+#: The universe materialization's ``kuration.landing.recordings.universe_token``: ``new_recordings_sensor``
 #: without a cursor does not re-read a universe whose token still matches. Taken before the
 #: read: a csv rewritten meanwhile leaves an older token, so the sensor reads it again.
 UNIVERSE_TOKEN_METADATA = "universe_token"

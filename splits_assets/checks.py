@@ -4,7 +4,7 @@
 from dagster import AssetCheckResult, asset_check
 
 from kuration.splits.artifacts import check_split_leakage, check_universe_drift, check_universe_table
-from kuration.universe_sources import check_stored_universe_sources
+from kuration.landing.universe_sources import check_stored_universe_sources
 from kuration_dagster_checks import asset_check_result
 from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
 from splits_assets.assets import resolved_splits, universe

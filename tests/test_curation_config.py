@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kuration.curation_config import (
+from kuration.landing.curation_config import (
     DEFAULTS, CurationConfig, CurationConfigError, apply_env_overrides, curation_config_from_dict,
     curation_config_to_dict, load_curation_config, resolve_in_landing,
 )

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kuration.floats import canonical_float, canonical_floats
+from kuration.canonical.floats import canonical_float, canonical_floats
 
 UINT = {np.float16: np.uint16, np.float32: np.uint32, np.float64: np.uint64}
 

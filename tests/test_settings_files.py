@@ -17,7 +17,7 @@ from kuration.errors import KurationError
 from kuration.output.spec import OutputSpec, OutputSpecError
 from kuration.sources.schema import Schema, SchemaError
 from kuration.scoring.segments import Segmenter, SegmenterError
-from kuration.settings import load_curation_settings, load_output_spec
+from kuration.landing.settings import load_curation_settings, load_output_spec
 from kuration.scoring.strategy import Strategy, StrategyError
 from tests.hostile import FUZZ, json_texts, mutated
 

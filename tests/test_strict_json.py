@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kuration.strict_json import MAX_DEPTH, parse_strict_json
+from kuration.canonical.strict_json import MAX_DEPTH, parse_strict_json
 
 
 class FileError(ValueError):

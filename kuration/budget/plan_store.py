@@ -36,8 +36,8 @@ from kuration.budget.options import BudgetOptions
 from kuration.budget.plan import BudgetPlan, plan_budget
 from kuration.budget.validation import BudgetValidation, validate_budget_plan
 from kuration.errors import BudgetError, KurationError, shown
-from kuration.hashing import sha256_hex
-from kuration.landing import recording_names
+from kuration.canonical.hashing import sha256_hex
+from kuration.landing.recordings import recording_names
 from kuration.numbers import format_bytes, parse_bytes
 from kuration.scoring.cache import FsspecScoreCache
 from kuration.scoring import MemoryBudgetError, provide_fingerprint

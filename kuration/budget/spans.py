@@ -36,7 +36,7 @@ span. It is exact when those windows tile the span (no overlap, no straddling); 
 window overlaps counts as present throughout (nothing measured it). For a count the item
 is the segment, and its present seconds are exact.
 
-Priorities and features come out as canonical floats (:mod:`kuration.floats`): a ``max``
+Priorities and features come out as canonical floats (:mod:`kuration.canonical.floats`): a ``max``
 over ``0.0`` and ``-0.0`` returns either zero depending on the CPU's SIMD kernel, and a
 NaN any payload, so the items, the plan digest and the run fingerprint would otherwise
 differ between machines. A table whose zeros carry either sign, or whose NaNs carry any
@@ -55,7 +55,7 @@ import pyarrow.compute as pc
 from kuration.budget.options import BudgetOptions
 from kuration.budget.ordering import sort_tied_runs
 from kuration.errors import BudgetError
-from kuration.floats import canonical_floats
+from kuration.canonical.floats import canonical_floats
 
 #: Columns a stored segment table must have for a plan; features are whatever else is float.
 REQUIRED_SEGMENT_COLUMNS = (

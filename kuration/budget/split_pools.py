@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from kuration.errors import BudgetError
-from kuration.hashing import canonical_digest
+from kuration.canonical.hashing import canonical_digest
 from kuration.splits.stages import EXCLUSIVE_STAGES, STAGES
 
 GroupOf = Callable[[str], str] | Mapping[str, str] | None

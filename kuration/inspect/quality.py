@@ -36,7 +36,7 @@ from kuration.checks import CheckResult, Figure, count
 from kuration.errors import InputError, KurationError, check_keys, shown
 from kuration.inspect.report import DatasetReport, Progress, inspect_dataset, lowest_utilization
 from kuration.numbers import finite_float, whole_number
-from kuration.strict_json import parse_strict_json
+from kuration.canonical.strict_json import parse_strict_json
 
 #: The policy keys, in the order gates are evaluated and shown.
 POLICY_KEYS = ("min_sources", "min_shards", "required_modalities", "verify", "min_budget_utilization",

@@ -42,9 +42,9 @@ from typing import Any
 
 from kuration import storage
 from kuration.errors import CommitError
-from kuration.hashing import canonical_digest, readable_json, sha256_hex
+from kuration.canonical.hashing import canonical_digest, readable_json, sha256_hex
 from kuration.output.destinations import Destination
-from kuration.strict_json import parse_strict_json
+from kuration.canonical.strict_json import parse_strict_json
 
 COMMIT_FILE = "dataset.commit.json"
 MANIFEST_FILE = "dataset_manifest.json"
@@ -112,7 +112,7 @@ class CommitRecord:
 
 
 def strict_json(data: bytes, *, where: str, what: str = "metadata file") -> Any:
-    """Parse metadata JSON strictly (:mod:`kuration.strict_json`): a reader must not guess."""
+    """Parse metadata JSON strictly (:mod:`kuration.canonical.strict_json`): a reader must not guess."""
     return parse_strict_json(data, where=where, what=what, error=CommitError)
 
 

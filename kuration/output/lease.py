@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kuration.errors import LeaseError
-from kuration.strict_json import parse_strict_json
+from kuration.canonical.strict_json import parse_strict_json
 
 LEASE_FILE = ".kuration-writer.lock"
 #: How long a second writer waits for the holder to record itself before naming the lock

@@ -8,7 +8,7 @@ Routing (:class:`kuration.output.spec.Modality`):
   declared dtype (same kind only; the spec was validated against the schema);
 - ``segment:<feature>``: ``track.meta[feature]``, the span's aggregated value, repeated on
   every present row (absent from ``track.meta`` is an error). It is written as a canonical
-  float (:mod:`kuration.floats`: ``0.0`` for either zero, one NaN): it was computed by a
+  float (:mod:`kuration.canonical.floats`: ``0.0`` for either zero, one NaN): it was computed by a
   reduction whose zero sign and NaN payload depend on the CPU. Field and media values are
   not touched: they are the recording's own bits, copied, never computed;
 - ``media:<column>``: the track's references, decoded by the adapter in one bounded batch
@@ -27,7 +27,7 @@ import numpy as np
 
 from kuration.sources.entities import entity_key
 from kuration.errors import OutputError
-from kuration.floats import canonical_floats
+from kuration.canonical.floats import canonical_floats
 from kuration.sources.media import MediaError
 from kuration.output.containers.protocol import ShardArrays
 from kuration.output.encoders import OutputEncoder, encode_rows

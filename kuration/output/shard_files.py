@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from kuration import storage
-from kuration.landing import recording_name
+from kuration.landing.recordings import recording_name
 from kuration.output.containers.protocol import ShardArrays, ShardContainer
 from kuration.sources.entities import entity_key, parse_entity_key
 

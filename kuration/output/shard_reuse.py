@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from kuration.errors import CommitError
-from kuration.hashing import canonical_digest, canonical_state, code_fingerprint, sha256_hex
+from kuration.canonical.hashing import canonical_digest, canonical_state, code_fingerprint, sha256_hex
 from kuration.output.commit_protocol import (
     COMMIT_FILE, MANIFEST_FILE, RESUME_DIR, SPEC_MARKER_FILE, CommitRecord, strict_json,
 )

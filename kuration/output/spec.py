@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from kuration.budget.options import SHORT_POLICIES, ShardChunking
-from kuration.hashing import canonical_digest
+from kuration.canonical.hashing import canonical_digest
 from kuration.errors import InputError, check_keys, shown
 from kuration.numbers import whole_number
 from kuration.sources.schema import Schema, shape_limit_problem

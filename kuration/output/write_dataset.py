@@ -69,7 +69,9 @@ from kuration.budget.plan_store import BUDGET_DIR, BUDGET_FILE, budget_plan_file
 from kuration.budget.spans import feature_columns
 from kuration.budget.split_pools import GroupOf, split_assignments_identity
 from kuration.errors import BudgetError, CommitError, InputError
-from kuration.hashing import canonical_digest, canonical_json, code_fingerprint, readable_json, sha256_hex, stable_repr
+from kuration.canonical.hashing import (
+    canonical_digest, canonical_json, code_fingerprint, readable_json, sha256_hex, stable_repr,
+)
 from kuration.numbers import parse_bytes
 from kuration.sources.media import media_cache
 from kuration.output.commit_protocol import (

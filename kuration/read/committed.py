@@ -39,7 +39,7 @@ from typing import Any, Protocol
 from kuration import storage
 from kuration.checks import CheckResult, count
 from kuration.errors import CommitError, shown
-from kuration.hashing import sha256_hex
+from kuration.canonical.hashing import sha256_hex
 from kuration.numbers import finite_float, format_bytes, whole_number
 from kuration.output.commit_protocol import (
     COMMIT_FILE, CONFIG_FILE, MANIFEST_FILE, CommitRecord, read_commit, strict_json,

@@ -18,7 +18,7 @@ from typing import Any
 from kuration.budget.plan import BudgetPlan
 from kuration.budget.plan_store import ITEMS_FILE, checked_budget_record, checked_plan_file, plan_from_files
 from kuration.errors import BudgetError, CommitError, shown
-from kuration.hashing import sha256_hex
+from kuration.canonical.hashing import sha256_hex
 from kuration.output.commit_protocol import CONFIG_FILE, strict_json
 from kuration.read.committed import CommittedDataset, load_committed
 

@@ -89,7 +89,7 @@ from typing import Any
 import numpy as np
 
 from kuration.errors import RolloutInputError, shown
-from kuration.floats import canonical_floats
+from kuration.canonical.floats import canonical_floats
 from kuration.output.spec import MODALITY_NAME, PRESENT
 from kuration.rollouts.records import RolloutChainBatch, RolloutSourceRef
 

@@ -39,7 +39,7 @@ import pyarrow as pa
 
 from kuration.budget.split_pools import split_assignments_identity
 from kuration.errors import KurationError, RolloutInputError, shown
-from kuration.hashing import canonical_digest, canonical_json, code_fingerprint
+from kuration.canonical.hashing import canonical_digest, canonical_json, code_fingerprint
 from kuration.output.spec import PRESENT
 from kuration.read.committed import CommittedDataset, load_committed
 from kuration.read.loaders import iter_shards, shard_entries
@@ -64,7 +64,7 @@ class RolloutRecipe(Protocol):
     - ``recipe_id``: a stable name of the recipe and its version (``"motion_direction_v1"``);
       bump it when its meaning changes.
     - ``params()``: every option that changes the records, JSON-able; fingerprinted with
-      :func:`kuration.hashing.canonical_digest` into the lineage.
+      :func:`kuration.canonical.hashing.canonical_digest` into the lineage.
     - ``reason_codes``: the invalid-reason table, name -> bit position (0..31); the bits a
       recipe sets on candidates mean these names. The table is versioned with the recipe:
       a recipe that changes a bit's meaning bumps its ``recipe_id`` (the store records the

@@ -34,9 +34,9 @@ import numpy as np
 import zarr
 
 from kuration.errors import RolloutStoreError, shown
-from kuration.hashing import canonical_digest
+from kuration.canonical.hashing import canonical_digest
 from kuration.rollouts import schema
-from kuration.strict_json import parse_strict_json
+from kuration.canonical.strict_json import parse_strict_json
 
 PACKING_VERSION = "kuration.rollout_packing.v1"
 #: Tables a row can be resolved in (every factual table keeps its rows through packing).

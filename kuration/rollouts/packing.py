@@ -25,7 +25,7 @@ import numpy as np
 import zarr
 
 from kuration.errors import RolloutInputError, RolloutStoreError, shown
-from kuration.hashing import canonical_digest
+from kuration.canonical.hashing import canonical_digest
 from kuration.rollouts import schema
 from kuration.rollouts.config import RolloutZarrStoreConfig
 from kuration.rollouts.lineage import PACKING_VERSION, mapping_digest, read_store_metadata, vocabulary

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from kuration.errors import RolloutStoreError
-from kuration.floats import canonical_floats
+from kuration.canonical.floats import canonical_floats
 from kuration.rollouts.schema import Q_H_ARRAY_NAMES
 
 #: The factual arrays :func:`build_q_h` reads, by schema path.

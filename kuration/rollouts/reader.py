@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kuration.errors import RolloutInputError, RolloutStoreError, shown
-from kuration.hashing import canonical_digest
+from kuration.canonical.hashing import canonical_digest
 from kuration.rollouts._chunks import implausible_grid
 from kuration.rollouts.qh import Q_H_INPUT_PATHS, build_q_h
 from kuration.rollouts.remote import download_rollout_store

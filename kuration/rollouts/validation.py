@@ -46,7 +46,7 @@ import numpy as np
 import zarr
 
 from kuration.errors import RolloutStoreError, shown
-from kuration.hashing import canonical_digest
+from kuration.canonical.hashing import canonical_digest
 from kuration.rollouts import schema
 from kuration.rollouts._chunks import (
     MAX_ENUMERATED_MISSING,
@@ -59,7 +59,7 @@ from kuration.rollouts.lineage import recorded_packing_digest, stored_digest
 from kuration.rollouts.qh import Q_H_INPUT_PATHS, build_q_h
 from kuration.rollouts.remote import downloaded_rollout_store
 from kuration.storage import is_remote
-from kuration.strict_json import parse_strict_json
+from kuration.canonical.strict_json import parse_strict_json
 
 #: How many offending rows an error lists before it only counts them.
 SHOWN_ROWS = 5

@@ -31,7 +31,7 @@ rows make a 38 MB store of 159 files):
   random read decodes. ``q_h_chunk_states`` (config) sets the q_h inner chunk in rows.
 - Writes use ``write_empty_chunks=True``: every chunk exists on disk, so a deleted chunk is
   detectable (zarr 3.1 would silently read it as the fill value).
-- Float columns go through :func:`kuration.floats.canonical_floats` (one NaN, no ``-0.0``),
+- Float columns go through :func:`kuration.canonical.floats.canonical_floats` (one NaN, no ``-0.0``),
   so the same records give the same chunk bytes on every CPU.
 
 Determinism: the persisted config excludes ``store_dir`` and the sidecar has no clock time,
@@ -56,8 +56,8 @@ import numpy as np
 
 from kuration._version import __version__ as kuration_version
 from kuration.errors import RolloutInputError, check_keys, shown
-from kuration.floats import canonical_floats
-from kuration.hashing import canonical_digest, canonical_json, readable_json
+from kuration.canonical.floats import canonical_floats
+from kuration.canonical.hashing import canonical_digest, canonical_json, readable_json
 from kuration.rollouts.config import RolloutZarrStoreConfig
 from kuration.rollouts.qh import build_q_h
 from kuration.rollouts.records import (

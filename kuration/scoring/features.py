@@ -19,7 +19,7 @@ in a track and must never count (this holds for globals too, so a feature always
 the entity while it was there). A segment with no present timestep gives NaN for every
 reducer. A NaN or infinite value at a present timestep propagates into the reducers that
 read it (``frac`` counts NaN as nonzero); it is reported downstream as non-finite, never
-replaced by 0. Every value comes out canonical (:func:`kuration.floats.canonical_floats`:
+replaced by 0. Every value comes out canonical (:func:`kuration.canonical.floats.canonical_floats`:
 ``0.0``, never ``-0.0``, and one NaN): ``max`` over ``0.0`` and ``-0.0`` returns either zero
 depending on the CPU's SIMD kernel, and a feature is hashed and written downstream.
 
@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from kuration.errors import ScoringError, shown
-from kuration.floats import canonical_floats
+from kuration.canonical.floats import canonical_floats
 from kuration.scoring.segments import Segment
 from kuration.sources.schema import Schema
 from kuration.sources.tracks import Track

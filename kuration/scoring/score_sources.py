@@ -9,7 +9,7 @@ whatever the worker count or the order workers finish in.
 - ``workers=N`` runs N local processes (forked from a preloaded forkserver); ``executor="ray"``
   sends the same per-source task to Ray (the ``[ray]`` extra). Every worker imports the
   user code the run needs, by module name: every plugin this process loaded
-  (:func:`kuration.plugins.loaded_plugin_modules`), the modules that registered the
+  (:func:`kuration.landing.plugins.loaded_plugin_modules`), the modules that registered the
   strategy's ``fn.`` features and the schema's media providers, and ``feature_modules``.
 - ``on_error="skip"`` (the default) logs a source that fails reading, transforms or
   scoring, records its error, and goes on; ``"raise"`` stops at the first failure.
@@ -51,7 +51,7 @@ import pyarrow.compute as pc
 from kuration import _version
 from kuration.errors import InputError, KurationError, ScoringError
 from kuration.scoring.features import get_feature, parse_feature_key
-from kuration.hashing import canonical_digest, code_fingerprint, module_source_sha256
+from kuration.canonical.hashing import canonical_digest, code_fingerprint, module_source_sha256
 from kuration.numbers import format_bytes
 from kuration.scoring.cache import ScoreCache
 from kuration.scoring.track import score_track, segment_table_schema
@@ -150,7 +150,7 @@ def _feature_code(strategy: Strategy) -> dict[str, Any]:
     """Fingerprints of the user feature functions the strategy reads, and of the modules
     that define them, so editing one (or a helper beside it in its plugin) misses the cache.
 
-    Through :func:`kuration.hashing.code_fingerprint`, which is the same in every process:
+    Through :func:`kuration.canonical.hashing.code_fingerprint`, which is the same in every process:
     a feature holding a lambda or a generator expression once got a new digest per process
     (its nested code object's repr carries an address), so its cache never hit."""
     features: dict[str, Any] = {}

@@ -2,7 +2,7 @@
 
 Layout under a storage root: ``scored_segments/<name>.parquet``, ``<name>`` being the
 recording's name (its source id without the recording extension, folders kept:
-``kuration.landing.recording_name``; two recordings of one name are refused where they are
+``kuration.landing.recordings.recording_name``; two recordings of one name are refused where they are
 listed), each file holding that source's segment table in canonical order, with the scoring run
 fingerprint (schema, segmenter, strategy, code) in its schema metadata.
 """
@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kuration import storage
-from kuration.landing import recording_name, recording_names
+from kuration.landing.recordings import recording_name, recording_names
 from kuration.checks import CheckResult, Figure, count, first, hours
 from kuration.scoring.cache import FsspecScoreCache
 from kuration.scoring.score_sources import SourceOutcome, score_sources

@@ -19,7 +19,7 @@ predicate passes and gives ``-inf`` where any fails (such a segment is never adm
 inclusion and avoidance the predicates are evaluated and reported in ``passed`` but do not
 change the priority. A NaN feature makes ``raw`` NaN and is left NaN, to be counted as a
 non-finite exclusion downstream, never silently turned into 0; a predicate on NaN fails.
-Priorities are canonical floats (:mod:`kuration.floats`): ``avoidance`` of a zero is ``0.0``,
+Priorities are canonical floats (:mod:`kuration.canonical.floats`): ``avoidance`` of a zero is ``0.0``,
 not ``-0.0``, and every NaN is one NaN, so equal inputs give equal bytes.
 
 Every validation error names the key path (``strategy.predicates[1].op``), what was got
@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 
 from kuration.errors import InputError, check_keys, shown
-from kuration.hashing import canonical_digest
+from kuration.canonical.hashing import canonical_digest
 from kuration.scoring.features import FeatureError, parse_feature_key
-from kuration.floats import canonical_floats
+from kuration.canonical.floats import canonical_floats
 from kuration.numbers import finite_float
 from kuration.sources.schema import Schema
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from kuration.hashing import canonical_json, canonical_state
+from kuration.canonical.hashing import canonical_json, canonical_state
 from kuration.sources.media import MediaError, MediaSpec, fill_rows, group_row_refs
 from kuration.sources.schema import Schema, SchemaError
 from kuration.sources.ticks import SourceError, TickDataError

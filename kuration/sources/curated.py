@@ -71,7 +71,7 @@ import numpy as np
 import pyarrow as pa
 
 from kuration.errors import CommitError, shown
-from kuration.hashing import canonical_digest
+from kuration.canonical.hashing import canonical_digest
 from kuration.numbers import finite_float, whole_number
 from kuration.output.commit_protocol import CONFIG_FILE, MANIFEST_FILE, read_commit
 from kuration.output.shard_files import shard_stem

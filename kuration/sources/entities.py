@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from kuration.errors import RecordingError
-from kuration.floats import canonical_float
+from kuration.canonical.floats import canonical_float
 
 #: Entity id types with a canonical value representation.
 _ENTITY_SCALARS = (bool, int, float, str, bytes)

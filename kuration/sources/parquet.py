@@ -6,7 +6,7 @@ skipped. A vector field is a fixed-size list column (or a list column whose ever
 the declared size). Only the columns the schema declares are converted; others are
 ignored whatever they hold. Media references are relative to ``media_root``, which
 defaults to the root (a corpus may keep its frames beside the recordings folder and write
-references relative to the corpus root; see :mod:`kuration.curation_config`).
+references relative to the corpus root; see :mod:`kuration.landing.curation_config`).
 
 Identity: the object's version id or ETag when the filesystem reports one, else a sha256
 of the file's bytes for local files (both strong), else a logical ``size:mtime`` token

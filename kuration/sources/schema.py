@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from kuration.errors import InputError, check_keys, shown
-from kuration.hashing import canonical_digest
+from kuration.canonical.hashing import canonical_digest
 from kuration.numbers import finite_float
 from kuration.sources.media import MediaSpec, media_provider_names
 

@@ -47,7 +47,7 @@ from kuration.splits.extend import PriorSplit, SplitExtension, bake_file, extend
 from kuration.splits.leakage import LeakageCheck, leakage_check
 from kuration.splits.resolution import SplitResolution, plan_splits
 from kuration.splits.universe import Universe
-from kuration.strict_json import parse_strict_json
+from kuration.canonical.strict_json import parse_strict_json
 
 UNIVERSE_FILE = ("universe", "universe.parquet")
 SPLITS_FILE = ("splits", "splits.json")

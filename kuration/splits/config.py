@@ -15,7 +15,7 @@ the seed's default, ``leakage_check: error``; a file with an explicit empty
 (``DataSplitConfig(leakage_check="warn")``) with the same rules as a file.
 
 Loading validates shape only; nothing here touches the universe. The text is read by
-:func:`kuration.strict_json.parse_strict_json`: duplicate keys, ``NaN`` / ``Infinity``,
+:func:`kuration.canonical.strict_json.parse_strict_json`: duplicate keys, ``NaN`` / ``Infinity``,
 numbers out of range and nesting deeper than 64 levels are refused, naming the file. A
 stage must be a list (``false``, ``0``, ``""``, ``{}`` and ``null`` are refused, not read as
 empty). Selector limits (nesting, ids) are those of :mod:`kuration.splits.selectors`.
@@ -35,7 +35,7 @@ from kuration.errors import SelectorError, SplitConfigError, check_keys, cut, sh
 from kuration.splits._bounds import ItemsError, typed_items
 from kuration.splits.selectors import CONCRETE_KINDS, Selector, required_attrs_of
 from kuration.splits.stages import STAGES
-from kuration.strict_json import parse_strict_json
+from kuration.canonical.strict_json import parse_strict_json
 
 LEAKAGE_MODES = ("error", "warn", "off")
 #: The keys of a ``splits.json``, in the order :meth:`DataSplitConfig.to_dict` writes them

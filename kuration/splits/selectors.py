@@ -11,7 +11,7 @@ Limits, checked when a selector is built (from a file or in Python) and refused 
 
 * ``union`` / ``except`` / ``intersect`` nest at most :data:`MAX_SELECTOR_DEPTH` levels (a
   ``splits.json`` is bounded sooner, by the 64-level limit of
-  :mod:`kuration.strict_json`, to 31 levels);
+  :mod:`kuration.canonical.strict_json`, to 31 levels);
 * every id, range bound and step is at most :data:`MAX_ID` (the int64 universe indices);
 * one selector's ids expand to at most :data:`MAX_IDS` values, counted from the range
   arithmetic before anything is expanded.

@@ -42,7 +42,7 @@ from kuration.errors import UniverseError, shown
 from kuration.numbers import bounded_index, is_digits, whole_number
 from kuration.splits._bounds import MAX_INDEX
 from kuration.splits.sample_ref import SampleRef, source_stem
-from kuration.strict_json import parse_strict_json
+from kuration.canonical.strict_json import parse_strict_json
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ import pytest
 import zarr
 
 from kuration import storage
-from kuration.demo_corpus import write_demo_landing_zone
+from kuration.demo.corpus import write_demo_landing_zone
 from kuration.read import load_committed, verify_dataset
 from kuration_assets.automation import SENSOR_INTERVAL_ENV
 from kuration_cli.graph_run import run_graph

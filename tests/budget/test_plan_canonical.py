@@ -1,6 +1,6 @@
 """A plan depends on the values of its segments, never on how their floats are spelled:
 zeros of either sign and NaNs of any sign or payload plan to the same bytes, and the
-plan's own floats are canonical (:mod:`kuration.floats`)."""
+plan's own floats are canonical (:mod:`kuration.canonical.floats`)."""
 
 from __future__ import annotations
 

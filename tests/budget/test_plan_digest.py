@@ -5,7 +5,7 @@ The digests were first recorded with the implementation before the scaling work 
 fill (commit 5909ef6), so a faster ordering, a different way of building the spans or of
 gathering columns cannot change a single item, rank, reason or accounting figure without
 this failing. They were re-pinned once, on purpose, when the plan's floats became
-canonical (``-0.0`` as ``0.0``, one NaN; :mod:`kuration.floats`): before that, a span's
+canonical (``-0.0`` as ``0.0``, one NaN; :mod:`kuration.canonical.floats`): before that, a span's
 ``max`` over ``0.0`` and ``-0.0`` depended on the CPU's SIMD kernel, so the old digests held
 only on CPUs with AVX-512. The values are the same, only the sign of those zeros changed.
 They were re-pinned a second time when items gained ``present_seconds`` and the budget

@@ -3,8 +3,8 @@ from pathlib import Path
 import pytest
 from dagster import instance_for_test, materialize
 
-from kuration.demo_corpus import write_demo_landing_zone
-from kuration.landing import recording_name
+from kuration.demo.corpus import write_demo_landing_zone
+from kuration.landing.recordings import recording_name
 from kuration_assets import scored_segments, source_partitions
 from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
 from splits_assets import resolved_splits, universe

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kuration.demo_corpus import write_demo_landing_zone
+from kuration.demo.corpus import write_demo_landing_zone
 
 
 def small_settings(split_seed: int = 2) -> dict[str, Any]:

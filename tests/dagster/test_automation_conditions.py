@@ -9,7 +9,7 @@ import pytest
 from dagster import AssetKey, AssetSelection, DagsterInstance, evaluate_automation_conditions, materialize
 
 from kuration import storage
-from kuration.demo_corpus import write_demo_landing_zone
+from kuration.demo.corpus import write_demo_landing_zone
 from kuration.errors import InputError
 from kuration_assets import budget, budget_plan, dataset_integrity, scored_segments, segment_pool, shards_and_manifest
 from kuration_assets.automation import DEFAULT_SENSOR_INTERVAL_SECONDS, SENSOR_INTERVAL_ENV, sensor_interval_seconds

@@ -184,7 +184,7 @@ def test_a_memory_budget_plans_from_mapped_checkpoints_with_the_same_result(scor
 
 def test_unset_amounts_come_from_the_curation_settings_and_set_ones_win():
     from kuration.budget import ShardChunking
-    from kuration.curation_config import BudgetSettings
+    from kuration.landing.curation_config import BudgetSettings
     from kuration.errors import BudgetError
     from kuration_assets import BudgetPlanConfig
 

@@ -159,7 +159,7 @@ def test_an_unreachable_landing_zone_warns_at_load_and_defers_its_plugins(monkey
 
 
 def test_an_invalid_curation_json_fails_the_load_naming_the_key(monkeypatch, tmp_path):
-    from kuration.curation_config import CurationConfigError
+    from kuration.landing.curation_config import CurationConfigError
 
     (tmp_path / "curation.json").write_text('{"workers": 2, "segment_windw": 3}')
     monkeypatch.setenv("KURATION_LANDING_ZONE", str(tmp_path))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kuration.demo_corpus import write_demo_landing_zone
+from kuration.demo.corpus import write_demo_landing_zone
 from kuration_cli.graph_run import CODE_LOCATION_NAME, JOB_ORDER, run_main
 from tests.dagster.small_landing import small_settings, write_small_landing_zone
 from tests.dagster.ui_runs import WORKSPACE, executor_name, reexecute_all, run_and_step_processes, ui_workspace
@@ -191,7 +191,7 @@ def test_two_recordings_of_one_name_stop_the_scoring_naming_both(landing, tmp_pa
 def test_partitions_keyed_by_path_give_way_to_recording_names(landing, tmp_path, monkeypatch):
     from dagster import DagsterInstance
 
-    from kuration.landing import list_recordings, recording_name
+    from kuration.landing.recordings import list_recordings, recording_name
 
     home = tmp_path / "home"
     home.mkdir()

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from kuration.budget.plan_store import read_admitted
-from kuration.landing import recording_name
+from kuration.landing.recordings import recording_name
 from kuration.read import verify_dataset
 from kuration.scoring.strategy import Strategy
 from tests.dagster.ui_runs import launch_backfill, run_backfill, ui_workspace

@@ -114,7 +114,7 @@ def test_the_recipe_reads_its_modalities_from_the_curation_settings(curated, ins
     import json
     from pathlib import Path
 
-    from kuration.curation_config import RolloutSettings
+    from kuration.landing.curation_config import RolloutSettings
     from rollout_assets import RolloutStoreConfig
 
     recipe = RolloutStoreConfig().recipe(RolloutSettings(position="xyz", battery=None, state_modalities=("xyz",),

@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import AssetKey, AssetSelection, DagsterInstance, Definitions, materialize
 
-from kuration.demo_corpus import write_demo_landing_zone
-from kuration.landing import list_recordings, recording_name
+from kuration.demo.corpus import write_demo_landing_zone
+from kuration.landing.recordings import list_recordings, recording_name
 from kuration.scoring.segment_store import read_source_segments
 from kuration_assets import new_recordings_sensor, scored_segments, segment_pool, source_partitions
 from tests.dagster.runs import failure_text, landing_resources

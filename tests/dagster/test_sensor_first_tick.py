@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from dagster import AssetKey, AssetMaterialization, Definitions, instance_for_test
 
-from kuration.demo_corpus import write_demo_landing_zone
-from kuration.landing import RecordingNameError, list_recordings, recording_name
+from kuration.demo.corpus import write_demo_landing_zone
+from kuration.landing.recordings import RecordingNameError, list_recordings, recording_name
 from kuration_assets import new_recordings_sensor, scored_segments, source_partitions
 from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
 from splits_assets import resolved_splits, universe

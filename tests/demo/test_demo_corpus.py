@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kuration.demo_corpus import (
+from kuration.demo.corpus import (
     CATEGORIES, CLIP_SECONDS, DEMO_SCHEMA, DEMO_STRATEGY, EVENTS, FRAME_SHAPE, LOW_BATTERY, NEAR_MISS_M, SAMPLE_HZ,
     SITES,
     DemoLandingZone, demo_schema, write_demo_landing_zone,
@@ -326,8 +326,8 @@ def test_bad_options_are_refused(tmp_path, kwargs):
 
 
 def test_the_output_spec_fits_the_demo_schema_and_strategy(corpus):
-    from kuration.demo_corpus import DEMO_OUTPUT_SPEC, DEMO_STRATEGY
-    from kuration.settings import load_output_spec
+    from kuration.demo.corpus import DEMO_OUTPUT_SPEC, DEMO_STRATEGY
+    from kuration.landing.settings import load_output_spec
 
     zone, _, _ = corpus
     spec = load_output_spec(Path(zone.root) / "output_spec.json", demo_schema())
@@ -338,7 +338,7 @@ def test_the_output_spec_fits_the_demo_schema_and_strategy(corpus):
 
 def test_a_broken_output_spec_names_its_file(tmp_path):
     from kuration.output import OutputSpecError
-    from kuration.settings import load_output_spec
+    from kuration.landing.settings import load_output_spec
 
     path = tmp_path / "output_spec.json"
     path.write_text(json.dumps({"shard_length": 8,

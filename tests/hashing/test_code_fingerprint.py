@@ -14,14 +14,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kuration.hashing import canonical_json, canonical_state, code_fingerprint, code_object_digest
+from kuration.canonical.hashing import canonical_json, canonical_state, code_fingerprint, code_object_digest
 from tests.hashing import _user_code as user
 
 REPO = Path(__file__).resolve().parents[2]
 
 PROGRAM = textwrap.dedent("""
     import json
-    from kuration.hashing import code_fingerprint
+    from kuration.canonical.hashing import code_fingerprint
     from kuration.scoring.features import register_feature
     from kuration.scoring import run_fingerprint
     from kuration.scoring.segments import Segmenter

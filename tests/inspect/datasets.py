@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from kuration.hashing import readable_json
+from kuration.canonical.hashing import readable_json
 from kuration.output.commit_protocol import publish_committed
 from kuration.output.destinations import LocalDestination
 from tests.output.committed_datasets import spec_for

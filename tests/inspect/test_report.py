@@ -13,7 +13,7 @@ from kuration import compare_datasets, inspect_dataset
 from kuration.budget import ADMITTED_REASONS, hours_selection_review
 from kuration.budget.plan_store import BUDGET_FILE, ITEMS_FILE
 from kuration.errors import BudgetError, CommitError
-from kuration.hashing import readable_json, sha256_hex
+from kuration.canonical.hashing import readable_json, sha256_hex
 from kuration.inspect.report import REPORT_SCHEMA_VERSION
 from kuration.read.dataset_plan import read_dataset_budget_plan
 from tests.inspect.datasets import copy_dataset, publish

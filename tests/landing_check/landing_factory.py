@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from kuration.demo_corpus import write_demo_landing_zone
+from kuration.demo.corpus import write_demo_landing_zone
 
 #: The two recordings of the small demo zone, as the recordings root lists them.
 RECORDINGS = ("airfield_north/flight_001.parquet", "airfield_south/flight_001.parquet")

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kuration.landing_check import check_landing_zone
-from kuration.plugins import forget_loaded_plugins
+from kuration.landing.check import check_landing_zone
+from kuration.landing.plugins import forget_loaded_plugins
 from tests.hostile import FUZZ, mutated, values
 from tests.landing_check.landing_factory import copy_zone
 

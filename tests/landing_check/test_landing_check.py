@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import kuration.landing_check as landing_check
-from kuration.landing_check import LandingFinding, LandingReport, check_landing_zone
+import kuration.landing.check as landing_check
+from kuration.landing.check import LandingFinding, LandingReport, check_landing_zone
 from tests.landing_check.landing_factory import (
     RECORDINGS, rewrite_recording, rewrite_universe, write_curation,
 )

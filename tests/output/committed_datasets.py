@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from kuration.hashing import readable_json, sha256_hex
+from kuration.canonical.hashing import readable_json, sha256_hex
 from kuration.output.commit_protocol import MANIFEST_FILE, publish_committed
 from kuration.output.containers import get_container
 from kuration.output.containers.protocol import ShardArrays

@@ -8,12 +8,12 @@ import json
 from pathlib import Path
 
 from kuration.budget import BudgetOptions, plan_budget
-from kuration.demo_corpus import write_demo_landing_zone
+from kuration.demo.corpus import write_demo_landing_zone
 from kuration.output import OutputSpec
 from kuration.output.commit_protocol import COMMIT_FILE, CONFIG_FILE
 from kuration.output.write_dataset import write_planned_dataset
 from kuration.scoring import score_sources
-from kuration.settings import load_curation_settings
+from kuration.landing.settings import load_curation_settings
 from kuration.sources import ParquetTickAdapter
 
 SPEC = {"shard_length": 32, "short_policy": "pad", "container": "npz", "modalities": {

@@ -13,11 +13,11 @@ from pathlib import Path
 import pyarrow as pa
 
 from kuration.budget import BudgetOptions, plan_budget
-from kuration.demo_corpus import write_demo_landing_zone
+from kuration.demo.corpus import write_demo_landing_zone
 from kuration.output import OutputSpec
 from kuration.output.write_dataset import write_planned_dataset
 from kuration.scoring import score_sources
-from kuration.settings import load_curation_settings
+from kuration.landing.settings import load_curation_settings
 from kuration.sources import ParquetTickAdapter
 from tests.output.corpus import SPEC
 

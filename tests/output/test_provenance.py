@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from kuration.hashing import code_fingerprint, stable_repr
+from kuration.canonical.hashing import code_fingerprint, stable_repr
 from kuration.output.write_dataset import DifferentRunError, write_dataset
 from tests.output.corpus import Corpus
 
@@ -62,7 +62,7 @@ def test_addresses_are_masked_so_fingerprints_match_across_processes():
     assert " at 0x" not in stable_repr(object()).replace(" at 0x?", "")
     program = textwrap.dedent("""
         import json
-        from kuration.hashing import code_fingerprint
+        from kuration.canonical.hashing import code_fingerprint
         from tests.output.test_provenance import Scaler, by_site
         print(json.dumps([code_fingerprint(Scaler(2)), code_fingerprint(by_site)], sort_keys=True))
     """)

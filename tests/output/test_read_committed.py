@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kuration.hashing import canonical_json, sha256_hex
+from kuration.canonical.hashing import canonical_json, sha256_hex
 from kuration.output.commit_protocol import COMMIT_FILE, MANIFEST_FILE, CommitError
 from kuration.read import DatasetIntegrityError, load_committed, read_shard, verify_dataset
 from tests.hostile import damaged, json_texts, mutated

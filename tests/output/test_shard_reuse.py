@@ -13,7 +13,7 @@ import shutil
 import pytest
 
 from kuration.output import OutputSpec, PassthroughEncoder
-from kuration.hashing import readable_json, sha256_hex
+from kuration.canonical.hashing import readable_json, sha256_hex
 from kuration.output.commit_protocol import COMMIT_FILE, CONFIG_FILE, MANIFEST_FILE, CommitError, CommitRecord
 from kuration.output.dataset_summary import summarize_dataset
 from kuration.read import load_committed, verify_dataset

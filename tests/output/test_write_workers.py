@@ -19,7 +19,7 @@ from kuration.output.write_dataset import WriteWorkerError, write_dataset
 from kuration.output.write_track import ShardTarget
 from kuration.output.write_workers import shard_tasks
 from kuration.pipeline import OPTIONS
-from kuration.plugins import PluginError
+from kuration.landing.plugins import PluginError
 from kuration.read import load_committed, verify_dataset
 from tests.output.corpus import Corpus, comparable_record, data_files
 from tests.output.write_worker_helpers import HookLessEncoder, TriggeredEncoder, spec_dict

@@ -14,7 +14,7 @@
     plugins/<module>.py   registers feature ``fn.<prefix>_reentries`` and media provider
                           ``<prefix>_depth_mm`` (the schema's ``depth`` column)
 
-How it differs from :mod:`kuration.demo_corpus`: the recordings root is ``sessions/``, not
+How it differs from :mod:`kuration.demo.corpus`: the recordings root is ``sessions/``, not
 ``recordings/``; media sit in ``frames/`` *beside* it, referenced relative to the landing
 zone (hence ``"media_root": "."``); media are ``.npz`` archives, not ``.npy`` files; time is
 in seconds, not ticks; entities are integer track ids, not strings; the sample rate, window,
@@ -405,7 +405,7 @@ class FleetOnAnInstance:
 def forget_fleet_plugin(zone: FleetLandingZone) -> None:
     """Undo what importing the fleet's plugin did in this process (its module, its feature and
     its media provider), so a later test sees the registries as the library left them."""
-    from kuration.plugins import forget_loaded_plugins
+    from kuration.landing.plugins import forget_loaded_plugins
     from kuration.scoring.features import unregister_feature
     from kuration.sources.media import unregister_media_provider
 
@@ -424,7 +424,7 @@ def fleet_on_an_instance(tmp: Path, *, prefix: str) -> Iterator[FleetOnAnInstanc
     registrations are forgotten. ``prefix`` names the plugin (one per module)."""
     import pytest
 
-    from kuration.plugins import PLUGINS_ENV, forget_loaded_plugins
+    from kuration.landing.plugins import PLUGINS_ENV, forget_loaded_plugins
 
     zone = write_fleet_landing_zone(tmp / "landing", plugins=tmp / "plugins", prefix=prefix)
     home = tmp / "home"

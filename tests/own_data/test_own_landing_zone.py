@@ -24,8 +24,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from kuration.landing import recording_name
-from kuration.plugins import PLUGINS_ENV, forget_loaded_plugins
+from kuration.landing.recordings import recording_name
+from kuration.landing.plugins import PLUGINS_ENV, forget_loaded_plugins
 from kuration.read import load_committed, read_shard, verify_dataset
 from kuration_cli import main
 from tests.dagster.sensors import execute_requests, run_sensor, scoring_requests

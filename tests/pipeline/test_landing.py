@@ -5,7 +5,7 @@ import time
 
 import fsspec
 
-from kuration.landing import diff_recordings, file_token, list_recordings
+from kuration.landing.recordings import diff_recordings, file_token, list_recordings
 
 
 def _touch(path, data=b"x"):

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kuration.errors import RecordingError
-from kuration.landing import (
+from kuration.landing.recordings import (
     RecordingNameError,
     contiguous_blocks,
     partition_update,

@@ -18,7 +18,7 @@ def main(manual_storage: str) -> None:
     from dagster import DagsterInstance, build_sensor_context
 
     import kuration_definitions
-    from kuration.plugins import loaded_plugins
+    from kuration.landing.plugins import loaded_plugins
     from tests.dagster.sensors import execute_requests
 
     defs = kuration_definitions.defs

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kuration.plugins import PLUGINS_ENV, forget_loaded_plugins, load_plugins
+from kuration.landing.plugins import PLUGINS_ENV, forget_loaded_plugins, load_plugins
 from kuration.scoring.features import registered_features, unregister_feature
 from kuration.sources.media import media_provider_names, unregister_media_provider
 
@@ -85,7 +85,7 @@ class PluginKit:
         return module
 
     def write_distribution(self, dist: str, entry_points: dict[str, str]) -> None:
-        """A fake installed distribution ``dist`` whose ``kuration.plugins`` entry points are
+        """A fake installed distribution ``dist`` whose ``kuration.landing.plugins`` entry points are
         ``entry_points`` (name -> value), found by importlib.metadata through ``sys.path``."""
         info = self.folder / f"{dist}-1.0.dist-info"
         info.mkdir()

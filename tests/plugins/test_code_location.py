@@ -13,8 +13,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from kuration.demo_corpus import write_demo_landing_zone
-from kuration.plugins import PLUGINS_ENV, PluginError, loaded_plugin_modules
+from kuration.demo.corpus import write_demo_landing_zone
+from kuration.landing.plugins import PLUGINS_ENV, PluginError, loaded_plugin_modules
 from kuration.sources.media import get_media_provider
 from kuration_definitions import build_definitions
 from tests.plugins.plugin_factory import PROVIDER_WEIGHT
@@ -53,8 +53,8 @@ def test_dagster_reports_the_plugin_error_when_it_loads_the_code_location(plugin
         env=_environment(plugin_kit, tmp_path / "landing", tmp_path / "storage", f"{broken}"), cwd=tmp_path,
     )
     assert done.returncode != 0
-    assert (f"kuration.plugins.PluginError: plugin module '{broken}' (declared in {PLUGINS_ENV}) raised at import: "
-            "RuntimeError: calibration table missing") in done.stderr.splitlines()[-1]
+    assert (f"kuration.landing.plugins.PluginError: plugin module '{broken}' (declared in {PLUGINS_ENV}) "
+            "raised at import: RuntimeError: calibration table missing") in done.stderr.splitlines()[-1]
 
 
 def _landing_using_the_plugins(plugin_kit, root: Path) -> Path:

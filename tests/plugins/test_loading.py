@@ -1,4 +1,4 @@
-"""``kuration.plugins``: where plugins are declared, the order and de-duplication, names
+"""``kuration.landing.plugins``: where plugins are declared, the order and de-duplication, names
 checked, every failure named with where it was declared, and loading once per process."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kuration.errors import InputError
-from kuration.plugins import (
+from kuration.landing.plugins import (
     ENTRY_POINT_GROUP,
     PLUGINS_ENV,
     LoadedPlugin,

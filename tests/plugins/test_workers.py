@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kuration.plugins import PLUGINS_ENV, PluginError, load_plugins
+from kuration.landing.plugins import PLUGINS_ENV, PluginError, load_plugins
 from kuration.scoring import SourceScoringError, score_sources
 from kuration.scoring.strategy import Strategy
 from kuration.sources import ParquetTickAdapter
@@ -93,7 +93,7 @@ def test_workers_import_the_module_of_a_media_provider_the_schema_names(plugin_k
     import importlib
     import json
 
-    from kuration.demo_corpus import write_demo_landing_zone
+    from kuration.demo.corpus import write_demo_landing_zone
     from kuration.sources.schema import Schema
 
     importlib.import_module(plugin_kit.write_media_plugin())

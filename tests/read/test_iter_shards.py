@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import kuration
 from kuration.errors import CommitError, InputError
-from kuration.hashing import readable_json
+from kuration.canonical.hashing import readable_json
 from kuration.output.commit_protocol import COMMIT_FILE, MANIFEST_FILE, publish_committed, publish_writing
 from kuration.output.containers import NpzContainer, get_container
 from kuration.output.containers.protocol import ShardArrays

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from kuration import storage
-from kuration.landing import diff_recordings, file_token, list_recordings
+from kuration.landing.recordings import diff_recordings, file_token, list_recordings
 from kuration.sources.media import MediaError
 from kuration.sources.schema import Schema
 from kuration.scoring.cache import FsspecScoreCache
@@ -496,8 +496,8 @@ def test_dagster_assets_materialize_with_s3_resources(bucket, s3fs_fs, s3_client
 
     from tests.dagster.sensors import run_sensor
 
-    from kuration.demo_corpus import write_demo_landing_zone
-    from kuration.landing import recording_name
+    from kuration.demo.corpus import write_demo_landing_zone
+    from kuration.landing.recordings import recording_name
     from kuration.scoring.segment_store import list_scored_recordings, read_source_segments
     from kuration_assets import new_recordings_sensor, scored_segments, segment_pool, source_partitions
     from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kuration.budget.split_pools import split_assignments_identity
-from kuration.hashing import readable_json
+from kuration.canonical.hashing import readable_json
 from kuration.output.commit_protocol import publish_committed
 from kuration.output.containers import get_container
 from kuration.output.containers.protocol import ShardArrays

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import zarr
 
-from kuration.demo_corpus import write_demo_landing_zone
+from kuration.demo.corpus import write_demo_landing_zone
 from kuration.output import OutputSpec
 from kuration.output.write_dataset import write_dataset
 from kuration.read import load_committed
@@ -27,7 +27,7 @@ from kuration.rollouts import (
     write_rollout_store_atomically,
 )
 from kuration.rollouts.demo_recipe import MOTION_ACTIONS, TERMINATION_REASONS
-from kuration.settings import load_curation_settings
+from kuration.landing.settings import load_curation_settings
 from kuration.sources import ParquetTickAdapter
 from kuration.splits.artifacts import SplitRequest, materialize_splits, read_split_assignments
 from kuration.splits.universe_csv import read_universe_csv

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from kuration.floats import canonical_floats
+from kuration.canonical.floats import canonical_floats
 from kuration.rollouts import MotionDirectionRecipe, RolloutChainBatch, RolloutSourceRef, write_rollout_zarr_store
 from kuration.rollouts.demo_recipe import _ACTION_IDS, TARGET_KIND, _distance
 from kuration.rollouts.records import CandidateShell, RolloutStepRecord, RolloutTargetRecord, RolloutWriteRecord

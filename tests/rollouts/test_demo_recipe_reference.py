@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 
-from kuration.floats import canonical_floats
+from kuration.canonical.floats import canonical_floats
 from kuration.rollouts import MotionDirectionRecipe, RolloutSourceRef
 from kuration.rollouts.demo_recipe import MAX_COORDINATE_M, MOTION_ACTIONS, MOTION_REASON_CODES, TARGET_KIND
 from kuration.rollouts.records import CandidateShell, RolloutStepRecord, RolloutTargetRecord, RolloutWriteRecord

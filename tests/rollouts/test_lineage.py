@@ -79,7 +79,7 @@ def _edit_packing(store: Path, edit) -> None:
 def _resign(store: Path, packing_edit) -> None:
     """Edit the packing block and re-bind it in the sidecar and attrs, as a forger would:
     only the inner digests (the archived mapping's, the archived manifest's) can catch it."""
-    from kuration.hashing import canonical_digest, readable_json
+    from kuration.canonical.hashing import canonical_digest, readable_json
 
     meta_file = store / "zarr.json"
     meta = json.loads(meta_file.read_text())

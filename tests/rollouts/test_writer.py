@@ -14,7 +14,7 @@ import pytest
 import zarr
 
 from kuration.errors import RolloutInputError
-from kuration.hashing import canonical_digest
+from kuration.canonical.hashing import canonical_digest
 from kuration.rollouts import RolloutZarrStoreConfig, write_rollout_zarr_store
 from kuration.rollouts.qh import build_q_h
 from kuration.rollouts.schema import (

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kuration.hashing import readable_json
+from kuration.canonical.hashing import readable_json
 from kuration.output import OutputSpec
 from kuration.output.commit_protocol import publish_committed
 from kuration.output.destinations import LocalDestination

@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kuration.demo_corpus import write_demo_landing_zone
-from kuration.landing import list_recordings
+from kuration.demo.corpus import write_demo_landing_zone
+from kuration.landing.recordings import list_recordings
 from kuration.splits import read_landing_universe
 from kuration.splits.artifacts import write_universe
-from kuration.universe_sources import check_stored_universe_sources, check_universe_sources
+from kuration.landing.universe_sources import check_stored_universe_sources, check_universe_sources
 from tests.splits.mismatched_ids import prefix_universe_sources
 
 WHERE = ("Universe source ids are paths relative to the recordings root {url} (the `recordings` setting of "

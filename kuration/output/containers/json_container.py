@@ -40,7 +40,7 @@ from kuration.errors import check_keys
 from kuration.output.containers._common import assemble, check_n_steps, check_names, check_shard, value_limit
 from kuration.output.containers.protocol import ShardArrays, ShardFormatError, ShardStream
 from kuration.output.spec import PRESENT, Modality
-from kuration.strict_json import parse_finite_float
+from kuration.canonical.strict_json import parse_finite_float
 
 FORMAT = "kuration-shard-json/1"
 _KEYS = ("format", "n_steps", "present", "modalities")

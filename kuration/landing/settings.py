@@ -4,7 +4,7 @@ Teams keep ``schema.json`` and ``strategy.json`` next to their data (or anywhere
 reaches); the segmenter is a window and a stride. ``load_curation_settings`` reads and
 validates all three together, so a typo fails before any source is read.
 
-The files are read strictly (:mod:`kuration.strict_json`): duplicate keys, NaN/Infinity,
+The files are read strictly (:mod:`kuration.canonical.strict_json`): duplicate keys, NaN/Infinity,
 numbers beyond the float or int64 range and nesting deeper than 64 levels are refused. Every
 error names the file and is the file's own class (:class:`SchemaError` for ``schema.json``,
 :class:`StrategyError`, :class:`OutputSpecError`), with the key it is about.

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from kuration.checks import CheckResult, count, first
 from kuration.errors import KurationError
-from kuration.landing import list_recordings
+from kuration.landing.recordings import list_recordings
 from kuration.splits.artifacts import load_universe
 
 #: How many unmatched ids (and unlisted recordings) a message names.
@@ -47,7 +47,7 @@ def check_universe_sources(universe_sources: Iterable[str], recordings: Iterable
                            recordings_url: str, pattern: str | None = None) -> UniverseSourcesCheck:
     """Whether every id in ``universe_sources`` is one of ``recordings``, the source ids of
     the files under ``recordings_url`` (posix paths relative to it, as
-    :func:`kuration.landing.list_recordings` gives them; a mapping's keys are taken).
+    :func:`kuration.landing.recordings.list_recordings` gives them; a mapping's keys are taken).
 
     Fails (an error) when a universe source id names no recording, naming the first few
     and saying where ids resolve from, with a hint when the ids look relative to another

@@ -37,7 +37,7 @@ editing the data: ``KURATION_<KEY>`` for a top-level key (``KURATION_WORKERS=4``
 nested ones (``KURATION_BUDGET_TRAIN_HOURS=0.5``; ``none`` clears ``span_seconds``), and
 ``KURATION_ROLLOUTS_ENABLED=false``. ``KURATION_CONFIG`` names another settings file to read
 instead of the landing zone's.
-``KURATION_PLUGINS`` is read by :mod:`kuration.plugins`, which adds its modules to
+``KURATION_PLUGINS`` is read by :mod:`kuration.landing.plugins`, which adds its modules to
 ``plugins``. A run's own config (a Dagster run config field that is set) wins over both.
 """
 

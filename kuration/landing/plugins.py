@@ -20,7 +20,7 @@ imported once, under its first declaration):
    ``curation.json``);
 2. the ``KURATION_PLUGINS`` environment variable: module names separated by commas
    (whitespace around a name and empty items are ignored);
-3. entry points of installed packages in the group ``kuration.plugins``
+3. entry points of installed packages in the group ``kuration.landing.plugins``
    (``[project.entry-points."kuration.plugins"] drones = "my_plugins.drones"``), sorted by
    distribution and entry-point name. An entry point's value is ``module`` or
    ``module:attr``. The module is imported; an ``attr`` is looked up, so a typo fails, but
@@ -158,7 +158,7 @@ def declared_plugins(configured: Sequence[str] = (), *, declared_in: str = "cura
     """Every plugin declared, in load order, each module once (its first declaration),
     names checked, nothing imported. ``configured`` first (labelled ``declared_in``), then
     ``KURATION_PLUGINS`` in ``environ`` (default ``os.environ``), then the installed
-    packages' ``kuration.plugins`` entry points unless ``entry_points=False``."""
+    packages' ``kuration.landing.plugins`` entry points unless ``entry_points=False``."""
     declarations = _configured(configured, declared_in)
     declarations += _from_env(os.environ if environ is None else environ)
     if entry_points:

@@ -15,7 +15,7 @@ the order a run reads it, and reports every problem it finds as a :class:`Landin
 6. a few media references per media column of those recordings decode (``media``), with a
    hint at ``media_root`` when they resolve against another folder;
 7. the universe (``universe.csv``, or the recordings themselves) reads, and its source ids
-   name recordings (``universe``, through :func:`kuration.universe_sources.check_universe_sources`).
+   name recordings (``universe``, through :func:`kuration.landing.universe_sources.check_universe_sources`).
 
 A step that needs what an earlier step failed to give is skipped with an ``info`` finding
 saying why. The work is bounded (``sample_limit`` recordings, ``media_refs`` references per
@@ -37,20 +37,20 @@ import numpy as np
 
 from kuration import storage
 from kuration.checks import count, first
-from kuration.curation_config import CURATION_FILE, CurationConfig, curation_config_url, load_curation_config
+from kuration.landing.curation_config import CURATION_FILE, CurationConfig, curation_config_url, load_curation_config
 from kuration.errors import KurationError, RecordingError, cut
-from kuration.landing import list_recordings
+from kuration.landing.recordings import list_recordings
 from kuration.output.spec import OutputSpecError
-from kuration.plugins import load_plugins
+from kuration.landing.plugins import load_plugins
 from kuration.scoring.segments import SegmenterError
 from kuration.scoring.strategy import StrategyError
-from kuration.settings import load_curation_settings, load_output_spec, load_schema
+from kuration.landing.settings import load_curation_settings, load_output_spec, load_schema
 from kuration.sources.media import MediaDependencies, get_media_provider
 from kuration.sources.parquet import ParquetTickAdapter
 from kuration.sources.schema import Schema, SchemaError
 from kuration.sources.ticks import Ticks
 from kuration.splits import read_landing_universe
-from kuration.universe_sources import check_universe_sources
+from kuration.landing.universe_sources import check_universe_sources
 
 Level = Literal["error", "warning", "info"]
 LEVELS: tuple[Level, ...] = ("error", "warning", "info")
@@ -261,7 +261,7 @@ def _check_plugins(found: _Findings, landing: str, config: CurationConfig, confi
         return
     if not loaded:
         found.add("info", "plugins.none", f"no plugins declared ({CURATION_FILE} 'plugins', KURATION_PLUGINS or "
-                                          "the 'kuration.plugins' entry points)")
+                                          "the 'kuration.landing.plugins' entry points)")
     for plugin in loaded:
         found.add("info", "plugins.loaded", f"plugin {plugin.module} imported (declared in {plugin.declared_in}; "
                                             f"{plugin.file or 'a namespace package'})")

@@ -23,7 +23,7 @@ import fsspec
 
 from kuration import storage
 from kuration.errors import RecordingError
-from kuration.hashing import canonical_digest
+from kuration.canonical.hashing import canonical_digest
 
 
 #: A recording extension: letters first (so ``flight.2024`` keeps its date), at most 8 long,
