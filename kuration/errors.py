@@ -27,7 +27,7 @@ with leaves of both kinds carries no builtin itself; its leaves do. ::
     │   │   └── TickDataError                      kuration.sources.ticks
     │   ├── MediaError                             kuration.sources.media
     │   ├── EntityIdError                          kuration.sources.entities
-    │   └── RecordingNameError                     kuration.landing
+    │   └── RecordingNameError                     kuration.landing.recordings
     ├── ScoringError                               the feature pass cannot give the pool asked for
     │   ├── FeatureError (ValueError)              kuration.scoring.features
     │   ├── EmptySegmentPoolError (ValueError)     kuration.scoring.score_sources
