@@ -21,7 +21,7 @@ from kuration.sources.schema import MediaSpec, Schema
 from kuration.sources import ParquetTickAdapter
 
 from tests.sources._parquet_files import write_table
-from tests.sources.media_contract import WholeFileProviderContract
+from kuration.testing import WholeFileProviderContract
 from tests.sources.read_counts import count_reads
 
 SPEC = MediaSpec("cam", "uint8", (2, 3), "npy_index")

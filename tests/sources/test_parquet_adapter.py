@@ -18,7 +18,8 @@ from kuration.sources import ParquetTickAdapter, SourceError, TickDataError
 from kuration.sources.tracks import tracks_from_ticks
 
 from tests.sources._parquet_files import vectors, write_episode, write_table
-from tests.sources.adapter_contract import AdapterContract, make_episode
+from kuration.testing import AdapterContract
+from kuration.testing.adapter import make_episode
 
 
 class TestParquetContract(AdapterContract):
