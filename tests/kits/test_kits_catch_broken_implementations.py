@@ -90,22 +90,7 @@ def test_the_adapter_kit_catches_a_weak_identity(pytester, monkeypatch):
         import os
 
         from kuration.sources import ParquetTickAdapter, SourceIdentity
-        from kuration.testing import AdapterContract
-        from tests.sources._parquet_files import write_episode
-
-
-        class ParquetEpisodes(AdapterContract):
-            def write(self, root, episodes):
-                for old in root.glob("*.parquet"):
-                    old.unlink()
-                for i, episode in enumerate(episodes):
-                    write_episode(root, f"ep_{i:03d}", episode)
-
-            def make_adapter(self, root, schema):
-                return ParquetTickAdapter(root, schema)
-
-            def expected_ids(self, count):
-                return [f"ep_{i:03d}.parquet" for i in range(count)]
+        from tests.kits.implementations import ParquetEpisodes
 
 
         class PathAndSize(ParquetTickAdapter):
@@ -129,10 +114,8 @@ def test_the_adapter_kit_catches_a_weak_identity(pytester, monkeypatch):
 
 def test_the_media_kit_catches_a_provider_that_sorts_its_references(pytester, monkeypatch):
     run = run_plugin_tests(pytester, monkeypatch, """
-        import numpy as np
-
         from kuration.sources.media import NpyIndexProvider, register_media_provider
-        from kuration.testing import WholeFileProviderContract
+        from tests.kits.implementations import NpyFiles
 
 
         class SortedRows(NpyIndexProvider):
@@ -142,22 +125,6 @@ def test_the_media_kit_catches_a_provider_that_sorts_its_references(pytester, mo
 
 
         register_media_provider("kit_sorted_rows", SortedRows)
-
-
-        class NpyFiles(WholeFileProviderContract):
-            provider_name = "npy_index"
-
-            def write(self, folder, arrays):
-                (folder / "media").mkdir(parents=True)
-                for name, array in arrays.items():
-                    np.save(folder / "media" / f"{name}.npy", array)
-                return str(folder)
-
-            def ref(self, name, row):
-                return f"media/{name}.npy#{row}"
-
-            def missing_root(self, folder):
-                return str(folder / "nowhere")
 
 
         class TestGood(NpyFiles):
@@ -291,29 +258,15 @@ def test_the_shard_source_kit_catches_a_source_that_drops_untrusted(pytester, mo
     run = run_plugin_tests(pytester, monkeypatch, """
         import dataclasses
 
-        import pytest
-
         from kuration.read import load_committed
-        from kuration.testing import ShardSourceContract
+        from tests.kits.implementations import CommittedDatasets
 
 
-        class Committed(ShardSourceContract):
-            @pytest.fixture(autouse=True)
-            def _base(self, tmp_path):
-                self.base = tmp_path
-
-            def make_root(self, place):
-                return str(self.base / place)
-
-            def open_source(self, root, *, untrusted, decode_timeout):
-                return load_committed(root, untrusted=untrusted, decode_timeout=decode_timeout)
-
-
-        class TestGood(Committed):
+        class TestGood(CommittedDatasets):
             pass
 
 
-        class TestBroken(Committed):
+        class TestBroken(CommittedDatasets):
             def open_source(self, root, *, untrusted, decode_timeout):  # the bug: trusts every dataset
                 return dataclasses.replace(load_committed(root, decode_timeout=decode_timeout), untrusted=False)
     """)

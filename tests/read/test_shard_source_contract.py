@@ -3,19 +3,8 @@ dataset in a local folder (tests/remote runs it over S3)."""
 
 from __future__ import annotations
 
-import pytest
-
-from kuration.read import load_committed
-from kuration.testing import ShardSourceContract
+from tests.kits.implementations import CommittedDatasets
 
 
-class TestLocalCommittedDataset(ShardSourceContract):
-    @pytest.fixture(autouse=True)
-    def _base(self, tmp_path):
-        self.base = tmp_path
-
-    def make_root(self, place):
-        return str(self.base / place)
-
-    def open_source(self, root, *, untrusted, decode_timeout):
-        return load_committed(root, untrusted=untrusted, decode_timeout=decode_timeout)
+class TestLocalCommittedDataset(CommittedDatasets):
+    pass
