@@ -16,19 +16,20 @@ docstring lists those hooks. For a source adapter::
 
 then ``pytest test_mine.py``. One kit per boundary:
 
-==============================  ==================================================
-kit                             boundary
-==============================  ==================================================
-:class:`AdapterContract`        :class:`~kuration.sources.SourceAdapter`
-:class:`MediaProviderContract`  :class:`~kuration.sources.media.MediaProvider`
-:class:`ShardContainerContract` :class:`~kuration.output.containers.ShardContainer`
-:class:`DestinationContract`    :class:`~kuration.output.destinations.Destination`
-:class:`ScoreCacheContract`     :class:`~kuration.scoring.cache.ScoreCache`
-:class:`ShardSourceContract`    :class:`~kuration.read.committed.ShardSource`
-:class:`AttributeLoaderContract` :class:`~kuration.splits.universe.AttributeLoader`
-:class:`OutputEncoderContract`  :class:`~kuration.output.encoders.OutputEncoder`
-:class:`RolloutRecipeContract`  :class:`~kuration.rollouts.RolloutRecipe`
-==============================  ==================================================
+- :class:`AdapterContract`: :class:`~kuration.sources.SourceAdapter`;
+- :class:`MediaProviderContract` (and :class:`WholeFileProviderContract`):
+  :class:`~kuration.sources.media.MediaProvider`;
+- :class:`ShardContainerContract`: :class:`~kuration.output.containers.ShardContainer`;
+- :class:`DestinationContract`: :class:`~kuration.output.destinations.Destination`;
+- :class:`ScoreCacheContract` (and the persistent and fsspec ones):
+  :class:`~kuration.scoring.cache.ScoreCache`;
+- :class:`ShardSourceContract`: :class:`~kuration.read.committed.ShardSource`;
+- :class:`AttributeLoaderContract`: :class:`~kuration.splits.universe.AttributeLoader`;
+- :class:`OutputEncoderContract`: :class:`~kuration.output.encoders.OutputEncoder`;
+- :class:`RolloutRecipeContract`: :class:`~kuration.rollouts.RolloutRecipe`.
+
+Kuration's own implementations run the same kits (``tests/sources``, ``tests/output``,
+``tests/scoring``, ``tests/read``, ``tests/splits``, ``tests/rollouts``, ``tests/remote``).
 
 The kits need pytest and hypothesis: ``pip install "kuration[testing]"``. ``import kuration``
 never imports this package, and this package imports a kit's module only when its name is
