@@ -204,3 +204,6 @@ class AdapterContract:
             adapter.read_ticks("no_such_source_42")
         with pytest.raises(TickDataError, match=re.escape("no_such_source_42")):
             adapter.identity("no_such_source_42")
+
+
+__all__ = ["LENGTHS", "AdapterContract", "make_episode"]

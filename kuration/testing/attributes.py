@@ -24,6 +24,9 @@ universe's annotation column (one entry per sample, in the order given) or None.
 override ``expected(sample)``, the ``(tags, category_ids)`` the loader gives a sample
 (default: the sample's own), for a loader that derives tags, as COCO loaders add
 ``normal`` / ``anomalous``.
+
+What it does not check: how often files are read (a loader may cache or not), or what a row
+outside a scoped load holds (callers never read it).
 """
 
 from __future__ import annotations

@@ -391,3 +391,5 @@ class ShardContainerContract:
             container.write(HashingWriter(io.BytesIO()), bad(shard))
 
 
+__all__ = ["HOSTILE_SETTINGS", "HOSTILE_TIMEOUT", "SETTINGS", "ShardContainerContract", "decode_hostile", "modality",
+           "shards", "small_case", "write"]

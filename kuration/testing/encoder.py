@@ -24,6 +24,9 @@ encoder serves (``{"act": {"dtype": "float32", "shape": [2], "source": "encoder:
 It may override ``schema()`` (default :data:`KIT_SCHEMA`), ``track()`` (default: generated
 from the schema, with absent rows) and ``registered_as``, ``(name, options)`` for
 :func:`~kuration.output.get_encoder`, when the encoder is registered.
+
+What it does not check: what the values mean (that is the encoder's own tests' job), or
+speed; an encoder that needs a model or a file brings them in ``make_encoder``.
 """
 
 from __future__ import annotations

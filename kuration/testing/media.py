@@ -275,3 +275,5 @@ class _RaisesAt:
             assert re.search(detail, str(error)), (detail, str(error))
         return True
 
+
+__all__ = ["SOURCE", "MediaProviderContract", "WholeFileProviderContract", "bits", "default_arrays"]

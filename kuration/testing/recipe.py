@@ -24,6 +24,10 @@ A subclass supplies ``make_recipe()`` and ``shards()``: the train shards' arrays
 mapping of modality name to rows (``(rows, *shape)``, every shard with the same names,
 dtypes and shapes), with ``"_present"`` (bool per row) when the dataset has a presence mask.
 The spec is made from them; the recipe must make at least one chain from them.
+
+What it does not check: what the labels mean or whether the recipe's actions suit the
+domain (the recipe's own tests' job), or the split binding, which the generation checks
+whatever the recipe.
 """
 
 from __future__ import annotations

@@ -27,6 +27,10 @@ A subclass supplies:
 
 It may override ``entries(source)``, the manifest entries in manifest order (default: the
 source's ``entries``).
+
+What it does not check: how a source finds its dataset (a path, a catalog, a pointer to a
+published version), or the commit chain above the manifest, which
+:func:`~kuration.read.load_committed` checks before a source exists.
 """
 
 from __future__ import annotations
