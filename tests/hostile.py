@@ -1,6 +1,7 @@
 """Hypothesis strategies for hostile and careless input: the values a person, another tool
 or an attacker may put where Kuration expects a declaration, and valid documents mutated
-one node at a time. Shared by every parser's fuzz test."""
+one node at a time. Shared by every parser's fuzz test (damaged bytes:
+:func:`kuration.testing.strategies.damaged`, which the contract kits use too)."""
 
 from __future__ import annotations
 
@@ -105,23 +106,3 @@ def json_texts(draw, base: dict) -> bytes:
         at = draw(st.integers(0, len(data)))
         data = data[:at] + draw(st.binary(min_size=1, max_size=4)) + data[at:]
     return data
-
-
-@st.composite
-def damaged(draw, data: bytes) -> bytes:
-    """``data`` with bits flipped or bytes overwritten (near the front, where headers and
-    metadata are, as often as anywhere), cut short, or with bytes inserted."""
-    out = bytearray(data)
-    kind = draw(st.sampled_from(["flip", "flip", "overwrite", "cut", "insert"]))
-    if kind == "cut":
-        return bytes(out[: draw(st.integers(0, len(out) - 1))])
-    if kind == "insert":
-        at = draw(st.integers(0, len(out)))
-        return bytes(out[:at] + draw(st.binary(min_size=1, max_size=16)) + out[at:])
-    for _ in range(draw(st.integers(1, 8))):
-        at = draw(st.integers(0, min(len(out), 4096) - 1) | st.integers(0, len(out) - 1))
-        if kind == "flip":
-            out[at] ^= 1 << draw(st.integers(0, 7))
-        else:
-            out[at] = draw(st.integers(0, 255))
-    return bytes(out)

@@ -4,7 +4,8 @@ A helper kept in a test module ties two test files together (one cannot be edite
 deleted without breaking the other), and a fixture imported by name redefines itself in the
 importer behind a ``noqa``. pytest loads ``conftest.py`` by itself and does not mean it to be
 imported. What tests share lives in helper modules (``tests/output/corpus.py``,
-``tests/sources/adapter_contract.py``, ...) or in conftest fixtures.
+``tests/output/committed_datasets.py``, ...), in conftest fixtures, or, for a contract every
+implementation of a boundary keeps, in the kits of :mod:`kuration.testing`.
 """
 
 from __future__ import annotations

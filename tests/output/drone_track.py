@@ -1,6 +1,7 @@
 """One drone's track and the schema it follows, for the output tests: a position, a
 battery, a gear and the wind, a camera frame by reference, and rows where the drone is
-absent; with a media decoder that makes each frame from its row."""
+absent; with a media decoder that makes each frame from its row, and encoders that serve an
+``encoder:act`` hook (gear and tick) record by record or in one batch."""
 
 from __future__ import annotations
 
@@ -40,3 +41,21 @@ class FakeMedia:
     def decode_media(self, column, refs, *, source_id):
         self.calls.append(list(refs))
         return np.stack([np.full((4, 5, 3), int(r.split("#")[1]) + 1, np.uint8) for r in refs])
+
+
+class StepEncoder:
+    """``act``: the record's gear and tick, one record at a time (for :func:`make_track`'s track)."""
+
+    def timestep(self, record, ctx):
+        assert ctx["track"]["source_id"] == "src/a" and ctx["track"]["label"] == 7
+        return {"act": np.array([record["gear"], record["_tick"]])}
+
+
+class BatchEncoder(StepEncoder):
+    """:class:`StepEncoder` with ``encode_batch``, counting its calls."""
+
+    calls = 0
+
+    def encode_batch(self, records, ctx):
+        BatchEncoder.calls += 1
+        return {"act": np.array([[r["gear"], r["_tick"]] for r in records])}

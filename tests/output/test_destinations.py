@@ -11,7 +11,7 @@ import pytest
 from kuration import storage
 from kuration.output.commit_protocol import CommitError, is_writer_leftover
 from kuration.output.destinations import DestinationError, LocalDestination, open_destination
-from tests.output.destination_contract import DestinationContract, Killed
+from kuration.testing import DestinationContract, Killed
 
 
 class TestLocalDestination(DestinationContract):

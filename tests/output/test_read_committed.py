@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from kuration.canonical.hashing import canonical_json, sha256_hex
 from kuration.output.commit_protocol import COMMIT_FILE, MANIFEST_FILE, CommitError
 from kuration.read import DatasetIntegrityError, load_committed, read_shard, verify_dataset
-from tests.hostile import damaged, json_texts, mutated
+from kuration.testing.strategies import damaged
+from tests.hostile import json_texts, mutated
 from tests.output.committed_datasets import build, manifest_of, rechain_shard, recommit
 
 READERS_SETTINGS = settings(max_examples=100, deadline=timedelta(seconds=30),

@@ -5,7 +5,7 @@ import pytest
 
 from kuration.output import EncoderError, MissingValueError, OutputSpec, assemble_shard, get_encoder, register_encoder
 from kuration.output.encoders import PassthroughEncoder
-from tests.output.drone_track import SCHEMA, FakeMedia, make_track
+from tests.output.drone_track import SCHEMA, BatchEncoder, FakeMedia, StepEncoder, make_track
 
 
 def _spec(policy="keep", length=4, presence=True, **modalities):
@@ -78,20 +78,6 @@ def test_a_present_row_without_a_media_reference_raises():
         assemble_shard(track, 0, 4, spec, schema=SCHEMA, media=FakeMedia())
     with pytest.raises(MissingValueError, match="pass adapter="):
         assemble_shard(make_track(), 0, 4, spec, schema=SCHEMA)
-
-
-class StepEncoder:
-    def timestep(self, record, ctx):
-        assert ctx["track"]["source_id"] == "src/a" and ctx["track"]["label"] == 7
-        return {"act": np.array([record["gear"], record["_tick"]])}
-
-
-class BatchEncoder(StepEncoder):
-    calls = 0
-
-    def encode_batch(self, records, ctx):
-        BatchEncoder.calls += 1
-        return {"act": np.array([[r["gear"], r["_tick"]] for r in records])}
 
 
 @pytest.mark.parametrize("encoder", [StepEncoder(), BatchEncoder()])

@@ -11,7 +11,7 @@ import pytest
 from kuration import storage
 from kuration.output.containers import ShardArrays, get_container
 from kuration.output.shard_files import stage_shard_local, write_shard_local
-from tests.output.destination_contract import HalfWritingContainer
+from kuration.testing.destination import HalfWritingContainer
 
 
 def _shard(rows=5):

@@ -193,7 +193,7 @@ def plugin_source(feature: str, provider: str, *, reentry_weight: int = 1) -> st
         import numpy as np
 
         from kuration.scoring.features import register_feature
-        from kuration.sources.media import NpyIndexProvider, register_media_provider
+        from kuration.sources.media import MediaError, NpyIndexProvider, register_media_provider
 
 
         @register_feature({feature!r})
@@ -210,9 +210,13 @@ def plugin_source(feature: str, provider: str, *, reentry_weight: int = 1) -> st
                 return NpyIndexProvider().dependencies(refs, spec, root=root)
 
             def decode(self, refs, spec, *, root, source_id):
+                if spec.dtype != "float32":  # metres are float32: another dtype would round them away
+                    at = next((i for i, ref in enumerate(refs) if ref is not None), None)
+                    raise MediaError(f"{{source_id}}: media {{spec.name!r}}: reference {{refs[at]!r}} holds float32, "
+                                     f"declared {{spec.dtype}}; declare the column float32", reference=at)
                 stored = dataclasses.replace(spec, dtype="uint16")
                 millimetres = NpyIndexProvider().decode(refs, stored, root=root, source_id=source_id)
-                return (millimetres.astype(np.float32) / np.float32(1000.0)).astype(spec.dtype)
+                return millimetres.astype(np.float32) / np.float32(1000.0)
 
 
         register_media_provider({provider!r}, MillimetreDepth)

@@ -6,7 +6,7 @@ import fsspec
 import pytest
 
 from kuration.output.destinations import FsspecDestination, open_destination
-from tests.output.destination_contract import DestinationContract, Killed
+from kuration.testing import DestinationContract, Killed
 
 
 class TestS3Destination(DestinationContract):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.scoring.score_cache_contract import FsspecScoreCacheContract
+from kuration.testing import FsspecScoreCacheContract
 
 
 class TestS3ScoreCache(FsspecScoreCacheContract):

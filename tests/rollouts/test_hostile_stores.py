@@ -26,7 +26,8 @@ from kuration.rollouts import RolloutZarrStoreReader, pack_rollout_zarr_stores, 
 from kuration.rollouts.lineage import acquisition_row_context
 from kuration.rollouts.schema import ARRAYS, MANIFEST_FILENAME
 from kuration.rollouts.writer import write_rollout_zarr_store
-from tests.hostile import HUGE_INTS, damaged, json_texts, mutated, values
+from kuration.testing.strategies import damaged
+from tests.hostile import HUGE_INTS, json_texts, mutated, values
 from tests.rollouts.store_factory import make_records
 from tests.rollouts.writer_records import sample_records
 

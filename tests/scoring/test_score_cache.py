@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kuration.scoring.cache import MemoryScoreCache
-from tests.scoring.score_cache_contract import FsspecScoreCacheContract, ScoreCacheContract
+from kuration.testing import FsspecScoreCacheContract, ScoreCacheContract
 
 
 class TestMemoryScoreCache(ScoreCacheContract):

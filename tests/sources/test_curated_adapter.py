@@ -33,7 +33,7 @@ from kuration.sources.tracks import Track, tracks_from_ticks
 
 from tests.output.committed_datasets import build, manifest_of, rechain_shard, recommit
 from tests.output.corpus import Corpus
-from tests.sources.adapter_contract import AdapterContract
+from kuration.testing import AdapterContract
 from tests.sources.curated_datasets import (
     DATASET, EPISODE_SCHEMA, EPISODE_SPEC, SEGMENTER, STRATEGY, present_rows, publish, rewrite, spec_with,
     write_episodes,

@@ -21,7 +21,7 @@ from kuration.sources.schema import MediaSpec, Schema
 from kuration.sources import ParquetTickAdapter
 
 from tests.sources._parquet_files import write_table
-from tests.sources.media_contract import WholeFileProviderContract
+from tests.kits.implementations import NpyFiles, NpyFilesInMemory
 from tests.sources.read_counts import count_reads
 
 SPEC = MediaSpec("cam", "uint8", (2, 3), "npy_index")
@@ -46,20 +46,12 @@ def memory_root():
     fs.rm(root, recursive=True)
 
 
-class TestNpyIndexProvider(WholeFileProviderContract):
-    provider_name = "npy_index"
+class TestNpyIndexProvider(NpyFiles):
+    pass
 
-    def write(self, folder, arrays):
-        (folder / "media").mkdir(parents=True)
-        for name, array in arrays.items():
-            np.save(folder / "media" / f"{name}.npy", array)
-        return str(folder)
 
-    def ref(self, name, row):
-        return f"media/{name}.npy#{row}"
-
-    def missing_root(self, folder):
-        return str(folder / "gone")
+class TestNpyIndexProviderInMemory(NpyFilesInMemory):
+    pass
 
 
 def decode(refs, root, spec=SPEC):

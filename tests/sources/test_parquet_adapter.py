@@ -17,24 +17,13 @@ from kuration.sources.schema import Schema
 from kuration.sources import ParquetTickAdapter, SourceError, TickDataError
 from kuration.sources.tracks import tracks_from_ticks
 
-from tests.sources._parquet_files import vectors, write_episode, write_table
-from tests.sources.adapter_contract import AdapterContract, make_episode
+from tests.sources._parquet_files import vectors, write_table
+from tests.kits.implementations import ParquetEpisodes
+from kuration.testing.adapter import make_episode
 
 
-class TestParquetContract(AdapterContract):
-    media_provider = "npy_index"
-
-    def write(self, root, episodes):
-        for old in root.glob("*.parquet"):
-            old.unlink()
-        for i, episode in enumerate(episodes):
-            write_episode(root, f"ep_{i:03d}", episode)
-
-    def make_adapter(self, root, schema):
-        return ParquetTickAdapter(root, schema)
-
-    def expected_ids(self, count):
-        return [f"ep_{i:03d}.parquet" for i in range(count)]
+class TestParquetContract(ParquetEpisodes):
+    pass
 
 
 

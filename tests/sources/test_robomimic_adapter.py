@@ -16,8 +16,8 @@ from kuration.sources.schema import Schema, SchemaError
 from kuration.sources import HDF5_ROWS_PROVIDER, RobomimicHDF5Adapter, SourceError, TickDataError
 from kuration.sources.tracks import tracks_from_ticks
 
-from tests.sources.adapter_contract import AdapterContract, make_episode
-from tests.sources.media_contract import MediaProviderContract
+from kuration.testing import AdapterContract, MediaProviderContract
+from kuration.testing.adapter import make_episode
 
 FILE = "demos.hdf5"
 COLUMNS = {"pos": "obs/robot0_eef_pos", "speed": "rewards"}  # frame: default rule, obs/frame

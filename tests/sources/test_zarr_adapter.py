@@ -18,8 +18,8 @@ from kuration.sources.schema import Schema, SchemaError
 from kuration.sources import ZARR_ROWS_PROVIDER, SourceError, TickDataError, ZarrReplayAdapter
 from kuration.sources.tracks import tracks_from_ticks
 
-from tests.sources.adapter_contract import AdapterContract, make_episode
-from tests.sources.media_contract import MediaProviderContract
+from kuration.testing import AdapterContract, MediaProviderContract
+from kuration.testing.adapter import make_episode
 
 STORE = "replay.zarr"
 COLUMNS = {"pos": "state"}  # speed and frame: default rule, data/<name>

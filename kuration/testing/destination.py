@@ -325,3 +325,5 @@ class DestinationContract:
         with pytest.raises(CommitError, match="a path must be a string, got int"):
             dest.read(7)
 
+
+__all__ = ["ESCAPING", "DestinationContract", "HalfWritingContainer", "Killed", "shard"]

@@ -1,8 +1,9 @@
 """``MediaProviderContract``: what every media provider promises (:mod:`kuration.sources.media`).
 
-Like zarr's ``testing/store.py::StoreTests``: a test module subclasses it once per provider
-and supplies only how to store named arrays in that provider's native form and how to
-refer to one row. Through ``provider.decode`` alone:
+A test module subclasses it once per provider (``class TestMine(MediaProviderContract)``) and
+supplies only how to store named arrays in that provider's native form and how to refer to
+one row; the built-in providers' tests in ``tests/sources`` run it the same way. Through
+``provider.decode`` alone:
 
 * valid references decode to the stored rows bit for bit, in the order given, as
   ``(len(refs), *shape)`` of the declared dtype, whatever the rows' pattern (dense,
@@ -25,23 +26,33 @@ A subclass supplies:
   return the ``root`` to decode against (the folder, or a file or store inside it);
 * ``ref(name, row)``: the reference to row ``row`` of array ``name``;
 * ``missing_root(folder)``: a root under ``folder`` where no store exists.
+
+It may override:
+
+* ``stored(seed)``: the arrays the tests store, when the provider holds only some kinds of
+  values (a provider that decodes millimetres into float32 metres holds only such floats).
+  It keeps the default's names and at least its rows: ``cam`` (9 rows) and ``cam_b`` (6) of
+  one item shape, ``depth`` (7), ``flow`` (5) and ``label`` (8); every dtype and shape comes
+  from these arrays. Every array must come back bit for bit;
+* ``remove_store(folder)``: delete what ``write`` stored (default: the folder), for a
+  provider whose store is not the folder itself.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from kuration.sources.media import MediaError, decode_in_batches, get_media_provider, media_cache
-from kuration.sources.schema import MediaSpec
+from kuration.sources.media import MediaError, MediaSpec, decode_in_batches, get_media_provider, media_cache
 
 SOURCE = "rec_7"
 
 
-def stored(seed: int = 0) -> dict[str, np.ndarray]:
+def default_arrays(seed: int = 0) -> dict[str, np.ndarray]:
     """Arrays of every kind a provider must not change: image bytes, floats with NaN
     payloads and signed zeros, scalar items."""
     rng = np.random.default_rng(seed)
@@ -64,6 +75,13 @@ def bits(array: np.ndarray) -> tuple:
 class MediaProviderContract:
     provider_name: str
 
+    def stored(self, seed: int = 0) -> dict[str, np.ndarray]:
+        return default_arrays(seed)
+
+    def remove_store(self, folder: Path) -> Path:
+        shutil.rmtree(folder)
+        return folder
+
     def write(self, folder: Path, arrays: dict[str, np.ndarray]) -> str:
         raise NotImplementedError
 
@@ -77,14 +95,14 @@ class MediaProviderContract:
 
     @pytest.fixture
     def arrays(self) -> dict[str, np.ndarray]:
-        return stored()
+        return self.stored()
 
     @pytest.fixture
     def root(self, tmp_path, arrays) -> str:
         return self.write(tmp_path / "store", arrays)
 
     def spec(self, name: str, arrays: dict[str, np.ndarray] | None = None) -> MediaSpec:
-        array = (arrays or stored())[name]
+        array = (arrays or self.stored())[name]
         return MediaSpec(name, array.dtype.name, tuple(array.shape[1:]), self.provider_name)
 
     def decode(self, refs, root: str, name: str = "cam", spec: MediaSpec | None = None) -> np.ndarray:
@@ -126,21 +144,22 @@ class MediaProviderContract:
         assert all(len(batch) <= 2 for _, batch in batches)
         assert bits(np.concatenate([batch for _, batch in batches])) == bits(arrays["cam"][rows])
 
-    def test_an_empty_batch_is_an_empty_array_of_the_declared_kind(self, root):
+    def test_an_empty_batch_is_an_empty_array_of_the_declared_kind(self, root, arrays):
         got = self.decode([], root)
-        assert got.dtype == np.uint8 and got.shape == (0, 4, 5, 3)
+        assert got.dtype == arrays["cam"].dtype and got.shape == (0, *arrays["cam"].shape[1:])
 
     # ---- absent slots -----------------------------------------------------------------
 
     def test_none_is_an_absent_slot_of_zeros_in_its_place(self, root, arrays):
         got = self.decode([self.ref("depth", 3), None, self.ref("depth", 0), None], root, "depth")
-        want = np.stack([arrays["depth"][3], np.zeros((2, 3), np.float32), arrays["depth"][0],
-                         np.zeros((2, 3), np.float32)])
+        zeros = np.zeros_like(arrays["depth"][0])
+        want = np.stack([arrays["depth"][3], zeros, arrays["depth"][0], zeros])
         assert bits(got) == bits(want)
 
     def test_a_batch_of_only_absent_slots_reads_nothing(self, tmp_path):
+        cam = self.stored()["cam"]
         got = self.decode([None, None, None], self.missing_root(tmp_path))
-        assert bits(got) == bits(np.zeros((3, 4, 5, 3), np.uint8))
+        assert bits(got) == bits(np.zeros((3, *cam.shape[1:]), cam.dtype))
 
     # ---- errors -----------------------------------------------------------------------
 
@@ -183,14 +202,18 @@ class MediaProviderContract:
         with self.raises_at(1, re.escape(missing)):
             self.decode([None, self.ref("cam", 0)], missing)
 
-    def test_a_declared_shape_the_store_does_not_hold_raises(self, root):
-        spec = MediaSpec("cam", "uint8", (5, 4, 3), self.provider_name)
-        with self.raises_at(1, re.escape("holds items of shape [4, 5, 3], declared [5, 4, 3]")):
+    def test_a_declared_shape_the_store_does_not_hold_raises(self, root, arrays):
+        held = list(arrays["cam"].shape[1:])
+        declared = held[::-1] if held[::-1] != held else [*held, 2]
+        spec = MediaSpec("cam", arrays["cam"].dtype.name, tuple(declared), self.provider_name)
+        with self.raises_at(1, re.escape(f"holds items of shape {held}, declared {declared}")):
             self.decode([None, self.ref("cam", 0)], root, spec=spec)
 
-    def test_a_declared_dtype_of_another_kind_raises(self, root):
-        spec = MediaSpec("depth", "uint8", (2, 3), self.provider_name)
-        with self.raises_at(0, "holds float32, declared uint8", column="depth"):
+    def test_a_declared_dtype_of_another_kind_raises(self, root, arrays):
+        held = arrays["depth"].dtype.name
+        other = "uint8" if np.dtype(held).kind == "f" else "float32"
+        spec = MediaSpec("depth", other, arrays["depth"].shape[1:], self.provider_name)
+        with self.raises_at(0, f"holds {held}, declared {other}", column="depth"):
             self.decode([self.ref("depth", 0)], root, "depth", spec=spec)
 
     # ---- the media cache --------------------------------------------------------------
@@ -208,25 +231,27 @@ class MediaProviderContract:
     def test_a_store_rewritten_after_a_cache_scope_is_read_again(self, tmp_path):
         refs = self.refs("cam", [1, 2])
         folder = tmp_path / "store"
-        root = self.write(folder, stored(0))
+        first, second = self.stored(0), self.stored(1)
+        root = self.write(folder, first)
         with media_cache():
-            assert bits(self.decode(refs, root)) == bits(stored(0)["cam"][[1, 2]])
-        assert self.write(_emptied(folder), stored(1)) == root
+            assert bits(self.decode(refs, root)) == bits(first["cam"][[1, 2]])
+        assert self.write(self.remove_store(folder), second) == root
         with media_cache():
-            assert bits(self.decode(refs, root)) == bits(stored(1)["cam"][[1, 2]])
-        assert bits(self.decode(refs, root)) == bits(stored(1)["cam"][[1, 2]])
+            assert bits(self.decode(refs, root)) == bits(second["cam"][[1, 2]])
+        assert bits(self.decode(refs, root)) == bits(second["cam"][[1, 2]])
 
 
 class WholeFileProviderContract(MediaProviderContract):
     def test_inside_a_media_cache_each_file_is_read_once(self, tmp_path):
         folder = tmp_path / "store"
-        root = self.write(folder, stored(0))
+        arrays = self.stored(0)
+        root = self.write(folder, arrays)
         with media_cache() as cache:
             first = self.decode(self.refs("cam", [0, 1]), root)
-            _emptied(folder)  # the files are gone: only the cache can answer now
+            self.remove_store(folder)  # the files are gone: only the cache can answer now
             again = self.decode(self.refs("cam", [1, 8]), root)
-        assert bits(first) == bits(stored(0)["cam"][[0, 1]])
-        assert bits(again) == bits(stored(0)["cam"][[1, 8]])
+        assert bits(first) == bits(arrays["cam"][[0, 1]])
+        assert bits(again) == bits(arrays["cam"][[1, 8]])
         assert cache.hits >= 1
         with pytest.raises(MediaError):  # and nothing outlives the scope
             self.decode(self.refs("cam", [1]), root)
@@ -251,8 +276,4 @@ class _RaisesAt:
         return True
 
 
-def _emptied(folder: Path) -> Path:
-    import shutil
-
-    shutil.rmtree(folder)
-    return folder
+__all__ = ["SOURCE", "MediaProviderContract", "WholeFileProviderContract", "bits", "default_arrays"]

@@ -186,3 +186,7 @@ class FsspecScoreCacheContract(PersistentScoreCacheContract):
 
     def entry_urls(self, cache) -> list[str]:
         return [storage.join_url(cache.root, name) for name in storage.list_files(cache.root)]
+
+
+__all__ = ["FsspecScoreCacheContract", "PersistentScoreCacheContract", "ScoreCacheContract", "assert_same_bits",
+           "table"]

@@ -1,7 +1,9 @@
 """``AdapterContract``: what every :class:`~kuration.sources.SourceAdapter` promises.
 
-Like zarr's ``testing/store.py::StoreTests``: a test module subclasses it once per
-adapter and supplies only how to write a known dataset in that adapter's native format.
+A test module subclasses it once per adapter (``class TestMine(AdapterContract): ...``) and
+supplies only how to write a known dataset in that adapter's native format; the built-in
+adapters' tests in ``tests/sources`` run it the same way.
+
 The dataset is single-entity (every adapter can hold that): each episode has a vector
 field ``pos`` (float32 [3]), a scalar ``speed`` (float64) and a lazy media column
 ``frame`` (uint8 [2, 2]) decoded by the adapter's provider.
@@ -202,3 +204,6 @@ class AdapterContract:
             adapter.read_ticks("no_such_source_42")
         with pytest.raises(TickDataError, match=re.escape("no_such_source_42")):
             adapter.identity("no_such_source_42")
+
+
+__all__ = ["LENGTHS", "AdapterContract", "make_episode"]
