@@ -37,10 +37,11 @@ from typing import Any, NoReturn
 
 from kuration.errors import KurationError
 from kuration.inspect.compare import compare_datasets
-from kuration.inspect.figures import budget_amount, hours, percent
+from kuration.inspect.figures import budget_amount, shards_from_sources
 from kuration.inspect.html import render_diff_html, render_report_html
 from kuration.inspect.quality import check_quality, load_policy
 from kuration.inspect.report import REPORT_SCHEMA_VERSION, DatasetReport, Progress, inspect_dataset
+from kuration.numbers import format_hours, format_number, format_percent
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_FAILED, EXIT_USAGE = 0, 1, 2, 64
 
@@ -114,11 +115,11 @@ def _guarded(prog: str, run: Callable[[], int]) -> int:
 
 def _report_text(report: DatasetReport) -> str:
     lines = [f"dataset {report.root}: {report.commit['state']}, run {report.commit['run_fingerprint'][:12]}, "
-             f"{report.shards:,} shards from {report.sources:,} sources ({report.output['container']}, "
+             f"{shards_from_sources(report)} ({report.output['container']}, "
              f"{report.output['shard_length']}-step shards, {report.output['short_policy']})"]
     for name, s in report.splits.items():
-        duration = "" if s["hours"] is None else f", {hours(s['hours'])}"
-        requested = "" if s["requested_hours"] is None else f" of {hours(s['requested_hours'])} requested"
+        duration = "" if s["hours"] is None else f", {format_hours(s['hours'])}"
+        requested = "" if s["requested_hours"] is None else f" of {format_hours(s['requested_hours'])} requested"
         lines.append(f"  {name:<5} {s['shards']:>7,} shards {s['steps']:>10,} steps{duration}{requested}; "
                      f"{s['padded_shards']:,} padded ({s['pad_rows']:,} pad rows)")
     lines.append("  modalities: " + ", ".join(f"{m['name']} {m['dtype']}{m['shape']} ({m['kind']})"
@@ -129,11 +130,12 @@ def _report_text(report: DatasetReport) -> str:
             if b["requested"] or b["admitted"]:
                 lines.append(f"  budget {name}: requested {budget_amount(b['requested'], unit)}, admitted "
                              f"{budget_amount(b['admitted'], unit)}, emitted {budget_amount(b['emitted'], unit)} "
-                             f"(utilization {percent(b['utilization']) or 'n/a'})")
+                             f"(utilization {format_percent(b['utilization']) or 'n/a'})")
     if report.priorities and report.priorities["edges"]:
         p = report.priorities
         lines.append(f"  plan items: {sum(p['admitted']):,} admitted, {sum(p['rejected']):,} rejected, "
-                     f"{p['unrankable']:,} unrankable; priorities {p['edges'][0]:.4g} .. {p['edges'][-1]:.4g}")
+                     f"{p['unrankable']:,} unrankable; priorities {format_number(p['edges'][0])} .. "
+                     f"{format_number(p['edges'][-1])}")
     skipped = report.skipped_sources
     lines.append("  skipped sources: " + ("not recorded" if skipped is None else
                                           f"{len(skipped)}" + (f" (e.g. {next(iter(skipped))})" if skipped else "")))

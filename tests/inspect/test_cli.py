@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from kuration.inspect import inspect_dataset
+from kuration.numbers import format_hours, format_percent
 from kuration.inspect.cli import EXIT_FAILED, EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE, check_main, diff_main, inspect_main
 from tests.inspect.datasets import copy_dataset
 from tests.output.committed_datasets import manifest_of, rechain_shard
@@ -40,11 +41,12 @@ def test_inspect_prints_a_summary_and_exits_0(written, capsys):
     assert inspect_main([str(written)]) == EXIT_OK
     out = capsys.readouterr().out
     assert f"dataset {written}: committed" in out and "modalities: battery float32[]" in out
-    # durations and budget amounts in hours (the budget counts seconds), utilization in percent
+    # durations and budget amounts in hours (the budget counts seconds), utilization in percent,
+    # as every other page prints them
     budget = inspect_dataset(written).budget["splits"]["train"]
-    h = {k: f"{budget[k] / 3600:,.2f} h" for k in ("requested", "admitted", "emitted")}
+    h = {k: format_hours(budget[k] / 3600) for k in ("requested", "admitted", "emitted")}
     assert (f"budget train: requested {h['requested']}, admitted {h['admitted']}, emitted {h['emitted']} "
-            f"(utilization {budget['utilization']:.1%})") in out
+            f"(utilization {format_percent(budget['utilization'])})") in out
 
 
 def test_inspect_json_is_one_document_with_the_report_keys(written, capsys):
