@@ -22,7 +22,8 @@ one)::
     │   ├── StrategyError                          kuration.scoring.strategy
     │   ├── PluginError                            kuration.landing.plugins
     │   ├── OutputSpecError                        kuration.output.spec
-    │   └── CurationConfigError                    kuration.landing.curation_config
+    │   ├── CurationConfigError                    kuration.landing.curation_config
+    │   └── UsageError                             kuration.cli: command-line options that do not go together
     ├── RecordingError (ValueError)                a recording, its media or an entity id cannot be read as declared
     │   ├── MediaError                             kuration.sources.media
     │   ├── EntityIdError                          kuration.sources.entities
