@@ -14,7 +14,6 @@ a dashboard shows them (the Dagster adapter lives in ``kuration_dagster_checks``
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
@@ -97,16 +96,9 @@ def count(n: int, noun: str) -> str:
     return f"{n:,} {noun if n == 1 else noun + 's'}"
 
 
-def hours(value: float) -> str:
-    """Hours as a dashboard shows them: ``4.01 h``, ``0.5 h``, ``120 h``."""
-    if not math.isfinite(value):
-        return f"{value} h"
-    return f"{value:.3g} h" if abs(value) < 100 else f"{value:,.0f} h"
-
-
 def failed_verdict(errors: tuple[str, ...], noun: str = "problem") -> str:
     """``2 problems; first: <the first error>``: a failing verdict that names its first offender."""
     return f"{count(len(errors), noun)}; first: {errors[0]}"
 
 
-__all__ = ["CheckResult", "Figure", "Severity", "count", "failed_verdict", "first", "hours", "one_line"]
+__all__ = ["CheckResult", "Figure", "Severity", "count", "failed_verdict", "first", "one_line"]

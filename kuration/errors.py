@@ -4,29 +4,31 @@ A caller catches a boundary class to handle "this stage failed" whatever the rea
 message says which), and a leaf only where it acts differently on it: the settings loader
 names the file of a ``SchemaError``, a writer told ``DifferentRunError`` may replace the
 other run, an adapter rewraps its store's ``SourceError`` as a ``MediaError``. A class that
-no caller told apart from its boundary was folded into it (``ByteSizeError``,
-``ScoringOptionsError`` and ``DestinationError`` are ``InputError`` now; the last two
-names stay importable where they were).
+no caller told apart from its boundary is that boundary (a byte size, a scoring option or a
+destination that cannot hold a dataset raises ``InputError`` itself).
 
 Every class also derives from the builtin a caller would naturally catch: ``ValueError``
 for input that is wrong, ``RuntimeError`` for a state that refuses the operation,
 ``ImportError`` for a missing optional package. Code written against the Cuvis.AI
 reference, which raises plain ``ValueError`` / ``RuntimeError``, keeps working. A boundary
-with leaves of both kinds carries no builtin itself; its leaves do. ::
+with leaves of both kinds carries no builtin itself; its leaves do. The tree, each class
+with the builtin it derives from directly and the module that defines it (a boundary: this
+one)::
 
     KurationError                                  every error Kuration raises on purpose
     ├── InputError (ValueError)                    a declaration or an option: a settings file, a dict, an argument
     │   ├── SchemaError                            kuration.sources.schema
-    │   ├── StrategyError                          kuration.scoring.strategy
     │   ├── SegmenterError                         kuration.scoring.segments
+    │   ├── StrategyError                          kuration.scoring.strategy
     │   ├── PluginError                            kuration.landing.plugins
     │   ├── OutputSpecError                        kuration.output.spec
-    │   └── CurationConfigError                    kuration.landing.curation_config
+    │   ├── CurationConfigError                    kuration.landing.curation_config
+    │   └── UsageError                             kuration.cli: command-line options that do not go together
     ├── RecordingError (ValueError)                a recording, its media or an entity id cannot be read as declared
-    │   ├── SourceError                            kuration.sources.ticks
-    │   │   └── TickDataError                      kuration.sources.ticks
     │   ├── MediaError                             kuration.sources.media
     │   ├── EntityIdError                          kuration.sources.entities
+    │   ├── SourceError                            kuration.sources.ticks
+    │   │   └── TickDataError                      kuration.sources.ticks
     │   └── RecordingNameError                     kuration.landing.recordings
     ├── ScoringError                               the feature pass cannot give the pool asked for
     │   ├── FeatureError (ValueError)              kuration.scoring.features
@@ -38,19 +40,19 @@ with leaves of both kinds carries no builtin itself; its leaves do. ::
     │   ├── SelectorError (ValueError)             kuration.errors
     │   ├── SplitConfigError (ValueError)          kuration.errors
     │   ├── UniverseDriftError (ValueError)        kuration.errors
-    │   ├── SplitGenerationError (ValueError)      kuration.errors
-    │   └── SplitConstraintError (RuntimeError)    kuration.errors
-    │       └── SplitLeakageError                  kuration.errors
+    │   ├── SplitConstraintError (RuntimeError)    kuration.errors
+    │   │   └── SplitLeakageError                  kuration.errors
+    │   └── SplitGenerationError (ValueError)      kuration.errors
     ├── BudgetError (ValueError)                   budget options, split assignments, a plan or a stored plan
     ├── OutputError                                a training dataset cannot be written as asked
-    │   ├── DatasetWriteError (RuntimeError)       kuration.output.write_dataset
-    │   │   ├── DifferentRunError                  kuration.output.write_dataset
-    │   │   ├── EmptyPlanError                     kuration.output.write_dataset
-    │   │   └── WriteWorkerError                   kuration.output.write_dataset
-    │   ├── ShardFormatError (ValueError)          kuration.output.containers.protocol
     │   ├── EncoderError (ValueError)              kuration.output.encoders
+    │   ├── ShardFormatError (ValueError)          kuration.output.containers.protocol
+    │   ├── MissingDependencyError (ImportError)   kuration.output.containers._common
     │   ├── MissingValueError (ValueError)         kuration.output.shard_assembly
-    │   └── MissingDependencyError (ImportError)   kuration.output.containers._common
+    │   └── DatasetWriteError (RuntimeError)       kuration.output.write_errors
+    │       ├── DifferentRunError                  kuration.output.write_errors
+    │       ├── EmptyPlanError                     kuration.output.write_errors
+    │       └── WriteWorkerError                   kuration.output.write_errors
     ├── CommitError (RuntimeError)                 a dataset on storage is not committed and consistent
     │   └── DatasetIntegrityError                  kuration.read.committed
     ├── LeaseError (RuntimeError)                  another writer holds the destination
@@ -61,7 +63,8 @@ with leaves of both kinds carries no builtin itself; its leaves do. ::
 
 Boundaries live here; a leaf lives in the module that raises it (the split errors live
 here because the whole ``kuration.splits`` package shares them). ``tests/test_errors.py``
-checks this tree against the classes.
+checks this tree against the classes: every ``KurationError`` subclass in the package is
+drawn once, under its parent, with the module that defines it and its direct builtin.
 
 Messages name the file, row, field or selector, show what was found against what was
 expected, and say how to fix it. :func:`shown` quotes a value without failing on it (:func:`cut` shortens text

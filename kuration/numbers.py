@@ -7,8 +7,15 @@ length) asks :func:`finite_float` or :func:`whole_number` first, which raise not
 only say whether a value is usable, then words its own error with the key it is about.
 Byte counts as people write them (``"512MiB"``, ``"2 GB"``, ``1073741824``) are read by
 :func:`parse_bytes`, which raises :class:`~kuration.errors.InputError` naming the option,
-and printed by :func:`format_bytes`. Figures shown on a dashboard are rounded by
-:func:`rounded` (significant digits) and :func:`percent`.
+and printed by :func:`format_bytes`.
+
+Figures a person reads (a check's verdict, a metadata table, the inspect report, a
+command's output) come from here and nowhere else, so one figure reads the same on every
+page: :func:`rounded` and :func:`percent` give the numbers stored as metadata (which the
+Dagster UI plots), and :func:`format_number`, :func:`format_hours` and
+:func:`format_percent` the text: three significant digits, whole numbers with thousands
+separators from a thousand on, no padding zeros (``4.01 h``, ``0.512 h``, ``4 h``,
+``1,234 h``, ``100.3%``).
 
 Indices written as text (a ``universe.csv`` cell, a selector range, the row of a media
 reference) are ASCII digits only (:func:`is_digits`: ``"\u0661"`` is a decimal to Python,
@@ -25,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from kuration.errors import InputError
+from kuration.errors import InputError, shown
 from kuration.canonical.strict_json import INT64_MAX
 
 #: Largest index, id, range bound, step or row written as text: indices are int64 (2**63 - 1).
@@ -132,5 +139,43 @@ def percent(fraction: float) -> float:
     return round(value * 100, 1) if math.isfinite(value) else value
 
 
-__all__ = ["MAX_INDEX", "bounded_index", "finite_float", "format_bytes", "is_digits", "parse_bytes", "percent",
-           "rounded", "whole_number"]
+def format_number(value: Any, digits: int = 3) -> str:
+    """A figure as text: an integer with thousands separators (``3,322``), any other real
+    number :func:`rounded` to ``digits`` significant digits without padding zeros (``4.01``,
+    ``0.512``, ``4``) and whole with separators from ``10**digits`` on (``14,169``, never
+    ``1.42e+04``). ``None`` and NaN, a figure not recorded, are empty text; an infinity
+    reads ``inf``. A boolean or a string is no figure and raises ``TypeError``."""
+    if value is None:
+        return ""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, _REAL):
+        raise TypeError(f"format_number: {shown(value)} is not a number")
+    if isinstance(value, (int, np.integer)):
+        return f"{int(value):,}"
+    number = rounded(float(value), digits)
+    if math.isnan(number):
+        return ""
+    if math.isinf(number) or abs(number) < 10**digits:
+        return f"{number:,.{digits}g}"
+    return f"{number:,.0f}"
+
+
+def format_hours(value: Any) -> str:
+    """Hours as every page shows them: ``4.01 h``, ``0.512 h``, ``4 h``, ``1,234 h``; empty
+    text when not recorded (see :func:`format_number`)."""
+    text = format_number(value)
+    return f"{text} h" if text else ""
+
+
+def format_percent(fraction: Any) -> str:
+    """A fraction as a percentage to one decimal: ``1.0029861`` -> ``100.3%``, ``0.5`` ->
+    ``50.0%``; empty text when not recorded."""
+    if fraction is None:
+        return ""
+    if isinstance(fraction, (bool, np.bool_)) or not isinstance(fraction, _REAL):
+        raise TypeError(f"format_percent: {shown(fraction)} is not a number")
+    value = percent(float(fraction))
+    return "" if math.isnan(value) else f"{value:.1f}%"
+
+
+__all__ = ["MAX_INDEX", "bounded_index", "finite_float", "format_bytes", "format_hours", "format_number",
+           "format_percent", "is_digits", "parse_bytes", "percent", "rounded", "whole_number"]

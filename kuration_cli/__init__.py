@@ -1,105 +1,117 @@
-"""``kuration``: one command for your own data.
+"""``kuration``: one command, one verb per task.
 
-  kuration check-landing DIR [--config FILE] [--universe-csv NAME] [--samples N] [--json]
-  kuration run --landing DIR --storage OUT [--config FILE]
+  kuration run --landing DIR --storage OUT      materialize the whole graph on a landing zone
+  kuration check-landing DIR                    check a landing zone before anything runs
+  kuration demo [--out DIR]                     the whole graph on the bundled demo corpus
+  kuration resolve-splits ... --out splits.json generate a baked splits.json
+  kuration budget review|check STORAGE_ROOT     explain or check a stored budget plan
+  kuration inspect DATASET                      what a committed dataset holds
+  kuration diff LEFT RIGHT                      what changed between two datasets
+  kuration check DATASET --policy quality.json  judge a dataset against a quality policy
 
-``check-landing`` checks a landing zone before anything runs (:mod:`kuration.landing.check`):
-``curation.json``, the plugins, ``schema.json`` / ``strategy.json`` / ``output_spec.json``,
-a sample of the recordings against the schema, their media references and the universe's
-source ids. It prints one line per finding (level first) and a summary line, and exits 0
-when nothing is an error, 2 when something is. ``run`` materializes the whole graph on a
-landing zone (:mod:`kuration_cli.graph_run`).
+:data:`VERBS` is the list: a verb's name, the line ``kuration --help`` shows for it, and
+where its :class:`kuration.cli.Command` lives. Adding a verb is one entry there (and the
+command beside the code it runs). A verb's module is imported only when that verb runs:
+``kuration --help`` and the Dagster-free verbs never import Dagster (``run`` and ``demo``
+do). Every verb has ``--help`` with examples and what its exit status means; the status is
+the same for all of them (:mod:`kuration.cli`): 0 ok, 1 a check failed, 2 bad input.
 
-Each subcommand is one ``add_<name>_command(commands)`` that builds its parser and sets the
-function that runs it (``handler``), so a command is added in one place.
+The older script names (``kur-inspect``, ``resolve-splits``, ``kuration-demo``, ...) are
+aliases of these verbs, in :mod:`kuration_cli.aliases`. This module parses the verb and
+hands the rest of the command line to it; it implements no verb itself.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import importlib
+import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from kuration.landing.check import MEDIA_REFS, SAMPLE_LIMIT, check_landing_zone
-from kuration_cli.graph_run import add_run_arguments, run_main
-
-#: Exit status when the command ran and found an error (argparse uses 2 for usage errors too).
-EXIT_ERROR = 2
+from kuration._version import __version__
+from kuration.cli import Command, ExitStatus, HelpFormatter, run_command
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
-    return value
+@dataclass(frozen=True)
+class Verb:
+    """One ``kuration`` verb: ``summary`` is its line in ``kuration --help``; ``command`` is
+    ``module:attribute`` of its :class:`~kuration.cli.Command`, imported when the verb runs."""
+
+    name: str
+    summary: str
+    command: str
+
+    def load(self) -> Command:
+        module, _, attribute = self.command.partition(":")
+        command = getattr(importlib.import_module(module), attribute)
+        if not isinstance(command, Command):
+            raise TypeError(f"kuration {self.name}: {self.command} is a {type(command).__name__}, not a Command")
+        return command
 
 
-def add_check_landing_command(commands: argparse._SubParsersAction) -> None:
-    check = commands.add_parser(
-        "check-landing", help="check a landing zone before running (exit 2 on an error)",
-        description="Check a landing zone as a run would read it: curation.json, the plugins, schema.json / "
-                    "strategy.json / output_spec.json, a sample of the recordings against the schema, their media "
-                    "references and the universe's source ids. Prints one line per finding and a summary; exits 0 "
-                    "when no finding is an error, 2 otherwise.",
-    )
-    check.add_argument("landing", metavar="DIR", help="the landing zone: a local folder or an fsspec URL (s3://...)")
-    check.add_argument("--config", metavar="FILE", default=None,
-                       help="read the curation settings from FILE instead of DIR/curation.json (as KURATION_CONFIG "
-                            "does); KURATION_* overrides still apply")
-    check.add_argument("--universe-csv", metavar="NAME", default="universe.csv",
-                       help="the universe file, relative to DIR (default: universe.csv); an empty NAME means the "
-                            "universe is the recordings, one sample per file")
-    check.add_argument("--samples", metavar="N", type=_positive, default=SAMPLE_LIMIT,
-                       help=f"how many recordings to read against the schema, spread over the sorted list "
-                            f"(default: {SAMPLE_LIMIT})")
-    check.add_argument("--media-refs", metavar="N", type=_positive, default=MEDIA_REFS,
-                       help=f"how many media references to decode per media column of each sampled recording "
-                            f"(default: {MEDIA_REFS})")
-    check.add_argument("--json", action="store_true", help="print the findings as one JSON object instead of lines")
-    check.set_defaults(handler=check_landing)
+VERBS = (
+    Verb("run", "materialize the whole asset graph on a landing zone (through the Dagster instance)",
+         "kuration_cli.landing_commands:RUN"),
+    Verb("check-landing", "check a landing zone before anything runs: settings, plugins, recordings, universe",
+         "kuration_cli.landing_commands:CHECK_LANDING"),
+    Verb("demo", "materialize the whole graph on the bundled demo corpus and say what came out",
+         "kuration_definitions.demo_job:DEMO"),
+    Verb("resolve-splits", "generate a baked splits.json from a universe.csv or a folder",
+         "kuration.splits.cli:RESOLVE_SPLITS"),
+    Verb("budget", "explain (review) or check the budget plan stored under a storage root",
+         "kuration.budget.cli:BUDGET"),
+    Verb("inspect", "summarize a committed dataset; --verify decodes every shard", "kuration.inspect.cli:INSPECT"),
+    Verb("diff", "compare two committed datasets (exit 1 when they differ)", "kuration.inspect.cli:DIFF"),
+    Verb("check", "judge a committed dataset against a quality policy (exit 1 when a gate fails)",
+         "kuration.inspect.cli:CHECK"),
+)
+
+#: The exit status every verb shares, as ``kuration --help`` states it.
+EXIT_STATUS = ExitStatus(ok="done, and whatever the verb judges passed",
+                         checked="a check failed: a gate, a verification, a contract, a difference (diff), a run's "
+                                 "blocking check", bad_input="bad input: a file, a setting or a dataset that cannot "
+                                                             "be read or is invalid")
 
 
-def check_landing(args: argparse.Namespace) -> int:
-    """Run ``kuration check-landing``; returns the exit status."""
-    report = check_landing_zone(args.landing, config_url=args.config, universe_csv=args.universe_csv or None,
-                                sample_limit=args.samples, media_refs=args.media_refs)
-    if args.json:
-        print(json.dumps(report.to_dict(), indent=1))
-    else:
-        print(report.render())
-    return 0 if report.ok else EXIT_ERROR
-
-
-def add_run_command(commands: argparse._SubParsersAction) -> None:
-    run = commands.add_parser(
-        "run", help="materialize the whole graph on a landing zone (exit 1 when a blocking check fails)",
-        description="Materialize the whole asset graph on a landing zone through the Dagster instance, as the demo "
-                    "does: universe and split, every recording scored, the budget plan, the dataset and the rollout "
-                    "store. Exits 0 when every run succeeds, 1 when a run or blocking check fails (naming it), 2 "
-                    "when the graph cannot start.",
-    )
-    add_run_arguments(run)
-    run.set_defaults(handler=run_main)
+def verb(name: str) -> Verb:
+    """The verb called ``name``; ``KeyError`` naming the verbs there are."""
+    for candidate in VERBS:
+        if candidate.name == name:
+            return candidate
+    raise KeyError(f"no kuration verb {name!r}; the verbs are {', '.join(v.name for v in VERBS)}")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser: a verb and the arguments that go to it."""
+    width = max(len(v.name) for v in VERBS)
+    listing = "\n".join(f"  {v.name:<{width}}  {v.summary}" for v in VERBS)
     parser = argparse.ArgumentParser(
-        prog="kuration",
-        description="Curate your own recordings with Kuration.",
-        epilog="Examples:\n  kuration check-landing landing/\n  kuration check-landing s3://bucket/landing --json\n"
-               "  kuration check-landing landing/ --config team/curation.json --samples 10\n"
-               "  kuration run --landing landing/ --storage storage/",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    add_check_landing_command(commands)
-    add_run_command(commands)
+        prog="kuration", description="Curate recorded sessions into training datasets you can trust.",
+        epilog=f"verbs:\n{listing}\n\n`kuration VERB --help` shows a verb's options, examples and exit status.\n\n"
+               f"{EXIT_STATUS.help()}",
+        formatter_class=HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"kuration {__version__}")
+    parser.add_argument("verb", metavar="VERB", choices=[v.name for v in VERBS], help="what to do (listed below)")
+    parser.add_argument("arguments", nargs=argparse.REMAINDER, help="the verb's own arguments (VERB --help)")
     return parser
 
 
+def verb_parser(name: str) -> argparse.ArgumentParser:
+    """The parser of ``kuration NAME``."""
+    prog = f"kuration {name}"
+    return verb(name).load().parser(prog)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return int(args.handler(args))
+    """Run ``kuration VERB ARGS`` (``argv`` without the program name; default ``sys.argv``)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser()
+    if not argv:
+        parser.error("name a VERB (`kuration --help` lists them)")
+    args = parser.parse_args(argv)
+    command = verb(args.verb).load()
+    return run_command(command, command.parser(f"kuration {args.verb}"), args.arguments)
+
+
+__all__ = ["EXIT_STATUS", "VERBS", "Verb", "build_parser", "main", "verb", "verb_parser"]

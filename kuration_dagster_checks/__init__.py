@@ -6,9 +6,10 @@ shows), the figures a Markdown table whose values carry the unit their name decl
 (``train_admitted_hours`` shows ``4.01 h``, ``bytes`` shows ``132.0 MiB``), and the errors and
 warnings are Markdown lists, present only when there are any. The severity rule lives in
 the core (``CheckResult.severity``), so no check repeats it. :func:`markdown_table` is the
-one table renderer the assets' metadata uses, with the core's rounding
-(:func:`kuration.numbers.rounded`) and byte formatting. Nothing here decides whether
-something is valid.
+one table renderer the assets' metadata uses; every number in it reads as the core writes
+numbers (:mod:`kuration.numbers`: ``4.01``, ``3,322``, ``132.0 MiB``), so a figure reads the
+same here as in a verdict, the inspect report or a command's output. Nothing here decides
+whether something is valid.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from typing import Any
 
 from dagster import AssetCheckEvaluation, AssetCheckResult, AssetCheckSeverity, MetadataValue
 
-from kuration.checks import CheckResult, hours
-from kuration.numbers import format_bytes, rounded
+from kuration.checks import CheckResult
+from kuration.numbers import format_bytes, format_hours, format_number
 
 #: How many errors or warnings a check's metadata lists; the core result keeps them all.
 LISTED = 20
@@ -32,11 +33,8 @@ def _cell(value: Any) -> str:
         return ""
     if isinstance(value, bool):
         return str(value)
-    if isinstance(value, numbers.Integral):
-        return f"{value:,}"
     if isinstance(value, numbers.Real):
-        # Three significant digits below a thousand (4.01, 0.333); whole numbers above it.
-        return f"{value:.3g}" if abs(float(value)) < 1000 else f"{value:,.0f}"
+        return format_number(value)
     return _inline(str(value)).replace("|", "\\|")  # a '|' would end the cell
 
 
@@ -66,9 +64,9 @@ def figure_text(name: str, value: Any) -> Any:
         return value
     number = float(value)
     if name.endswith("_hours"):
-        return hours(number)
+        return format_hours(number)
     if name.endswith("_seconds"):
-        return f"{rounded(number):g} s"
+        return f"{format_number(number)} s"
     if name == "bytes" or name.endswith("_bytes"):
         return format_bytes(number)
     return value

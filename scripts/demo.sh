@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh dev
 export DAGSTER_HOME="$PWD"
-exec .venv/bin/kuration-demo "$@"
+exec .venv/bin/kuration demo "$@"

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from kuration.checks import CheckResult, count, failed_verdict, first, hours, one_line
+from kuration.checks import CheckResult, count, failed_verdict, first, one_line
 
 
 def test_errors_fail_as_an_error_warnings_alone_as_a_warning_and_neither_passes():
@@ -52,7 +52,6 @@ def test_a_check_that_cannot_run_fails_as_an_error_naming_why():
 
 def test_verdict_helpers_give_numbers_with_units():
     assert count(3322, "shard") == "3,322 shards" and count(1, "shard") == "1 shard"
-    assert hours(4.0119444444444445) == "4.01 h" and hours(4.0) == "4 h" and hours(1234.5) == "1,234 h"
     assert first(["a", "b", "c", "d", "e"]) == "a, b, c and 2 more"
     assert first(["a", "b"], total=40) == "a, b and 38 more"
     assert first(["a", "b"]) == "a, b"

@@ -24,6 +24,7 @@ from kuration.budget.fill import ADMITTED_REASONS, REASONS
 from kuration.budget.plan import BudgetPlan
 from kuration.budget.plan_store import read_budget_plan
 from kuration.errors import BudgetError
+from kuration.numbers import format_hours, format_number, format_percent
 from kuration.splits.stages import EXCLUSIVE_STAGES
 
 _WHY = {
@@ -162,7 +163,7 @@ class SelectionReview:
         for name, split in data["splits"].items():
             if not split["requested"] and not split["candidate"]:
                 continue
-            util = "n/a" if split["utilization"] is None else f"{split['utilization']:.1%}"
+            util = "n/a" if split["utilization"] is None else format_percent(split["utilization"])
             lines.append(f"{name}: requested {fmt(split['requested'])}, admitted {fmt(split['admitted'])} ({util}), "
                          f"emitted {fmt(split['emitted'])}, candidates {fmt(split['candidate'])}")
             if split["underfill"]:
@@ -188,11 +189,12 @@ class SelectionReview:
 
 
 def _duration(seconds: float) -> str:
+    # the unit that keeps the figure readable; the figure itself as every page prints one
     if seconds >= 3600:
-        return f"{seconds / 3600:.2f} h"
+        return format_hours(seconds / 3600)
     if seconds >= 60:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds:.3g} s"
+        return f"{format_number(seconds / 60)} min"
+    return f"{format_number(seconds)} s"
 
 
 def hours_selection_review(result: Any, *, max_examples: int = 5) -> SelectionReview:

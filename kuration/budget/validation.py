@@ -39,7 +39,8 @@ import pyarrow.compute as pc
 
 from kuration.budget.fill import cut_tolerance
 from kuration.budget.spans import UNRANKABLE
-from kuration.checks import CheckResult, Figure, count, failed_verdict, first, hours
+from kuration.checks import CheckResult, Figure, count, failed_verdict, first
+from kuration.numbers import format_hours
 from kuration.splits.stages import EXCLUSIVE_STAGES as SPLITS
 
 _EXAMPLES = 5
@@ -172,7 +173,7 @@ def _in_figure_unit(amount: float, unit: str) -> float:
 
 def _amount(amount: float, unit: str) -> str:
     """``4 h`` for a time budget (held in seconds), ``12 segments`` for a count."""
-    return f"{amount:,.0f} segments" if unit == "segments" else hours(amount / 3600.0)
+    return f"{amount:,.0f} segments" if unit == "segments" else format_hours(amount / 3600.0)
 
 
 def _sources(items: pa.Table, mask: np.ndarray) -> list[str]:
@@ -231,7 +232,7 @@ def _filled(name: str, unit: str, requested: float, total: float, last: float) -
     if unit == "segments":
         amount = f"{name} {total:,.0f} of {requested:,.0f} segments requested"
     else:
-        amount = f"{name} {hours(total / 3600.0)} of {hours(requested / 3600.0)} requested"
+        amount = f"{name} {format_hours(total / 3600.0)} of {format_hours(requested / 3600.0)} requested"
     if requested <= 0:
         return f"{amount} (none requested)"
     if total == requested:

@@ -82,7 +82,6 @@ EVENTS = ("near_miss", "landing", "low_battery")
 CATEGORIES = ({"id": 1, "name": "near_miss"}, {"id": 2, "name": "landing"}, {"id": 3, "name": "low_battery"})
 SITES = ("airfield_north", "airfield_south", "coastal_cliffs", "forest_edge", "harbour", "quarry", "vineyard",
          "wind_farm")
-WEATHER = ("calm", "windy", "gusty", "rain")
 RECORDINGS_FOLDER = "recordings"
 FLEET_SIZE = 8  # drones per site: drone_01 .. drone_08, each recording flies 2-4 of them
 

@@ -29,8 +29,9 @@ from typing import Any
 
 from kuration import storage
 from kuration.inspect.compare import SECTIONS, DatasetComparison
-from kuration.inspect.figures import budget_amount, budget_unit, hours, percent, size
+from kuration.inspect.figures import budget_amount, budget_unit, shards_from_sources, size
 from kuration.inspect.report import DatasetReport
+from kuration.numbers import format_hours, format_number, format_percent
 
 #: Most bars a histogram draws; more distinct values are binned.
 MAX_BARS = 40
@@ -56,13 +57,11 @@ def _e(value: Any) -> str:
     return escape(value if isinstance(value, str) else json.dumps(value, default=str), quote=True)
 
 
-def _num(value: Any, digits: int = 4) -> str:
+def _num(value: Any) -> str:
     if value is None:
         return "–"
-    if isinstance(value, float):
-        return f"{value:.{digits}g}"
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return format_number(value) or "–"
     return _e(value)
 
 
@@ -140,8 +139,9 @@ def hours_chart(report: DatasetReport) -> str:
     for name, split in report.splits.items():
         bars = []
         if split["requested_hours"] is not None:
-            bars.append(("requested", split["requested_hours"], f"{name}: {split['requested_hours']:.4g} h requested"))
-        bars.append(("emitted", split["hours"], f"{name}: {split['hours']:.4g} h emitted in "
+            bars.append(("requested", split["requested_hours"],
+                         f"{name}: {format_hours(split['requested_hours'])} requested"))
+        bars.append(("emitted", split["hours"], f"{name}: {format_hours(split['hours'])} emitted in "
                                                 f"{split['shards']:,} shards"))
         groups.append((name, bars))
     return bar_chart("hours_per_split", groups, unit="h", empty="no split requested or holds any hours")
@@ -197,8 +197,9 @@ def _verification_html(verification: dict[str, Any]) -> str:
 def render_report_html(report: DatasetReport, *, gates: Sequence[Mapping[str, Any]] = ()) -> str:
     """The inspection report as one self-contained HTML document; with ``gates`` (a
     :class:`~kuration.inspect.quality.QualityResult`'s), a table of them first."""
-    split_rows = [(name, s["shards"], s["steps"], size(s["bytes"]), hours(s["hours"]), hours(s["requested_hours"]),
-                   s["padded_shards"], s["pad_rows"]) for name, s in report.splits.items()]
+    split_rows = [(name, s["shards"], s["steps"], size(s["bytes"]), format_hours(s["hours"]),
+                   format_hours(s["requested_hours"]), s["padded_shards"], s["pad_rows"])
+                  for name, s in report.splits.items()]
     parts = [f"<h1>Dataset report: <code>{_e(report.root)}</code></h1>"]
     if gates:
         failed = sum(not g["passed"] for g in gates)
@@ -211,7 +212,7 @@ def render_report_html(report: DatasetReport, *, gates: Sequence[Mapping[str, An
              "<h2>Splits</h2>",
              _table(["split", "shards", "steps", "bytes", "hours", "requested hours", "padded shards", "pad rows"],
                     split_rows, numeric=[False, *[True] * 7]),
-             f"<p>{report.sources:,} sources; container {_e(report.output['container'])}, shard length "
+             f"<p>{shards_from_sources(report)}; container {_e(report.output['container'])}, shard length "
              f"{report.output['shard_length']}, short policy {_e(report.output['short_policy'])}; sample rate "
              f"{_num(report.sample_hz)} Hz.</p>",
              "<h2>Hours per split: requested and emitted</h2>", hours_chart(report),
@@ -226,7 +227,7 @@ def render_report_html(report: DatasetReport, *, gates: Sequence[Mapping[str, An
         parts.append(_table(["split", "requested", "candidate", "admitted", "emitted", "utilization", "underfill"],
                             [(name, *(budget_amount(b[k], unit) for k in ("requested", "candidate", "admitted",
                                                                           "emitted")),
-                              percent(b["utilization"]), budget_amount(b["underfill"], unit))
+                              format_percent(b["utilization"]), budget_amount(b["underfill"], unit))
                              for name, b in report.budget["splits"].items()],
                             numeric=[False, *[True] * 6]))
     else:

@@ -1,9 +1,9 @@
 """A :class:`~kuration.inspect.report.DatasetReport` as Markdown: what the Dagster UI shows on
 the ``dataset_manifest`` materialization, readable without opening a file.
 
-Figures are rounded to what matters (hours to two decimals, percentages to one, bytes in
-binary units); every cell is one line, and ``|`` and ``<`` from the dataset are escaped so a
-source id cannot end a table row or open an HTML tag.
+Figures read as on every other page (:mod:`kuration.numbers`: three significant digits,
+percentages to one decimal, bytes in binary units); every cell is one line, and ``|`` and
+``<`` from the dataset are escaped so a source id cannot end a table row or open an HTML tag.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kuration.inspect.report import DatasetReport
-from kuration.inspect.figures import budget_amount, budget_unit, hours, percent, size
+from kuration.inspect.figures import budget_amount, budget_unit, shards_from_sources, size
+from kuration.numbers import format_hours, format_number, format_percent
 
 #: How many skipped sources, warnings and problems are listed (the report keeps them all).
 LISTED = 10
@@ -43,11 +44,11 @@ def report_markdown(report: DatasetReport) -> str:
     """The report's summary table first, then modalities, budget, priorities, skipped
     sources, warnings and problems (each section only when it has something to say)."""
     output, commit = report.output, report.commit
-    lines = [f"**{report.shards:,} shards** from {report.sources:,} sources, {output['container']}, "
+    lines = [f"**{shards_from_sources(report)}**, {output['container']}, "
              f"{output['shard_length']}-step shards ({output['short_policy']}); commit `{commit['state']}`, "
              f"manifest `{(commit['manifest_sha256'] or '')[:12]}`", ""]
     lines += _table(["split", "shards", "steps", "hours", "requested", "bytes", "padded shards", "pad rows"], (
-        (name, f"{s['shards']:,}", f"{s['steps']:,}", hours(s["hours"]), hours(s["requested_hours"]),
+        (name, f"{s['shards']:,}", f"{s['steps']:,}", format_hours(s["hours"]), format_hours(s["requested_hours"]),
          size(s["bytes"]), f"{s['padded_shards']:,}", f"{s['pad_rows']:,}")
         for name, s in report.splits.items()))
     lines += ["", "**Modalities**", ""]
@@ -59,12 +60,14 @@ def report_markdown(report: DatasetReport) -> str:
         lines += ["", f"**Budget** ({budget_unit(unit)})", ""]
         lines += _table(["split", "requested", "admitted", "emitted", "utilization", "underfill"], (
             (name, budget_amount(b["requested"], unit), budget_amount(b["admitted"], unit),
-             budget_amount(b["emitted"], unit), percent(b["utilization"]), budget_amount(b["underfill"], unit))
+             budget_amount(b["emitted"], unit), format_percent(b["utilization"]),
+             budget_amount(b["underfill"], unit))
             for name, b in report.budget["splits"].items()))
     if report.priorities and report.priorities["edges"]:
         p = report.priorities
         lines += ["", f"**Plan items**: {sum(p['admitted']):,} admitted, {sum(p['rejected']):,} ranked and left out, "
-                      f"{p['unrankable']:,} not rankable; priorities from {p['edges'][0]:.4g} to {p['edges'][-1]:.4g}"]
+                      f"{p['unrankable']:,} not rankable; priorities from {format_number(p['edges'][0])} to "
+                      f"{format_number(p['edges'][-1])}"]
     skipped = report.skipped_sources
     if skipped:
         lines += _listed("Skipped sources", [f"{source}: {error}" for source, error in skipped.items()])

@@ -35,7 +35,7 @@ from kuration import storage
 from kuration.checks import CheckResult, Figure, count
 from kuration.errors import InputError, KurationError, check_keys, shown
 from kuration.inspect.report import DatasetReport, Progress, inspect_dataset, lowest_utilization
-from kuration.numbers import finite_float, whole_number
+from kuration.numbers import finite_float, format_number, format_percent, whole_number
 from kuration.canonical.strict_json import parse_strict_json
 
 #: The policy keys, in the order gates are evaluated and shown.
@@ -133,11 +133,11 @@ def _gates(report: DatasetReport, policy: QualityPolicy) -> list[dict[str, Any]]
     gates = []
     if policy.min_sources is not None:
         gates.append(_gate("min_sources", report.sources >= policy.min_sources, report.sources, policy.min_sources,
-                           f"{count(report.sources, 'source')} among the shards, at least {policy.min_sources} "
-                           "required"))
+                           f"{count(report.sources, 'source')} among the shards, at least "
+                           f"{format_number(policy.min_sources)} required"))
     if policy.min_shards is not None:
         gates.append(_gate("min_shards", report.shards >= policy.min_shards, report.shards, policy.min_shards,
-                           f"{count(report.shards, 'shard')}, at least {policy.min_shards} required"))
+                           f"{count(report.shards, 'shard')}, at least {format_number(policy.min_shards)} required"))
     if policy.required_modalities is not None:
         have = {m["name"] for m in report.modalities}
         missing = [n for n in policy.required_modalities if n not in have]
@@ -164,7 +164,8 @@ def _gates(report: DatasetReport, policy: QualityPolicy) -> list[dict[str, Any]]
                                "the dataset records no split with a budget request, so there is no utilization"))
         else:
             gates.append(_gate("min_budget_utilization", lowest >= threshold, lowest, threshold,
-                               f"lowest split utilization {lowest:.1%}, at least {threshold:.1%} required"))
+                               f"lowest split utilization {format_percent(lowest)}, at least "
+                               f"{format_percent(threshold)} required"))
     if policy.max_skipped_sources is not None:
         skipped = report.skipped_sources
         limit = policy.max_skipped_sources
@@ -176,7 +177,7 @@ def _gates(report: DatasetReport, policy: QualityPolicy) -> list[dict[str, Any]]
                                f"{count(len(skipped), 'source')} skipped" + (f", e.g. {next(iter(skipped))}: "
                                                                              f"{next(iter(skipped.values()))}"
                                                                              if skipped else "")
-                               + f"; at most {limit} allowed"))
+                               + f"; at most {format_number(limit)} allowed"))
     return gates
 
 

@@ -70,7 +70,12 @@ class DatasetReport:
     padding: dict[str, int]
     #: n_steps -> how many shards have it (as strings in JSON), ascending.
     shard_lengths: dict[int, int]
+    #: Distinct sources among the shards: those the budget admitted at least one span of.
     sources: int
+    #: Sources given to scoring: those the budget plan chose from (its split pools and the
+    #: sources in no split, from the manifest's budget block) and those scoring skipped; the
+    #: count the universe, scoring and budget pages show. None when not recorded.
+    scored_sources: int | None
     budget: dict[str, Any] | None
     priorities: dict[str, Any] | None
     #: Source id -> the scoring error; None when the config does not record them.
@@ -161,6 +166,16 @@ def _budget(manifest: Mapping[str, Any], problems: list[str]) -> dict[str, Any] 
         splits[name] = {key: split.get(key) for key in _BUDGET_KEYS}
     return {"unit": block.get("unit"), "splits": splits, "totals": _dict(block.get("totals")),
             "span_seconds": block.get("span_seconds"), "span_steps": block.get("span_steps")}
+
+
+def _scored_sources(manifest: Mapping[str, Any], skipped: Mapping[str, str] | None) -> int | None:
+    """How many sources scoring was given (see :attr:`DatasetReport.scored_sources`)."""
+    block = _dict(manifest.get("budget"))
+    pools, outside = _dict(_dict(block.get("pools")).get("sources")), _dict(block.get("not_in_split")).get("sources")
+    counts = [n for n in [*(pools.get(name) for name in EXCLUSIVE_STAGES), outside] if type(n) is int and n >= 0]
+    if len(counts) != len(EXCLUSIVE_STAGES) + 1:
+        return None  # no budget block, or one that does not count its sources: nothing to compare with
+    return sum(counts) + len(skipped or ())
 
 
 def lowest_utilization(budget: Mapping[str, Any] | None) -> float | None:
@@ -291,7 +306,8 @@ def inspect_dataset(path: str | os.PathLike[str] | CommittedDataset, verify: boo
         output={"container": spec.container, "shard_length": spec.shard_length, "short_policy": spec.short_policy,
                 "presence_mask": spec.presence_mask},
         sample_hz=sample_hz, splits=splits, modalities=modalities, padding=padding, shard_lengths=dict(lengths),
-        sources=sources, budget=budget, priorities=priorities, skipped_sources=skipped,
+        sources=sources, scored_sources=_scored_sources(manifest, skipped), budget=budget, priorities=priorities,
+        skipped_sources=skipped,
         provenance=_dict(config.get("provenance")), execution=_execution(config),
         warnings=_warnings(splits, budget, skipped, has_plan, sample_hz), problems=problems,
         verification=(_verify(dataset, problems, progress) if verify else

@@ -42,11 +42,6 @@ from kuration.output.shard_files import HashingWriter, StagedShard, WrittenShard
 UNSUPPORTED_PROTOCOLS = ("ftp", "sftp", "ssh")
 
 
-#: A destination that cannot hold a dataset safely is an :class:`InputError` (the ``out``
-#: argument); the old name stays importable for callers that catch it.
-DestinationError = InputError
-
-
 def _checked(relative: str) -> PurePosixPath:
     return PurePosixPath(*storage.relative_parts(relative, where="dataset", error=CommitError))
 
@@ -291,6 +286,6 @@ def open_destination(url: str | os.PathLike[str]) -> Destination:
     return FsspecDestination(text) if storage.is_remote(text) else LocalDestination(text)
 
 
-__all__ = ["Destination", "DestinationError", "FsspecDestination", "LocalDestination", "Staged",
+__all__ = ["Destination", "FsspecDestination", "LocalDestination", "Staged",
            "UNSUPPORTED_PROTOCOLS",
            "open_destination"]

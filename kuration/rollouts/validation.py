@@ -63,7 +63,6 @@ from kuration.canonical.strict_json import parse_strict_json
 
 #: How many offending rows an error lists before it only counts them.
 SHOWN_ROWS = 5
-_SCHEMA_DIGEST_BYTES = 32
 
 
 @dataclass

@@ -168,10 +168,8 @@ _CHAIN_VOCABULARIES = ("shard_paths", "entities", "splits", "kinds", "strategy_i
                        "termination_reasons")
 #: A batch's name for a per-step field where it differs from the record's (a column is plural).
 _BATCH_FIELDS = {"source_row": "source_rows", "state": "states", "reward": "rewards"}
-#: The raw per-step and per-candidate columns every input item gives, joined over the items
-#: before the rules run (names as in the records).
-_STEP_KEYS = ("source_row", "selected_shell_index", "reward", "audit_valid_candidates", "audit_selected_margin",
-              "state", "shell_counts")
+#: The raw per-candidate columns every input item gives, joined over the items before the
+#: rules run (names as in the records).
 _CANDIDATE_KEYS = ("action_ids", "positions", "valid_action", "reason_bits", "labels", "label_valid")
 _PAYLOAD_MISSING = ("missing, but field_retention_policy='full' keeps a payload for every step (use 'compact' to "
                     "store none)")

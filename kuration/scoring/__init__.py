@@ -20,8 +20,8 @@ from kuration.scoring.features import (
     registered_features, segment_tags, unregister_feature,
 )
 from kuration.scoring.score_sources import (
-    SCORING_CODE_VERSION, EmptySegmentPoolError, FeatureFingerprints, MemoryBudgetError, ScoringOptionsError,
-    ScoringResult, SourceOutcome, SourceScoringError, feature_fingerprints, provide_fingerprint, run_fingerprint,
+    SCORING_CODE_VERSION, EmptySegmentPoolError, FeatureFingerprints, MemoryBudgetError, ScoringResult,
+    SourceOutcome, SourceScoringError, feature_fingerprints, provide_fingerprint, run_fingerprint,
     score_one_source, score_sources,
 )
 from kuration.scoring.segments import Segment, Segmenter, SegmenterError
@@ -33,8 +33,8 @@ from kuration.scoring.track import score_track, segment_table_schema
 __all__ = [
     "CLIP_AGGREGATE", "METHODS", "OPS", "REDUCERS", "SCORING_CODE_VERSION",
     "EmptySegmentPoolError", "FeatureError", "FeatureFingerprints", "FeatureKey", "FsspecScoreCache",
-    "MemoryBudgetError", "MemoryScoreCache", "Predicate", "ScoreCache", "ScoreResult", "ScoringOptionsError",
-    "ScoringResult", "Segment", "Segmenter", "SegmenterError", "Selection", "SourceOutcome", "SourceScoringError",
+    "MemoryBudgetError", "MemoryScoreCache", "Predicate", "ScoreCache", "ScoreResult", "ScoringResult",
+    "Segment", "Segmenter", "SegmenterError", "Selection", "SourceOutcome", "SourceScoringError",
     "Strategy", "StrategyError", "compute_features", "feature_fingerprints", "get_feature", "parse_feature_key",
     "provide_fingerprint", "register_feature", "registered_features", "run_fingerprint", "score_one_source",
     "score_sources", "score_track", "segment_tags", "segment_table_schema", "unregister_feature",

@@ -73,11 +73,6 @@ ON_ERROR = ("skip", "raise")
 _IN_SOURCE_ORDER = [("entity_id", "ascending"), ("segment_index", "ascending")]
 
 
-#: An option ``score_sources`` does not know is an :class:`InputError`; the old name stays
-#: importable for callers that catch it.
-ScoringOptionsError = InputError
-
-
 class EmptySegmentPoolError(ScoringError, ValueError):
     """No source produced a single segment."""
 

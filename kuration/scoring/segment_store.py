@@ -22,7 +22,8 @@ import pyarrow.parquet as pq
 
 from kuration import storage
 from kuration.landing.recordings import recording_name, recording_names
-from kuration.checks import CheckResult, Figure, count, first, hours
+from kuration.checks import CheckResult, Figure, count, first
+from kuration.numbers import format_hours
 from kuration.scoring.cache import FsspecScoreCache
 from kuration.scoring.score_sources import SourceOutcome, score_sources
 from kuration.scoring.segments import Segmenter
@@ -219,7 +220,7 @@ def check_segment_pool(root: str | os.PathLike[str]) -> SegmentPoolCheck:
                    "partitions, the schema against the files, and that the segment window is shorter than the "
                    "recordings")
         return SegmentPoolCheck(message, (message,), figures=figures, folders=folders, skipped=skipped)
-    verdict = (f"{count(summary['segments'], 'segment')} ({hours(summary['hours'])} of track) from "
+    verdict = (f"{count(summary['segments'], 'segment')} ({format_hours(summary['hours'])} of track) from "
                f"{count(summary['sources'], 'source')}; {summary['filtered_out']:,} filtered out, "
                f"{summary['absent']:,} absent")
     # what the pool lacks comes last, so the figures above read the same with or without it

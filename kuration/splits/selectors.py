@@ -64,7 +64,6 @@ FIELDS_BY_KIND: dict[SelectorKind, tuple[str, ...]] = {
 }
 #: Kinds that name concrete samples by identity; a split holding only these is baked.
 CONCRETE_KINDS = frozenset({SelectorKind.FILES, SelectorKind.FILE_INDICES})
-SET_KINDS = frozenset({SelectorKind.UNION, SelectorKind.EXCEPT, SelectorKind.INTERSECT})
 _AT_LEAST_TWO_OPERANDS = frozenset({SelectorKind.EXCEPT, SelectorKind.INTERSECT})
 _SCALAR_FIELDS = frozenset({"source", "pattern"})
 _FIELD_ORDER = ("kind", "paths", "source", "ids", "stems", "pattern", "any_of", "of")

@@ -58,7 +58,6 @@ MAX_SAMPLES = 50_000_000
 #: must still give a readable message.
 _CELL_ERRORS_SHOWN = 5
 _ESCAPE = re.compile(r"(?:^|[/\\])\.\.(?:[/\\]|$)")  # non-capturing: pandas warns on groups
-_PATH_COLUMNS = ("source", "materialized_path", "annotation")
 #: The header is line 1, so data row ``i`` (0-based) is on line ``i + 2`` unless blank lines or
 #: multi-line cells intervene (see ``_data_line_numbers``).
 _FIRST_DATA_LINE = 2

@@ -1,5 +1,7 @@
-"""``kuration-budget review`` and ``check`` on a stored plan."""
+"""``kuration budget review`` and ``check`` on a stored plan; ``kuration-budget``, its old name,
+keeps its exit status for this release."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -8,12 +10,18 @@ import pyarrow.parquet as pq
 import pytest
 
 from kuration.budget import BudgetOptions, plan_budget
-from kuration.budget.cli import main
+from kuration_cli import main as kuration
+from kuration_cli.aliases import kuration_budget
 from kuration.budget.plan_store import write_budget_plan
 from tests.budget.segment_tables import assignments, segments_table, strategy
 
 H = 1 / 3600
 ROWS = [(f"s{i}", "e", 0, 100, 100, float(i), []) for i in range(1, 5)]
+
+
+def main(argv: list[str]) -> int:
+    """``kuration budget ARGV``."""
+    return kuration(["budget", *argv])
 
 
 @pytest.fixture
@@ -44,6 +52,22 @@ def test_check_passes_a_sound_plan_and_fails_a_tampered_one(root, capsys):
     assert "does not match the SHA-256" in capsys.readouterr().err
 
 
+def test_a_plan_that_breaks_the_contract_exits_1_and_2_under_the_old_name(tmp_path, capsys):
+    plan = plan_budget(segments_table(ROWS), BudgetOptions(train_hours=20 * H), strategy=strategy(),
+                       split_assignments=assignments({f"s{i}": "train" for i in range(1, 5)}))
+    # a plan record whose accounting admits twice the request: a stored plan, consistent with
+    # its pins, that breaks the contract the blocking check enforces
+    accounting = {**plan.accounting, "splits": {**plan.accounting["splits"], "train": {
+        **plan.accounting["splits"]["train"], "requested": 5.0, "requested_seconds": 5.0}}}
+    write_budget_plan(dataclasses.replace(plan, accounting=accounting), tmp_path)
+    assert main(["check", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("ERROR   train: admitted ") and "contract violation(s)" in out
+    assert kuration_budget(["check", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kuration-budget: deprecated, and gone in the next release; use `kuration budget`")
+
+
 def test_check_warns_on_underfill_without_failing(tmp_path, capsys):
     plan = plan_budget(segments_table(ROWS), BudgetOptions(train_hours=100 * H), strategy=strategy(),
                        split_assignments=assignments({f"s{i}": "train" for i in range(1, 5)}))
@@ -59,8 +83,9 @@ def test_a_missing_plan_exits_2_with_the_fix(tmp_path, capsys):
 
 
 def test_help_names_both_commands():
-    out = subprocess.run([sys.executable, "-m", "kuration.budget.cli", "--help"], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "kuration_cli", "budget", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "review" in out.stdout and "check" in out.stdout
+    assert "  kuration budget review storage/" in out.stdout and "\n  1  check: the plan breaks" in out.stdout
 
 
 def test_a_malformed_budget_json_exits_2_naming_the_file(root, capsys):

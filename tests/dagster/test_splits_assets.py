@@ -318,11 +318,11 @@ def test_a_grown_universe_extends_the_computed_split_without_moving_a_source(res
 
 
 def test_a_baked_file_on_a_grown_universe_blocks_until_extended(resources, instance, small_landing, tmp_path):
-    from kuration.splits.cli import main
+    from kuration_cli import main
 
     baked = tmp_path / "baked.json"
-    assert main(["--universe-csv", str(small_landing / "universe.csv"), "--strategy", "random", "--seed", "5",
-                 "--out", str(baked), "-q"]) == 0
+    assert main(["resolve-splits", "--universe-csv", str(small_landing / "universe.csv"), "--strategy", "random",
+                 "--seed", "5", "--out", str(baked), "-q"]) == 0
     assert _run(ALL, resources, instance, {"splits_json": str(baked)}).success
     before = _stored_stages(resources)
     _grow(small_landing)

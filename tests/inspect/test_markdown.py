@@ -1,23 +1,27 @@
 """The report as Markdown (the dataset_manifest materialization's ``report``): summary table
-first, figures rounded, dataset strings unable to break a table row or open a tag."""
+first, figures as every page prints them, dataset strings unable to break a table row or open a tag."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from kuration.inspect import inspect_dataset
+from kuration.inspect.figures import shards_from_sources
 from kuration.inspect.markdown import LISTED, report_markdown
+from kuration.numbers import format_hours
 
 
 def test_the_summary_table_comes_first_with_rounded_hours_and_binary_bytes(written):
     report = inspect_dataset(written)
     text = report_markdown(report)
     lines = text.splitlines()
-    assert lines[0].startswith(f"**{report.shards:,} shards** from {report.sources:,} sources, ")
+    assert lines[0].startswith(f"**{shards_from_sources(report)}**, ")
+    assert shards_from_sources(report) == (f"{report.shards:,} shards from {report.sources:,} of the "
+                                           f"{report.scored_sources:,} sources scored")
     assert lines[2] == "| split | shards | steps | hours | requested | bytes | padded shards | pad rows |"
     train = report.splits["train"]
     row = next(line for line in lines if line.startswith("| train |"))
-    assert f"| {train['shards']:,} | {train['steps']:,} | {train['hours']:,.2f} h |" in row
+    assert f"| {train['shards']:,} | {train['steps']:,} | {format_hours(train['hours'])} |" in row
     assert "KiB |" in row or "MiB |" in row
     assert "**Modalities**" in text and "**Budget** (hours)" in text
     utilization = report.budget["splits"]["train"]["utilization"]

@@ -14,14 +14,15 @@ from kuration.budget import ADMITTED_REASONS, hours_selection_review
 from kuration.budget.plan_store import BUDGET_FILE, ITEMS_FILE
 from kuration.errors import BudgetError, CommitError
 from kuration.canonical.hashing import readable_json, sha256_hex
+from kuration.inspect.figures import shards_from_sources
 from kuration.inspect.report import REPORT_SCHEMA_VERSION
 from kuration.read.dataset_plan import read_dataset_budget_plan
 from tests.inspect.datasets import copy_dataset, publish
 from tests.output.committed_datasets import build, manifest_of, rechain_shard, recommit
 
 REPORT_KEYS = {"schema_version", "kind", "root", "commit", "output", "sample_hz", "splits", "modalities", "padding",
-               "shard_lengths", "sources", "budget", "priorities", "skipped_sources", "provenance", "execution",
-               "warnings", "problems", "verification", "shards"}
+               "shard_lengths", "sources", "scored_sources", "budget", "priorities", "skipped_sources", "provenance",
+               "execution", "warnings", "problems", "verification", "shards"}
 SPLIT_KEYS = {"shards", "steps", "bytes", "hours", "requested_hours", "padded_shards", "pad_rows"}
 VERIFICATION_KEYS = {"performed", "valid", "shards_checked", "bad_shards", "problems"}
 
@@ -42,6 +43,9 @@ def test_the_report_recomputes_from_the_manifest_alone(written, corpus):
     assert report.sample_hz == corpus.schema.sample_hz
     assert report.shard_lengths == dict(sorted(Counter(e["n_steps"] for e in entries).items()))
     assert report.sources == len({e["source_id"] for e in entries})
+    pools = manifest["budget"]["pools"]["sources"]
+    assert report.scored_sources == sum(pools.values()) + manifest["budget"]["not_in_split"]["sources"]
+    assert report.scored_sources == len(corpus.scored.outcomes)  # every source given to scoring
     assert report.padding["pad_rows"] > 0  # the corpus spec pads: the figure is exercised
     assert [m["name"] for m in report.modalities] == sorted(corpus.spec.modalities)
     frame = next(m for m in report.modalities if m["name"] == "frame")
@@ -114,7 +118,30 @@ def test_an_uncommitted_or_tampered_dataset_is_refused_not_reported(written, tmp
 def test_an_empty_dataset_reports_zeros(tmp_path):
     report = inspect_dataset(publish(tmp_path / "empty"), verify=True)
     assert report.shards == 0 and report.shard_lengths == {} and report.sources == 0
-    assert report.verification["valid"] is True and report.budget is None
+    assert report.verification["valid"] is True and report.budget is None and report.scored_sources is None
+
+
+@pytest.mark.parametrize(("budget", "scored"), [
+    ({"splits": {}, "pools": {"sources": {"train": 25, "val": 10, "test": 5}}, "not_in_split": {"sources": 2}}, 42),
+    # a source the budget admitted nothing of still counts: it was scored and planned over
+    ({"splits": {}, "pools": {"sources": {"train": 1, "val": 0, "test": 0}}, "not_in_split": {"sources": 0}}, 1),
+    # a budget block that does not count its sources (or counts them wrongly) says nothing
+    ({"splits": {}}, None),
+    ({"splits": {}, "pools": {"sources": {"train": 1, "val": 0}}, "not_in_split": {"sources": 0}}, None),
+    ({"splits": {}, "pools": {"sources": {"train": True, "val": 0, "test": 0}}, "not_in_split": {"sources": 0}},
+     None),
+    ({"splits": {}, "pools": {"sources": {"train": -1, "val": 0, "test": 0}}, "not_in_split": {"sources": 0}}, None),
+])
+def test_the_sources_scored_come_from_the_budget_pools(tmp_path, budget, scored):
+    assert inspect_dataset(publish(tmp_path / "out", budget=budget)).scored_sources == scored
+
+
+def test_the_sources_scored_count_the_skipped_ones_and_the_phrase_names_them(tmp_path):
+    budget = {"splits": {}, "pools": {"sources": {"train": 3, "val": 1, "test": 1}}, "not_in_split": {"sources": 0}}
+    config = {"job": {"skipped_sources": {"a.parquet": "OSError: unreadable", "b.parquet": "OSError: unreadable"}}}
+    report = inspect_dataset(publish(tmp_path / "out", budget=budget, config=config))
+    assert report.scored_sources == 7
+    assert shards_from_sources(report) == "0 shards from 0 of the 7 sources scored (2 skipped)"
 
 
 # -- the plan a dataset carries ------------------------------------------------------------------

@@ -3,6 +3,7 @@ without an error and 2 with one; ``--json`` prints the report as one object."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kuration_cli import build_parser, main
+from kuration_cli import VERBS, main, verb, verb_parser
 from tests.landing_check.landing_factory import rewrite_universe, write_curation
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,11 +83,13 @@ def test_a_count_below_one_is_a_usage_error(zone: Path, option: str, capsys):
 
 
 def test_every_option_has_help():
-    parser = build_parser()
-    commands = next(a for a in parser._actions if a.dest == "command")
-    for name, sub in commands.choices.items():  # type: ignore[attr-defined]
-        for action in sub._actions:
-            assert action.help, f"kuration {name}: {action.option_strings or action.dest} has no help"
+    parsers = [(f"kuration {v.name}", verb_parser(v.name)) for v in VERBS]
+    while parsers:
+        name, parser = parsers.pop()
+        for action in parser._actions:
+            assert action.help, f"{name}: {action.option_strings or action.dest} has no help"
+            if isinstance(action, argparse._SubParsersAction):  # kuration budget review|check
+                parsers += [(f"{name} {sub}", subparser) for sub, subparser in action.choices.items()]
 
 
 def test_the_module_runs_as_a_command(zone: Path, tmp_path: Path):
@@ -119,8 +122,8 @@ def test_a_broken_landing_zone_in_the_environment_does_not_stop_checking_another
 def test_run_is_a_subcommand_with_the_graph_runs_options():
     from kuration_cli.graph_run import run_main
 
-    args = build_parser().parse_args(["run", "--landing", "in", "--storage", "out", "--config", "c.json"])
-    assert (args.landing, args.storage, args.config, args.handler) == ("in", "out", "c.json", run_main)
+    args = verb_parser("run").parse_args(["--landing", "in", "--storage", "out", "--config", "c.json"])
+    assert (args.landing, args.storage, args.config, verb("run").load().run) == ("in", "out", "c.json", run_main)
     with pytest.raises(SystemExit) as exit_:
-        build_parser().parse_args(["run", "--landing", "in"])
+        verb_parser("run").parse_args(["--landing", "in"])
     assert exit_.value.code == 2

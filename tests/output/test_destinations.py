@@ -10,7 +10,8 @@ import pytest
 
 from kuration import storage
 from kuration.output.commit_protocol import CommitError, is_writer_leftover
-from kuration.output.destinations import DestinationError, LocalDestination, open_destination
+from kuration.errors import InputError
+from kuration.output.destinations import LocalDestination, open_destination
 from kuration.testing import DestinationContract, Killed
 
 
@@ -59,7 +60,7 @@ def test_durable_metadata_is_fsynced_with_its_folder(tmp_path, monkeypatch, dura
 
 def test_a_root_that_is_a_file_is_refused(tmp_path):
     (tmp_path / "out").write_bytes(b"x")
-    with pytest.raises(DestinationError, match="out: exists and is not a directory"):
+    with pytest.raises(InputError, match="out: exists and is not a directory"):
         LocalDestination(tmp_path / "out").top_level()
 
 

@@ -1,5 +1,5 @@
 """inspect_dataset, compare_datasets, check_quality, the plan a dataset carries and the three
-CLIs on a dataset in S3 (moto on loopback), against the same dataset written locally."""
+verbs on a dataset in S3 (moto on loopback), against the same dataset written locally."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import pytest
 
 from kuration.budget import hours_selection_review
 from kuration.inspect import check_quality, compare_datasets, inspect_dataset
-from kuration.inspect.cli import EXIT_FAILED, EXIT_OK, check_main, diff_main, inspect_main
+from kuration.cli import EXIT_CHECK_FAILED, EXIT_OK
 from kuration.read.dataset_plan import read_dataset_budget_plan
+from kuration_cli import main as kuration
 from tests.output.corpus import Corpus
 
 
@@ -35,13 +36,13 @@ def test_a_dataset_in_s3_inspects_verifies_and_compares_like_its_local_copy(corp
     assert hours_selection_review(url).to_dict() == hours_selection_review(corpus.plan()).to_dict()
     assert check_quality(url, {"verify": True, "min_shards": 1}).ok
 
-    assert inspect_main([url, "--verify", "--json"]) == EXIT_OK
+    assert kuration(["inspect", url, "--verify", "--json"]) == EXIT_OK
     assert json.loads(capsys.readouterr().out)["root"] == url
-    assert diff_main([str(local), url, "--json"]) == EXIT_OK
+    assert kuration(["diff", str(local), url, "--json"]) == EXIT_OK
     assert json.loads(capsys.readouterr().out)["shards"]["changed"] == []
     policy = tmp_path / "quality.json"
     policy.write_text(json.dumps({"min_sources": 100}))
-    assert check_main([url, "--policy", str(policy)]) == EXIT_FAILED
+    assert kuration(["check", url, "--policy", str(policy)]) == EXIT_CHECK_FAILED
 
     # a shard changed in the bucket, out of band: verification names it
     entry = remote_report.to_dict()

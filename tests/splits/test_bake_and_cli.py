@@ -31,17 +31,23 @@ from kuration.splits import (
     bake_rule,
     bake_stratified,
     dumps_splits,
+    enumerate_folder,
     load_splits,
     plan_splits,
     read_universe_csv,
     save_splits,
 )
-from kuration.splits.cli import main
+from kuration_cli import main as kuration
 
 EXCLUSIVE = ("train", "val", "test")
 BAKERS = [bake_random, bake_stratified]
 #: The entry point installed next to the interpreter running the tests (``.venv/bin``).
 CONSOLE_SCRIPT = Path(sys.executable).with_name("resolve-splits")
+
+
+def main(argv: list[str]) -> int:
+    """``kuration resolve-splits ARGV``."""
+    return kuration(["resolve-splits", *argv])
 
 
 # -- universes -----------------------------------------------------------------------------
@@ -591,9 +597,15 @@ def test_cli_rule(sites_csv, tmp_path, capsys):
         (["--universe-csv", "U.csv", "--strategy", "kmeans", "--seed", "1", "--out", "o.json"],
          r"argument --strategy: invalid choice: 'kmeans'"),
         (["--from-csv", "U.csv"], r"the following arguments are required: --out"),
-        (["--out", "o.json"], r"one of the arguments --from-csv --universe-csv is required"),
+        (["--out", "o.json"], r"one of the arguments --from-csv --universe-csv --folder is required"),
         (["--universe-csv", "U.csv", "--strategy", "random", "--seed", "x", "--out", "o.json"],
          r"argument --seed: invalid int value: 'x'"),
+        # a folder-enumerated universe
+        (["--folder", "F", "--out", "o.json"], r"--folder needs --strategy random\|stratified or --rule R\.json"),
+        (["--universe-csv", "U.csv", "--pattern", "*.npz", "--strategy", "random", "--seed", "1", "--out", "o.json"],
+         r"--pattern picks the files of --folder DIR"),
+        (["--folder", "F", "--universe-csv", "U.csv", "--out", "o.json"],
+         r"argument --universe-csv: not allowed with argument --folder"),
     ],
 )
 def test_cli_usage_errors_exit_2(tmp_path, capsys, monkeypatch, argv, message):
@@ -602,7 +614,7 @@ def test_cli_usage_errors_exit_2(tmp_path, capsys, monkeypatch, argv, message):
         main(argv)
     assert info.value.code == 2
     err = capsys.readouterr().err
-    assert err.startswith("usage: resolve-splits")
+    assert err.startswith("usage: kuration resolve-splits")
     assert re.search(message, err), err
     assert not (tmp_path / "o.json").exists()
 
@@ -649,7 +661,7 @@ def test_cli_validation_errors_return_2_and_write_nothing(tmp_path, sites_csv, c
     code, stdout, stderr = run(capsys, *argv, "--out", out)
     assert code == 2
     assert stdout == ""
-    assert stderr.startswith("resolve-splits: error: ")
+    assert stderr.startswith("kuration resolve-splits: error: ")
     assert re.search(message, stderr), stderr
     assert not out.exists()
 
@@ -670,13 +682,83 @@ def test_cli_help(capsys):
         main(["--help"])
     assert info.value.code == 0
     out = capsys.readouterr().out
-    assert out.startswith("usage: resolve-splits")
-    for flag in ("--from-csv", "--universe-csv", "--strategy", "--rule", "--seed", "--group-by", "--ad-aware", "--out"):
+    assert out.startswith("usage: kuration resolve-splits")
+    for flag in ("--from-csv", "--universe-csv", "--folder", "--pattern", "--strategy", "--rule", "--seed",
+                 "--group-by", "--ad-aware", "--out"):
         assert flag in out
+    assert "  kuration resolve-splits --folder " in out and "exit status:" in out
 
 
 def test_installed_console_script_runs():
+    # seed 003's name for the command stays: the same parser under it, and a line naming the verb
     result = subprocess.run([str(CONSOLE_SCRIPT), "--help"], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("usage: resolve-splits")
     assert "--strategy {random,stratified}" in result.stdout
+    assert result.stderr == "resolve-splits: the same as `kuration resolve-splits` (a name seed 003 (the Cuvis.AI " \
+                            "command) gives; it stays)\n"
+
+
+# -- a folder-enumerated universe ------------------------------------------------------------------
+
+
+@pytest.fixture
+def frames(tmp_path):
+    """A folder of converted frames with no universe.csv: one sample per file (seed 003's
+    disk-enumerated module), beside files that are not samples."""
+    folder = tmp_path / "frames"
+    for rel in ["site_a/f0.npz", "site_a/f1.npz", "site_b/f0.npz", "site_b/f1.npz", "site_c/f0.npz",
+                "site_d/f0.npz", "site_e/f0.npz", "notes.txt", ".cache/x.npz"]:
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_bytes(b"x")
+    return folder
+
+
+def test_cli_bakes_a_folder_enumerated_universe(frames, tmp_path, capsys):
+    out = tmp_path / "splits.json"
+    code, stdout, stderr = run(capsys, "--folder", frames, "--pattern", "*.npz", "--strategy", "random", "--seed", "4",
+                               "--out", out)
+    assert (code, stderr) == (0, "")
+    universe = enumerate_folder(frames, pattern="*.npz")
+    assert universe.uids() == ["site_a/f0.npz#0", "site_a/f1.npz#0", "site_b/f0.npz#0", "site_b/f1.npz#0",
+                               "site_c/f0.npz#0", "site_d/f0.npz#0", "site_e/f0.npz#0"]
+    assert out.read_text() == dumps_splits(bake_random(universe, seed=4))
+    baked = load_splits(out)
+    assert baked.is_baked and baked.universe_hash == universe.hash
+    assert stdout.startswith(f"wrote {out}: ") and "universe 7 samples" in stdout
+    # the baked file resolves against the same folder, every file in exactly one stage
+    resolved = plan_splits(baked, universe)
+    assert sorted(ref.uid for stage in EXCLUSIVE for ref in resolved.refs(stage)) == universe.uids()
+
+
+def test_cli_resolves_a_rule_over_a_folder(frames, tmp_path, capsys):
+    universe = enumerate_folder(frames, pattern="*.npz")
+    rule = tmp_path / "rule.json"
+    rule.write_text(json.dumps({"train": [{"kind": "glob", "pattern": "site_[ab]/*"}],
+                                "val": [{"kind": "glob", "pattern": "site_c/*"}],
+                                "test": [{"kind": "glob", "pattern": "site_[de]/*"}]}))
+    out = tmp_path / "splits.json"
+    code, _, stderr = run(capsys, "--folder", frames, "--pattern", "*.npz", "--rule", rule, "--out", out, "-q")
+    assert (code, stderr) == (0, "")
+    assert out.read_text() == dumps_splits(bake_rule(load_splits(rule), universe))
+    assert [ref.uid for ref in plan_splits(load_splits(out), universe).refs("val")] == ["site_c/f0.npz#0"]
+
+
+def test_cli_folder_without_a_pattern_takes_every_visible_file(frames, tmp_path, capsys):
+    out = tmp_path / "splits.json"
+    assert run(capsys, "--folder", frames, "--strategy", "random", "--seed", "1", "--out", out, "-q")[0] == 0
+    assert out.read_text() == dumps_splits(bake_random(enumerate_folder(frames), seed=1))
+    assert "notes.txt" in out.read_text() and ".cache" not in out.read_text()
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda tmp: tmp / "missing", r"cannot enumerate .*missing: not a directory"),
+    (lambda tmp: tmp, r"no files matching '\*\.tif' under "),
+])
+def test_cli_folder_that_holds_no_sample_exits_2_and_writes_nothing(tmp_path, capsys, make, message):
+    out = tmp_path / "out" / "splits.json"
+    code, stdout, stderr = run(capsys, "--folder", make(tmp_path), "--pattern", "*.tif", "--strategy", "random",
+                               "--seed", "1", "--out", out)
+    assert (code, stdout) == (2, "") and stderr.startswith("kuration resolve-splits: error: ")
+    assert re.search(message, stderr), stderr
+    assert not out.exists()

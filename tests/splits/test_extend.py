@@ -23,7 +23,6 @@ from hypothesis import strategies as st
 from kuration.errors import SplitConfigError, SplitGenerationError
 from kuration.splits import SampleRef, Universe, bake_random, bake_stratified, plan_splits, save_splits
 from kuration.splits.artifacts import SplitRequest, check_universe_drift, materialize_splits, read_split_report
-from kuration.splits.cli import main
 from kuration.splits.extend import (
     EXTENSION_SCHEME,
     PriorSplit,
@@ -32,9 +31,17 @@ from kuration.splits.extend import (
     hashed_stage,
     prior_from_stage_table,
 )
+from kuration_cli import main as kuration
 from tests.splits._universes import universe_from_refs
 
 EXCLUSIVE = ("train", "val", "test")
+
+
+def main(argv: list[str]) -> int:
+    """``kuration resolve-splits ARGV``."""
+    return kuration(["resolve-splits", *argv])
+
+
 SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -460,7 +467,7 @@ def test_cli_refuses_a_stale_baked_file_and_extends_it_on_request(tmp_path, bake
     out = tmp_path / "out.json"
     assert main(["--universe-csv", str(csv), "--rule", str(path), "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"resolve-splits: error: {path} was baked against universe ")
+    assert err.startswith(f"kuration resolve-splits: error: {path} was baked against universe ")
     assert "(first: site_a/rec_3.parquet, site_q/rec_1.parquet, site_r/rec_1.parquet)" in err
     assert "resolve-splits --rule FILE --extend-baked --seed N" in err and not out.exists()
     assert main(["--universe-csv", str(csv), "--rule", str(path), "--extend-baked", "--seed", "11",
