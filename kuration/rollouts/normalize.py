@@ -263,9 +263,20 @@ def normalize_rollout_records(records: Iterable[RolloutChainInput], *,
     ``records`` may mix :class:`RolloutWriteRecord` (one chain) and
     :class:`RolloutChainBatch` (many chains of one source, as columns): the store holds
     their chains in the order given, and the same chains give the same columns (so the
-    same store bytes) whichever way they come. Raises :class:`RolloutInputError` naming
-    the input item, row and field of a violation (see :func:`write_rollout_zarr_store`
-    for what is refused)."""
+    same store bytes) whichever way they come.
+
+    Refused with :class:`RolloutInputError` naming ``records[i].steps[j].<field>`` (a
+    record) or ``records[i].<field>[row]`` (a batch): no records; an empty chain; an empty
+    strategy, mixture, target kind or termination reason; a shard SHA-256 that is not 64
+    lowercase hex digits; shell arrays of unequal length; reason bits 0 on an invalid
+    candidate, nonzero on a valid one or outside the declared table; a ``label_valid``
+    candidate with a non-finite label or an invalid action; a finite label on an invalid
+    action (it must be NaN); a selected index out of range or selecting an invalid action;
+    a non-finite reward; an audit count above the shell width or an infinite audit margin;
+    a source row outside the source's states; widths (P, D_s, D_t, payload) that differ
+    between rows. A batch is also refused, naming the field, for a column of the wrong
+    dtype kind or rank, row counts that do not match ``chain_lengths`` / ``shell_counts``
+    sums, no chains, or a chain length or shell count below 1."""
     items = list(records)
     if not items:
         raise RolloutInputError("records: no rollout chains to write (a store holds at least one)")
