@@ -68,7 +68,10 @@ def build_q_h(columns: Mapping[str, np.ndarray], *, discount_gamma: float,
     if missing:
         raise KeyError(f"build_q_h: missing factual columns {missing}")
     shells = _ShellLayout.of(columns, widths)
-    out = {**_candidate_arrays(columns, shells), **_state_arrays(columns, gamma)}
+    rollout_ids = np.asarray(columns["steps/rollout_id"], dtype=np.int64)
+    chains = {"source_ids": np.asarray(columns["rollouts/source_id"], dtype=np.int64)[rollout_ids],
+              "target_ids": np.asarray(columns["rollouts/target_id"], dtype=np.int64)[rollout_ids]}
+    out = {**_candidate_arrays(columns, shells, chains["target_ids"]), **chains, **_state_arrays(columns, gamma)}
     return {name: out[name] for name in Q_H_ARRAY_NAMES}
 
 
@@ -125,10 +128,10 @@ class _ShellLayout:
         return array.reshape(num_steps, self.width_a, *tail)
 
 
-def _candidate_arrays(columns: Mapping[str, np.ndarray], shells: _ShellLayout) -> dict[str, np.ndarray]:
-    """The padded per-candidate arrays: ids, masks, one-step labels, reason bits, positions."""
-    rollout_ids = np.asarray(columns["steps/rollout_id"], dtype=np.int64)
-    target_ids = np.asarray(columns["rollouts/target_id"], dtype=np.int64)[rollout_ids]
+def _candidate_arrays(columns: Mapping[str, np.ndarray], shells: _ShellLayout, target_ids: np.ndarray
+                      ) -> dict[str, np.ndarray]:
+    """The padded per-candidate arrays: ids, masks, one-step labels, reason bits, positions
+    (``target_ids``: each step's target)."""
     target_label_valid = np.asarray(columns["targets/label_valid"], dtype=bool)[target_ids]
     valid = shells.gathered(columns["candidates/valid_action"], bool)
     # Canonical before the scatter: the NaN fill is canonical already, so the padded arrays are too.
@@ -148,15 +151,12 @@ def _candidate_arrays(columns: Mapping[str, np.ndarray], shells: _ShellLayout) -
 
 
 def _state_arrays(columns: Mapping[str, np.ndarray], gamma: float) -> dict[str, np.ndarray]:
-    """The per-state arrays: ids, the selected action and its TD linkage and return."""
-    rollout_ids = np.asarray(columns["steps/rollout_id"], dtype=np.int64)
+    """The per-state arrays: the step ids, the selected action and its TD linkage and return."""
     reward = canonical_floats(np.asarray(columns["steps/reward"], dtype=np.float32))
     terminal = np.asarray(columns["steps/terminal"], dtype=bool)
     next_step = np.asarray(columns["steps/next_step_id"], dtype=np.int64)
     return {
-        "step_ids": np.arange(len(rollout_ids), dtype=np.int64),
-        "source_ids": np.asarray(columns["rollouts/source_id"], dtype=np.int64)[rollout_ids],
-        "target_ids": np.asarray(columns["rollouts/target_id"], dtype=np.int64)[rollout_ids],
+        "step_ids": np.arange(len(reward), dtype=np.int64),
         "selected_action_index": np.asarray(columns["steps/selected_shell_index"], dtype=np.int32),
         "td_reward": reward,
         # -1 on terminal steps in a sound store; not masked, so a bad link shows

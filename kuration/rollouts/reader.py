@@ -100,10 +100,12 @@ class RolloutZarrStoreReader:
     """Open a completed rollout store (a local directory, or a remote URL read from a local
     copy of the whole store: :mod:`kuration.rollouts.remote`) read-only.
 
-    Construction checks the root: it exists, is a zarr v3 group, and its attrs carry the
-    schema id and version this reader knows plus every attr of
-    :data:`~kuration.rollouts.schema.REQUIRED_ROOT_ATTRS` with the right shape; anything else
-    raises :class:`RolloutStoreError`. Arrays are read on demand. Metadata (root attrs, zarr
+    Construction checks the root: it exists, is a zarr v3 group, and its attrs have no
+    :func:`~kuration.rollouts.schema.root_attr_problems` (the schema id and version this
+    reader knows, every attr of :data:`~kuration.rollouts.schema.REQUIRED_ROOT_ATTRS` with the
+    right shape); otherwise it raises :class:`RolloutStoreError` with the first problem. Each
+    array's metadata is checked by :func:`~kuration.rollouts.schema.array_problems` when it is
+    first read. Arrays are read on demand. Metadata (root attrs, zarr
     nodes, the candidate shell index, the lineage of :meth:`acquisition_row_context`) is
     cached for the reader's life: a store is immutable once written."""
 
