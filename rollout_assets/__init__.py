@@ -6,6 +6,6 @@ from dagster import Definitions
 
 from rollout_assets.assets import RolloutStoreConfig, rollout_lineage, rollout_store, rollout_validation
 
-defs = Definitions(assets=[rollout_store], asset_checks=[rollout_lineage])
+defs = Definitions(assets=[rollout_store], asset_checks=[rollout_validation, rollout_lineage])
 
 __all__ = ["RolloutStoreConfig", "defs", "rollout_lineage", "rollout_store", "rollout_validation"]

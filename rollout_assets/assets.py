@@ -1,17 +1,21 @@
 """``rollout_store``: the committed dataset's train split as a Zarr rollout replay store
 (``rollouts/rollouts.zarr`` under the storage root), with its blocking ``rollout_validation``
-check and its ``rollout_lineage`` check (the store still matches the current resolved split
-and dataset manifest)."""
+check (every contract of the store on disk; a step of its own that only reads, so it also runs
+alone on a store built earlier) and its blocking ``rollout_lineage`` check (the store still
+matches the current resolved split and dataset manifest).
+
+The materialization leads with what a person asks: how many rollouts, steps and candidate
+actions from how many source shards, whether the store validated, and what it was built from;
+the counts are also numeric entries, so the UI plots them across materializations."""
 
 # No "from __future__ import annotations": Dagster reads config annotations at decoration time.
 
 from collections.abc import Iterator
-from typing import Any, Union
+from typing import Any
 
 from dagster import (
     AssetCheckResult,
     AssetSelection,
-    AssetCheckSpec,
     AssetExecutionContext,
     Config,
     DataVersion,
@@ -30,7 +34,8 @@ from kuration.rollouts.build import (
     build_rollout_store,
     check_rollout_lineage,
     q_h_preview,
-    validation_check_result,
+    rollout_validation_check,
+    store_summary,
 )
 from kuration_assets.automation import follows_upstream
 from kuration_assets.dataset_assets import DATASET_DIR
@@ -39,11 +44,15 @@ from kuration_resources import ASSET_GROUP, CurationResource, LandingZoneResourc
 from splits_assets import resolved_splits
 
 STORE_DIR = ("rollouts", "rollouts.zarr")
-
-rollout_validation = AssetCheckSpec(
-    "rollout_validation", asset="rollout_store", blocking=True,
-    description="schema, chunks, linkage, masks, labels, provenance and the q_h/ view of the store all hold",
-)
+#: How to build the store here, for a check that finds none.
+BUILD_HINT = "materialize rollout_store (the build_rollouts job), then run the check again"
+#: The first states of the training view the materialization shows, and what its columns mean.
+PREVIEW_STATES = 5
+PREVIEW_CAPTION = (
+    "The first states of the training view (`q_h/`): the step and its source shard, the candidate action the "
+    "recording took (`selected`, its index in the step's shell), its reward and the discounted return from there, "
+    "whether the chain ends there, how many of the candidate actions are valid and how many carry a label to train "
+    "on, and the best one-step label among them.")
 
 
 class RolloutStoreConfig(Config):
@@ -67,13 +76,12 @@ class RolloutStoreConfig(Config):
 
 
 @asset(deps=["dataset_manifest", resolved_splits], group_name=ASSET_GROUP, kinds={"zarr"},
-       check_specs=[rollout_validation],
        # a new split alone does not trigger it: the dataset built from that split follows, and
        # the store must be built from that dataset (once), not from the one before it
        automation_condition=follows_upstream(not_triggered_by=AssetSelection.assets(resolved_splits)))
 def rollout_store(context: AssetExecutionContext, config: RolloutStoreConfig, storage_root: StorageRootResource,
                   landing_zone: LandingZoneResource,
-                  curation: CurationResource) -> Iterator[Union[MaterializeResult, AssetCheckResult]]:
+                  curation: CurationResource) -> Iterator[MaterializeResult]:
     """One rollout chain per recorded stretch of the train split: every state with its full shell
     of candidate motions, one-step labels, the recorded action selected; written atomically.
     Which modalities are position, battery and state comes from `curation.json` `rollouts`."""
@@ -89,30 +97,32 @@ def rollout_store(context: AssetExecutionContext, config: RolloutStoreConfig, st
         progress=lambda done, total: context.log.info(f"{done}/{total} shards turned into rollouts"),
     )
     yield MaterializeResult(metadata=_store_metadata(build), data_version=DataVersion(build.write.manifest_sha256))
-    # the validation the runner ran on these very bytes before promoting them
-    yield asset_check_result(validation_check_result(build.validation), check_name=rollout_validation.name)
 
 
 def _store_metadata(build: RolloutStoreBuild) -> dict[str, Any]:
+    """The summary table first (what the UI shows at the top), then the counts as numbers
+    (plotted across materializations), the store's folder, and an explained preview of its
+    training view. The per-array chunk layout stays in the write result and the store's own
+    ``zarr.json`` files; the whole digests in its ``rollout_manifest.json``."""
     write = build.write
+    preview = markdown_table(q_h_preview(write.store_dir, rows=PREVIEW_STATES))
     return {
-        "q_h_preview": markdown_table(q_h_preview(write.store_dir)),
-        "path": MetadataValue.path(write.store_dir),
-        "manifest": MetadataValue.path(write.manifest_path),
-        "manifest_sha256": write.manifest_sha256,
+        "summary": markdown_table(store_summary(build), columns=["what", "value"]),
         "rollouts": write.num_rollouts, "steps": write.num_steps, "candidates": write.num_candidates,
         "sources": write.num_sources,
-        "chunking": markdown_table(
-            ({"array": path, "chunks": _shape(c["chunks"]), "shards": _shape(c["shards"])}
-             for path, c in write.chunking.items()), columns=["array", "chunks", "shards"]),
-        "split_manifest_hash": build.lineage.split_manifest_hash or "",
-        "dataset_manifest_sha256": build.lineage.dataset_manifest_sha256,
-        "recipe": build.lineage.recipe_id,
+        "path": MetadataValue.path(write.store_dir),
+        "first_states": MetadataValue.md(f"{PREVIEW_CAPTION}\n\n{preview.value}"),
     }
 
 
-def _shape(shape: Any) -> str:
-    return "" if shape is None else " x ".join(f"{n:,}" for n in shape)
+@asset_check(
+    asset=rollout_store, blocking=True,
+    description="The rollout store on disk is whole and consistent: every array, chunk, link, mask, label and "
+                "source hash, and its training view (q_h/) equals a rebuild from its tables. Reads only: it runs "
+                "after rollout_store, or alone to re-check the store already built.",
+)
+def rollout_validation(storage_root: StorageRootResource) -> AssetCheckResult:
+    return asset_check_result(rollout_validation_check(storage_root.path(*STORE_DIR), build_hint=BUILD_HINT))
 
 
 @asset_check(

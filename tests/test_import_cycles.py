@@ -18,10 +18,11 @@ already in ``sys.modules`` while its ``__init__`` re-exports its modules, and Py
 handles siblings importing each other's modules; counting it would put every package that
 re-exports in a cycle with itself.
 
-Left out: imports under ``if TYPE_CHECKING:``. They never run; only the type checker reads
-them, and an annotation-only dependency cannot leave a module half-initialized. Names a
-package loads on first attribute access (:mod:`kuration.lazy_exports`) are strings, not
-imports, and are left out too.
+Imports under ``if TYPE_CHECKING:`` count too. They never run, but they say that one
+module's meaning depends on the other's: two modules that name each other's types are one
+concept split in two, and the next person to use a name at run time turns the hidden cycle
+into a real one. Names a package loads on first attribute access
+(:mod:`kuration.lazy_exports`) are strings, not imports, and are left out.
 """
 
 from __future__ import annotations
@@ -41,18 +42,12 @@ def _module_name(path: Path, root: Path) -> str:
     return ".".join(parts)
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
 def _imports(node: ast.AST):
-    """Every import statement under ``node`` that can run: all but ``if TYPE_CHECKING:`` bodies."""
+    """Every import statement under ``node``: module level, nested blocks (``if TYPE_CHECKING:``
+    included), functions and classes."""
     for child in ast.iter_child_nodes(node):
         if isinstance(child, (ast.Import, ast.ImportFrom)):
             yield child
-        elif isinstance(child, ast.If) and _is_type_checking(child.test):
-            yield from _imports(ast.Module(body=child.orelse, type_ignores=[]))
         else:
             yield from _imports(child)
 
@@ -164,7 +159,7 @@ def test_the_graph_finds_a_cycle_and_names_it(tmp_path):
     assert find_cycles(import_graph(root)) == [["pkg.a", "pkg.b", "pkg.c", "pkg.a"]]
 
 
-def test_a_deferred_import_is_an_edge_and_a_type_checking_one_is_not(tmp_path):
+def test_deferred_and_type_checking_imports_are_edges(tmp_path):
     root = _tree(tmp_path, {
         "a.py": "from pkg.b import x\n",
         "b.py": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import y\nelse:\n    import "
@@ -172,7 +167,8 @@ def test_a_deferred_import_is_an_edge_and_a_type_checking_one_is_not(tmp_path):
         "c.py": "import json\n",
         "d.py": "",
     })
-    assert import_graph(root)["pkg.b"] == {"pkg.c", "pkg.d"}
+    assert import_graph(root)["pkg.b"] == {"pkg.a", "pkg.c", "pkg.d"}
+    assert find_cycles(import_graph(root)) == [["pkg.a", "pkg.b", "pkg.a"]]  # the annotation-only cycle counts
     deferred = _tree(tmp_path / "deferred", {
         "a.py": "from pkg.b import x\n",
         "b.py": "class B:\n    def f(self):\n        from pkg.a import y\n",

@@ -1,9 +1,12 @@
 """Rollout replay stores (seed 004): the curated train split as an offline-RL replay store.
 
-Layout and names: :mod:`kuration.rollouts.schema`. Input records:
-:mod:`kuration.rollouts.records`. Generation from a committed dataset:
-:mod:`kuration.rollouts.generation`, with the built-in recipe in
-:mod:`kuration.rollouts.demo_recipe`.
+Layout, names and the checks of what a store declares: :mod:`kuration.rollouts.schema`.
+Input records: :mod:`kuration.rollouts.records`; records to tables:
+:mod:`kuration.rollouts.normalize`; tables to zarr: :mod:`kuration.rollouts.writer`.
+Reading: :mod:`kuration.rollouts.reader`, which lineage, packing and the typed projections
+read through (:class:`StoreRows`); validation: :mod:`kuration.rollouts.validation`.
+Generation from a committed dataset: :mod:`kuration.rollouts.generation`, with the built-in
+recipe in :mod:`kuration.rollouts.demo_recipe`.
 """
 
 from kuration.rollouts.config import RolloutZarrStoreConfig
@@ -30,6 +33,7 @@ from kuration.rollouts.schema import (
     ROLLOUT_ZARR_SCHEMA_ID,
     ROLLOUT_ZARR_SCHEMA_VERSION,
 )
+from kuration.rollouts.store_rows import StoreRows
 from kuration.rollouts.validation import RolloutZarrValidationResult, validate_rollout_zarr_store
 from kuration.rollouts.writer import RolloutZarrWriteResult, write_rollout_zarr_store
 
@@ -38,7 +42,7 @@ __all__ = [
     "ROLLOUT_ZARR_SCHEMA_ID", "ROLLOUT_ZARR_SCHEMA_VERSION", "CandidateShell", "CandidateView", "MotionDirectionRecipe",
     "RolloutChainBatch", "RolloutGeneration", "RolloutRecipe", "RolloutSourceRef", "RolloutStepRecord",
     "RolloutTargetRecord", "RolloutWriteRecord", "RolloutZarrStoreConfig", "RolloutZarrStoreReader",
-    "RolloutZarrValidationResult", "RolloutZarrWriteResult", "StepView", "pack_rollout_zarr_stores",
+    "RolloutZarrValidationResult", "RolloutZarrWriteResult", "StepView", "StoreRows", "pack_rollout_zarr_stores",
     "rollout_records_from_dataset", "validate_rollout_zarr_store", "write_rollout_store_atomically",
     "write_rollout_zarr_store",
 ]

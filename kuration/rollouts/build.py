@@ -32,6 +32,8 @@ from kuration.rollouts.reader import RolloutZarrStoreReader
 from kuration.rollouts.validation import RolloutZarrValidationResult, validate_rollout_zarr_store
 from kuration.rollouts.writer import RolloutZarrWriteResult
 from kuration.splits.artifacts import read_split_assignments
+from kuration.storage import is_remote, local_path
+
 
 @dataclass(frozen=True)
 class RolloutStoreBuild:
@@ -83,17 +85,26 @@ def validation_check_result(result: RolloutZarrValidationResult) -> CheckResult:
     figures = {"rollouts": result.num_rollouts, "steps": result.num_steps, "candidates": result.num_candidates,
                "violations": len(result.errors)}
     if result.ok:
-        verdict = (f"{result.num_rollouts:,} rollouts, {result.num_steps:,} steps, {result.num_candidates:,} "
-                   "candidates: schema, chunks, linkage, masks, labels, provenance and q_h/ all hold")
+        verdict = (f"valid: {result.num_rollouts:,} rollouts, {result.num_steps:,} steps and "
+                   f"{result.num_candidates:,} candidate actions; every array, link, mask, label and source hash "
+                   "checks out, and the training view matches the tables it is built from")
     else:
         verdict = failed_verdict(tuple(result.errors), "violation")
     return CheckResult(verdict=verdict, errors=tuple(result.errors), figures=figures)
 
 
-def rollout_validation_check(store_dir: str | os.PathLike[str], *,
-                             validate_selected_payload: bool = True) -> CheckResult:
+#: How to build a rollout store, for a check that finds none.
+BUILD_HINT = "build one with build_rollout_store (in Dagster: materialize rollout_store, the build_rollouts job)"
+
+
+def rollout_validation_check(store_dir: str | os.PathLike[str], *, validate_selected_payload: bool = True,
+                             build_hint: str = BUILD_HINT) -> CheckResult:
     """:func:`validate_rollout_zarr_store` as a check result (it never raises: a missing or
-    unreadable store is a violation)."""
+    unreadable store is a violation). It only reads, so it re-checks a store built earlier;
+    where there is no store at all, the verdict says so and ``build_hint`` how to build one."""
+    if not is_remote(store_dir) and not os.path.exists(local_path(store_dir)):
+        missing = f"no rollout store at {os.fspath(store_dir)}; {build_hint}"
+        return CheckResult(verdict=missing, errors=(missing,), figures={"violations": 1})
     return validation_check_result(validate_rollout_zarr_store(os.fspath(store_dir),
                                                                validate_selected_payload=validate_selected_payload))
 
@@ -155,6 +166,31 @@ def _store_sources(reader: RolloutZarrStoreReader) -> dict[str, str]:
     return {paths[int(code)]: bytes(digest).hex() for code, digest in zip(codes, digests, strict=True)}
 
 
+def store_summary(build: RolloutStoreBuild) -> list[dict[str, str]]:
+    """What a person asks of a built store, one ``{"what": ..., "value": ...}`` row each (the
+    ``rollout_store`` asset's summary table): how many rollouts, steps and candidate actions
+    from how many source shards, whether it validated, and what it was built from (digests
+    shortened to 12 hex digits; the sidecar ``rollout_manifest.json`` has them whole)."""
+    write, lineage = build.write, build.lineage
+    steps = max(write.num_steps, 1)
+    per_step = (f"{write.num_candidates // steps:,} per step" if write.num_candidates % steps == 0
+                else f"{write.num_candidates / steps:.3g} per step on average")
+    validation = ("passed before the store replaced the previous one (rollout_validation checks it again on disk)"
+                  if build.validation.ok else f"{len(build.validation.errors):,} violations")
+    split_hash = (lineage.split_manifest_hash or "")[:12] or "none bound"
+    dataset_hash = lineage.dataset_manifest_sha256[:12]
+    return [
+        {"what": "rollouts", "value": f"{write.num_rollouts:,} chains of recorded states, each aimed at a target"},
+        {"what": "steps", "value": f"{write.num_steps:,} recorded states, each with the action the recording took"},
+        {"what": "candidate actions", "value": f"{write.num_candidates:,} ({per_step}): the recorded action and its "
+                                               "alternatives, each labelled by the recipe or masked as invalid"},
+        {"what": "sources", "value": f"{write.num_sources:,} {lineage.split} shards of the committed dataset"},
+        {"what": "validation", "value": validation},
+        {"what": "lineage", "value": f"split {split_hash} (splits.json), dataset {dataset_hash} (its manifest), "
+                                     f"recipe {lineage.recipe_id}; rollout_lineage checks both are still current"},
+    ]
+
+
 def q_h_preview(store_dir: str | os.PathLike[str], rows: int = 5) -> list[dict[str, Any]]:
     """The first ``rows`` states of the persisted ``q_h/`` view, one summary row each
     (for the asset's metadata): ids, the selected action, its reward and return, how many
@@ -179,5 +215,5 @@ def q_h_preview(store_dir: str | os.PathLike[str], rows: int = 5) -> list[dict[s
     return preview
 
 
-__all__ = ["RolloutStoreBuild", "build_rollout_store", "check_rollout_lineage", "q_h_preview",
-           "rollout_validation_check", "validation_check_result"]
+__all__ = ["BUILD_HINT", "RolloutStoreBuild", "build_rollout_store", "check_rollout_lineage", "q_h_preview",
+           "rollout_validation_check", "store_summary", "validation_check_result"]

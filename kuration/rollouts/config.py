@@ -5,16 +5,19 @@ field except ``store_dir`` is persisted in the root attrs ``config`` and in the 
 sidecar, so two writes of the same records with the same config give the same bytes wherever
 the store lives.
 
-Seed 004's ``RolloutZarrStoreConfig`` is generalized from next-best-view planning. Kept (some
-renamed): ``store_dir``, ``return_semantics``, ``discount_gamma``, ``target_protocol_version``,
+Seed 004's ``RolloutZarrStoreConfig`` is generalized from next-best-view planning (the
+table of every difference is in ``docs/rollouts.md``). Kept as named: ``store_dir``,
+``return_semantics``, ``discount_gamma``, ``target_protocol_version``,
 ``reason_code_version``, ``field_retention_policy``, ``split_manifest_hash``,
-``q_h_chunk_states``, ``label_support_semantics``; ``source_offline_store_version`` became
-``source_dataset_version`` (the source is a committed Kuration dataset, not a VIN cache);
-``oracle_query_mode`` became ``oracle_id`` (the oracle is pluggable, so the store records
-which one labelled it); ``selected_depth_chunk_steps`` became ``selected_payload_chunk_steps``
-(the heavy selected-transition payload is any uint8 array, not a depth raster). Added:
-``reason_codes``, the bit table the versioned reason bits index (the seed kept it in code;
-a generic store must carry it).
+``q_h_chunk_states``, ``label_support_semantics``. Renamed, the seed's name kept as an alias
+(:data:`SEED_ALIASES`: a read-only property here, a keyword
+:func:`~kuration.rollouts.writer.write_rollout_zarr_store` accepts):
+``source_offline_store_version`` is ``source_dataset_version`` (the source is a committed
+Kuration dataset, not a VIN cache); ``oracle_query_mode`` is ``oracle_id`` (the oracle is
+pluggable, so the store records which one labelled it); ``selected_depth_chunk_steps`` is
+``selected_payload_chunk_steps`` (the heavy selected-transition payload is any uint8 array,
+not a depth raster). Added: ``reason_codes``, the bit table the versioned reason bits index
+(the seed kept it in code; a generic store must carry it).
 
 Dropped as domain-only, with why:
 
@@ -36,7 +39,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypeVar
 
 from kuration.errors import RolloutInputError, check_keys, shown
 from kuration.rollouts.schema import (
@@ -123,6 +126,21 @@ class RolloutZarrStoreConfig:
         object.__setattr__(self, "reason_codes", _checked_reason_codes(self.reason_codes))
 
     @property
+    def source_offline_store_version(self) -> str:
+        """Seed 004's name of :attr:`source_dataset_version`."""
+        return self.source_dataset_version
+
+    @property
+    def oracle_query_mode(self) -> str:
+        """Seed 004's name of :attr:`oracle_id`."""
+        return self.oracle_id
+
+    @property
+    def selected_depth_chunk_steps(self) -> int | None:
+        """Seed 004's name of :attr:`selected_payload_chunk_steps`."""
+        return self.selected_payload_chunk_steps
+
+    @property
     def declared_reason_mask(self) -> int:
         """The OR of every declared reason bit: a candidate's bits must stay inside it."""
         mask = 0
@@ -143,6 +161,21 @@ class RolloutZarrStoreConfig:
         return data
 
     @classmethod
+    def from_keywords(cls, *, seed_aliases: Mapping[str, Any] | None = None,
+                      reason_codes: Mapping[str, int] | None = None, **values: Any) -> RolloutZarrStoreConfig:
+        """The config of a writer's keyword options: ``values`` by the field names here,
+        ``reason_codes=None`` for :data:`DEFAULT_REASON_CODES`, and ``seed_aliases`` by seed
+        004's names (:data:`SEED_ALIASES`; None: not given), each resolved by
+        :func:`seed_alias` against its field."""
+        defaults = {f.name: f.default for f in fields(cls)}
+        for alias, given in (seed_aliases or {}).items():
+            name = SEED_ALIASES[alias]
+            values[name] = seed_alias(name, values.get(name, defaults[name]), alias, given, default=defaults[name])
+        if reason_codes is not None:
+            values["reason_codes"] = reason_codes
+        return cls(**values)
+
+    @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RolloutZarrStoreConfig:
         """The config from :meth:`to_dict` output; unknown keys are refused."""
         if not isinstance(data, Mapping):
@@ -151,6 +184,30 @@ class RolloutZarrStoreConfig:
         if "store_dir" not in data:
             raise RolloutInputError("RolloutZarrStoreConfig: missing key 'store_dir'")
         return cls(**dict(data))
+
+
+#: Seed 004's name -> the name here, for every renamed setting whose meaning is unchanged
+#: (config fields, and the validation switch of the reader and validator).
+SEED_ALIASES: dict[str, str] = {
+    "source_offline_store_version": "source_dataset_version",
+    "oracle_query_mode": "oracle_id",
+    "selected_depth_chunk_steps": "selected_payload_chunk_steps",
+    "validate_selected_depth_payload": "validate_selected_payload",
+}
+
+_T = TypeVar("_T")
+
+
+def seed_alias(name: str, value: _T, alias: str, alias_value: _T | None, *, default: _T) -> _T:
+    """``value`` of the keyword ``name``, or ``alias_value`` when the caller used seed 004's
+    name ``alias`` for it (None: not used). Both given with different values, and ``value``
+    not its ``default``, is a :class:`RolloutInputError` naming both."""
+    if alias_value is None:
+        return value
+    if value != default and value != alias_value:
+        raise RolloutInputError(f"{name}={shown(value)} and {alias}={shown(alias_value)} (seed 004's name for "
+                                f"{name}) disagree; pass one of them")
+    return alias_value
 
 
 def _checked_reason_codes(codes: Any) -> dict[str, int]:
@@ -169,4 +226,5 @@ def _checked_reason_codes(codes: Any) -> dict[str, int]:
     return {name: int(codes[name]) for name in sorted(codes, key=lambda n: (codes[n], n))}
 
 
-__all__ = ["DEFAULT_REASON_CODES", "FIELD_RETENTION_POLICIES", "RolloutZarrStoreConfig"]
+__all__ = ["DEFAULT_REASON_CODES", "FIELD_RETENTION_POLICIES", "SEED_ALIASES", "RolloutZarrStoreConfig",
+           "seed_alias"]

@@ -18,25 +18,23 @@ of that block, so the block is bound to ``manifest_sha256`` like everything else
 raises :class:`RolloutStoreError` when a binding is missing (no range holds the row),
 ambiguous (two ranges hold it) or altered (a digest that does not match), rather than
 borrowing another chain's configuration. It does not open the input stores (they may be
-gone): the archive is the evidence.
+gone): the archive is the evidence. It reads the store only through
+:class:`~kuration.rollouts.store_rows.StoreRows` (the reader), which has checked the root
+attrs and checks each column's shape before it is read.
 """
 
 from __future__ import annotations
 
-import threading
-import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import zarr
 
-from kuration.errors import RolloutStoreError, shown
 from kuration.canonical.hashing import canonical_digest
+from kuration.errors import RolloutStoreError, shown
 from kuration.rollouts import schema
-from kuration.canonical.strict_json import parse_strict_json
+from kuration.rollouts.store_rows import StoreRows
 
 PACKING_VERSION = "kuration.rollout_packing.v1"
 #: Tables a row can be resolved in (every factual table keeps its rows through packing).
@@ -86,91 +84,123 @@ def stored_digest(value: Any, *, where: str) -> str:
 
 
 @dataclass(frozen=True)
-class _StoreMetadata:
+class StoreMetadata:
+    """A store's root attrs and its sidecar manifest, the sidecar checked against the attrs
+    ``manifest_sha256`` (its canonical digest)."""
+
     attrs: dict[str, Any]
     manifest: dict[str, Any]
     manifest_sha256: str
-    #: The opened root group, each table group's attrs and the link columns read so far,
-    #: filled on the first row lookup and kept with the rest: reopening the group and
-    #: decoding a chunk per row cost ~10 ms a call.
-    provenance: dict[str, Any] = field(default_factory=dict)
 
 
-_CACHE: dict[int, _StoreMetadata] = {}
-_CACHE_LOCK = threading.Lock()
-
-
-def _metadata(reader: Any) -> _StoreMetadata:
-    """Root attrs and sidecar of the reader's store, read once per reader (the store is
-    immutable while a reader is open)."""
-    key = id(reader)
-    with _CACHE_LOCK:
-        cached = _CACHE.get(key)
-    if cached is not None:
-        return cached
-    metadata = read_store_metadata(Path(reader.store_dir))
-    with _CACHE_LOCK:
-        _CACHE[key] = metadata
-    try:
-        weakref.finalize(reader, _CACHE.pop, key, None)
-    except TypeError:
-        pass  # a reader without weak references keeps its entry; ids are not reused while it lives
-    return metadata
-
-
-def read_store_metadata(store_dir: Path) -> _StoreMetadata:
-    """Root attrs and the sidecar manifest of a store, the sidecar checked against the attrs
-    ``manifest_sha256``; :class:`RolloutStoreError` if either is unreadable or they disagree."""
-    try:
-        attrs = dict(zarr.open_group(str(store_dir), mode="r", zarr_format=3).attrs.asdict())
-    except Exception as exc:  # noqa: BLE001 -- hostile metadata may raise anything from zarr's parser
-        raise RolloutStoreError(f"{store_dir}: not a readable rollout store ({type(exc).__name__}: "
-                                f"{shown(str(exc), 200)})") from None
-    sidecar = store_dir / schema.MANIFEST_FILENAME
-    try:
-        manifest = parse_strict_json(sidecar.read_bytes(), where=str(sidecar), what="rollout manifest",
-                                     error=RolloutStoreError)
-    except OSError as exc:
-        raise RolloutStoreError(f"{sidecar}: sidecar manifest unreadable ({exc.strerror})") from None
+def read_store_metadata(store: StoreRows) -> StoreMetadata:
+    """The root attrs and sidecar manifest of ``store``, the sidecar checked against the attrs
+    ``manifest_sha256``; :class:`RolloutStoreError` if the sidecar is unreadable or they
+    disagree."""
+    attrs = store.attrs
+    read = store.manifest()
+    manifest, digest = read["sidecar"], read["sidecar_sha256"]
+    sidecar = f"{store.store_dir}/{schema.MANIFEST_FILENAME}"
     if not isinstance(manifest, dict):
         raise RolloutStoreError(f"{sidecar}: expected a JSON object, found {type(manifest).__name__}")
-    digest = canonical_digest(manifest)
     if attrs.get("manifest_sha256") != digest:
         raise RolloutStoreError(f"{sidecar}: canonical digest {digest} does not match root attrs manifest_sha256 "
                                 f"{shown(attrs.get('manifest_sha256'))}; the store was altered after writing")
-    return _StoreMetadata(attrs=attrs, manifest=manifest, manifest_sha256=digest)
+    return StoreMetadata(attrs=attrs, manifest=manifest, manifest_sha256=digest)
 
 
-def acquisition_row_context(reader: Any, table: str, row_id: int) -> AcquisitionRowContext:
-    """Resolve row ``row_id`` of ``table`` (``rollouts``, ``steps`` or ``candidates``) in the
-    reader's store to its acquisition store and row, through any number of packings.
+class StoreLineage:
+    """Row lineage of one opened store (a :class:`~kuration.rollouts.store_rows.StoreRows`,
+    the reader). Its metadata (root attrs, checked sidecar) is read on the first lookup and
+    kept, and so is each link column a lookup follows, read whole once: a single element
+    costs the decode of its ~1 MB chunk, so per-row reads over many rows would repeat it.
+    The store is immutable while it is open, so what is kept stays true; the reader keeps
+    one of these for its life."""
+
+    def __init__(self, store: StoreRows) -> None:
+        self._store = store
+        self._metadata: StoreMetadata | None = None
+        self._columns: dict[str, np.ndarray] = {}
+
+    @property
+    def metadata(self) -> StoreMetadata:
+        if self._metadata is None:
+            self._metadata = read_store_metadata(self._store)
+        return self._metadata
+
+    def row_context(self, table: str, row_id: int) -> AcquisitionRowContext:
+        """See :func:`acquisition_row_context`."""
+        if table not in LINEAGE_TABLES:
+            raise RolloutStoreError(f"acquisition_row_context: table {shown(table)} has no lineage; expected one of "
+                                    f"{list(LINEAGE_TABLES)}")
+        store_dir = self._store.store_dir
+        metadata = self.metadata
+        rows = self._store.counts.get(table)
+        if isinstance(row_id, bool) or not isinstance(row_id, (int, np.integer)) or not isinstance(rows, int) \
+                or not 0 <= int(row_id) < rows:
+            raise RolloutStoreError(f"{store_dir}: acquisition_row_context: {table} row {shown(row_id)} is not in "
+                                    f"the store ({shown(rows)} rows)")
+        row = int(row_id)
+        digest, original, depth, manifest = _resolve(metadata.attrs.get("packing"), metadata.manifest,
+                                                     metadata.manifest_sha256, table, row,
+                                                     where=f"{store_dir}: root attrs packing")
+        strategy, mixture, source = self._row_provenance(table, row)
+        generation = {key: manifest.get(key) for key in ("config", "generation", "invocation", "lineage")}
+        return AcquisitionRowContext(table=table, row_id=row, acquisition_manifest_sha256=digest,
+                                     acquisition_row_id=original, packing_depth=depth, generation=generation,
+                                     strategy_id=strategy, mixture_id=mixture, source=source)
+
+    def _at(self, path: str, index: int) -> Any:
+        if path not in self._columns:
+            # the reader checked the column's shape against the root attrs counts: its size
+            # never comes from an array's own (hostile) metadata
+            self._columns[path] = self._store.array(path)
+        return self._columns[path][index]
+
+    def _row_provenance(self, table: str, row: int) -> tuple[str, str, dict[str, Any]]:
+        """Strategy id, mixture id and source of the chain that ``row`` of ``table`` belongs to."""
+        at = self._at
+        try:
+            if table == "candidates":
+                row = int(at("candidates/step_id", row))
+            if table in ("candidates", "steps"):
+                row = int(at("steps/rollout_id", row))
+            strategy = self._word("rollouts", "strategy_ids", at("rollouts/strategy_code", row))
+            mixture = self._word("rollouts", "mixture_ids", at("rollouts/mixture_code", row))
+            source_id = int(at("rollouts/source_id", row))
+            source = {"shard_path": self._word("sources", "shard_paths", at("sources/shard_path_code", source_id)),
+                      "shard_sha256": bytes(np.asarray(at("sources/shard_sha256", source_id), dtype=np.uint8)).hex(),
+                      "entity": self._word("sources", "entities", at("sources/entity_code", source_id)),
+                      "split": self._word("sources", "splits", at("sources/split_code", source_id))}
+        except RolloutStoreError:
+            raise
+        except Exception as exc:  # noqa: BLE001 -- a damaged link (an id out of range); validation names the details
+            raise RolloutStoreError(f"{self._store.store_dir}: the provenance of {table} row {row} cannot be read "
+                                    f"({type(exc).__name__}: {shown(str(exc), 200)}); run validate() for details") \
+                from None
+        return strategy, mixture, source
+
+    def _word(self, table: str, name: str, code: Any) -> str:
+        words = self._store.vocabulary(table, name)
+        index = int(code)
+        if not 0 <= index < len(words) or not words[index]:
+            raise RolloutStoreError(f"{self._store.store_dir}: {table} attrs {name}: code {index} names no entry; "
+                                    "the vocabulary is missing or broken")
+        return words[index]
+
+
+def acquisition_row_context(store: StoreRows, table: str, row_id: int) -> AcquisitionRowContext:
+    """Resolve row ``row_id`` of ``table`` (``rollouts``, ``steps`` or ``candidates``) in
+    ``store`` (the reader) to its acquisition store and row, through any number of packings.
 
     Raises :class:`RolloutStoreError` on a missing, ambiguous or altered binding, on a store
     whose sidecar does not match its attrs, and for a ``table`` or ``row_id`` the store does
-    not have. Metadata (attrs, sidecar) is read once per reader.
+    not have. Each call reads the metadata again;
+    :meth:`RolloutZarrStoreReader.acquisition_row_context
+    <kuration.rollouts.reader.RolloutZarrStoreReader.acquisition_row_context>` keeps it (and
+    the link columns) for the reader's life.
     """
-    if table not in LINEAGE_TABLES:
-        raise RolloutStoreError(f"acquisition_row_context: table {shown(table)} has no lineage; expected one of "
-                                f"{list(LINEAGE_TABLES)}")
-    store_dir = Path(reader.store_dir)
-    metadata = _metadata(reader)
-    counts = metadata.attrs.get("counts")
-    if not isinstance(counts, dict):
-        counts = {}
-    rows = counts.get(table)
-    if isinstance(row_id, bool) or not isinstance(row_id, (int, np.integer)) or not isinstance(rows, int) \
-            or not 0 <= int(row_id) < rows:
-        raise RolloutStoreError(f"{store_dir}: acquisition_row_context: {table} row {shown(row_id)} is not in the "
-                                f"store ({shown(rows)} rows)")
-    row = int(row_id)
-    digest, original, depth, manifest = _resolve(metadata.attrs.get("packing"), metadata.manifest,
-                                                 metadata.manifest_sha256, table, row,
-                                                 where=f"{store_dir}: root attrs packing")
-    strategy, mixture, source = _row_provenance(store_dir, metadata, table, row)
-    generation = {key: manifest.get(key) for key in ("config", "generation", "invocation", "lineage")}
-    return AcquisitionRowContext(table=table, row_id=row, acquisition_manifest_sha256=digest,
-                                 acquisition_row_id=original, packing_depth=depth, generation=generation,
-                                 strategy_id=strategy, mixture_id=mixture, source=source)
+    return StoreLineage(store).row_context(table, row_id)
 
 
 def _resolve(packing: Any, manifest: dict[str, Any], manifest_sha256: str, table: str, row: int, *,
@@ -236,15 +266,6 @@ def _range(entry: Any, table: str, *, where: str) -> tuple[int, int]:
     return span[0], span[1]
 
 
-def vocabulary(group_attrs: Mapping[str, Mapping[str, Any]], name: str) -> list[Any] | None:
-    """The vocabulary list ``name`` from the table groups' attrs (the first group holding it)."""
-    for group, names in schema.VOCABULARIES.items():
-        if name in names.values():
-            value = group_attrs.get(group, {}).get(name)
-            return value if isinstance(value, list) else None
-    return None
-
-
 def recorded_packing_digest(manifest: Mapping[str, Any]) -> Any:
     """The ``packing_sha256`` a packed store's sidecar records (``lineage.caller``), or None."""
     lineage = manifest.get("lineage")
@@ -252,57 +273,6 @@ def recorded_packing_digest(manifest: Mapping[str, Any]) -> Any:
     return caller.get("packing_sha256") if isinstance(caller, dict) else None
 
 
-def _row_provenance(store_dir: Path, metadata: _StoreMetadata, table: str, row: int
-                    ) -> tuple[str, str, dict[str, Any]]:
-    """Strategy id, mixture id and source of the chain that ``row`` of ``table`` belongs to,
-    read one element at a time (the store's columns are not loaded)."""
-    try:
-        if not metadata.provenance:
-            opened: Any = zarr.open_group(str(store_dir), mode="r", zarr_format=3)
-            metadata.provenance.update(
-                root=opened, attrs={group: dict(opened[group].attrs.asdict()) for group in schema.VOCABULARIES})
-        root, attrs = metadata.provenance["root"], metadata.provenance["attrs"]
-        recorded = metadata.attrs.get("counts")
-        counts: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
-        columns = metadata.provenance.setdefault("columns", {})
-
-        def at(path: str, index: int) -> Any:
-            # A column is read whole the first time and kept: a single element costs the
-            # decode of its ~1 MB chunk, so per-row lookups over many rows would repeat it.
-            if path not in columns:
-                node = root[path]
-                rows = counts.get(path.split("/")[0])
-                if not isinstance(rows, int) or node.shape[:1] != (rows,):  # never size a read from hostile metadata
-                    raise RolloutStoreError(f"{store_dir}: {path} has shape {node.shape}, but the root attrs count "
-                                            f"{shown(rows)} rows; run validate() for details")
-                columns[path] = np.asarray(node[...])
-            return columns[path][index]
-
-        if table == "candidates":
-            row = int(at("candidates/step_id", row))
-        if table in ("candidates", "steps"):
-            row = int(at("steps/rollout_id", row))
-        strategy_code = int(at("rollouts/strategy_code", row))
-        mixture_code = int(at("rollouts/mixture_code", row))
-        source_id = int(at("rollouts/source_id", row))
-        source = {"shard_path": _word(attrs, "shard_paths", int(at("sources/shard_path_code", source_id))),
-                  "shard_sha256": bytes(np.asarray(at("sources/shard_sha256", source_id), dtype=np.uint8)).hex(),
-                  "entity": _word(attrs, "entities", int(at("sources/entity_code", source_id))),
-                  "split": _word(attrs, "splits", int(at("sources/split_code", source_id)))}
-    except RolloutStoreError:
-        raise
-    except Exception as exc:  # noqa: BLE001 -- a damaged array or link; validation names the details
-        raise RolloutStoreError(f"{store_dir}: the provenance of {table} row {row} cannot be read "
-                                f"({type(exc).__name__}: {shown(str(exc), 200)}); run validate() for details") from None
-    return _word(attrs, "strategy_ids", strategy_code), _word(attrs, "mixture_ids", mixture_code), source
-
-
-def _word(group_attrs: Mapping[str, Mapping[str, Any]], name: str, code: int) -> str:
-    words = vocabulary(group_attrs, name)
-    if words is None or not 0 <= code < len(words) or not isinstance(words[code], str) or not words[code]:
-        raise RolloutStoreError(f"root attrs {name}: code {code} names no entry; the vocabulary is missing or broken")
-    return str(words[code])
-
-
-__all__ = ["LINEAGE_TABLES", "PACKING_VERSION", "AcquisitionRowContext", "acquisition_row_context",
-           "mapping_digest", "read_store_metadata", "recorded_packing_digest", "stored_digest", "vocabulary"]
+__all__ = ["LINEAGE_TABLES", "PACKING_VERSION", "AcquisitionRowContext", "StoreLineage", "StoreMetadata",
+           "acquisition_row_context", "mapping_digest", "read_store_metadata", "recorded_packing_digest",
+           "stored_digest"]

@@ -9,6 +9,9 @@ version, the state/position/target/payload widths, the discount gamma and the re
 protocol and label semantics. A mismatch is refused naming the field and the two values; the
 packed store would otherwise mix incomparable labels or returns.
 
+Inputs are read through :class:`~kuration.rollouts.reader.RolloutZarrStoreReader` (the
+``StoreRows`` surface): their factual columns, vocabularies, root attrs and checked sidecar.
+
 What it does not do: deduplicate rows (packing the same store twice keeps both copies, each
 mapped to its own archived range) or read the inputs' sources.
 """
@@ -22,15 +25,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import zarr
 
-from kuration.errors import RolloutInputError, RolloutStoreError, shown
 from kuration.canonical.hashing import canonical_digest
+from kuration.errors import RolloutInputError, RolloutStoreError, shown
 from kuration.rollouts import schema
 from kuration.rollouts.config import RolloutZarrStoreConfig
-from kuration.rollouts.lineage import PACKING_VERSION, mapping_digest, read_store_metadata, vocabulary
+from kuration.rollouts.lineage import PACKING_VERSION, mapping_digest, read_store_metadata
+from kuration.rollouts.normalize import RolloutTables
+from kuration.rollouts.reader import RolloutZarrStoreReader
 from kuration.rollouts.validation import validate_rollout_zarr_store
-from kuration.rollouts.writer import RolloutTables, RolloutZarrWriteResult, write_rollout_tables
+from kuration.rollouts.writer import RolloutZarrWriteResult, write_rollout_tables
 
 #: Config fields every input must share (the meaning of labels, returns and reason bits).
 #: Lineage fields (split manifest hash, source dataset version, oracle) may differ: each
@@ -48,11 +52,18 @@ _FOREIGN_KEYS: dict[str, str] = {
 }
 
 
+#: Every vocabulary name and the table group it is read from (the first that holds it; the
+#: candidates' strategy and mixture lists are the rollouts', which validation checks).
+_VOCABULARY_TABLES: dict[str, str] = {
+    name: next(table for table, names in schema.VOCABULARIES.items() if name in names.values())
+    for names in schema.VOCABULARIES.values() for name in names.values()}
+
+
 @dataclass(frozen=True)
 class _Input:
     store_dir: Path
     attrs: dict[str, Any]
-    group_attrs: dict[str, dict[str, Any]]
+    vocabularies: dict[str, list[str]]
     manifest: dict[str, Any]
     manifest_sha256: str
     columns: dict[str, np.ndarray]
@@ -64,14 +75,12 @@ def _load(store_dir: Path) -> _Input:
         shown_errors = "; ".join(result.errors[:5]) + (f"; ... ({len(result.errors)} errors)"
                                                        if len(result.errors) > 5 else "")
         raise RolloutStoreError(f"{store_dir}: cannot pack a store that fails validation: {shown_errors}")
-    metadata = read_store_metadata(store_dir)
-    root: Any = zarr.open_group(str(store_dir), mode="r", zarr_format=3)
-    columns = {}
-    for spec in schema.ARRAYS:
-        if spec.group in schema.TABLES and spec.path in root:
-            columns[spec.path] = np.asarray(root[spec.path][...])
-    group_attrs = {group: dict(root[group].attrs.asdict()) for group in schema.VOCABULARIES}
-    return _Input(store_dir=store_dir, attrs=metadata.attrs, group_attrs=group_attrs, manifest=metadata.manifest,
+    reader = RolloutZarrStoreReader(store_dir)
+    metadata = read_store_metadata(reader)
+    columns = {spec.path: reader.array(spec.path) for spec in schema.ARRAYS
+               if spec.group in schema.TABLES and reader.has_array(spec.path)}
+    vocabularies = {name: reader.vocabulary(table, name) for name, table in _VOCABULARY_TABLES.items()}
+    return _Input(store_dir=store_dir, attrs=metadata.attrs, vocabularies=vocabularies, manifest=metadata.manifest,
                   manifest_sha256=metadata.manifest_sha256, columns=columns)
 
 
@@ -102,7 +111,7 @@ def _merged_vocabularies(inputs: Sequence[_Input]) -> tuple[dict[str, list[str]]
     for item in inputs:
         tables = {}
         for name in names:
-            words = vocabulary(item.group_attrs, name) or []
+            words = item.vocabularies[name]
             index = {word: code for code, word in enumerate(merged[name])}
             lookup = np.empty(len(words), dtype=np.int32)
             for code, word in enumerate(words):

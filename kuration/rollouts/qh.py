@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -66,75 +67,104 @@ def build_q_h(columns: Mapping[str, np.ndarray], *, discount_gamma: float,
     missing = [path for path in Q_H_INPUT_PATHS if path not in columns]
     if missing:
         raise KeyError(f"build_q_h: missing factual columns {missing}")
-    starts = np.asarray(columns["steps/candidate_start"], dtype=np.int64)
-    counts = np.asarray(columns["steps/candidate_count"], dtype=np.int64)
-    num_steps = len(starts)
-    recorded_a = None if widths is None else widths.get("A")
-    width_a = int(counts.max(initial=0)) if recorded_a is None else int(recorded_a)
-    if counts.size and (counts.min() < 0 or counts.max() > width_a):
-        raise RolloutStoreError(f"build_q_h: shell widths must be within 0..{width_a}, found "
-                                f"{int(counts.min())}..{int(counts.max())}")
-
-    # Every shell is a run of consecutive candidate ids from its start, so the S x A arrays are
-    # filled by one scatter each into a preallocated array, at the flat slot ``s * A + j`` of
-    # column j of row s (in row-major order, which is candidate order within a shell).
-    slots = np.flatnonzero(np.arange(width_a, dtype=np.int64)[None, :] < counts[:, None])
-    total = int(counts.sum())
-    num_candidates = len(columns["candidates/valid_action"])
-    expected_starts = np.cumsum(counts) - counts
-    if total == num_candidates and np.array_equal(starts, expected_starts):
-        ids: np.ndarray | None = None  # shells tile candidates/ in order: take the columns as they are
-    else:
-        ids = np.repeat(starts - expected_starts, counts) + np.arange(total, dtype=np.int64)
-        if ids.size and (ids.min() < 0 or ids.max() >= num_candidates):
-            raise RolloutStoreError(f"build_q_h: a shell reaches outside candidates/ (candidate ids "
-                                    f"{int(ids.min())}..{int(ids.max())}, {num_candidates} rows)")
-
-    def gathered(path: str, dtype: type) -> np.ndarray:
-        values: np.ndarray = np.asarray(columns[path], dtype=dtype)
-        return values if ids is None else values[ids]
-
-    def padded(values: np.ndarray, dtype: type, fill: float | int | bool) -> np.ndarray:
-        tail = values.shape[1:]
-        array: np.ndarray = np.full((num_steps * width_a, *tail), fill, dtype=dtype)
-        if values.ndim == 1:
-            array[slots] = values
-        elif values.size:  # a row of several values moves as one opaque record: one copy per slot
-            _records(array)[slots] = _records(np.ascontiguousarray(values, dtype=dtype))
-        return array.reshape(num_steps, width_a, *tail)
-
+    shells = _ShellLayout.of(columns, widths)
     rollout_ids = np.asarray(columns["steps/rollout_id"], dtype=np.int64)
-    source_ids = np.asarray(columns["rollouts/source_id"], dtype=np.int64)[rollout_ids]
-    target_ids = np.asarray(columns["rollouts/target_id"], dtype=np.int64)[rollout_ids]
+    chains = {"source_ids": np.asarray(columns["rollouts/source_id"], dtype=np.int64)[rollout_ids],
+              "target_ids": np.asarray(columns["rollouts/target_id"], dtype=np.int64)[rollout_ids]}
+    out = {**_candidate_arrays(columns, shells, chains["target_ids"]), **chains, **_state_arrays(columns, gamma)}
+    return {name: out[name] for name in Q_H_ARRAY_NAMES}
+
+
+@dataclass(frozen=True)
+class _ShellLayout:
+    """Where each candidate goes in the padded S x A arrays. Every shell is a run of
+    consecutive candidate ids from its start, so an array is filled by one scatter into a
+    preallocated one, at the flat slot ``s * A + j`` of column j of row s (row-major order,
+    which is candidate order within a shell)."""
+
+    counts: np.ndarray
+    width_a: int
+    slots: np.ndarray
+    #: The candidate id of each slot; None when the shells tile ``candidates/`` in order, so
+    #: the columns are taken as they are.
+    ids: np.ndarray | None
+    num_candidates: int
+
+    @classmethod
+    def of(cls, columns: Mapping[str, np.ndarray], widths: Mapping[str, Any] | None) -> _ShellLayout:
+        starts = np.asarray(columns["steps/candidate_start"], dtype=np.int64)
+        counts = np.asarray(columns["steps/candidate_count"], dtype=np.int64)
+        recorded_a = None if widths is None else widths.get("A")
+        width_a = int(counts.max(initial=0)) if recorded_a is None else int(recorded_a)
+        if counts.size and (counts.min() < 0 or counts.max() > width_a):
+            raise RolloutStoreError(f"build_q_h: shell widths must be within 0..{width_a}, found "
+                                    f"{int(counts.min())}..{int(counts.max())}")
+        slots = np.flatnonzero(np.arange(width_a, dtype=np.int64)[None, :] < counts[:, None])
+        total = int(counts.sum())
+        num_candidates = len(columns["candidates/valid_action"])
+        expected_starts = np.cumsum(counts) - counts
+        ids: np.ndarray | None = None
+        if total != num_candidates or not np.array_equal(starts, expected_starts):
+            ids = np.repeat(starts - expected_starts, counts) + np.arange(total, dtype=np.int64)
+            if ids.size and (ids.min() < 0 or ids.max() >= num_candidates):
+                raise RolloutStoreError(f"build_q_h: a shell reaches outside candidates/ (candidate ids "
+                                        f"{int(ids.min())}..{int(ids.max())}, {num_candidates} rows)")
+        return cls(counts=counts, width_a=width_a, slots=slots, ids=ids, num_candidates=num_candidates)
+
+    def gathered(self, values: Any, dtype: type) -> np.ndarray:
+        """A candidate column in slot order."""
+        array: np.ndarray = np.asarray(values, dtype=dtype)
+        return array if self.ids is None else array[self.ids]
+
+    def padded(self, values: np.ndarray, dtype: type, fill: float | int | bool) -> np.ndarray:
+        """``values`` (one row per slot) scattered into S x A (x trailing), ``fill`` elsewhere."""
+        tail = values.shape[1:]
+        num_steps = len(self.counts)
+        array: np.ndarray = np.full((num_steps * self.width_a, *tail), fill, dtype=dtype)
+        if values.ndim == 1:
+            array[self.slots] = values
+        elif values.size:  # a row of several values moves as one opaque record: one copy per slot
+            _records(array)[self.slots] = _records(np.ascontiguousarray(values, dtype=dtype))
+        return array.reshape(num_steps, self.width_a, *tail)
+
+
+def _candidate_arrays(columns: Mapping[str, np.ndarray], shells: _ShellLayout, target_ids: np.ndarray
+                      ) -> dict[str, np.ndarray]:
+    """The padded per-candidate arrays: ids, masks, one-step labels, reason bits, positions
+    (``target_ids``: each step's target)."""
     target_label_valid = np.asarray(columns["targets/label_valid"], dtype=bool)[target_ids]
-
-    valid = gathered("candidates/valid_action", bool)
+    valid = shells.gathered(columns["candidates/valid_action"], bool)
     # Canonical before the scatter: the NaN fill is canonical already, so the padded arrays are too.
-    label = canonical_floats(gathered("candidates/label", np.float32))
-    position = canonical_floats(gathered("candidates/position", np.float32))
-    trainable = valid & gathered("candidates/label_valid", bool) & np.isfinite(label) \
-        & np.repeat(target_label_valid, counts)
+    label = canonical_floats(shells.gathered(columns["candidates/label"], np.float32))
+    position = canonical_floats(shells.gathered(columns["candidates/position"], np.float32))
+    trainable = valid & shells.gathered(columns["candidates/label_valid"], bool) & np.isfinite(label) \
+        & np.repeat(target_label_valid, shells.counts)
+    ids = np.arange(shells.num_candidates, dtype=np.int64) if shells.ids is None else shells.ids
+    return {
+        "candidate_ids": shells.padded(ids, np.int64, -1),
+        "valid_action_mask": shells.padded(valid, np.bool_, False),
+        "q_train_mask": shells.padded(trainable, np.bool_, False),
+        "one_step_labels": shells.padded(label, np.float32, np.nan),
+        "reason_bits": shells.padded(shells.gathered(columns["candidates/reason_bits"], np.uint32), np.uint32, 0),
+        "positions": shells.padded(position, np.float32, np.nan),
+    }
 
-    out: dict[str, np.ndarray] = {}
-    out["candidate_ids"] = padded(np.arange(num_candidates, dtype=np.int64) if ids is None else ids, np.int64, -1)
-    out["valid_action_mask"] = padded(valid, np.bool_, False)
-    out["q_train_mask"] = padded(trainable, np.bool_, False)
-    out["one_step_labels"] = padded(label, np.float32, np.nan)
-    out["reason_bits"] = padded(gathered("candidates/reason_bits", np.uint32), np.uint32, 0)
-    out["positions"] = padded(position, np.float32, np.nan)
-    out["step_ids"] = np.arange(num_steps, dtype=np.int64)
-    out["source_ids"] = source_ids
-    out["target_ids"] = target_ids
-    out["selected_action_index"] = np.asarray(columns["steps/selected_shell_index"], dtype=np.int32)
+
+def _state_arrays(columns: Mapping[str, np.ndarray], gamma: float) -> dict[str, np.ndarray]:
+    """The per-state arrays: the step ids, the selected action and its TD linkage and return."""
     reward = canonical_floats(np.asarray(columns["steps/reward"], dtype=np.float32))
     terminal = np.asarray(columns["steps/terminal"], dtype=bool)
     next_step = np.asarray(columns["steps/next_step_id"], dtype=np.int64)
-    out["td_reward"] = reward
-    out["td_next_state"] = next_step.copy()  # -1 on terminal steps in a sound store; not masked, so a bad link shows
-    out["td_discount"] = np.where(terminal, np.float32(0.0), np.float32(gamma)).astype(np.float32)
-    out["td_terminal"] = terminal.copy()
-    out["td_return"] = canonical_floats(discounted_returns(reward, terminal, next_step, gamma))
-    return {name: out[name] for name in Q_H_ARRAY_NAMES}
+    return {
+        "step_ids": np.arange(len(reward), dtype=np.int64),
+        "selected_action_index": np.asarray(columns["steps/selected_shell_index"], dtype=np.int32),
+        "td_reward": reward,
+        # -1 on terminal steps in a sound store; not masked, so a bad link shows
+        "td_next_state": next_step.copy(),
+        "td_discount": np.where(terminal, np.float32(0.0), np.float32(gamma)).astype(np.float32),
+        "td_terminal": terminal.copy(),
+        "td_return": canonical_floats(discounted_returns(reward, terminal, next_step, gamma)),
+    }
 
 
 def _records(array: np.ndarray) -> np.ndarray:

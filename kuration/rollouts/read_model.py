@@ -4,23 +4,22 @@ The arrays keep unavailable values as sentinels (NaN for floats, -1 for integer 
 ids); these projections decode them as ``None``, so a consumer never mistakes an unavailable
 audit for a measured 0, a missing label for a score, or a terminal step's -1 for a row id.
 Codes come back as the strings they stand for, and reason bits as the reason names of the
-store's own reason table. Every value is read from the factual tables through the reader's
-:meth:`~kuration.rollouts.reader.RolloutZarrStoreReader.array_rows` (only the chunks that hold
-the step and its shell), never from the derived ``q_h/`` view.
+store's own reason table. Every value is read from the factual tables through
+:meth:`~kuration.rollouts.store_rows.StoreRows.array_rows` (only the chunks that hold the step
+and its shell), never from the derived ``q_h/`` view; the reader implements that protocol and
+calls :func:`step_view` on itself.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from kuration.errors import RolloutInputError, RolloutStoreError, shown
-
-if TYPE_CHECKING:
-    from kuration.rollouts.reader import RolloutZarrStoreReader
+from kuration.rollouts.store_rows import StoreRows
 
 
 @dataclass(frozen=True)
@@ -66,7 +65,7 @@ class StepView:
         return self.candidates[self.selected_shell_index]
 
 
-def _one(reader: RolloutZarrStoreReader, path: str, row: int) -> Any:
+def _one(reader: StoreRows, path: str, row: int) -> Any:
     return reader.array_rows(path, np.asarray([row], dtype=np.int64))[0]
 
 
@@ -80,7 +79,7 @@ def _count_or_none(value: Any) -> int | None:
     return None if number == -1 else number
 
 
-def _decoded(reader: RolloutZarrStoreReader, table: str, name: str, code: Any) -> str:
+def _decoded(reader: StoreRows, table: str, name: str, code: Any) -> str:
     values = reader.vocabulary(table, name)
     index = int(code)
     if not 0 <= index < len(values):
@@ -97,7 +96,7 @@ def _reason_names(bits: int, table: dict[str, int]) -> tuple[str, ...]:
     return names
 
 
-def step_view(reader: RolloutZarrStoreReader, step_id: int) -> StepView:
+def step_view(reader: StoreRows, step_id: int) -> StepView:
     """The typed projection of ``steps[step_id]`` and its shell (see the module doc).
     :class:`RolloutInputError` for a step id outside the store; :class:`RolloutStoreError`
     when its links point outside the store."""

@@ -1,6 +1,6 @@
 """Read a rollout replay store, strictly and read-only: :class:`RolloutZarrStoreReader`.
 
-The reader opens the store with ``zarr.open_group(mode="r")`` and never writes, repairs,
+The reader opens the store read-only (:mod:`kuration.rollouts._open`) and never writes, repairs,
 migrates or backfills: an array that breaks the schema (wrong dtype, wrong row count, missing
 when required) is refused with :class:`RolloutStoreError` saying what was found and what to
 do. Only an *optional* array (``required=False`` in :mod:`kuration.rollouts.schema`) may be
@@ -10,53 +10,58 @@ Hostile input (a garbage ``zarr.json``, attrs of the wrong shape, an unreadable 
 corrupt chunk) raises :class:`RolloutStoreError`, never a raw zarr/JSON exception. The
 factual tables are the truth; ``q_h/`` is a cache that :meth:`q_h_view` can rebuild.
 
+The reader is how everything else reads a store: it implements
+:class:`~kuration.rollouts.store_rows.StoreRows`, which lineage, packing and the typed
+projections read through. What a well-formed store is comes from the pure checks beside the
+schema (:func:`~kuration.rollouts.schema.root_attr_problems`,
+:func:`~kuration.rollouts.schema.array_problems`): the reader raises the first problem,
+validation reports them all.
+
 What it does not do: validate the store's contracts (linkage, masks, digests). That is
-:meth:`RolloutZarrStoreReader.validate`, which delegates to
-:mod:`kuration.rollouts.validation`.
+:meth:`RolloutZarrStoreReader.validate`, which calls
+:func:`kuration.rollouts.validation.validate_rollout_zarr_store`.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import os
-import re
 import shutil
 import tempfile
 import weakref
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from kuration.errors import RolloutInputError, RolloutStoreError, shown
 from kuration.canonical.hashing import canonical_digest
+from kuration.errors import RolloutInputError, RolloutStoreError, shown
 from kuration.rollouts._chunks import implausible_grid
+from kuration.rollouts._open import REWRITE_HINT, array_node, chunk_files, open_store_group, zarr_errors
+from kuration.rollouts.config import seed_alias
+from kuration.rollouts.lineage import AcquisitionRowContext, StoreLineage
 from kuration.rollouts.qh import Q_H_INPUT_PATHS, build_q_h
+from kuration.rollouts.read_model import StepView, step_view
 from kuration.rollouts.remote import download_rollout_store
 from kuration.rollouts.schema import (
     ARRAYS,
     MANIFEST_FILENAME,
     Q_H_ARRAY_NAMES,
     Q_H_GROUP,
-    REQUIRED_ROOT_ATTRS,
-    ROLLOUT_ZARR_SCHEMA_ID,
-    ROLLOUT_ZARR_SCHEMA_VERSION,
-    TABLES,
     VOCABULARIES,
     ArraySpec,
+    array_problems,
+    expected_rows,
+    expected_trailing,
+    root_attr_problems,
 )
+from kuration.rollouts.validation import RolloutZarrValidationResult, validate_rollout_zarr_store
 from kuration.storage import is_remote, local_path, read_json
 
-if TYPE_CHECKING:
-    from kuration.rollouts.read_model import StepView
-
-_SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _SPECS = {spec.path: spec for spec in ARRAYS}
-_REWRITE = "rewrite the store with write_rollout_store_atomically"
+_REWRITE = REWRITE_HINT
 
 
 @dataclass(frozen=True)
@@ -91,26 +96,18 @@ class CandidateShellIndex:
         return self.candidate_start[steps] + shells
 
 
-def _zarr_errors() -> tuple[type[BaseException], ...]:
-    import zarr.errors
-
-    # What zarr raises on a malformed or missing node: its own errors, JSON and value errors
-    # from metadata parsing, KeyError/OSError from the store, TypeError from wrong-shaped JSON,
-    # RuntimeError from a codec fed corrupt bytes (numcodecs' "Zstd decompression error").
-    return (zarr.errors.BaseZarrError, ValueError, TypeError, KeyError, OSError, AttributeError, IndexError,
-            RuntimeError)
-
-
 class RolloutZarrStoreReader:
     """Open a completed rollout store (a local directory, or a remote URL read from a local
     copy of the whole store: :mod:`kuration.rollouts.remote`) read-only.
 
-    Construction checks the root: it exists, is a zarr v3 group, and its attrs carry the
-    schema id and version this reader knows plus every attr of
-    :data:`~kuration.rollouts.schema.REQUIRED_ROOT_ATTRS` with the right shape; anything else
-    raises :class:`RolloutStoreError`. Arrays are read on demand. Metadata (root attrs, zarr
-    nodes, the candidate shell index) is cached for the reader's life: a store is immutable
-    once written."""
+    Construction checks the root: it exists, is a zarr v3 group, and its attrs have no
+    :func:`~kuration.rollouts.schema.root_attr_problems` (the schema id and version this
+    reader knows, every attr of :data:`~kuration.rollouts.schema.REQUIRED_ROOT_ATTRS` with the
+    right shape); otherwise it raises :class:`RolloutStoreError` with the first problem. Each
+    array's metadata is checked by :func:`~kuration.rollouts.schema.array_problems` when it is
+    first read. Arrays are read on demand. Metadata (root attrs, zarr
+    nodes, the candidate shell index, the lineage of :meth:`acquisition_row_context`) is
+    cached for the reader's life: a store is immutable once written."""
 
     def __init__(self, store_dir: str | os.PathLike[str]) -> None:
         #: Where the store was asked for: a local path, or the URL of a remote store, which
@@ -124,17 +121,14 @@ class RolloutZarrStoreReader:
         if not Path(self.store_dir).is_dir():
             raise RolloutStoreError(f"{self.store_dir}: no rollout store here (not a directory); write one with "
                                     "write_rollout_store_atomically or check the path")
-        import zarr
-
-        try:
-            self._root = zarr.open_group(self.store_dir, mode="r", zarr_format=3)
-            attrs = self._root.attrs.asdict()
-        except _zarr_errors() as exc:
-            raise RolloutStoreError(f"{self.store_dir}: not a readable zarr v3 group ({type(exc).__name__}: "
-                                    f"{shown(str(exc), 200)}); {_REWRITE}") from None
-        self._attrs = _checked_root_attrs(self.store_dir, attrs)
+        self._root, attrs = open_store_group(self.store_dir)
+        problems = root_attr_problems(attrs)
+        if problems:
+            raise RolloutStoreError(f"{self.store_dir}: {problems[0]}; {_REWRITE}")
+        self._attrs: dict[str, Any] = dict(attrs)
         self._nodes: dict[str, Any] = {}
         self._shell_index: CandidateShellIndex | None = None
+        self._lineage = StoreLineage(self)
 
     # -- metadata -------------------------------------------------------------------------
 
@@ -169,7 +163,7 @@ class RolloutZarrStoreReader:
             raise RolloutStoreError(f"{table}/{name}: not a vocabulary of the schema; vocabularies: {VOCABULARIES}")
         try:
             values = self._root[table].attrs.asdict().get(name)
-        except _zarr_errors() as exc:
+        except zarr_errors() as exc:
             raise RolloutStoreError(f"{self.store_dir}: group {table} is unreadable ({type(exc).__name__}); "
                                     f"{_REWRITE}") from None
         if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
@@ -183,50 +177,32 @@ class RolloutZarrStoreReader:
         """The shape ``path`` must have in this store (rows from ``counts``, trailing widths
         from ``widths``)."""
         spec = _spec(path)
-        rows = self._attrs["counts"]["steps" if spec.group == Q_H_GROUP else spec.group]
-        trailing: list[int] = []
-        for dim in spec.trailing:
-            if isinstance(dim, int):
-                trailing.append(dim)
-            elif dim == "payload":
-                payload = self._attrs["widths"]["payload"]
-                if payload is None:
-                    raise RolloutStoreError(f"{self.store_dir}: {path} is not stored (field_retention_policy "
-                                            "'compact' keeps no payload); write with field_retention_policy='full'")
-                trailing.extend(payload)
-            else:
-                trailing.append(self._attrs["widths"][dim])
-        return (rows, *trailing)
+        trailing = expected_trailing(spec, self._attrs)
+        if trailing is None:  # the root attrs are checked: only a payload no store kept lacks a width
+            raise RolloutStoreError(f"{self.store_dir}: {path} is not stored (field_retention_policy 'compact' keeps "
+                                    "no payload); write with field_retention_policy='full'")
+        return (int(expected_rows(spec, self._attrs) or 0), *trailing)
 
     def _node(self, spec: ArraySpec) -> Any | None:
         """The zarr array at ``spec.path``, checked against the schema; None if absent."""
         if spec.path in self._nodes:
             return self._nodes[spec.path]
-        import zarr
-
         try:
-            node = self._root.get(spec.path)
-        except _zarr_errors() as exc:
-            raise RolloutStoreError(f"{self.store_dir}: {spec.path}: unreadable metadata ({type(exc).__name__}: "
-                                    f"{shown(str(exc), 200)}); {_REWRITE}") from None
+            node = array_node(self._root, spec.path)
+        except RolloutStoreError as exc:
+            raise RolloutStoreError(f"{self.store_dir}: {exc}; {_REWRITE}") from None
         if node is None:
             self._nodes[spec.path] = None
             return None
-        if not isinstance(node, zarr.Array):
-            raise RolloutStoreError(f"{self.store_dir}: {spec.path} is a {type(node).__name__}, expected an array")
-        if node.dtype != np.dtype(spec.dtype):
-            raise RolloutStoreError(f"{self.store_dir}: {spec.path} has dtype {node.dtype}, expected {spec.dtype}; "
-                                    f"{_REWRITE}")
-        expected = self.expected_shape(spec.path)
-        if tuple(node.shape) != expected:
-            raise RolloutStoreError(f"{self.store_dir}: {spec.path} has shape {tuple(node.shape)}, expected "
-                                    f"{expected} from the root attrs counts and widths; {_REWRITE}")
+        problems = array_problems(spec, node, self._attrs)
+        if problems:
+            raise RolloutStoreError(f"{self.store_dir}: {problems[0]}; {_REWRITE}")
         # Every chunk is written, so the grid must fit the chunk files on disk: this finds a
         # deleted chunk (zarr would read it as the fill value) and metadata declaring more
         # rows than were written (zarr would walk and allocate all of them).
         try:
-            implausible = implausible_grid(node, spec.path, _chunk_files(Path(self.store_dir) / spec.path))
-        except _zarr_errors() as exc:
+            implausible = implausible_grid(node, spec.path, chunk_files(Path(self.store_dir) / spec.path))
+        except zarr_errors() as exc:
             raise RolloutStoreError(f"{self.store_dir}: {spec.path}: unreadable chunk grid ({type(exc).__name__}: "
                                     f"{shown(str(exc), 200)}); {_REWRITE}") from None
         if implausible is not None:
@@ -237,10 +213,9 @@ class RolloutZarrStoreReader:
     def _present(self, path: str) -> tuple[ArraySpec, Any | None]:
         spec = _spec(path)
         node = self._node(spec)
-        if node is None and (spec.required or spec.unavailable is None):
-            if spec.required:
-                raise RolloutStoreError(f"{self.store_dir}: required array {path} is missing; the store is "
-                                        f"incomplete: {_REWRITE}")
+        if node is None and spec.required:
+            raise RolloutStoreError(f"{self.store_dir}: {array_problems(spec, None, self._attrs)[0]}: {_REWRITE}")
+        if node is None and spec.unavailable is None:
             raise RolloutStoreError(f"{self.store_dir}: {path} is not stored (it is kept only by "
                                     "field_retention_policy='full')")
         return spec, node
@@ -282,8 +257,6 @@ class RolloutZarrStoreReader:
         """The typed projection of one step and its candidate shell
         (:func:`kuration.rollouts.read_model.step_view`): codes decoded to strings, reason bits
         to names, and unavailable values (NaN, -1) to ``None``."""
-        from kuration.rollouts.read_model import step_view
-
         return step_view(self, step_id)
 
     def _read(self, path: str, read: Any) -> np.ndarray:
@@ -292,7 +265,7 @@ class RolloutZarrStoreReader:
         except MemoryError:
             raise RolloutStoreError(f"{self.store_dir}: {path}: its declared shape {self.expected_shape(path)} does "
                                     "not fit in memory; read rows with array_rows()") from None
-        except _zarr_errors() as exc:
+        except zarr_errors() as exc:
             raise RolloutStoreError(f"{self.store_dir}: {path}: a chunk cannot be read ({type(exc).__name__}: "
                                     f"{shown(str(exc), 200)}); {_REWRITE}") from None
 
@@ -359,25 +332,21 @@ class RolloutZarrStoreReader:
 
     # -- delegated ------------------------------------------------------------------------
 
-    def validate(self, validate_selected_payload: bool = True) -> Any:
+    def validate(self, validate_selected_payload: bool = True, *,
+                 validate_selected_depth_payload: bool | None = None) -> RolloutZarrValidationResult:
         """Every schema, linkage, mask, label and provenance violation of this store:
         :func:`kuration.rollouts.validation.validate_rollout_zarr_store` on ``store_dir``
-        (``validate_selected_payload=False`` skips the heavy payload rows). Returns its
-        ``RolloutZarrValidationResult``."""
-        validation = importlib.import_module("kuration.rollouts.validation")
-        return validation.validate_rollout_zarr_store(self.store_dir,
-                                                      validate_selected_payload=validate_selected_payload)
+        (``validate_selected_payload=False`` skips the heavy payload rows;
+        ``validate_selected_depth_payload`` is seed 004's name for it)."""
+        payload = seed_alias("validate_selected_payload", validate_selected_payload,
+                             "validate_selected_depth_payload", validate_selected_depth_payload, default=True)
+        return validate_rollout_zarr_store(self.store_dir, validate_selected_payload=payload)
 
-    def acquisition_row_context(self, table: str, row_id: int) -> Any:
+    def acquisition_row_context(self, table: str, row_id: int) -> AcquisitionRowContext:
         """The authenticated original generation context of a chain or step, followed through
-        packing: :func:`kuration.rollouts.lineage.acquisition_row_context` on this reader."""
-        lineage = importlib.import_module("kuration.rollouts.lineage")
-        return lineage.acquisition_row_context(self, table, row_id)
-
-
-def _chunk_files(array_dir: Path) -> int:
-    """The files below an array's directory other than its ``zarr.json``: its chunk files."""
-    return sum(len(files) for _, _, files in os.walk(array_dir)) - (array_dir / "zarr.json").is_file()
+        packing: :func:`kuration.rollouts.lineage.acquisition_row_context` on this reader, its
+        metadata and link columns read once for the reader's life."""
+        return self._lineage.row_context(table, row_id)
 
 
 def _spec(path: str) -> ArraySpec:
@@ -385,46 +354,6 @@ def _spec(path: str) -> ArraySpec:
     if spec is None:
         raise RolloutStoreError(f"unknown rollout store array {shown(path)}; valid paths: {sorted(_SPECS)}")
     return spec
-
-
-def _checked_root_attrs(where: str, attrs: Any) -> dict[str, Any]:
-    if not isinstance(attrs, Mapping):
-        raise RolloutStoreError(f"{where}: root attrs are not a JSON object")
-    schema_id = attrs.get("schema_id")
-    if schema_id != ROLLOUT_ZARR_SCHEMA_ID:
-        raise RolloutStoreError(f"{where}: root attrs schema_id is {shown(schema_id)}, expected "
-                                f"{ROLLOUT_ZARR_SCHEMA_ID!r}: this is not a rollout store (or an unfinished write)")
-    version = attrs.get("schema_version")
-    if version != ROLLOUT_ZARR_SCHEMA_VERSION or isinstance(version, bool):
-        raise RolloutStoreError(f"{where}: schema_version {shown(version)} is not supported by this reader "
-                                f"(it reads {ROLLOUT_ZARR_SCHEMA_VERSION}); rewrite the store with this Kuration")
-    missing = [name for name in REQUIRED_ROOT_ATTRS if name not in attrs]
-    if missing:
-        raise RolloutStoreError(f"{where}: root attrs miss {missing}; the write did not finish: {_REWRITE}")
-    counts = attrs["counts"]
-    if not isinstance(counts, Mapping) or sorted(counts) != sorted(TABLES) or not all(
-            _natural(counts[t]) for t in TABLES):
-        raise RolloutStoreError(f"{where}: root attrs counts must map {list(TABLES)} to counts >= 0, found "
-                                f"{shown(counts, 200)}")
-    widths = attrs["widths"]
-    if not isinstance(widths, Mapping) or not all(_natural(widths.get(k)) for k in ("P", "D_s", "D_t", "A")):
-        raise RolloutStoreError(f"{where}: root attrs widths must give P, D_s, D_t and A as ints >= 0, found "
-                                f"{shown(widths, 200)}")
-    payload = widths.get("payload")
-    if payload is not None and (not isinstance(payload, list) or not all(_natural(n) for n in payload)):
-        raise RolloutStoreError(f"{where}: root attrs widths.payload must be null or a list of ints, found "
-                                f"{shown(payload)}")
-    for name in ("config", "reason_codes"):
-        if not isinstance(attrs[name], Mapping):
-            raise RolloutStoreError(f"{where}: root attrs {name} must be an object, found {shown(attrs[name])}")
-    digest = attrs["manifest_sha256"]
-    if not isinstance(digest, str) or not _SHA256_HEX.match(digest):
-        raise RolloutStoreError(f"{where}: root attrs manifest_sha256 {shown(digest)} is not a SHA-256 hex digest")
-    return dict(attrs)
-
-
-def _natural(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 __all__ = ["CandidateShellIndex", "RolloutZarrStoreReader"]

@@ -10,9 +10,10 @@ first problem.
 
 The checks, in the order they report:
 
-- **schema**: the root attrs of :data:`~kuration.rollouts.schema.REQUIRED_ROOT_ATTRS`, the
-  schema id and version, every required array present with its dtype, first axis equal to
-  its table's ``counts`` and trailing shape equal to the ``widths``;
+- **schema**: every problem :func:`~kuration.rollouts.schema.root_attr_problems` finds in
+  the root attrs, and :func:`~kuration.rollouts.schema.array_problems` in each array (present
+  when required, its dtype, first axis equal to its table's ``counts`` and trailing shape
+  equal to the ``widths``): the checks the reader raises the first of;
 - **chunks**: every chunk (every shard, and every in-bounds inner chunk of a shard) on disk,
   since zarr reads a missing chunk as the fill value without a word;
 - **sidecar**: ``rollout_manifest.json`` present, parseable and its canonical digest equal to
@@ -29,7 +30,9 @@ The checks, in the order they report:
 - **derived view**: ``q_h/`` equal, array by array, to a rebuild from the factual tables with
   the persisted gamma (NaN equals NaN).
 
-It writes nothing: the group is opened with ``mode="r"`` and the chunk check lists files.
+It writes nothing: the group is opened read-only (:mod:`kuration.rollouts._open`, where the
+reader opens it too) and the chunk check lists files. It does not read through the strict
+reader, which stops at the first problem.
 """
 
 from __future__ import annotations
@@ -45,8 +48,9 @@ from typing import Any
 import numpy as np
 import zarr
 
-from kuration.errors import RolloutStoreError, shown
 from kuration.canonical.hashing import canonical_digest
+from kuration.canonical.strict_json import parse_strict_json
+from kuration.errors import RolloutStoreError, shown
 from kuration.rollouts import schema
 from kuration.rollouts._chunks import (
     MAX_ENUMERATED_MISSING,
@@ -55,11 +59,12 @@ from kuration.rollouts._chunks import (
     missing_chunk_keys,
     stored_chunk_files,
 )
+from kuration.rollouts._open import array_node, group_attrs, open_store_group
+from kuration.rollouts.config import seed_alias
 from kuration.rollouts.lineage import recorded_packing_digest, stored_digest
 from kuration.rollouts.qh import Q_H_INPUT_PATHS, build_q_h
 from kuration.rollouts.remote import downloaded_rollout_store
 from kuration.storage import is_remote
-from kuration.canonical.strict_json import parse_strict_json
 
 #: How many offending rows an error lists before it only counts them.
 SHOWN_ROWS = 5
@@ -126,7 +131,7 @@ class _Store:
     counts: dict[str, int]
     widths: dict[str, Any]
     arrays: dict[str, np.ndarray]
-    nodes: dict[str, zarr.Array]
+    nodes: dict[str, Any]
     group_attrs: dict[str, dict[str, Any]]
     readable: set[str] = field(default_factory=set)
     #: Every file of the store as a store key (None: the store could not be listed).
@@ -146,15 +151,19 @@ class _Store:
         return int(self.counts.get(table, 0))
 
 
-def validate_rollout_zarr_store(store_dir: str | Path, *, validate_selected_payload: bool = True
-                                ) -> RolloutZarrValidationResult:
+def validate_rollout_zarr_store(store_dir: str | Path, *, validate_selected_payload: bool = True,
+                                validate_selected_depth_payload: bool | None = None) -> RolloutZarrValidationResult:
     """Check the store at ``store_dir`` and return every violation found (read-only).
 
     ``validate_selected_payload=False`` skips reading and checking ``steps/selected_payload``
-    (the heavy optional payload), for consumers that do not read it. A remote URL
+    (the heavy optional payload), for consumers that do not read it;
+    ``validate_selected_depth_payload`` is seed 004's name for it. A remote URL
     (``s3://...``) is checked on a local copy of the whole store, downloaded for the call;
     the result names the URL.
     """
+    validate_selected_payload = seed_alias("validate_selected_payload", validate_selected_payload,
+                                           "validate_selected_depth_payload", validate_selected_depth_payload,
+                                           default=True)
     if is_remote(store_dir):
         return _validate_remote(os.fspath(store_dir), validate_selected_payload=validate_selected_payload)
     directory = Path(store_dir).resolve()
@@ -194,35 +203,28 @@ def _open(directory: Path, report: _Report, *, validate_selected_payload: bool) 
         report.add(f"{directory}: no rollout store here (not a directory); write one with write_rollout_zarr_store")
         return None
     try:
-        root = zarr.open_group(str(directory), mode="r", zarr_format=3)
-        attrs = dict(root.attrs.asdict())
+        root, attrs = open_store_group(directory)
+    except RolloutStoreError as exc:
+        report.add(str(exc))
+        return None
     except Exception as exc:  # noqa: BLE001 -- hostile metadata may raise anything from zarr's parser
         report.add(f"{directory}: not a readable zarr v3 group ({type(exc).__name__}: {shown(str(exc), 200)})")
         return None
-    for name in schema.REQUIRED_ROOT_ATTRS:
-        if name not in attrs:
-            report.add(f"root attrs: required attr {name!r} is missing; expected every one of "
-                       f"{list(schema.REQUIRED_ROOT_ATTRS)}")
-    if "schema_id" in attrs and attrs["schema_id"] != schema.ROLLOUT_ZARR_SCHEMA_ID:
-        report.add(f"root attrs schema_id: found {shown(attrs['schema_id'])}; expected "
-                   f"{schema.ROLLOUT_ZARR_SCHEMA_ID!r}")
-    if "schema_version" in attrs and attrs["schema_version"] != schema.ROLLOUT_ZARR_SCHEMA_VERSION:
-        report.add(f"root attrs schema_version: found {shown(attrs['schema_version'])}; expected "
-                   f"{schema.ROLLOUT_ZARR_SCHEMA_VERSION} (this reader knows no other version)")
-    counts = _int_mapping(attrs.get("counts"), "counts", schema.TABLES, report)
-    widths_attr = attrs.get("widths")
-    widths = widths_attr if isinstance(widths_attr, dict) else {}
-    if "widths" in attrs and not isinstance(attrs["widths"], dict):
-        report.add(f"root attrs widths: found {shown(attrs['widths'])}; expected an object of widths")
-    store = _Store(attrs=attrs, counts=counts, widths=widths, arrays={}, nodes={}, group_attrs={})
+    for problem in schema.root_attr_problems(attrs):
+        report.add(problem)
+    attrs = dict(attrs) if isinstance(attrs, Mapping) else {}
+    widths = attrs.get("widths")
+    store = _Store(attrs=attrs, counts=schema.declared_counts(attrs),
+                   widths=dict(widths) if isinstance(widths, Mapping) else {}, arrays={}, nodes={}, group_attrs={})
     try:
         store.listed = list_store_files(directory)
     except OSError as exc:
         report.add(f"{directory}: cannot list the store's files ({exc.strerror})")
     for group in (*schema.TABLES, schema.Q_H_GROUP):
         try:
-            node = root.get(group)
-            store.group_attrs[group] = dict(node.attrs.asdict()) if isinstance(node, zarr.Group) else {}
+            store.group_attrs[group] = group_attrs(root, group)
+        except RolloutStoreError as exc:
+            report.add(str(exc))
         except Exception as exc:  # noqa: BLE001 -- a damaged group zarr.json
             report.add(f"{group}/: group metadata unreadable ({type(exc).__name__}: {shown(str(exc), 200)})")
     for spec in schema.ARRAYS:
@@ -231,76 +233,24 @@ def _open(directory: Path, report: _Report, *, validate_selected_payload: bool) 
     return store
 
 
-def _int_mapping(value: Any, name: str, keys: tuple[str, ...], report: _Report) -> dict[str, int]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        report.add(f"root attrs {name}: found {shown(value)}; expected an object with keys {list(keys)}")
-        return {}
-    unexpected = sorted(map(str, set(value) - set(keys)))
-    if unexpected:
-        report.add(f"root attrs {name}: unexpected keys {shown(unexpected)}; expected exactly {list(keys)}")
-    out = {}
-    for key in keys:
-        item = value.get(key)
-        if isinstance(item, int) and not isinstance(item, bool) and item >= 0:
-            out[key] = item
-        else:
-            report.add(f"root attrs {name}.{key}: found {shown(item)}; expected a row count >= 0")
-    return out
-
-
-def _expected_trailing(spec: schema.ArraySpec, widths: Mapping[str, Any]) -> tuple[int, ...] | None:
-    """The trailing shape the attrs ``widths`` declare for ``spec`` (None: not declared)."""
-    out: list[int] = []
-    for dim in spec.trailing:
-        if isinstance(dim, int):
-            out.append(dim)
-            continue
-        width = widths.get(dim)
-        if isinstance(width, list) and all(isinstance(w, int) and not isinstance(w, bool) for w in width):
-            out.extend(width)
-        elif isinstance(width, int) and not isinstance(width, bool) and width >= 0:
-            out.append(width)
-        else:
-            return None
-    return tuple(out)
-
-
 def _read_array(root: zarr.Group, spec: schema.ArraySpec, store: _Store, report: _Report, *, read: bool) -> None:
     try:
-        node = root.get(spec.path)
+        node = array_node(root, spec.path)
+    except RolloutStoreError as exc:
+        report.add(str(exc))
+        return
     except Exception as exc:  # noqa: BLE001 -- a damaged zarr.json below the root
-        report.add(f"{spec.path}: metadata unreadable ({type(exc).__name__}: {shown(str(exc), 200)})")
+        report.add(f"{spec.path}: unreadable metadata ({type(exc).__name__}: {shown(str(exc), 200)})")
         return
-    if node is None:
-        if spec.required:
-            report.add(f"{spec.path}: required array is missing; expected {spec.dtype} with "
-                       f"{'rows x ' + 'x'.join(map(str, spec.trailing)) if spec.trailing else 'one value a row'}")
-        return
-    if not isinstance(node, zarr.Array):
-        report.add(f"{spec.path}: is a group; expected a {spec.dtype} array")
+    problems = schema.array_problems(spec, node, store.attrs)
+    for problem in problems:
+        report.add(problem)
+    if node is None or not isinstance(node, zarr.Array):
         return
     store.nodes[spec.path] = node
     if read:
         store.readable.add(spec.path)
-    problems = []
-    if str(node.dtype) != spec.dtype:
-        problems.append(f"dtype {node.dtype}, expected {spec.dtype}")
-    expected_rows = store.counts.get(spec.group)
-    if node.ndim == 0:
-        problems.append("no row axis")
-    elif expected_rows is not None and node.shape[0] != expected_rows:
-        problems.append(f"{node.shape[0]} rows, expected {expected_rows} (attrs counts.{spec.group})")
-    trailing = _expected_trailing(spec, store.widths)
-    if trailing is None:
-        problems.append(f"trailing widths {list(spec.trailing)} not declared in attrs widths")
-    elif node.ndim and tuple(node.shape[1:]) != trailing:
-        problems.append(f"trailing shape {list(node.shape[1:])}, expected {list(trailing)} from attrs widths")
-    if problems:
-        report.add(f"{spec.path}: {'; '.join(problems)}")
-        return
-    if not read:
+    if problems or not read:
         return
     try:
         # Hostile metadata (with matching counts) can declare trillions of rows, and zarr would
@@ -484,20 +434,6 @@ def _check_shells(store: _Store, report: _Report) -> None:
 # -- masks, labels, rewards ---------------------------------------------------------------
 
 
-def _declared_reason_bits(codes: Any) -> int | None:
-    """The OR of every declared reason bit in the attrs ``reason_codes`` table
-    (``{"version": ..., "bits": {name: bit}}``), or None when it is not in that form."""
-    if not (isinstance(codes, dict) and isinstance(codes.get("bits"), dict) and isinstance(codes.get("version"), str)):
-        return None
-    bits = list(codes["bits"].values())
-    if not all(isinstance(bit, int) and not isinstance(bit, bool) and 0 <= bit < 32 for bit in bits):
-        return None
-    mask = 0
-    for bit in bits:
-        mask |= 1 << bit
-    return mask
-
-
 def _check_masks_and_labels(store: _Store, report: _Report) -> None:
     found = store.get("candidates/valid_action", "candidates/reason_bits")
     if found is not None:
@@ -506,12 +442,8 @@ def _check_masks_and_labels(store: _Store, report: _Report) -> None:
                      "reason_bits == 0 exactly where valid_action")
         report.where("candidates/reason_bits", ~valid & (bits == 0), "invalid action without a reason bit",
                      "a non-zero reason_bits on every invalid action")
-        declared = _declared_reason_bits(store.attrs.get("reason_codes"))
-        if declared is None:
-            if "reason_codes" in store.attrs:
-                report.add(f"root attrs reason_codes: found {shown(store.attrs['reason_codes'])}; expected "
-                           '{"version": <reason code version>, "bits": {<reason name>: <bit 0..31>}}')
-        else:
+        declared = schema.declared_reason_mask(store.attrs.get("reason_codes"))
+        if declared is not None:  # a malformed table is a root attrs problem, reported with them
             report.where("candidates/reason_bits", (bits & np.uint32(~declared & 0xFFFFFFFF)) != 0,
                          "undeclared reason bit set", f"only bits declared in root attrs reason_codes "
                          f"(mask {declared:#x})")
@@ -583,11 +515,8 @@ def _check_vocabularies(store: _Store, report: _Report) -> None:
 
 def _check_config(store: _Store, report: _Report) -> None:
     config = store.attrs.get("config")
-    if "config" not in store.attrs:
-        return  # reported as a missing required attr
     if not isinstance(config, dict):
-        report.add(f"root attrs config: found {shown(config)}; expected an object")
-        return
+        return  # missing or not an object: a root attrs problem, reported with them
     for key in ("target_protocol_version", "split_manifest_hash", "return_semantics", "reason_code_version"):
         value = config.get(key)
         if not (isinstance(value, str) and value.strip()):

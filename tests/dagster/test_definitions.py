@@ -62,22 +62,21 @@ def test_one_asset_group_so_the_lineage_graph_opens_on_the_assets():
                                  "rollout_store"}}
     checks = {c.name for c in defs.resolve_job_def("build_dataset").asset_layer.asset_graph.asset_check_keys}
     assert checks == {"dataset_integrity", "dataset_quality"}
+    rollouts = defs.resolve_job_def("build_rollouts").asset_layer.asset_graph.asset_check_keys
+    assert {c.name for c in rollouts} == {"rollout_validation", "rollout_lineage"}
     pool = defs.resolve_job_def("score_recordings").asset_layer.asset_graph.asset_check_keys
     assert {c.name for c in pool} == {"segment_pool"}
 
 
 def test_blocking_checks_are_declared_blocking():
     from kuration_assets import budget, dataset_integrity, segment_pool
+    from rollout_assets import rollout_lineage, rollout_validation
     from splits_assets import split_leakage, universe_drift, universe_schema, universe_sources
 
     for check in (split_leakage, universe_drift, universe_schema, universe_sources, segment_pool, budget,
-                  dataset_integrity):
+                  dataset_integrity, rollout_validation, rollout_lineage):
         (spec,) = check.check_specs
         assert spec.blocking, spec.name
-    from rollout_assets import rollout_lineage, rollout_validation
-
-    (lineage,) = rollout_lineage.check_specs
-    assert rollout_validation.blocking and lineage.blocking
 
 
 def test_the_quality_check_is_advisory_and_runs_in_build_dataset():
@@ -139,7 +138,7 @@ def test_demo_job_materializes_everything_and_reports(tmp_path, monkeypatch, cap
                    # and it ends with a validated rollout store
                    "build_rollouts: run", "asset rollout_store", f"{'rollout_store:rollout_validation':<34} PASSED",
                    f"{'rollout_store:rollout_lineage':<34} PASSED",
-                   "candidates: schema, chunks, linkage, masks, labels"):
+                   "candidate actions; every array, link, mask, label and source hash checks out"):
         assert needle in out
     assert "FAILED" not in out
     assert (tmp_path / "demo" / "storage" / "splits" / "splits.json").exists()

@@ -91,6 +91,10 @@ def test_what_the_ui_shows_after_a_whole_graph_run(graph_events):
         assert type(budget[table]).__name__ == "MarkdownMetadataValue" and budget[table].value.startswith("| ")
     assert budget["train_admitted_hours"].value >= budget["train_requested_hours"].value == 0.02
     assert latest["shards"]["train_size"].value.endswith(("B", "KiB", "MiB"))
+    rollouts = latest["rollout_store"]  # what a person asks first: counts, validation, lineage; no raw digests
+    assert "| rollouts | " in rollouts["summary"].value and "| lineage | split " in rollouts["summary"].value
+    assert all(type(rollouts[name]).__name__ == "IntMetadataValue" for name in ("rollouts", "steps", "candidates"))
+    assert not any(re.search(r"[0-9a-f]{64}", str(entry.value)) for entry in rollouts.values())
     names = {e.check_name for e in evaluations}
     assert {"universe_schema", "universe_sources", "split_leakage", "universe_drift", "segment_pool", "budget",
             "dataset_integrity", "dataset_quality", "rollout_validation", "rollout_lineage"} <= names

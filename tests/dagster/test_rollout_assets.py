@@ -1,23 +1,43 @@
 """``rollout_store`` with its blocking ``rollout_validation`` and ``rollout_lineage`` checks, on
-a dataset the dataset asset wrote from a real (small) demo corpus."""
+a dataset the dataset asset wrote from a real (small) demo corpus. ``rollout_validation`` is a
+step of its own that only reads, so it also runs alone on a store built earlier."""
+
+import hashlib
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
-from dagster import AssetSelection, materialize
+from dagster import AssetKey, AssetSelection, materialize
 
 from kuration.read import load_committed
 from kuration.rollouts import RolloutZarrStoreReader, validate_rollout_zarr_store
 from kuration.splits.artifacts import read_split_assignments
 from kuration_assets import shards_and_manifest
-from rollout_assets import rollout_lineage, rollout_store
+from rollout_assets import rollout_lineage, rollout_store, rollout_validation
 from splits_assets import resolved_splits
 from tests.dagster.runs import failure_text, materialization_metadata, plan_budget_for_tests
 
 
 def _rollouts(resources, instance, **config):
-    return materialize([rollout_store, rollout_lineage], resources=resources, instance=instance,
+    return materialize([rollout_store, rollout_validation, rollout_lineage], resources=resources, instance=instance,
                        raise_on_error=False,
                        run_config={"ops": {"rollout_store": {"config": config}}} if config else None)
+
+
+def _validation_alone(resources, instance):
+    return materialize([rollout_store, rollout_validation], resources=resources, instance=instance,
+                       raise_on_error=False, selection=AssetSelection.checks(rollout_validation))
+
+
+def _step_keys(result) -> set[str]:
+    return {event.step_key for event in result.all_events if event.step_key}
+
+
+def _files(root: Path) -> dict[str, tuple[int, str]]:
+    """Every file under ``root``: its mtime (ns) and SHA-256, to prove a check rewrote nothing."""
+    return {p.relative_to(root).as_posix(): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+            for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 @pytest.fixture
@@ -38,14 +58,23 @@ def test_the_store_is_built_validated_and_bound_to_the_split_and_dataset(curated
     meta = materialization_metadata(result)["rollout_store"]
     store = tmp_path / "storage" / "rollouts" / "rollouts.zarr"
     assert meta["path"] == str(store) and meta["rollouts"] > 0 and meta["candidates"] == 11 * meta["steps"]
-    assert "| step | source | selected |" in meta["q_h_preview"]
+    assert "| step | source | selected |" in meta["first_states"]
+    assert meta["first_states"].startswith("The first states of the training view (`q_h/`)")
     checks = _checks(result)
     assert set(checks) == {"rollout_validation", "rollout_lineage"}
     assert all(c.passed for c in checks.values()), {n: c.description for n, c in checks.items()}
+    assert checks["rollout_validation"].description == (
+        f"valid: {meta['rollouts']:,} rollouts, {meta['steps']:,} steps and {meta['candidates']:,} candidate actions; "
+        "every array, link, mask, label and source hash checks out, and the training view matches the tables it is "
+        "built from")
     reader = RolloutZarrStoreReader(store)
     _, splits_digest = read_split_assignments(tmp_path / "storage")
     config = reader.attrs["config"]
-    assert config["split_manifest_hash"] == splits_digest == meta["split_manifest_hash"]
+    assert config["split_manifest_hash"] == splits_digest
+    summary = meta["summary"]
+    assert f"| lineage | split {splits_digest[:12]} (splits.json), dataset {config['source_dataset_version'][:12]} " \
+           "(its manifest), recipe motion_direction_v1;" in summary
+    assert f"| steps | {meta['steps']:,} recorded states," in summary and "(11 per step)" in summary
     assert config["discount_gamma"] == pytest.approx(0.9)
     dataset = load_committed(tmp_path / "storage" / "dataset")
     train = {e["path"]: e["sha256"] for e in dataset.entries if e["split"] == "train"}
@@ -133,3 +162,49 @@ def test_the_recipe_reads_its_modalities_from_the_curation_settings(curated, ins
     assert "rollouts are disabled in the curation settings (curation.json rollouts.enabled is false" in failure_text(
         disabled)
     assert not (tmp_path / "storage" / "rollouts").exists()
+
+
+def test_the_store_leads_with_counts_and_no_jargon(curated, instance):
+    result = _rollouts(curated, instance)
+    assert result.success, failure_text(result)
+    (event,) = [e for e in result.get_asset_materialization_events()
+                if e.step_materialization_data.materialization.asset_key == AssetKey("rollout_store")]
+    metadata = event.step_materialization_data.materialization.metadata
+    assert list(metadata) == ["summary", "rollouts", "steps", "candidates", "sources", "path", "first_states"]
+    assert [row.split(" | ")[0].strip("| ") for row in metadata["summary"].value.splitlines()[2:]] == [
+        "rollouts", "steps", "candidate actions", "sources", "validation", "lineage"]
+    for name in ("rollouts", "steps", "candidates", "sources"):  # numbers, so the UI plots them across runs
+        assert type(metadata[name]).__name__ == "IntMetadataValue", name
+    shown = " ".join(str(value.value) for value in metadata.values())
+    assert not re.search(r"[0-9a-f]{64}", shown) and "chunking" not in metadata and "manifest" not in metadata
+
+
+def test_the_validation_check_is_a_step_of_its_own_and_runs_alone(curated, instance, tmp_path):
+    built = _rollouts(curated, instance)
+    assert built.success and "rollout_store_rollout_validation" in _step_keys(built)
+    store = tmp_path / "storage" / "rollouts" / "rollouts.zarr"
+    before = _files(store)
+    sound = _validation_alone(curated, instance)
+    assert sound.success and _step_keys(sound) == {"rollout_store_rollout_validation"}
+    assert sound.get_asset_materialization_events() == []
+    (check,) = sound.get_asset_check_evaluations()
+    assert check.passed and check.description.startswith("valid: ")
+    assert _files(store) == before  # the check only read
+
+    chunk = sorted((store / "steps" / "reward").rglob("c/*"))[0]
+    chunk.unlink()
+    damaged = _validation_alone(curated, instance)
+    assert not damaged.success and _step_keys(damaged) == {"rollout_store_rollout_validation"}
+    (check,) = damaged.get_asset_check_evaluations()
+    assert not check.passed and check.severity.value == "ERROR"
+    assert "steps/reward: 1 chunk(s) missing from the store" in check.description
+
+
+def test_the_validation_check_alone_without_a_store_says_how_to_build_one(scored, instance, tmp_path):
+    result = _validation_alone(scored, instance)
+    assert not result.success and result.get_asset_materialization_events() == []
+    (check,) = result.get_asset_check_evaluations()
+    store = tmp_path / "storage" / "rollouts" / "rollouts.zarr"
+    assert not check.passed and check.description == (
+        f"no rollout store at {store}; materialize rollout_store (the build_rollouts job), then run the check again")
+    assert not store.exists()

@@ -18,7 +18,7 @@ from kuration.errors import RolloutInputError
 from kuration.rollouts import RolloutChainBatch, write_rollout_store_atomically, write_rollout_zarr_store
 from kuration.rollouts.config import RolloutZarrStoreConfig
 from kuration.rollouts.records import RolloutSourceRef
-from kuration.rollouts.writer import normalize_rollout_records
+from kuration.rollouts.normalize import normalize_rollout_records
 from tests.rollouts.writer_records import SHA_A, SHA_B, replace_step, sample_records
 
 

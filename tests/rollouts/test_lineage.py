@@ -5,23 +5,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import zarr
 
 from kuration.errors import RolloutStoreError
-from kuration.rollouts import pack_rollout_zarr_stores
+from kuration.rollouts import RolloutZarrStoreReader, pack_rollout_zarr_stores
 from kuration.rollouts.lineage import acquisition_row_context, mapping_digest
 from kuration.rollouts.writer import write_rollout_zarr_store
 from tests.rollouts.store_factory import make_records
-
-
-class _Reader:
-    """The reader surface lineage uses (the store directory); weak-referenceable like a real one."""
-
-    def __init__(self, store_dir: Path) -> None:
-        self.store_dir = store_dir
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +39,7 @@ def _counts(store: Path) -> dict[str, int]:
 
 
 def test_unpacked_store_is_its_own_acquisition_store(stores: dict[str, Path]) -> None:
-    context = acquisition_row_context(_Reader(stores["in1"]), "steps", 3)
+    context = acquisition_row_context(RolloutZarrStoreReader(stores["in1"]), "steps", 3)
     assert context.acquisition_manifest_sha256 == _digest(stores["in1"])
     assert (context.acquisition_row_id, context.packing_depth) == (3, 0)
     assert context.generation["config"]["split_manifest_hash"] == "split-1"
@@ -56,7 +48,7 @@ def test_unpacked_store_is_its_own_acquisition_store(stores: dict[str, Path]) ->
 
 @pytest.mark.parametrize("table", ["rollouts", "steps", "candidates"])
 def test_pack_of_packs_resolves_to_the_original_row(stores: dict[str, Path], table: str) -> None:
-    reader = _Reader(stores["packed_twice"])
+    reader = RolloutZarrStoreReader(stores["packed_twice"])
     n2, n0 = _counts(stores["in2"])[table], _counts(stores["in0"])[table]
     expected = {0: ("in2", 0, 1), n2: ("in0", 0, 2), n2 + n0 + 1: ("in1", 1, 2)}
     for row, (name, original, depth) in expected.items():
@@ -64,7 +56,7 @@ def test_pack_of_packs_resolves_to_the_original_row(stores: dict[str, Path], tab
         assert context.acquisition_manifest_sha256 == _digest(stores[name])
         assert (context.acquisition_row_id, context.packing_depth) == (original, depth)
         assert context.generation["config"]["split_manifest_hash"] == f"split-{name[-1]}"
-        original_context = acquisition_row_context(_Reader(stores[name]), table, original)
+        original_context = acquisition_row_context(RolloutZarrStoreReader(stores[name]), table, original)
         assert (context.strategy_id, context.mixture_id, context.source) == (
             original_context.strategy_id, original_context.mixture_id, original_context.source)
 
@@ -99,18 +91,18 @@ def test_altered_archived_mapping_is_refused(stores: dict[str, Path], tmp_path: 
     shutil.copytree(stores["packed01"], store)
     _edit_packing(store, lambda packing: packing["inputs"][1]["rows"]["steps"].__setitem__(1, 99))
     with pytest.raises(RolloutStoreError, match="packing block's digest does not match"):
-        acquisition_row_context(_Reader(store), "steps", 0)
+        acquisition_row_context(RolloutZarrStoreReader(store), "steps", 0)
     shutil.rmtree(store)
     shutil.copytree(stores["packed01"], store)
     _resign(store, lambda packing: packing["inputs"][1]["rows"]["steps"].__setitem__(1, 99))
     n0 = _counts(stores["in0"])["steps"]
     with pytest.raises(RolloutStoreError, match="row mapping .* does not match its mapping_sha256"):
-        acquisition_row_context(_Reader(store), "steps", n0)
+        acquisition_row_context(RolloutZarrStoreReader(store), "steps", n0)
     shutil.rmtree(store)
     shutil.copytree(stores["packed01"], store)
     _resign(store, lambda packing: packing["inputs"][0]["manifest"]["config"].update(split_manifest_hash="x"))
     with pytest.raises(RolloutStoreError, match="archived manifest does not match its manifest_sha256"):
-        acquisition_row_context(_Reader(store), "steps", 0)
+        acquisition_row_context(RolloutZarrStoreReader(store), "steps", 0)
 
 
 def test_overlapping_and_missing_mappings_are_refused(stores: dict[str, Path], tmp_path: Path) -> None:
@@ -126,7 +118,7 @@ def test_overlapping_and_missing_mappings_are_refused(stores: dict[str, Path], t
     shutil.copytree(stores["packed01"], store)
     _resign(store, overlap)
     with pytest.raises(RolloutStoreError, match="the row mapping is ambiguous"):
-        acquisition_row_context(_Reader(store), "steps", 1)
+        acquisition_row_context(RolloutZarrStoreReader(store), "steps", 1)
 
     def gap(packing: dict) -> None:
         entry = packing["inputs"][1]
@@ -136,7 +128,7 @@ def test_overlapping_and_missing_mappings_are_refused(stores: dict[str, Path], t
     shutil.copytree(stores["packed01"], store)
     _resign(store, gap)
     with pytest.raises(RolloutStoreError, match=f"no archived input holds steps row {n0}"):
-        acquisition_row_context(_Reader(store), "steps", n0)
+        acquisition_row_context(RolloutZarrStoreReader(store), "steps", n0)
 
     shutil.rmtree(store)
     shutil.copytree(stores["packed01"], store)
@@ -144,11 +136,11 @@ def test_overlapping_and_missing_mappings_are_refused(stores: dict[str, Path], t
     del meta["attributes"]["packing"]
     (store / "zarr.json").write_text(json.dumps(meta))
     with pytest.raises(RolloutStoreError, match="records packing_sha256 but the store has no packing block"):
-        acquisition_row_context(_Reader(store), "steps", 0)
+        acquisition_row_context(RolloutZarrStoreReader(store), "steps", 0)
 
 
 def test_bad_table_or_row_is_refused(stores: dict[str, Path]) -> None:
-    reader = SimpleNamespace(store_dir=stores["in0"])
+    reader = RolloutZarrStoreReader(stores["in0"])
     with pytest.raises(RolloutStoreError, match="has no lineage"):
         acquisition_row_context(reader, "sources", 0)
     with pytest.raises(RolloutStoreError, match="steps row 10000 is not in the store"):
@@ -180,14 +172,14 @@ def test_a_link_column_whose_shape_disagrees_with_the_counts_is_refused_before_i
     meta = json.loads(meta_path.read_text())
     meta["shape"] = [10**9]
     meta_path.write_text(json.dumps(meta))
-    with pytest.raises(RolloutStoreError, match=r"rollouts/strategy_code has shape \(1000000000,\), but the root "
-                                                r"attrs count \d+ rows"):
-        acquisition_row_context(_Reader(store), "steps", 0)
+    with pytest.raises(RolloutStoreError, match=r"rollouts/strategy_code: 1000000000 rows, expected \d+ \(attrs "
+                                                r"counts.rollouts\)"):
+        acquisition_row_context(RolloutZarrStoreReader(store), "steps", 0)
 
 
 def test_many_row_lookups_read_each_link_column_once(stores: dict[str, Path]) -> None:
-    reader = _Reader(stores["packed_twice"])
+    reader = RolloutZarrStoreReader(stores["packed_twice"])
     steps = _counts(stores["packed_twice"])["candidates"]
     contexts = [acquisition_row_context(reader, "candidates", row) for row in range(steps)]
-    again = acquisition_row_context(_Reader(stores["packed_twice"]), "candidates", steps - 1)
+    again = acquisition_row_context(RolloutZarrStoreReader(stores["packed_twice"]), "candidates", steps - 1)
     assert contexts[-1] == again  # the kept columns give what a fresh lookup reads

@@ -11,7 +11,7 @@ from kuration.errors import RolloutStoreError
 from kuration.rollouts.config import RolloutZarrStoreConfig
 from kuration.rollouts.qh import Q_H_INPUT_PATHS, build_q_h, discounted_returns
 from kuration.rollouts.schema import Q_H_ARRAY_NAMES, spec_of
-from kuration.rollouts.writer import normalize_rollout_records
+from kuration.rollouts.normalize import normalize_rollout_records
 from tests.rollouts.td_reference import brute_force_returns
 from tests.rollouts.writer_records import sample_records
 

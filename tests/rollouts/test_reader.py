@@ -165,12 +165,13 @@ def edit_root_attrs(store: Path, change: object) -> None:
     (lambda p: (p / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group", "attributes": []}'),
      "not a readable zarr v3 group|root attrs"),
     (lambda p: (p / "zarr.json").unlink(), "not a readable zarr v3 group"),
-    (lambda p: edit_root_attrs(p, lambda a: a.update(schema_id="other")), "schema_id is 'other'"),
-    (lambda p: edit_root_attrs(p, lambda a: a.pop("schema_id")), "schema_id is None"),
-    (lambda p: edit_root_attrs(p, lambda a: a.update(schema_version=2)), "schema_version 2 is not supported"),
-    (lambda p: edit_root_attrs(p, lambda a: a.pop("manifest_sha256")), r"miss \['manifest_sha256'\]"),
-    (lambda p: edit_root_attrs(p, lambda a: a.update(counts={"steps": -1})), "counts must map"),
-    (lambda p: edit_root_attrs(p, lambda a: a.update(widths={"P": "2"})), "widths must give"),
+    (lambda p: edit_root_attrs(p, lambda a: a.update(schema_id="other")), "schema_id: found 'other'"),
+    (lambda p: edit_root_attrs(p, lambda a: a.pop("schema_id")), "schema_id: found None"),
+    (lambda p: edit_root_attrs(p, lambda a: a.update(schema_version=2)), "schema_version: found 2; expected 1"),
+    (lambda p: edit_root_attrs(p, lambda a: a.pop("manifest_sha256")), "required attr 'manifest_sha256' is missing"),
+    (lambda p: edit_root_attrs(p, lambda a: a.update(counts={"steps": -1})), r"counts\.sources: found None; expected "
+                                                                             "a row count"),
+    (lambda p: edit_root_attrs(p, lambda a: a.update(widths={"P": "2"})), "widths.P: found '2'; expected a width"),
     (lambda p: edit_root_attrs(p, lambda a: a.update(manifest_sha256="xyz")), "not a SHA-256"),
 ])
 def test_a_broken_root_is_refused(copy: Path, damage: object, match: str) -> None:
@@ -187,9 +188,9 @@ def test_a_missing_directory_is_refused(tmp_path: Path) -> None:
 def test_a_deleted_required_array_is_refused(copy: Path) -> None:
     shutil.rmtree(copy / "steps" / "reward")
     reader = RolloutZarrStoreReader(copy)
-    with pytest.raises(RolloutStoreError, match="required array steps/reward is missing"):
+    with pytest.raises(RolloutStoreError, match="steps/reward: required array is missing"):
         reader.array("steps/reward")
-    with pytest.raises(RolloutStoreError, match="steps/reward is missing"):
+    with pytest.raises(RolloutStoreError, match="steps/reward: required array is missing"):
         reader.q_h_view(0.5)
 
 
@@ -243,17 +244,12 @@ def test_shells_out_of_order_are_refused_by_the_index(tmp_path: Path) -> None:
         RolloutZarrStoreReader(path).candidate_shell_index()
 
 
-def test_validate_and_lineage_delegate_lazily(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import sys
-    import types
+def test_validate_and_lineage_delegate(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import kuration.rollouts.reader as reader_module
 
     calls: list[tuple] = []
-    fake_validation = types.ModuleType("kuration.rollouts.validation")
-    fake_validation.validate_rollout_zarr_store = lambda d, **k: calls.append((d, k)) or "report"  # type: ignore
-    fake_lineage = types.ModuleType("kuration.rollouts.lineage")
-    fake_lineage.acquisition_row_context = lambda r, t, i: calls.append((t, i)) or "context"  # type: ignore
-    monkeypatch.setitem(sys.modules, "kuration.rollouts.validation", fake_validation)
-    monkeypatch.setitem(sys.modules, "kuration.rollouts.lineage", fake_lineage)
+    monkeypatch.setattr(reader_module, "validate_rollout_zarr_store", lambda d, **k: calls.append((d, k)) or "report")
+    monkeypatch.setattr(reader_module.StoreLineage, "row_context", lambda self, t, i: calls.append((t, i)) or "context")
     reader = RolloutZarrStoreReader(store)
     assert reader.validate(validate_selected_payload=False) == "report"
     assert reader.acquisition_row_context("steps", 3) == "context"

@@ -26,7 +26,8 @@ from kuration.rollouts.schema import (
     ROLLOUT_ZARR_SCHEMA_ID,
     VOCABULARIES,
 )
-from kuration.rollouts.writer import TARGET_CHUNK_BYTES, _layout, normalize_rollout_records, write_rollout_tables
+from kuration.rollouts.normalize import normalize_rollout_records
+from kuration.rollouts.writer import TARGET_CHUNK_BYTES, _layout, write_rollout_tables
 from tests.rollouts.store_factory import all_files
 from tests.rollouts.writer_records import SHA_A, replace_step, sample_records, source, target
 
