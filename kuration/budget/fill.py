@@ -268,7 +268,7 @@ def fill_split(
         sequence = np.concatenate([np.array(reserved, np.int64), order[~is_reserved]])
     else:
         sequence = order
-    _cut(sequence, items, reserved, requested=requested, cap=cap, info=info)
+    _cap_and_cut(sequence, items, reserved, requested=requested, cap=cap, info=info)
     return info
 
 
@@ -324,8 +324,8 @@ def _best_tagged(candidates: np.ndarray, items: FillItems, tags: tuple[str, ...]
     return best
 
 
-def _cut(sequence: np.ndarray, items: FillItems, reserved: list[int], *, requested: float, cap: float | None,
-         info: SplitFill) -> None:
+def _cap_and_cut(sequence: np.ndarray, items: FillItems, reserved: list[int], *, requested: float,
+                 cap: float | None, info: SplitFill) -> None:
     """Group cap and cut (steps 4 and 5) along the admission ``sequence``, whose first
     items are the ``reserved`` ones: writes each item's reason and fill rank."""
     w_seq = items.weight[sequence].astype(np.float64)
