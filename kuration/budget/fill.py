@@ -242,61 +242,25 @@ def fill_split(
 ) -> SplitFill:
     """Fill one split from ``candidates`` (ascending item indices); writes ``items.reason``,
     ``items.fill_rank`` and ``items.reserved_tag`` in place for those items."""
-    priority, tiebreak, weight, group = items.priority, items.tiebreak, items.weight, items.group
-    tag_items, reason, fill_rank, reserved_tag = items.tag_items, items.reason, items.fill_rank, items.reserved_tag
     info = SplitFill(requested=requested)
     if not len(candidates):
         return info
     # Candidate indices are canonical positions, the final tie.
-    order = best_first(candidates, priority, tiebreak)
-    info.groups = int(np.count_nonzero(np.bincount(group[candidates] + 1)))
+    order = best_first(candidates, items.priority, items.tiebreak)
+    info.groups = int(np.count_nonzero(np.bincount(items.group[candidates] + 1)))
     if requested <= 0:
-        reason[order] = CODE["not_requested"]
-        fill_rank[order] = np.arange(len(order))
+        items.reason[order] = CODE["not_requested"]
+        items.fill_rank[order] = np.arange(len(order))
         return info
 
-    reserved: list[int] = []
     cap = None
     if selection.max_group_overshoot is not None:
         cap = _round_up(selection.max_group_overshoot * requested / info.groups, whole_units)
         info.group_cap = cap
-    group_used: dict[int, float] = {}
+    reserved: list[int] = []
     if selection.tag_coverage and selection.tags:
-        bound = _round_up(selection.min_tag_frac * requested, whole_units)
-        info.reserve_bound = bound
-        best: dict[str, tuple[int, int]] = {}
-        for tag in selection.tags:
-            tagged = tag_items.get(tag, np.zeros(0, np.int64))
-            # Both ascending: membership by binary search, not a mask as long as all items.
-            at = np.minimum(np.searchsorted(candidates, tagged), len(candidates) - 1)
-            tagged = tagged[candidates[at] == tagged]
-            if len(tagged):
-                best[tag] = (len(tagged), int(best_first(tagged, priority, tiebreak)[0]))
-            else:
-                info.tags[tag] = {"reserve": "not_in_pool"}
-        carried: set[str] = set()
-        used = 0.0
-        tol = 1e-9 * max(bound, 1.0)
-        for tag in sorted(best, key=lambda t: (best[t][0], t)):
-            if tag in carried:
-                info.tags[tag] = {"reserve": "carried_by_reserved_item"}
-                continue
-            item = best[tag][1]
-            w = float(weight[item])
-            g = int(group[item])
-            if used + w > bound + tol:
-                info.tags[tag] = {"reserve": "over_reserve_bound", "best_item": item}
-                continue
-            if cap is not None and group_used.get(g, 0.0) + w > cap + 1e-9 * max(cap, 1.0):
-                info.tags[tag] = {"reserve": "group_cap", "best_item": item}
-                continue
-            used += w
-            group_used[g] = group_used.get(g, 0.0) + w
-            reserved.append(item)
-            reserved_tag[item] = selection.tags.index(tag)
-            info.tags[tag] = {"reserve": "reserved", "best_item": item}
-            carried |= {t for t in selection.tags if t in best and _carries(tag_items[t], item)}
-
+        info.reserve_bound = _round_up(selection.min_tag_frac * requested, whole_units)
+        reserved = _reserve_tags(candidates, items, selection, cap=cap, info=info)
     if reserved:
         is_reserved = order == reserved[0]
         for item in reserved[1:]:
@@ -304,8 +268,68 @@ def fill_split(
         sequence = np.concatenate([np.array(reserved, np.int64), order[~is_reserved]])
     else:
         sequence = order
-    w_seq = weight[sequence].astype(np.float64)
-    eligible = _cap_eligible(group[sequence], w_seq, cap) if cap is not None else np.ones(len(sequence), bool)
+    _cap_and_cut(sequence, items, reserved, requested=requested, cap=cap, info=info)
+    return info
+
+
+def _reserve_tags(candidates: np.ndarray, items: FillItems, selection: FillSelection, *, cap: float | None,
+                  info: SplitFill) -> list[int]:
+    """The tag reserve (step 2): each tag's best candidate, rarest tag first, while the
+    reserve stays within ``info.reserve_bound`` and its group under ``cap``. Records each
+    tag's outcome in ``info.tags`` and the reserved items' tag in ``items.reserved_tag``;
+    returns the reserved items in reserve order."""
+    best = _best_tagged(candidates, items, selection.tags, info)
+    bound = info.reserve_bound
+    reserved: list[int] = []
+    group_used: dict[int, float] = {}
+    carried: set[str] = set()
+    used = 0.0
+    tol = 1e-9 * max(bound, 1.0)
+    for tag in sorted(best, key=lambda t: (best[t][0], t)):
+        if tag in carried:
+            info.tags[tag] = {"reserve": "carried_by_reserved_item"}
+            continue
+        item = best[tag][1]
+        w = float(items.weight[item])
+        g = int(items.group[item])
+        if used + w > bound + tol:
+            info.tags[tag] = {"reserve": "over_reserve_bound", "best_item": item}
+            continue
+        if cap is not None and group_used.get(g, 0.0) + w > cap + 1e-9 * max(cap, 1.0):
+            info.tags[tag] = {"reserve": "group_cap", "best_item": item}
+            continue
+        used += w
+        group_used[g] = group_used.get(g, 0.0) + w
+        reserved.append(item)
+        items.reserved_tag[item] = selection.tags.index(tag)
+        info.tags[tag] = {"reserve": "reserved", "best_item": item}
+        carried |= {t for t in selection.tags if t in best and _carries(items.tag_items[t], item)}
+    return reserved
+
+
+def _best_tagged(candidates: np.ndarray, items: FillItems, tags: tuple[str, ...],
+                 info: SplitFill) -> dict[str, tuple[int, int]]:
+    """Per tag carried by some candidate: (how many candidates carry it, the best of them).
+    A tag no candidate carries is recorded in ``info.tags`` as ``not_in_pool``."""
+    best: dict[str, tuple[int, int]] = {}
+    for tag in tags:
+        tagged = items.tag_items.get(tag, np.zeros(0, np.int64))
+        # Both ascending: membership by binary search, not a mask as long as all items.
+        at = np.minimum(np.searchsorted(candidates, tagged), len(candidates) - 1)
+        tagged = tagged[candidates[at] == tagged]
+        if len(tagged):
+            best[tag] = (len(tagged), int(best_first(tagged, items.priority, items.tiebreak)[0]))
+        else:
+            info.tags[tag] = {"reserve": "not_in_pool"}
+    return best
+
+
+def _cap_and_cut(sequence: np.ndarray, items: FillItems, reserved: list[int], *, requested: float,
+                 cap: float | None, info: SplitFill) -> None:
+    """Group cap and cut (steps 4 and 5) along the admission ``sequence``, whose first
+    items are the ``reserved`` ones: writes each item's reason and fill rank."""
+    w_seq = items.weight[sequence].astype(np.float64)
+    eligible = _cap_eligible(items.group[sequence], w_seq, cap) if cap is not None else np.ones(len(sequence), bool)
     taken = np.where(eligible, w_seq, 0.0)
     before = np.cumsum(taken) - taken
     room = before < requested - cut_tolerance(requested)
@@ -319,12 +343,11 @@ def fill_split(
         # an item the cut then refused is not reported as reserved.
         for item, taken_in in zip(reserved, admitted[: len(reserved)], strict=True):
             if not taken_in:
-                reserved_tag[item] = -1
-    reason[sequence] = codes
-    fill_rank[sequence] = np.arange(len(sequence))
+                items.reserved_tag[item] = -1
+    items.reason[sequence] = codes
+    items.fill_rank[sequence] = np.arange(len(sequence))
     if admitted.any():
         info.last_admitted = float(w_seq[np.flatnonzero(admitted)[-1]])
-    return info
 
 
 def _carries(items: np.ndarray, item: int) -> bool:

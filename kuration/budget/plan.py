@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kuration.budget.accounting import budget_accounting
+from kuration.budget.accounting import ItemDecisions, budget_accounting
 from kuration.budget.fill import (
     ADMITTED_REASONS, CODE, REASONS, FillItems, FillSelection, fill_split, reason_in, tiebreak_keys,
 )
@@ -106,6 +106,28 @@ def _tiebreak(source_code: np.ndarray, source_names: list[str], items: pa.Table,
     return tiebreak_keys(source_code, src_hash, np.concatenate(codes), ent_hash, items.column(index_column).to_numpy())
 
 
+@dataclass(frozen=True)
+class _SourcePools:
+    """Each item's source as a code, and each source's split and group (decided once per
+    distinct source, then indexed by code)."""
+
+    #: Distinct source ids in code order (sorted).
+    names: list[str]
+    #: Per item: its source's code.
+    code: np.ndarray
+    pools: SplitPools
+    #: Per source code, then one -1 for "none": index into :data:`EXCLUSIVE_STAGES`.
+    split_of_source: np.ndarray
+    #: Sorted group names.
+    group_names: list[str]
+    #: Per source code, then one -1 for "none": index into :attr:`group_names`.
+    group_of_source: np.ndarray
+    #: Per item: its split's index into :data:`EXCLUSIVE_STAGES`, -1 for none.
+    split_code: np.ndarray
+    #: Per item: its group's index into :attr:`group_names`, -1 for none.
+    group_code: np.ndarray
+
+
 def plan_budget(
     segments: pa.Table,
     options: BudgetOptions,
@@ -125,72 +147,95 @@ def plan_budget(
     clip = options.clip_aggregate or strategy.default_clip_aggregate
     counting = options.unit == "segments"
     items = segment_items(segments) if counting else span_items(segments, options, clip_aggregate=clip)
-    index_column = "segment_index" if counting else "span_index"
-    n = items.num_rows
-    weight = np.ones(n) if counting else items.column("seconds").to_numpy().astype(np.float64)
+    weight = np.ones(items.num_rows) if counting else items.column("seconds").to_numpy().astype(np.float64)
     status = _status_codes(items.column("status"))
+    sources = _source_pools(items, status, weight, options, split_assignments=split_assignments, group_of=group_of)
+    split_code = sources.split_code
+    fill_items = _fill_items(items, sources, weight, status, selection,
+                             index_column="segment_index" if counting else "span_index", seed=options.seed)
     requested = options.requested()
-
-    # Everything per source is decided once per distinct source and then indexed by code.
-    source_code, source_names = sorted_codes(items.column("source_id"))
-    source_names = source_names.to_pylist()
-    if split_assignments is not None:
-        pools = pools_from_assignments(split_assignments, source_names)
-    elif source_names:
-        ok_weight = np.bincount(source_code, weights=np.where(status == STATUS_CODE["ok"], weight, 0.0),
-                                minlength=len(source_names))
-        pools = seeded_pools(dict(zip(source_names, ok_weight.tolist(), strict=True)), requested, seed=options.seed,
-                             group_of=group_of)
-    else:
-        pools = SplitPools({}, {}, "seeded_partition")
-    split_of_source = np.array([EXCLUSIVE_STAGES.index(pools.split_of[s]) if s in pools.split_of else -1
-                                for s in source_names] + [-1], np.int8)
-    group_names = sorted(set(pools.group_of.values()))
-    group_index = {g: i for i, g in enumerate(group_names)}
-    group_of_source = np.array([group_index[pools.group_of[s]] if s in pools.group_of else -1 for s in source_names]
-                               + [-1], np.int64)
-    split_code = split_of_source[source_code]
-    group_code = group_of_source[source_code]
-
-    reason = _STATUS_REASON[status]
-    reason[split_code < 0] = CODE["not_in_split"]
-    fill_rank = np.full(n, -1, np.int64)
-    reserved_tag = np.full(n, -1, np.int16)
-    priority = items.column("priority").to_numpy()
-    tiebreak = _tiebreak(source_code, source_names, items, index_column, options.seed) if n else np.zeros(0, np.uint64)
-    tag_items = _tag_items(items.column("tags"), selection.tags) if n else {t: np.zeros(0, np.int64)
-                                                                            for t in selection.tags}
-    fill_items = FillItems(priority, tiebreak, weight, group_code, tag_items, reason, fill_rank, reserved_tag)
     fills = {}
     for k, name in enumerate(EXCLUSIVE_STAGES):
-        candidates = np.flatnonzero((split_code == k) & (reason == -1))
+        candidates = np.flatnonzero((split_code == k) & (fill_items.reason == -1))
         fills[name] = fill_split(candidates, fill_items, requested=requested[name], selection=selection,
                                  whole_units=counting)
+    reason = fill_items.reason
     assert (reason >= 0).all(), "every item gets a reason"
     admitted = reason_in(reason, ADMITTED_REASONS)
-    _assert_exclusive(admitted, source_code, group_code, split_code)
+    _assert_exclusive(admitted, sources.code, sources.group_code, split_code)
     steps = items.column("steps").to_numpy()
     emitted = np.where(admitted, options.chunking.emitted_steps(steps) if options.chunking else steps, 0)
 
-    accounting = budget_accounting(
-        items, reason=reason, split_code=split_code, source_code=source_code, weight=weight, emitted_steps=emitted,
-        fills=fills, pools=pools, options=options, clip_aggregate=clip, tags=selection.tags, tag_items=tag_items,
-    )
-    per_source_split = pa.array([None if k < 0 else EXCLUSIVE_STAGES[k] for k in split_of_source[:-1]] + [None],
-                                pa.string())
-    per_source_group = pa.array([None if g < 0 else group_names[g] for g in group_of_source[:-1]] + [None], pa.string())
-    code_array = pa.array(source_code) if n else pa.array([], pa.int64())
-    tags_wanted = list(selection.tags)
+    decisions = ItemDecisions(reason=reason, split_code=split_code, source_code=sources.code, weight=weight,
+                              emitted_steps=emitted, tag_items=fill_items.tag_items)
+    accounting = budget_accounting(items, decisions, fills=fills, pools=sources.pools, options=options,
+                                   clip_aggregate=clip, tags=selection.tags)
+    decided = _decided_items(items, sources, fill_items, admitted, emitted, tags=selection.tags)
+    return BudgetPlan(decided, accounting, options, strategy.to_dict())
+
+
+def _source_pools(items: pa.Table, status: np.ndarray, weight: np.ndarray, options: BudgetOptions, *,
+                  split_assignments: pa.Table | None, group_of: GroupOf) -> _SourcePools:
+    """Every source in one split pool: the resolved split's, else a seeded partition of the
+    groups weighed by their rankable items."""
+    source_code, source_names = sorted_codes(items.column("source_id"))
+    names = source_names.to_pylist()
+    if split_assignments is not None:
+        pools = pools_from_assignments(split_assignments, names)
+    elif names:
+        ok_weight = np.bincount(source_code, weights=np.where(status == STATUS_CODE["ok"], weight, 0.0),
+                                minlength=len(names))
+        pools = seeded_pools(dict(zip(names, ok_weight.tolist(), strict=True)), options.requested(),
+                             seed=options.seed, group_of=group_of)
+    else:
+        pools = SplitPools({}, {}, "seeded_partition")
+    split_of_source = np.array([EXCLUSIVE_STAGES.index(pools.split_of[s]) if s in pools.split_of else -1
+                                for s in names] + [-1], np.int8)
+    group_names = sorted(set(pools.group_of.values()))
+    group_index = {g: i for i, g in enumerate(group_names)}
+    group_of_source = np.array([group_index[pools.group_of[s]] if s in pools.group_of else -1 for s in names]
+                               + [-1], np.int64)
+    return _SourcePools(names, source_code, pools, split_of_source, group_names, group_of_source,
+                        split_of_source[source_code], group_of_source[source_code])
+
+
+def _fill_items(items: pa.Table, sources: _SourcePools, weight: np.ndarray, status: np.ndarray,
+                selection: FillSelection, *, index_column: str, seed: int) -> FillItems:
+    """The arrays the fill reads and writes. An item's reason starts as its status's, or
+    ``not_in_split``; the fill decides the rest (-1)."""
+    n = items.num_rows
+    reason = _STATUS_REASON[status]
+    reason[sources.split_code < 0] = CODE["not_in_split"]
+    priority = items.column("priority").to_numpy()
+    tiebreak = (_tiebreak(sources.code, sources.names, items, index_column, seed) if n
+                else np.zeros(0, np.uint64))
+    tag_items = (_tag_items(items.column("tags"), selection.tags) if n
+                 else {t: np.zeros(0, np.int64) for t in selection.tags})
+    return FillItems(priority, tiebreak, weight, sources.group_code, tag_items, reason, np.full(n, -1, np.int64),
+                     np.full(n, -1, np.int16))
+
+
+def _decided_items(items: pa.Table, sources: _SourcePools, fill_items: FillItems, admitted: np.ndarray,
+                   emitted: np.ndarray, *, tags: tuple[str, ...]) -> pa.Table:
+    """``items`` with the plan's decision columns: split, group, reason, admitted,
+    fill_rank, reserved_for and emitted_steps."""
+    n = items.num_rows
+    per_source_split = pa.array([None if k < 0 else EXCLUSIVE_STAGES[k] for k in sources.split_of_source[:-1]]
+                                + [None], pa.string())
+    per_source_group = pa.array([None if g < 0 else sources.group_names[g] for g in sources.group_of_source[:-1]]
+                                + [None], pa.string())
+    code_array = pa.array(sources.code) if n else pa.array([], pa.int64())
+    tags_wanted = list(tags)
+    reserved_tag = fill_items.reserved_tag
     decided = items.append_column("split", per_source_split.take(code_array))
     decided = decided.append_column("group", per_source_group.take(code_array))
     decided = decided.append_column("reason", pa.DictionaryArray.from_arrays(
-        pa.array(reason.astype(np.int32)), pa.array(list(REASONS), pa.string())))
+        pa.array(fill_items.reason.astype(np.int32)), pa.array(list(REASONS), pa.string())))
     decided = decided.append_column("admitted", pa.array(admitted))
-    decided = decided.append_column("fill_rank", pa.array(fill_rank))
+    decided = decided.append_column("fill_rank", pa.array(fill_items.fill_rank))
     decided = decided.append_column("reserved_for", pa.array(tags_wanted + [None], pa.string()).take(
         pa.array(np.where(reserved_tag < 0, len(tags_wanted), reserved_tag))))
-    decided = decided.append_column("emitted_steps", pa.array(emitted.astype(np.int64)))
-    return BudgetPlan(decided, accounting, options, strategy.to_dict())
+    return decided.append_column("emitted_steps", pa.array(emitted.astype(np.int64)))
 
 
 def _assert_exclusive(admitted: np.ndarray, source_code: np.ndarray, group_code: np.ndarray,

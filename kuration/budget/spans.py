@@ -48,6 +48,8 @@ segment or per span.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -249,19 +251,27 @@ def _status(n_overlapping: np.ndarray, n_present: np.ndarray, n_bad: np.ndarray,
     return status
 
 
-def _segment_decisions(segments: pa.Table) -> tuple[np.ndarray, np.ndarray | None, np.ndarray
-                                                    | None, np.ndarray, np.ndarray]:
-    """Per segment: (priority, present fraction, present, usable, bad); the fraction and
-    present are ``None`` when every segment is fully present (:func:`_present_fraction`).
-    Usable (a finite priority) and bad (NaN or +inf) are only ever true for a present
-    segment."""
+@dataclass(frozen=True)
+class _SegmentDecisions:
+    """Per segment: its priority, present fraction and presence (both ``None`` when every
+    segment is fully present, see :func:`_present_fraction`), and whether its priority is
+    usable (finite) or bad (NaN or +inf); those two are only ever true for a present segment."""
+
+    priority: np.ndarray
+    fraction: np.ndarray | None
+    present: np.ndarray | None
+    usable: np.ndarray
+    bad: np.ndarray
+
+
+def _segment_decisions(segments: pa.Table) -> _SegmentDecisions:
     priority = _column(segments, "priority", np.float64)
     usable, bad = _segment_status(priority)
     fraction = _present_fraction(segments)
     if fraction is None:
-        return priority, None, None, usable, bad
+        return _SegmentDecisions(priority, None, None, usable, bad)
     present = fraction > 0
-    return priority, fraction, present, usable & present, bad & present
+    return _SegmentDecisions(priority, fraction, present, usable & present, bad & present)
 
 
 def _status_array(codes: np.ndarray) -> pa.DictionaryArray:
@@ -304,12 +314,110 @@ def span_items(segments: pa.Table, options: BudgetOptions, *, clip_aggregate: st
 BLOCK_ROWS = 1 << 19
 
 
+@dataclass(frozen=True)
+class _BlockTracks:
+    """The tracks of one block: per segment its track and bounds, per track its steps and rate."""
+
+    of_segment: np.ndarray
+    seg_start: np.ndarray
+    seg_stop: np.ndarray
+    steps: np.ndarray
+    hz: np.ndarray
+
+
+@dataclass(frozen=True)
+class _SpanLayout:
+    """Every track of a block cut into spans of its ``length`` steps (the last one shorter)."""
+
+    #: Per track: steps per span.
+    length: np.ndarray
+    #: Per track: its first span's position; one more entry holds the number of spans.
+    offset: np.ndarray
+    #: Per span: its track, its index within the track and its steps ``[start, stop)``.
+    track: np.ndarray
+    index: np.ndarray
+    start: np.ndarray
+    stop: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return int(self.offset[-1])
+
+
+@dataclass(frozen=True)
+class _Pairs:
+    """Every (segment, span) pair where the segment overlaps the span, sorted by span."""
+
+    seg: np.ndarray
+    span: np.ndarray
+    #: Each segment inside one span and no reordering: pair ``i`` is segment ``i``.
+    identity: bool
+    groups: _SpanGroups
+
+    def per_pair(self, values: np.ndarray) -> np.ndarray:
+        """Per-segment ``values`` as one per pair (no gather when the pairs are the segments)."""
+        return values if self.identity else values[self.seg]
+
+
+@dataclass(frozen=True)
+class _Ranking:
+    """Per span its status and priority; per pair whether it enters the span's features,
+    and whether its segment is present (``None`` when every one is)."""
+
+    status: np.ndarray
+    priority: np.ndarray
+    feature_use: np.ndarray
+    pair_present: np.ndarray | None
+
+
 def _block_spans(segments: pa.Table, ids: pa.Table, starts: np.ndarray, features: list[str], options: BudgetOptions,
                  clip_aggregate: str) -> pa.Table:
     """:func:`span_items` over canonical ``segments`` whose tracks begin at ``starts``; ``ids``
     holds each track's ``source_id`` and ``entity_id``."""
+    tracks = _block_tracks(segments, ids, starts)
+    spans = _span_layout(tracks, options)
+    pairs = _segment_span_pairs(tracks, spans, segments.num_rows)
+    decisions = _segment_decisions(segments)
+    ranking = _rank_spans(pairs, decisions, clip_aggregate)
+    aggregated = {
+        key: pairs.groups.aggregate(pairs.per_pair(_column(segments, key, np.float64)), ranking.feature_use,
+                                    clip_aggregate)
+        for key in features
+    }
+    seconds = (spans.stop - spans.start) / tracks.hz[spans.track]
+    fraction = decisions.fraction
+    if fraction is None:
+        present_seconds = seconds
+    else:
+        present_seconds = seconds * _present_share(
+            pairs.groups, pairs.per_pair(tracks.seg_start), pairs.per_pair(tracks.seg_stop), pairs.per_pair(fraction),
+            spans.start[pairs.span], spans.stop[pairs.span])
+    pair_seg, pair_span = pairs.seg, pairs.span
+    if ranking.pair_present is not None:  # an absent window carries no tags of the entity
+        pair_seg, pair_span = pair_seg[ranking.pair_present], pair_span[ranking.pair_present]
+    columns = {
+        "source_id": ids.column("source_id").take(pa.array(spans.track)),
+        "entity_id": ids.column("entity_id").take(pa.array(spans.track)),
+        "span_index": pa.array(spans.index),
+        "start": pa.array(spans.start),
+        "stop": pa.array(spans.stop),
+        "steps": pa.array(spans.stop - spans.start),
+        "seconds": pa.array(seconds),
+        "present_seconds": pa.array(present_seconds),
+        "sample_hz": pa.array(tracks.hz[spans.track]),
+        "priority": pa.array(ranking.priority),
+        "status": _status_array(ranking.status),
+        "segments": pa.array(pairs.groups.sizes),
+        "tags": _span_tags(segments.column("tags"), pair_seg, pair_span, spans.n),
+    }
+    columns.update({key: pa.array(values) for key, values in aggregated.items()})
+    return pa.table(columns)
+
+
+def _block_tracks(segments: pa.Table, ids: pa.Table, starts: np.ndarray) -> _BlockTracks:
+    """Each track's steps and rate (one per track, or raises), with every segment checked to
+    lie inside its track."""
     n_tracks = len(starts) - 1
-    n = segments.num_rows
     track_of = np.repeat(np.arange(n_tracks), np.diff(starts))
     track_steps = _per_track_constant(_column(segments, "track_steps", np.int64), starts, "track_steps", ids)
     track_hz = _per_track_constant(_column(segments, "sample_hz", np.float64), starts, "sample_hz", ids)
@@ -324,83 +432,65 @@ def _block_spans(segments: pa.Table, ids: pa.Table, starts: np.ndarray, features
             f"{ids.column('entity_id')[int(track_of[row])].as_py()!r} spans [{seg_start[row]}, {seg_stop[row]}) "
             f"outside its track of {track_steps[track_of[row]]} steps"
         )
+    return _BlockTracks(track_of, seg_start, seg_stop, track_steps, track_hz)
 
+
+def _span_layout(tracks: _BlockTracks, options: BudgetOptions) -> _SpanLayout:
+    """The spans of every track: ``span_steps`` (or ``span_seconds`` at the track's rate)
+    each, or the whole track when neither is set."""
+    track_steps = tracks.steps
     if options.span_steps is None and options.span_seconds is None:
         span_len = track_steps.copy()  # one whole-track span
     else:
-        hz_values, hz_inverse = np.unique(track_hz, return_inverse=True)
+        hz_values, hz_inverse = np.unique(tracks.hz, return_inverse=True)
         span_len = np.array([options.span_steps_at(float(hz)) for hz in hz_values], np.int64)[hz_inverse]
     spans_per_track = -(-track_steps // np.maximum(span_len, 1))
     span_offset = np.concatenate([[0], np.cumsum(spans_per_track)]).astype(np.int64)
     n_spans = int(span_offset[-1])
-    span_track = np.repeat(np.arange(n_tracks), spans_per_track)
+    span_track = np.repeat(np.arange(len(track_steps)), spans_per_track)
     span_index = np.arange(n_spans, dtype=np.int64) - span_offset[span_track]
     span_start = span_index * span_len[span_track]
     span_stop = np.minimum(span_start + span_len[span_track], track_steps[span_track])
+    return _SpanLayout(span_len, span_offset, span_track, span_index, span_start, span_stop)
 
-    # Segment -> every span it overlaps (a contiguous run of span indices).
-    seg_len = span_len[track_of]
-    k0 = seg_start // seg_len
-    k1 = (seg_stop - 1) // seg_len
+
+def _segment_span_pairs(tracks: _BlockTracks, spans: _SpanLayout, n: int) -> _Pairs:
+    """Segment -> every span it overlaps (a contiguous run of span indices), sorted by span."""
+    track_of = tracks.of_segment
+    seg_len = spans.length[track_of]
+    k0 = tracks.seg_start // seg_len
+    k1 = (tracks.seg_stop - 1) // seg_len
     reps = (k1 - k0 + 1).astype(np.int64)
     pair_seg = np.repeat(np.arange(n, dtype=np.int64), reps)
     within = np.arange(len(pair_seg), dtype=np.int64) - np.repeat(np.cumsum(reps) - reps, reps)
-    pair_span = span_offset[track_of[pair_seg]] + k0[pair_seg] + within
+    pair_span = spans.offset[track_of[pair_seg]] + k0[pair_seg] + within
     if len(pair_span) > 1 and np.any(pair_span[1:] < pair_span[:-1]):  # windows overlapping span edges
         order = np.argsort(pair_span, kind="stable")
         pair_seg, pair_span = pair_seg[order], pair_span[order]
-    # With every segment inside one span and no reordering, pair i is segment i: skip gathers.
     identity = len(pair_seg) == n and (n == 0 or pair_seg[-1] == n - 1 and bool(np.all(np.diff(pair_seg) == 1)))
-    groups = _SpanGroups(pair_span, n_spans)
+    return _Pairs(pair_seg, pair_span, identity, _SpanGroups(pair_span, spans.n))
 
-    def per_pair(values: np.ndarray) -> np.ndarray:
-        return values if identity else values[pair_seg]
 
-    priority, fraction, present, usable, bad = _segment_decisions(segments)
-    pair_present = per_pair(present) if present is not None and not present.all() else None
+def _rank_spans(pairs: _Pairs, decisions: _SegmentDecisions, clip_aggregate: str) -> _Ranking:
+    """Each span's status and its priority aggregated over its usable present segments
+    (-inf when filtered, NaN when it cannot be ranked)."""
+    present, usable = decisions.present, decisions.usable
+    groups = pairs.groups
+    pair_present = pairs.per_pair(present) if present is not None and not present.all() else None
     n_present = groups.sizes if pair_present is None else groups.count(pair_present)
-    n_bad = groups.count(per_pair(bad))
-    n_usable = groups.count(per_pair(usable))
+    n_bad = groups.count(pairs.per_pair(decisions.bad))
+    pair_usable = pairs.per_pair(usable)
+    n_usable = groups.count(pair_usable)
     status = _status(groups.sizes, n_present, n_bad, n_usable)
-    pair_usable = per_pair(usable)
-    span_priority = groups.aggregate(per_pair(priority), pair_usable, clip_aggregate)
+    span_priority = groups.aggregate(pairs.per_pair(decisions.priority), pair_usable, clip_aggregate)
     span_priority[status == STATUS_CODE["filtered"]] = -np.inf
     span_priority[_UNRANKABLE_STATUS[status]] = np.nan
     # Features aggregate over the segments the priority used; a span with none usable shows
     # its present segments' figures, so a review can say why it was filtered.
-    feature_use = pair_usable | (n_usable == 0)[pair_span]
+    feature_use = pair_usable | (n_usable == 0)[pairs.span]
     if pair_present is not None:
         feature_use &= pair_present
-    aggregated = {
-        key: groups.aggregate(per_pair(_column(segments, key, np.float64)), feature_use, clip_aggregate)
-        for key in features
-    }
-
-    seconds = (span_stop - span_start) / track_hz[span_track]
-    if fraction is None:
-        present_seconds = seconds
-    else:
-        present_seconds = seconds * _present_share(groups, per_pair(seg_start), per_pair(seg_stop), per_pair(fraction),
-                                                   span_start[pair_span], span_stop[pair_span])
-    if pair_present is not None:  # an absent window carries no tags of the entity
-        pair_seg, pair_span = pair_seg[pair_present], pair_span[pair_present]
-    columns = {
-        "source_id": ids.column("source_id").take(pa.array(span_track)),
-        "entity_id": ids.column("entity_id").take(pa.array(span_track)),
-        "span_index": pa.array(span_index),
-        "start": pa.array(span_start),
-        "stop": pa.array(span_stop),
-        "steps": pa.array(span_stop - span_start),
-        "seconds": pa.array(seconds),
-        "present_seconds": pa.array(present_seconds),
-        "sample_hz": pa.array(track_hz[span_track]),
-        "priority": pa.array(span_priority),
-        "status": _status_array(status),
-        "segments": pa.array(groups.sizes),
-        "tags": _span_tags(segments.column("tags"), pair_seg, pair_span, n_spans),
-    }
-    columns.update({key: pa.array(values) for key, values in aggregated.items()})
-    return pa.table(columns)
+    return _Ranking(status, span_priority, feature_use, pair_present)
 
 
 def _present_share(groups: _SpanGroups, start: np.ndarray, stop: np.ndarray, fraction: np.ndarray,
@@ -445,10 +535,11 @@ def segment_items(segments: pa.Table) -> pa.Table:
     segments, order, _ = _canonical(segments, _check_columns(segments))
     segments = _rows(segments, order, 0, segments.num_rows)
     start, stop = _column(segments, "start", np.int64), _column(segments, "stop", np.int64)
-    priority, fraction, present, usable, bad = _segment_decisions(segments)
+    decisions = _segment_decisions(segments)
+    priority, fraction, present = decisions.priority, decisions.fraction, decisions.present
     ones = np.ones(len(priority), np.int64)
-    status = _status(ones, ones if present is None else present.astype(np.int64), bad.astype(np.int64),
-                     usable.astype(np.int64))
+    status = _status(ones, ones if present is None else present.astype(np.int64), decisions.bad.astype(np.int64),
+                     decisions.usable.astype(np.int64))
     seconds = _column(segments, "seconds", np.float64)
     priority = canonical_floats(np.where(_UNRANKABLE_STATUS[status], np.nan, priority))  # a segment is never unscored
     columns = {

@@ -67,100 +67,166 @@ def _spread(items: pa.Table, key: str, what: str) -> list[str]:
                             strict=False)]
 
 
+@dataclass(frozen=True)
+class _PlanColumns:
+    """The item columns the checks read, as numpy arrays and string codes."""
+
+    unit: str
+    weight: np.ndarray
+    admitted: np.ndarray
+    split: StringCodes
+    groups: StringCodes
+    rank: np.ndarray
+    reasons: StringCodes
+    #: ``None`` for plans stored before present seconds were recorded: nothing to check.
+    present: np.ndarray | None
+    unrankable: np.ndarray | None
+    outside: np.ndarray
+
+    @classmethod
+    def of(cls, items: pa.Table, unit: str) -> _PlanColumns:
+        weight = np.ones(items.num_rows) if unit == "segments" else _numpy(items, "seconds").astype(np.float64)
+        reasons = string_codes(items.column("reason"))
+        present = (_numpy(items, "present_seconds").astype(np.float64) if "present_seconds" in items.column_names
+                   else None)
+        return cls(unit, weight, _numpy(items, "admitted").astype(bool), string_codes(items.column("split")),
+                   string_codes(items.column("group")), _numpy(items, "fill_rank"), reasons, present,
+                   None if present is None else reasons.among(UNRANKABLE), reasons.among(("not_in_split",)))
+
+
+@dataclass(frozen=True)
+class _SplitCheck:
+    """One split's share of the result: its errors, warnings, figures and verdict part."""
+
+    errors: list[str]
+    warnings: list[str]
+    figures: dict[str, Figure]
+    filled: str | None
+
+
 def validate_budget_plan(items: pa.Table, accounting: dict[str, Any], *,
                          underfill_warn_fraction: float = 0.1) -> BudgetValidation:
     """Check a plan's ``items`` (with decision columns) against its ``accounting`` block."""
-    errors: list[str] = []
+    unit = accounting["unit"]
+    columns = _PlanColumns.of(items, unit)
+    errors = _item_errors(items, columns)
     warnings: list[str] = []
     figures: dict[str, Figure] = {}
     filled: list[str] = []
-    unit = accounting["unit"]
-    weight = np.ones(items.num_rows) if unit == "segments" else _numpy(items, "seconds").astype(np.float64)
-    admitted = _numpy(items, "admitted").astype(bool)
-    split = string_codes(items.column("split"))
-    groups = string_codes(items.column("group"))
-    rank = _numpy(items, "fill_rank")
-    reasons = string_codes(items.column("reason"))
-    # Plans stored before present seconds were recorded have no such column to check.
-    present = _numpy(items, "present_seconds").astype(np.float64) if "present_seconds" in items.column_names else None
-    unrankable = None if present is None else reasons.among(UNRANKABLE)
-
-    not_ok = admitted & ~string_codes(items.column("status")).among(("ok",))
-    priority = _numpy(items, "priority")
-    not_ok |= admitted & ~np.isfinite(priority)
-    if not_ok.any():
-        rows = np.flatnonzero(not_ok)[:_EXAMPLES]
-        errors.append(f"{int(not_ok.sum())} admitted item(s) without a finite priority, e.g. "
-                      + ", ".join(_item(items, r) for r in rows))
-
-    taken = items.filter(pa.array(admitted))
-    errors += _spread(taken, "source_id", "admitted")
-    errors += _spread(taken, "group", "admitted")
-    errors += _spread(items.filter(pc.is_valid(items.column("split"))), "group", "pooled")
-    outside = reasons.among(("not_in_split",))
-    errors += _not_in_split(items, outside)
-
     for name in SPLITS:
-        block = accounting["splits"].get(name, {})
-        requested = float(block.get("requested", 0.0))
-        in_split = split.codes == split.code(name)
-        mine = admitted & in_split
-        total = float(weight[mine].sum())
-        last = float(weight[mine][np.argmax(rank[mine])]) if mine.any() else 0.0
-        figures.update(_split_figures(name, unit, requested, total, last))
-        if requested > 0 or mine.any():
-            filled.append(_filled(name, unit, requested, total, last))
-        # Half the fill's tolerance: the fill keeps the total before its last item below
-        # request - tolerance, and re-summing here drifts far less than that.
-        if mine.any() and total - last >= requested - cut_tolerance(requested) / 2:
-            errors.append(f"{name}: admitted {total:g} {unit} against {requested:g} requested; without its last "
-                          f"admitted item ({last:g}) it is still {total - last:g}, more than one item over budget")
-        if not np.isclose(total, float(block.get("admitted", -1.0)), rtol=1e-9, atol=1e-6):
-            errors.append(f"{name}: the budget block says {block.get('admitted')!r} {unit} admitted, the items sum to "
-                          f"{total:g}")
-        if present is not None and unrankable is not None:
-            for key, mask in (("admitted_present_seconds", mine), ("lost_present_seconds", in_split & unrankable)):
-                counted = float(present[mask].sum())
-                if not np.isclose(counted, float(block.get(key, np.nan)), rtol=1e-9, atol=1e-6):
-                    errors.append(f"{name}: the budget block says {key} {block.get(key)!r}, the items sum to "
-                                  f"{counted:g}")
-        if int(mine.sum()) != int(block.get("items", {}).get("admitted", -1)):
-            errors.append(f"{name}: the budget block counts {block.get('items', {}).get('admitted')!r} admitted items, "
-                          f"the items have {int(mine.sum())}")
-        cap = block.get("group_cap")
-        if cap is not None and mine.any():
-            names = groups.names
-            per_group = np.bincount(groups.codes[mine], weights=weight[mine], minlength=len(names))
-            over = np.flatnonzero(per_group > cap * (1 + 1e-9) + 1e-9)
-            for g in over[:_EXAMPLES]:
-                errors.append(f"{name}: group {names[g]!r} holds {per_group[g]:g} {unit}, over its cap of {cap:g}")
-        pool = float(weight[in_split].sum())
-        figures[f"{name}_pool_{_figure_unit(unit)}"] = _in_figure_unit(pool, unit)
-        underfill = max(0.0, requested - total)
-        if requested > 0 and not mine.any():
-            errors.append(_nothing_admitted(name, unit, requested, pool, reasons, in_split, int(outside.sum())))
-        elif requested > 0:
-            # A pool smaller than the request warns whatever the threshold: no fill could meet it.
-            pool_too_small = pool < requested - cut_tolerance(requested)
-            underfilled = f"{name}: underfilled by {underfill:g} of {requested:g} {unit} ({underfill / requested:.0%})"
-            if pool_too_small:
-                warnings.append(f"{underfilled}: the budget is larger than the split's whole scored pool "
-                                f"({_amount(requested, unit)} requested, {_amount(pool, unit)} in the pool). Lower "
-                                f"the {name} budget, or add recordings to {name}")
-            elif underfill / requested > underfill_warn_fraction:
-                excluded = ", ".join(f"{r} {v['items']}" for r, v in block.get("excluded", {}).items() if v["items"])
-                warnings.append(f"{underfilled}; the pool's candidates hold {block.get('candidate', 0.0):g}. "
-                                f"Excluded items: {excluded or 'none'}")
+        split = _check_split(name, accounting["splits"].get(name, {}), columns,
+                             underfill_warn_fraction=underfill_warn_fraction)
+        errors += split.errors
+        warnings += split.warnings
+        figures.update(split.figures)
+        if split.filled is not None:
+            filled.append(split.filled)
     requested_total = sum(float(accounting["splits"].get(n, {}).get("requested", 0.0)) for n in SPLITS)
     figures[f"requested_{_figure_unit(unit)}"] = _in_figure_unit(requested_total, unit)
-    figures[f"scored_pool_{_figure_unit(unit)}"] = _in_figure_unit(float(weight.sum()), unit)
-    figures["not_in_split_sources"] = len(_sources(items, outside))
+    figures[f"scored_pool_{_figure_unit(unit)}"] = _in_figure_unit(float(columns.weight.sum()), unit)
+    figures["not_in_split_sources"] = len(_sources(items, columns.outside))
     verdict = "; ".join(filled) or "nothing requested, nothing admitted"
     if errors:
         verdict = failed_verdict(tuple(errors), "contract violation")
     elif warnings:
         verdict += f"; {failed_verdict(tuple(warnings), 'warning')}"
     return BudgetValidation(verdict, tuple(errors), tuple(warnings), figures)
+
+
+def _item_errors(items: pa.Table, columns: _PlanColumns) -> list[str]:
+    """What is wrong whatever the split: admitted items that cannot be ranked, sources and
+    groups in two splits, scored sources in none."""
+    errors: list[str] = []
+    admitted = columns.admitted
+    not_ok = admitted & ~string_codes(items.column("status")).among(("ok",))
+    not_ok |= admitted & ~np.isfinite(_numpy(items, "priority"))
+    if not_ok.any():
+        rows = np.flatnonzero(not_ok)[:_EXAMPLES]
+        errors.append(f"{int(not_ok.sum())} admitted item(s) without a finite priority, e.g. "
+                      + ", ".join(_item(items, r) for r in rows))
+    taken = items.filter(pa.array(admitted))
+    errors += _spread(taken, "source_id", "admitted")
+    errors += _spread(taken, "group", "admitted")
+    errors += _spread(items.filter(pc.is_valid(items.column("split"))), "group", "pooled")
+    return errors + _not_in_split(items, columns.outside)
+
+
+def _check_split(name: str, block: dict[str, Any], columns: _PlanColumns, *,
+                 underfill_warn_fraction: float) -> _SplitCheck:
+    """One split against its block: within one item of its request, in agreement with the
+    block, under its group cap, and not underfilled (or only warned about)."""
+    unit, weight = columns.unit, columns.weight
+    requested = float(block.get("requested", 0.0))
+    in_split = columns.split.codes == columns.split.code(name)
+    mine = columns.admitted & in_split
+    total = float(weight[mine].sum())
+    last = float(weight[mine][np.argmax(columns.rank[mine])]) if mine.any() else 0.0
+    figures = _split_figures(name, unit, requested, total, last)
+    filled = _filled(name, unit, requested, total, last) if requested > 0 or mine.any() else None
+    errors: list[str] = []
+    # Half the fill's tolerance: the fill keeps the total before its last item below
+    # request - tolerance, and re-summing here drifts far less than that.
+    if mine.any() and total - last >= requested - cut_tolerance(requested) / 2:
+        errors.append(f"{name}: admitted {total:g} {unit} against {requested:g} requested; without its last "
+                      f"admitted item ({last:g}) it is still {total - last:g}, more than one item over budget")
+    errors += _block_disagreements(name, block, columns, in_split, total)
+    cap = block.get("group_cap")
+    if cap is not None and mine.any():
+        names = columns.groups.names
+        per_group = np.bincount(columns.groups.codes[mine], weights=weight[mine], minlength=len(names))
+        over = np.flatnonzero(per_group > cap * (1 + 1e-9) + 1e-9)
+        for g in over[:_EXAMPLES]:
+            errors.append(f"{name}: group {names[g]!r} holds {per_group[g]:g} {unit}, over its cap of {cap:g}")
+    pool = float(weight[in_split].sum())
+    figures[f"{name}_pool_{_figure_unit(unit)}"] = _in_figure_unit(pool, unit)
+    warnings: list[str] = []
+    if requested > 0 and not mine.any():
+        errors.append(_nothing_admitted(name, unit, requested, pool, columns.reasons, in_split,
+                                        int(columns.outside.sum())))
+    elif requested > 0:
+        warnings += _underfill_warnings(name, block, unit, requested, total, pool,
+                                        underfill_warn_fraction=underfill_warn_fraction)
+    return _SplitCheck(errors, warnings, figures, filled)
+
+
+def _block_disagreements(name: str, block: dict[str, Any], columns: _PlanColumns, in_split: np.ndarray,
+                         total: float) -> list[str]:
+    """Where the budget block and the items disagree: the admitted amount, the present
+    seconds (when recorded) and the admitted item count."""
+    unit = columns.unit
+    mine = columns.admitted & in_split
+    errors: list[str] = []
+    if not np.isclose(total, float(block.get("admitted", -1.0)), rtol=1e-9, atol=1e-6):
+        errors.append(f"{name}: the budget block says {block.get('admitted')!r} {unit} admitted, the items sum to "
+                      f"{total:g}")
+    present, unrankable = columns.present, columns.unrankable
+    if present is not None and unrankable is not None:
+        for key, mask in (("admitted_present_seconds", mine), ("lost_present_seconds", in_split & unrankable)):
+            counted = float(present[mask].sum())
+            if not np.isclose(counted, float(block.get(key, np.nan)), rtol=1e-9, atol=1e-6):
+                errors.append(f"{name}: the budget block says {key} {block.get(key)!r}, the items sum to "
+                              f"{counted:g}")
+    if int(mine.sum()) != int(block.get("items", {}).get("admitted", -1)):
+        errors.append(f"{name}: the budget block counts {block.get('items', {}).get('admitted')!r} admitted items, "
+                      f"the items have {int(mine.sum())}")
+    return errors
+
+
+def _underfill_warnings(name: str, block: dict[str, Any], unit: str, requested: float, total: float, pool: float, *,
+                        underfill_warn_fraction: float) -> list[str]:
+    """The warning for a split that admitted something but less than it asked for."""
+    underfill = max(0.0, requested - total)
+    underfilled = f"{name}: underfilled by {underfill:g} of {requested:g} {unit} ({underfill / requested:.0%})"
+    # A pool smaller than the request warns whatever the threshold: no fill could meet it.
+    if pool < requested - cut_tolerance(requested):
+        return [f"{underfilled}: the budget is larger than the split's whole scored pool "
+                f"({_amount(requested, unit)} requested, {_amount(pool, unit)} in the pool). Lower "
+                f"the {name} budget, or add recordings to {name}"]
+    if underfill / requested > underfill_warn_fraction:
+        excluded = ", ".join(f"{r} {v['items']}" for r, v in block.get("excluded", {}).items() if v["items"])
+        return [f"{underfilled}; the pool's candidates hold {block.get('candidate', 0.0):g}. "
+                f"Excluded items: {excluded or 'none'}"]
+    return []
 
 
 def _figure_unit(unit: str) -> str:

@@ -335,17 +335,59 @@ def _smooth_noise(rng: np.random.Generator, n: int, tau_ticks: float, channels: 
     return out / np.where(std > 0, std, 1.0)
 
 
+@dataclass(frozen=True)
+class _Weather:
+    """A recording's wind (``(T, 2)`` m/s, gridded), its smooth unit gusts and their
+    strength, and the weather label its COCO images are tagged with."""
+
+    wind: np.ndarray
+    gusts: np.ndarray
+    gust: float
+    rain: bool
+    label: str
+
+
+@dataclass(frozen=True)
+class _Timeline:
+    """A recording's ticks, and the drift every airborne drone takes from the gusts."""
+
+    ticks: np.ndarray
+    drift: np.ndarray  # (T, 2) m
+
+
 def _simulate(rng: np.random.Generator, site: str, lo_min: float, hi_min: float, event_rate: float) -> _Recording:
-    hz = SAMPLE_HZ
+    """One recording of ``site``: every draw from ``rng`` in a fixed order (duration, fleet,
+    operator, weather, flight plans, staged conflicts, link loss), so a seed gives the
+    same recording on every machine."""
     duration_s = int(rng.integers(round(lo_min * 60), round(hi_min * 60) + 1))
-    T = duration_s * hz
-    t = np.arange(T)
+    T = duration_s * SAMPLE_HZ
     n = int(rng.integers(2, 5))
     fleet = rng.choice(FLEET_SIZE, size=n, replace=False)
     drones = [f"drone_{i + 1:02d}" for i in sorted(fleet.tolist())]
     operator = f"operator_{int(rng.integers(1, 4))}"
+    weather = _draw_weather(rng, site, T)
+    flights = _plan_flights(rng, n, duration_s, rain=weather.rain)
+    # Tracking error: the drones give a little with each gust.
+    timeline = _Timeline(np.arange(T), 0.35 * weather.gust * weather.gusts)
+    bumps = np.zeros((n, T, 3))
+    states = [_fly(f, bumps[d], timeline) for d, f in enumerate(flights)]
+    _stage_conflicts(rng, flights, states, bumps, timeline, expected=event_rate * (duration_s // CLIP_SECONDS))
+    battery, events = _fly_on_battery(flights, states, bumps, timeline, weather.wind)
 
-    # Wind: the site's prevailing wind, veering slowly, plus smooth gusts.
+    exact = np.stack([s[0] for s in states], axis=1)
+    pos = _grid(exact, 8)
+    airborne = np.stack([s[1] for s in states], axis=1)
+    vel = _grid(np.gradient(exact, axis=0) * SAMPLE_HZ, 8)
+    events = sorted(set(events + _near_misses(pos, airborne)))
+    present = _link_loss(rng, duration_s, n, events)
+    return _Recording(site, operator, weather.label, duration_s, drones, pos, vel, battery, airborne, weather.wind,
+                      present, events)
+
+
+def _draw_weather(rng: np.random.Generator, site: str, T: int) -> _Weather:
+    """The site's prevailing wind, veering slowly, plus smooth gusts; and rain, now and then."""
+    hz = SAMPLE_HZ
+    t = np.arange(T)
     speed0, gust0, heading0, _ = _SITE_CLIMATE[site]
     speed = speed0 * float(rng.lognormal(0.0, 0.25))
     gust = gust0 * float(rng.lognormal(0.0, 0.2))
@@ -354,9 +396,15 @@ def _simulate(rng: np.random.Generator, site: str, lo_min: float, hi_min: float,
     gusts = _smooth_noise(rng, T, 3.0 * hz, 2)
     wind = _grid(np.stack([speed * np.cos(veer), speed * np.sin(veer)], axis=1) + gust * gusts, 8)
     rain = bool(rng.random() < 0.15)
-    weather = "rain" if rain else ("calm" if speed < 3.0 and gust < 1.5 else ("gusty" if gust >= 2.0 else "windy"))
+    label = "rain" if rain else ("calm" if speed < 3.0 and gust < 1.5 else ("gusty" if gust >= 2.0 else "windy"))
+    return _Weather(wind, gusts, gust, rain, label)
 
-    # Flight plans.
+
+def _plan_flights(rng: np.random.Generator, n: int, duration_s: int, *, rain: bool) -> list[_Flight]:
+    """``n`` drones side by side on a row of pads, each with its own takeoff, landing,
+    altitude, path, charge and battery capacity (smaller in the rain)."""
+    hz = SAMPLE_HZ
+    T = duration_s * hz
     margin = min(30.0, 0.1 * duration_s)
     flights = []
     pad_row = rng.uniform(-40.0, 40.0, size=2)
@@ -375,30 +423,38 @@ def _simulate(rng: np.random.Generator, site: str, lo_min: float, hi_min: float,
             charge=float(rng.uniform(0.45, 1.0)),
             capacity=float(rng.uniform(0.8, 1.15)) * (0.9 if rain else 1.0),
         ))
-    drift = 0.35 * gust * gusts  # tracking error: the drones give a little with each gust
+    return flights
 
-    def fly(f: _Flight, bump: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        climb, descent = _CLIMB_S * hz, _DESCENT_S * hz
-        vertical = _smoothstep((t - f.t_off) / climb) * _smoothstep((f.t_land - t) / descent)
-        cruise = _smoothstep((t - f.t_off - 0.5 * climb) / climb) * _smoothstep((f.t_land - descent - t) / climb)
-        tau = np.cumsum(cruise) / hz  # seconds of "cruise time": the path slows in and out smoothly
-        path = (f.amp[:, :, None] * np.sin(f.omega[:, :, None] * tau + f.phase[:, :, None])).sum(axis=1).T
-        path0 = (f.amp * np.sin(f.phase)).sum(axis=1)
-        pos = np.empty((T, 3))
-        pos[:, :2] = f.pad + path - path0 + drift * vertical[:, None] + bump[:, :2] * cruise[:, None]
-        wobble = f.bob[0] * np.sin(f.bob[1] * tau + f.bob[2])
-        pos[:, 2] = vertical * (f.altitude + wobble) + bump[:, 2] * cruise
-        return pos, vertical > 0, cruise
 
-    bumps = np.zeros((n, T, 3))
-    states = [fly(f, bumps[d]) for d, f in enumerate(flights)]
+def _fly(f: _Flight, bump: np.ndarray, timeline: _Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One drone's flight: its position ``(T, 3)``, whether it is airborne, and how far into
+    its cruise it is (0 on the ground, 1 cruising). ``bump`` bends the path while cruising."""
+    hz = SAMPLE_HZ
+    t = timeline.ticks
+    climb, descent = _CLIMB_S * hz, _DESCENT_S * hz
+    vertical = _smoothstep((t - f.t_off) / climb) * _smoothstep((f.t_land - t) / descent)
+    cruise = _smoothstep((t - f.t_off - 0.5 * climb) / climb) * _smoothstep((f.t_land - descent - t) / climb)
+    tau = np.cumsum(cruise) / hz  # seconds of "cruise time": the path slows in and out smoothly
+    path = (f.amp[:, :, None] * np.sin(f.omega[:, :, None] * tau + f.phase[:, :, None])).sum(axis=1).T
+    path0 = (f.amp * np.sin(f.phase)).sum(axis=1)
+    pos = np.empty((len(t), 3))
+    pos[:, :2] = f.pad + path - path0 + timeline.drift * vertical[:, None] + bump[:, :2] * cruise[:, None]
+    wobble = f.bob[0] * np.sin(f.bob[1] * tau + f.bob[2])
+    pos[:, 2] = vertical * (f.altitude + wobble) + bump[:, 2] * cruise
+    return pos, vertical > 0, cruise
 
-    # Staged conflicts: bend one drone's path smoothly towards another's at a moment when
-    # both cruise and are already within 80 m of each other.
-    sigma = 20.0 * hz
+
+def _stage_conflicts(rng: np.random.Generator, flights: list[_Flight], states: list, bumps: np.ndarray,
+                     timeline: _Timeline, *, expected: float) -> None:
+    """Staged conflicts, about ``expected`` of them: bend one drone's path smoothly towards
+    another's at a moment when both cruise and are already within 80 m of each other.
+    Updates ``bumps`` and ``states`` in place."""
+    t = timeline.ticks
+    T = len(t)
+    n = len(flights)
+    sigma = 20.0 * SAMPLE_HZ
     window = int(3 * sigma)
-    n_clips = duration_s // CLIP_SECONDS
-    for _ in range(int(rng.poisson(event_rate * n_clips))):
+    for _ in range(int(rng.poisson(expected))):
         a, b = (int(x) for x in rng.choice(n, size=2, replace=False))
         both = (states[a][2] >= 1.0) & (states[b][2] >= 1.0)
         csum = np.concatenate([[0], np.cumsum(both)])
@@ -415,56 +471,68 @@ def _simulate(rng: np.random.Generator, site: str, lo_min: float, hi_min: float,
         offset = direction / np.linalg.norm(direction) * float(rng.uniform(1.0, 3.5))
         delta = states[a][0][t_star] + offset - states[b][0][t_star]
         bumps[b] += delta[None, :] * np.exp(-0.5 * ((t - t_star) / sigma) ** 2)[:, None]
-        states[b] = fly(flights[b], bumps[b])
+        states[b] = _fly(flights[b], bumps[b], timeline)
 
-    def battery_of(f: _Flight, pos: np.ndarray, airborne: np.ndarray) -> np.ndarray:
-        vel = np.gradient(pos, axis=0) * hz
-        load = (1.0 + 0.004 * (vel ** 2).sum(axis=1) + 0.005 * (wind ** 2).sum(axis=1)
-                + 0.05 * np.clip(vel[:, 2], 0, None))
-        drain = np.where(airborne, load / 1500.0, 1.0 / 30000.0) / f.capacity  # per second
-        return _grid(np.clip(f.charge - np.cumsum(drain) / hz, 0.0, 1.0), 16)
 
-    # Batteries; a drone whose battery runs low before its planned descent comes down early
-    # (the path up to that tick is unchanged, so the crossing tick stays where it was).
+def _battery_level(f: _Flight, pos: np.ndarray, airborne: np.ndarray, wind: np.ndarray) -> np.ndarray:
+    """State of charge per tick: drains with speed, climb and wind while airborne, a little on the ground."""
+    vel = np.gradient(pos, axis=0) * SAMPLE_HZ
+    load = (1.0 + 0.004 * (vel ** 2).sum(axis=1) + 0.005 * (wind ** 2).sum(axis=1)
+            + 0.05 * np.clip(vel[:, 2], 0, None))
+    drain = np.where(airborne, load / 1500.0, 1.0 / 30000.0) / f.capacity  # per second
+    return _grid(np.clip(f.charge - np.cumsum(drain) / SAMPLE_HZ, 0.0, 1.0), 16)
+
+
+def _fly_on_battery(flights: list[_Flight], states: list, bumps: np.ndarray, timeline: _Timeline,
+                    wind: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int, str]]]:
+    """Batteries ``(T, n)`` and the ``low_battery`` and ``landing`` events. A drone whose
+    battery runs low before its planned descent comes down early (the path up to that tick
+    is unchanged, so the crossing tick stays where it was); ``flights`` and ``states`` are
+    updated in place."""
+    T = len(timeline.ticks)
     events: list[tuple[int, int, str]] = []
-    battery = np.empty((T, n))
+    battery = np.empty((T, len(flights)))
     for d, f in enumerate(flights):
         pos, airborne, _ = states[d]
-        level = battery_of(f, pos, airborne)
+        level = _battery_level(f, pos, airborne, wind)
         low = np.flatnonzero(level < LOW_BATTERY)
         if len(low):
             t_low = int(low[0])
-            earliest = t_low + int((_CLIMB_S + _DESCENT_S) * hz) + 1
+            earliest = t_low + int((_CLIMB_S + _DESCENT_S) * SAMPLE_HZ) + 1
             if airborne[t_low] and earliest < f.t_land:
                 f.t_land = earliest
-                states[d] = fly(f, bumps[d])
+                states[d] = _fly(f, bumps[d], timeline)
                 pos, airborne, _ = states[d]
-                level = battery_of(f, pos, airborne)
+                level = _battery_level(f, pos, airborne, wind)
             events.append((t_low, d, "low_battery"))
         battery[:, d] = level
         if f.t_land < T:
             events.append((f.t_land, d, "landing"))
+    return battery, events
 
-    exact = np.stack([s[0] for s in states], axis=1)
-    pos = _grid(exact, 8)
-    airborne = np.stack([s[1] for s in states], axis=1)
-    vel = _grid(np.gradient(exact, axis=0) * hz, 8)
 
-    # Near misses: onsets of two airborne drones closer than NEAR_MISS_M (a new onset needs
-    # 5 s apart).
+def _near_misses(pos: np.ndarray, airborne: np.ndarray) -> list[tuple[int, int, str]]:
+    """Onsets of two airborne drones closer than ``NEAR_MISS_M`` (a new onset needs 5 s
+    apart), tagged on both drones."""
+    n = pos.shape[1]
+    events: list[tuple[int, int, str]] = []
     for a in range(n):
         for b in range(a + 1, n):
             close = airborne[:, a] & airborne[:, b] & (np.linalg.norm(pos[:, a] - pos[:, b], axis=1) < NEAR_MISS_M)
             ticks = np.flatnonzero(close)
             if not len(ticks):
                 continue
-            onsets = ticks[np.concatenate([[True], np.diff(ticks) > 5 * hz])]
+            onsets = ticks[np.concatenate([[True], np.diff(ticks) > 5 * SAMPLE_HZ])]
             for tick in onsets.tolist():
                 events += [(tick, a, "near_miss"), (tick, b, "near_miss")]
-    events = sorted(set(events))
+    return events
 
-    # Link loss: absent rows; never at an event, the first or the last tick (every drone is
-    # seen on the ground at both ends), nor every drone at once.
+
+def _link_loss(rng: np.random.Generator, duration_s: int, n: int, events: list[tuple[int, int, str]]) -> np.ndarray:
+    """Which rows exist ``(T, n)``: the link drops now and then, but never at an event, the
+    first or the last tick (every drone is seen on the ground at both ends), nor for every
+    drone at once."""
+    T = duration_s * SAMPLE_HZ
     present = np.ones((T, n), dtype=bool)
     for d in range(n):
         for _ in range(int(rng.poisson(duration_s / 150.0))):
@@ -475,8 +543,7 @@ def _simulate(rng: np.random.Generator, site: str, lo_min: float, hi_min: float,
     present[[0, T - 1]] = True
     nobody = ~present.any(axis=1)
     present[nobody, 0] = True
-
-    return _Recording(site, operator, weather, duration_s, drones, pos, vel, battery, airborne, wind, present, events)
+    return present
 
 
 # --------------------------------------------------------------------------- rendering

@@ -131,81 +131,14 @@ class Strategy:
         if not isinstance(data, Mapping):
             raise StrategyError(f"strategy: expected a mapping, got {type(data).__name__}")
         check_keys(data, _STRATEGY_KEYS, where="strategy", error=StrategyError)
-
-        name = data.get("name")
-        if name is not None and (not isinstance(name, str) or not name.strip()):
-            raise StrategyError(f"strategy.name: must be a non-empty string or absent, got {shown(name)}")
-
-        if "method" not in data:
-            raise StrategyError(f"strategy.method: required; one of {list(METHODS)}")
-        method = data["method"]
-        if method not in METHODS:
-            raise StrategyError(f"strategy.method: must be one of {list(METHODS)}, got {shown(method)}")
-
-        raw_priority = data.get("priority")
-        if "priority" not in data:
-            raise StrategyError(
-                "strategy.priority: required; a non-empty mapping of feature key -> weight, e.g. {'speed.mean': 1.0}"
-            )
-        if not isinstance(raw_priority, Mapping) or not raw_priority:
-            raise StrategyError(
-                f"strategy.priority: must be a non-empty mapping of feature key -> weight, got {shown(raw_priority)}"
-            )
-        priority: dict[str, float] = {}
-        for key, weight in raw_priority.items():
-            path = f"strategy.priority[{shown(key)}]"
-            _check_key(key, path)
-            number = finite_float(weight)
-            if number is None:
-                raise StrategyError(f"{path}: weight must be a finite number, got {shown(weight)}")
-            priority[key] = number
-
-        raw_predicates = data.get("predicates", [])
-        if raw_predicates is None:
-            raw_predicates = []
-        if not isinstance(raw_predicates, (list, tuple)):
-            raise StrategyError("strategy.predicates: must be a list of {feature, op, value}, got "
-                                f"{shown(raw_predicates)}")
-        predicates = []
-        for i, raw in enumerate(raw_predicates):
-            path = f"strategy.predicates[{i}]"
-            if not isinstance(raw, Mapping):
-                raise StrategyError(f"{path}: must be a mapping with 'feature', 'op' and 'value', got {shown(raw)}")
-            check_keys(raw, _PREDICATE_KEYS, where=path, error=StrategyError)
-            for k in _PREDICATE_KEYS:
-                if k not in raw:
-                    raise StrategyError(f"{path}.{k}: required (a predicate is {{'feature': key, 'op': one of "
-                                        f"{list(OPS)}, 'value': number}})")
-            feature = _check_key(raw["feature"], f"{path}.feature")
-            op = raw["op"]
-            if op not in OPS:
-                raise StrategyError(f"{path}.op: must be one of {list(OPS)}, got {shown(op)}")
-            value = finite_float(raw["value"])
-            if value is None:
-                raise StrategyError(f"{path}.value: must be a finite number, got {shown(raw['value'])}")
-            predicates.append(Predicate(feature, op, value))
-        if method == "filter" and not predicates:
-            raise StrategyError(
-                "strategy.predicates: method 'filter' needs at least one predicate (a failing segment gets priority "
-                "-inf)"
-            )
-
-        raw_tags = data.get("tags", [])
-        if raw_tags is None:
-            raw_tags = []
-        if not isinstance(raw_tags, (list, tuple)):
-            raise StrategyError(f"strategy.tags: must be a list of event tag names, got {shown(raw_tags)}")
-        tags: list[str] = []
-        for i, tag in enumerate(raw_tags):
-            if not isinstance(tag, str) or not tag:
-                raise StrategyError(f"strategy.tags[{i}]: must be a non-empty string, got {shown(tag)}")
-            if tag in tags:
-                raise StrategyError(f"strategy.tags[{i}]: {tag!r} is listed twice (first at "
-                                    f"strategy.tags[{tags.index(tag)}])")
-            tags.append(tag)
-
+        # Each key in this order, so the first error reported is the same whatever else is wrong.
+        name = _name(data.get("name"))
+        method = _method(data)
+        priority = _priority(data)
+        predicates = _predicates(data.get("predicates", []), method)
+        tags = _tags(data.get("tags", []))
         selection = _selection(data.get("selection"), tags)
-        return cls(method, priority, tuple(predicates), tuple(tags), selection, name)
+        return cls(method, priority, predicates, tuple(tags), selection, name)
 
     def to_dict(self) -> dict[str, Any]:
         """Canonical form; ``Strategy.from_dict(s.to_dict()) == s``."""
@@ -296,6 +229,92 @@ class Strategy:
         # What score() reads: priority and predicate features (tags of interest are carried
         # to the segment table, but do not enter the priority unless weighted).
         return sorted(set(self.priority) | {p.feature for p in self.predicates})
+
+
+def _name(name: Any) -> str | None:
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise StrategyError(f"strategy.name: must be a non-empty string or absent, got {shown(name)}")
+    return name
+
+
+def _method(data: Mapping[str, Any]) -> str:
+    if "method" not in data:
+        raise StrategyError(f"strategy.method: required; one of {list(METHODS)}")
+    method = data["method"]
+    if method not in METHODS:
+        raise StrategyError(f"strategy.method: must be one of {list(METHODS)}, got {shown(method)}")
+    return method
+
+
+def _priority(data: Mapping[str, Any]) -> dict[str, float]:
+    """The weighted feature keys, each key's syntax checked and each weight a finite number."""
+    raw_priority = data.get("priority")
+    if "priority" not in data:
+        raise StrategyError(
+            "strategy.priority: required; a non-empty mapping of feature key -> weight, e.g. {'speed.mean': 1.0}"
+        )
+    if not isinstance(raw_priority, Mapping) or not raw_priority:
+        raise StrategyError(
+            f"strategy.priority: must be a non-empty mapping of feature key -> weight, got {shown(raw_priority)}"
+        )
+    priority: dict[str, float] = {}
+    for key, weight in raw_priority.items():
+        path = f"strategy.priority[{shown(key)}]"
+        _check_key(key, path)
+        number = finite_float(weight)
+        if number is None:
+            raise StrategyError(f"{path}: weight must be a finite number, got {shown(weight)}")
+        priority[key] = number
+    return priority
+
+
+def _predicates(raw_predicates: Any, method: str) -> tuple[Predicate, ...]:
+    if raw_predicates is None:
+        raw_predicates = []
+    if not isinstance(raw_predicates, (list, tuple)):
+        raise StrategyError("strategy.predicates: must be a list of {feature, op, value}, got "
+                            f"{shown(raw_predicates)}")
+    predicates = tuple(_predicate(raw, f"strategy.predicates[{i}]") for i, raw in enumerate(raw_predicates))
+    if method == "filter" and not predicates:
+        raise StrategyError(
+            "strategy.predicates: method 'filter' needs at least one predicate (a failing segment gets priority "
+            "-inf)"
+        )
+    return predicates
+
+
+def _predicate(raw: Any, path: str) -> Predicate:
+    if not isinstance(raw, Mapping):
+        raise StrategyError(f"{path}: must be a mapping with 'feature', 'op' and 'value', got {shown(raw)}")
+    check_keys(raw, _PREDICATE_KEYS, where=path, error=StrategyError)
+    for k in _PREDICATE_KEYS:
+        if k not in raw:
+            raise StrategyError(f"{path}.{k}: required (a predicate is {{'feature': key, 'op': one of "
+                                f"{list(OPS)}, 'value': number}})")
+    feature = _check_key(raw["feature"], f"{path}.feature")
+    op = raw["op"]
+    if op not in OPS:
+        raise StrategyError(f"{path}.op: must be one of {list(OPS)}, got {shown(op)}")
+    value = finite_float(raw["value"])
+    if value is None:
+        raise StrategyError(f"{path}.value: must be a finite number, got {shown(raw['value'])}")
+    return Predicate(feature, op, value)
+
+
+def _tags(raw_tags: Any) -> list[str]:
+    if raw_tags is None:
+        raw_tags = []
+    if not isinstance(raw_tags, (list, tuple)):
+        raise StrategyError(f"strategy.tags: must be a list of event tag names, got {shown(raw_tags)}")
+    tags: list[str] = []
+    for i, tag in enumerate(raw_tags):
+        if not isinstance(tag, str) or not tag:
+            raise StrategyError(f"strategy.tags[{i}]: must be a non-empty string, got {shown(tag)}")
+        if tag in tags:
+            raise StrategyError(f"strategy.tags[{i}]: {tag!r} is listed twice (first at "
+                                f"strategy.tags[{tags.index(tag)}])")
+        tags.append(tag)
+    return tags
 
 
 def _selection(raw: Any, tags: list[str]) -> Selection:

@@ -54,6 +54,7 @@ from kuration.splits.universe import (
     SampleAttributes,
     SampleRefs,
     Universe,
+    UniverseColumns,
     enumerate_folder,
     universe_hash,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "SplitExtension",
     "SplitResolution",
     "Universe",
+    "UniverseColumns",
     "bake_file",
     "bake_from_split_column",
     "bake_random",

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import posixpath
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -90,71 +90,92 @@ class _Resolver:
         ``except`` only rows of the left operand. Attribute selectors load tags and
         categories for the scope's sources only and answer within it; every other kind
         ignores it (it is cheap anyway), and the caller's filtering makes both agree."""
-        kind = sel.kind
+        return _BY_KIND[sel.kind](self, sel, scope)
+
+    # -- one method per kind, each (selector, scope) -> row positions ------------------
+
+    def _all(self, sel: Selector, scope: np.ndarray | None) -> np.ndarray:
+        return np.arange(self.n, dtype=np.int64)
+
+    def _files(self, sel: Selector, scope: np.ndarray | None) -> np.ndarray:
+        found = {p: self.source_codes_for(p) for p in sel.paths}
+        _warn_partial(sel, [p for p, codes in found.items() if not codes], len(found), "source")
+        return self.universe.rows_of_sources(sorted({c for codes in found.values() for c in codes}))
+
+    def _file_indices(self, sel: Selector, scope: np.ndarray | None) -> np.ndarray:
         u = self.universe
-        if kind is SelectorKind.ALL:
-            return np.arange(self.n, dtype=np.int64)
-        if kind is SelectorKind.FILES:
-            found = {p: self.source_codes_for(p) for p in sel.paths}
-            _warn_partial(sel, [p for p, codes in found.items() if not codes], len(found), "source")
-            return u.rows_of_sources(sorted({c for codes in found.values() for c in codes}))
-        if kind is SelectorKind.FILE_INDICES:
-            wanted = np.unique(expand_ids_array(sel.ids, what=f"selector {sel.describe()}"))
-            rows = u.rows_of_sources(self.source_codes_for(sel.source or ""))
-            hit = rows[np.isin(u.indices[rows], wanted)]
-            if len(hit):
-                missing = np.setdiff1d(wanted, u.indices[hit])
-                _warn_partial(sel, missing.tolist(), len(wanted), "index")
-            return hit
-        if kind is SelectorKind.DIR_INDICES:
-            positions = expand_ids_array(sel.ids, what=f"selector {sel.describe()}")
-            out_of_range = positions[positions >= self.n]
-            if len(out_of_range):
-                shown = out_of_range[:10].tolist()
-                raise SelectorError(
-                    f"dir_indices positions {shown}{' ...' if len(out_of_range) > 10 else ''} out of range "
-                    f"(universe size {self.n}, valid positions 0-{self.n - 1})"
-                )
-            return _first_occurrences(positions)
-        if kind is SelectorKind.STEMS:
-            wanted_stems = set(sel.stems)
-            stems = u.stems()
-            return u.rows_of_sources([c for c, stem in enumerate(stems) if stem in wanted_stems])
-        if kind is SelectorKind.GLOB:
-            return u.rows_of_sources(u.glob_source_codes(sel.pattern or ""))
-        if kind is SelectorKind.TAG:
-            attrs = self._attributes("tags", scope)
-            return np.flatnonzero(self._within(attrs.rows_with_tags(sel.any_of, self.n), scope))
-        if kind is SelectorKind.CATEGORIES:
-            attrs = self._attributes("category_ids", scope)
-            name_to_id = self._name_to_id if self._name_to_id is not None else attrs.name_to_id
-            if self._name_to_id is None and scope is not None and any(n not in (name_to_id or {}) for n in sel.any_of):
-                # a name may live in an annotation file outside the scope: ask the whole universe
-                name_to_id = u.attributes(frozenset({"category_ids"})).name_to_id
-            # Both messages open with Cuvis.AI's wording, so code matching on it works here too.
-            if name_to_id is None:
-                raise SelectorError(
-                    "a 'categories' selector needs a category name->id map, but this dataset has none "
-                    f"(selector {sel.describe()}); give rows an 'annotation' (a COCO file) or pass name_to_id"
-                )
-            unknown = [name for name in sel.any_of if name not in name_to_id]
-            if unknown:
-                also = f"; also unknown: {unknown[1:]}" if len(unknown) > 1 else ""
-                raise SelectorError(
-                    f"category '{unknown[0]}' not in dataset categories {sorted(name_to_id)}{also} "
-                    f"(selector {sel.describe()})"
-                )
-            ids = [name_to_id[n] for n in sel.any_of]
-            return np.flatnonzero(self._within(attrs.rows_with_categories(ids, self.n), scope))
-        if kind is SelectorKind.UNION:
-            return _first_occurrences(np.concatenate([self.resolve(child, scope) for child in sel.of]))
-        if kind is SelectorKind.EXCEPT:
-            first = _first_occurrences(self.resolve(sel.of[0], scope))
-            inside_first = self._mask(first)
-            remove = np.logical_or.reduce([self._mask(self.resolve(child, inside_first)) for child in sel.of[1:]])
-            return first[~remove[first]]
-        # INTERSECT: operands that read no attributes go first; their common rows scope
-        # the ones that do. The left operand still sets the order.
+        wanted = np.unique(expand_ids_array(sel.ids, what=f"selector {sel.describe()}"))
+        rows = u.rows_of_sources(self.source_codes_for(sel.source or ""))
+        hit = rows[np.isin(u.indices[rows], wanted)]
+        if len(hit):
+            missing = np.setdiff1d(wanted, u.indices[hit])
+            _warn_partial(sel, missing.tolist(), len(wanted), "index")
+        return hit
+
+    def _dir_indices(self, sel: Selector, scope: np.ndarray | None) -> np.ndarray:
+        positions = expand_ids_array(sel.ids, what=f"selector {sel.describe()}")
+        out_of_range = positions[positions >= self.n]
+        if len(out_of_range):
+            shown = out_of_range[:10].tolist()
+            raise SelectorError(
+                f"dir_indices positions {shown}{' ...' if len(out_of_range) > 10 else ''} out of range "
+                f"(universe size {self.n}, valid positions 0-{self.n - 1})"
+            )
+        return _first_occurrences(positions)
+
+    def _stems(self, sel: Selector, scope: np.ndarray | None) -> np.ndarray:
+        wanted_stems = set(sel.stems)
+        stems = self.universe.stems()
+        return self.universe.rows_of_sources([c for c, stem in enumerate(stems) if stem in wanted_stems])
+
+    def _glob(self, sel: Selector, scope: np.ndarray | None) -> np.ndarray:
+        return self.universe.rows_of_sources(self.universe.glob_source_codes(sel.pattern or ""))
+
+    def _tag(self, sel: Selector, scope: np.ndarray | None) -> np.ndarray:
+        attrs = self._attributes("tags", scope)
+        return np.flatnonzero(self._within(attrs.rows_with_tags(sel.any_of, self.n), scope))
+
+    def _categories(self, sel: Selector, scope: np.ndarray | None) -> np.ndarray:
+        attrs = self._attributes("category_ids", scope)
+        name_to_id = self._category_ids(sel, attrs.name_to_id, scope)
+        ids = [name_to_id[n] for n in sel.any_of]
+        return np.flatnonzero(self._within(attrs.rows_with_categories(ids, self.n), scope))
+
+    def _category_ids(self, sel: Selector, loaded: Mapping[str, int] | None,
+                      scope: np.ndarray | None) -> Mapping[str, int]:
+        """The category name -> id map a ``categories`` selector is read with (the one
+        given, else the annotations'), every name it uses checked against it."""
+        name_to_id = self._name_to_id if self._name_to_id is not None else loaded
+        if self._name_to_id is None and scope is not None and any(n not in (name_to_id or {}) for n in sel.any_of):
+            # a name may live in an annotation file outside the scope: ask the whole universe
+            name_to_id = self.universe.attributes(frozenset({"category_ids"})).name_to_id
+        # Both messages open with Cuvis.AI's wording, so code matching on it works here too.
+        if name_to_id is None:
+            raise SelectorError(
+                "a 'categories' selector needs a category name->id map, but this dataset has none "
+                f"(selector {sel.describe()}); give rows an 'annotation' (a COCO file) or pass name_to_id"
+            )
+        unknown = [name for name in sel.any_of if name not in name_to_id]
+        if unknown:
+            also = f"; also unknown: {unknown[1:]}" if len(unknown) > 1 else ""
+            raise SelectorError(
+                f"category '{unknown[0]}' not in dataset categories {sorted(name_to_id)}{also} "
+                f"(selector {sel.describe()})"
+            )
+        return name_to_id
+
+    def _union(self, sel: Selector, scope: np.ndarray | None) -> np.ndarray:
+        return _first_occurrences(np.concatenate([self.resolve(child, scope) for child in sel.of]))
+
+    def _except(self, sel: Selector, scope: np.ndarray | None) -> np.ndarray:
+        first = _first_occurrences(self.resolve(sel.of[0], scope))
+        inside_first = self._mask(first)
+        remove = np.logical_or.reduce([self._mask(self.resolve(child, inside_first)) for child in sel.of[1:]])
+        return first[~remove[first]]
+
+    def _intersect(self, sel: Selector, scope: np.ndarray | None) -> np.ndarray:
+        # Operands that read no attributes go first; their common rows scope the ones that
+        # do. The left operand still sets the order.
         parts: dict[int, np.ndarray] = {}
         keep = scope.copy() if scope is not None else np.ones(self.n, dtype=bool)
         plain_first = sorted(range(len(sel.of)), key=lambda i: bool(required_attrs_of([sel.of[i]])))
@@ -178,6 +199,22 @@ class _Resolver:
         mask = np.zeros(self.n, dtype=bool)
         mask[positions] = True
         return mask
+
+
+#: Each kind's method of :class:`_Resolver`.
+_BY_KIND: dict[SelectorKind, Callable[[_Resolver, Selector, np.ndarray | None], np.ndarray]] = {
+    SelectorKind.ALL: _Resolver._all,
+    SelectorKind.FILES: _Resolver._files,
+    SelectorKind.FILE_INDICES: _Resolver._file_indices,
+    SelectorKind.DIR_INDICES: _Resolver._dir_indices,
+    SelectorKind.STEMS: _Resolver._stems,
+    SelectorKind.GLOB: _Resolver._glob,
+    SelectorKind.TAG: _Resolver._tag,
+    SelectorKind.CATEGORIES: _Resolver._categories,
+    SelectorKind.UNION: _Resolver._union,
+    SelectorKind.EXCEPT: _Resolver._except,
+    SelectorKind.INTERSECT: _Resolver._intersect,
+}
 
 
 def _first_occurrences(positions: np.ndarray) -> np.ndarray:

@@ -14,6 +14,7 @@ keyed on a free-form uid could not be written to ``universe.csv`` or reproduced.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -104,20 +105,9 @@ class SampleRef:
         object.__setattr__(self, "uid", uid)
 
     @classmethod
-    def _from_trusted_columns(
-        cls,
-        source: list[str],
-        index: list[int | None],
-        stem: list[str],
-        annotation: list[str | None],
-        group: list[str],
-        tags: list[tuple[str, ...]],
-        category_ids: list[tuple[int, ...]],
-        materialized_path: list[str | None],
-        format: list[str | None],
-        uid: list[str],
-    ) -> list[SampleRef]:
-        """Build many refs from values a :class:`Universe` already validated and normalized.
+    def _from_trusted_columns(cls, columns: Mapping[str, Sequence]) -> list[SampleRef]:
+        """Build many refs from values a :class:`Universe` already validated and normalized:
+        ``columns`` holds one equally long list per field (every name in ``_FIELDS``).
 
         Skips ``__post_init__`` (which would re-normalize and re-check every field): this
         is what makes materializing hundreds of thousands of resolved samples affordable."""
@@ -128,9 +118,7 @@ class SampleRef:
         out: list[SampleRef] = []
         append = out.append
         # Unrolled on purpose: a loop over the ten setters per ref doubles the cost.
-        for src, idx, st, ann, grp, tg, cat, mp, fmt, uid_ in zip(
-            source, index, stem, annotation, group, tags, category_ids, materialized_path, format, uid, strict=True
-        ):
+        for src, idx, st, ann, grp, tg, cat, mp, fmt, uid_ in zip(*(columns[name] for name in _FIELDS), strict=True):
             ref = new(cls)
             s_source(ref, src)
             s_index(ref, idx)

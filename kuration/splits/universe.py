@@ -299,6 +299,30 @@ def _pairs_to_attributes(
     return replace(attributes, loaded=frozenset(loaded & required))
 
 
+@dataclass(frozen=True, eq=False)
+class UniverseColumns:
+    """What a :class:`Universe` holds: its rows as columns, already checked and in their
+    final order. :meth:`Universe.from_columns` builds one (it validates and sorts); the
+    constructor trusts it.
+
+    Sources and groups are codes into their sorted names. The optional provenance columns
+    hold one value per row (``None`` when the universe has no such column); ``row_numbers``
+    is the 1-based file line of each row when it came from a file, and ``stem_names`` one
+    stem per source when the refs it came from named them (else the filename stems)."""
+
+    source_names: Sequence[str]
+    source_codes: np.ndarray
+    indices: np.ndarray
+    group_names: Sequence[str]
+    group_codes: np.ndarray
+    annotation: np.ndarray | None = None
+    materialized_path: np.ndarray | None = None
+    format: np.ndarray | None = None
+    split: np.ndarray | None = None
+    row_numbers: np.ndarray | None = None
+    stem_names: Sequence[str] | None = None
+
+
 class Universe(Sequence[SampleRef]):
     """An immutable, canonically ordered universe of samples.
 
@@ -307,37 +331,24 @@ class Universe(Sequence[SampleRef]):
     """
 
     def __init__(
-        self,
-        *,
-        source_names: Sequence[str],
-        source_codes: np.ndarray,
-        indices: np.ndarray,
-        group_names: Sequence[str],
-        group_codes: np.ndarray,
-        annotation: np.ndarray | None = None,
-        materialized_path: np.ndarray | None = None,
-        format: np.ndarray | None = None,
-        split: np.ndarray | None = None,
-        row_numbers: np.ndarray | None = None,
-        attributes: AttributeLoader | None = None,
-        origin: str | None = None,
-        stem_names: Sequence[str] | None = None,
+        self, columns: UniverseColumns, *, attributes: AttributeLoader | None = None, origin: str | None = None
     ) -> None:
-        self.source_names: tuple[str, ...] = tuple(source_names)
+        self.source_names: tuple[str, ...] = tuple(columns.source_names)
         #: One stem per source: the filename stem unless the refs it came from said otherwise.
         self.stem_names: tuple[str, ...] = (
-            tuple(stem_names) if stem_names is not None else tuple(source_stem(n) for n in self.source_names)
+            tuple(columns.stem_names) if columns.stem_names is not None
+            else tuple(source_stem(n) for n in self.source_names)
         )
-        self.source_codes = np.asarray(source_codes, dtype=np.int64)
-        self.indices = np.asarray(indices, dtype=np.int64)
-        self.group_names: tuple[str, ...] = tuple(group_names)
-        self.group_codes = np.asarray(group_codes, dtype=np.int64)
-        self.annotation_column = annotation
-        self.materialized_path_column = materialized_path
-        self.format_column = format
-        self.split_column = split
+        self.source_codes = np.asarray(columns.source_codes, dtype=np.int64)
+        self.indices = np.asarray(columns.indices, dtype=np.int64)
+        self.group_names: tuple[str, ...] = tuple(columns.group_names)
+        self.group_codes = np.asarray(columns.group_codes, dtype=np.int64)
+        self.annotation_column = columns.annotation
+        self.materialized_path_column = columns.materialized_path
+        self.format_column = columns.format
+        self.split_column = columns.split
         #: The 1-based line of the file each row came from, when it came from a file.
-        self.row_numbers = row_numbers
+        self.row_numbers = columns.row_numbers
         self.origin = origin
         self._attribute_loader: AttributeLoader = attributes or CocoAnnotationAttributes()
         self._attributes: dict[frozenset[str], SampleAttributes] = {}
@@ -382,64 +393,23 @@ class Universe(Sequence[SampleRef]):
         source_codes = source_codes[order]
         idx = idx[order]
         rows = None if row_numbers is None else np.asarray(row_numbers)[order]
-        if len(idx) > 1:
-            # duplicates sit next to each other in (source, index) order, which the rows are
-            # already in when sorted; an unsorted universe is looked at through that order
-            key_order = np.arange(len(idx)) if sort else np.lexsort((idx, source_codes))
-            keyed_codes, keyed_idx = source_codes[key_order], idx[key_order]
-            same = (keyed_codes[1:] == keyed_codes[:-1]) & (keyed_idx[1:] == keyed_idx[:-1])
-            if same.any():
-                first = int(np.flatnonzero(same)[0])
-                a, b = sorted((int(key_order[first]), int(key_order[first + 1])))
-                name = source_names[source_codes[a]]
-                what = (f"whole-file sample {name!r}" if idx[a] == WHOLE_FILE
-                        else f"(source, index)=({name!r}, {idx[a]})")
-                raise UniverseError(
-                    f"{where}: duplicate identity {what} at {_two_rows(rows, a, b)}; each (source, index) must be "
-                    "unique (drop the repeated sample)"
-                )
-            _refuse_mixed_sources(where, source_names, keyed_codes, keyed_idx, key_order, rows)
-
-        def column(values: Sequence[str | None] | np.ndarray | None) -> np.ndarray | None:
-            if values is None:
-                return None
-            arr = np.asarray(values, dtype=object)
-            return arr[order]
-
-        group_col = column(group)
-        if group_col is None:
-            group_names, group_codes = source_names, source_codes
-        else:
-            missing = pd.Series(group_col, dtype=object).fillna("").to_numpy() == ""
-            filled = np.where(missing, np.asarray(source_names, dtype=object)[source_codes], group_col)
-            group_names, group_codes = _sorted_codes(filled.astype(str).astype(object))
-        stem_names = None
-        stem_col = column(stem)
-        if stem_col is not None and len(stem_col):
-            first_row = np.unique(source_codes, return_index=True)[1]
-            stem_names = stem_col[first_row]
-            differs = np.flatnonzero(stem_col != stem_names[source_codes])
-            if len(differs):
-                row = int(differs[0])
-                raise UniverseError(
-                    f"{where}: source {source_names[source_codes[row]]!r} is given stems "
-                    f"{stem_names[source_codes[row]]!r} and {stem_col[row]!r}; a source has one stem"
-                )
-        return cls(
+        _refuse_repeated_identities(where, source_names, source_codes, idx, rows, in_key_order=sort)
+        group_names, group_codes = _group_codes(_reordered(group, order), source_names, source_codes)
+        stem_names = _stem_names(where, _reordered(stem, order), source_names, source_codes)
+        columns = UniverseColumns(
             source_names=[str(s) for s in source_names],
             source_codes=source_codes,
             indices=idx,
             group_names=[str(g) for g in group_names],
             group_codes=group_codes,
-            annotation=column(annotation),
-            materialized_path=column(materialized_path),
-            format=column(format),
-            split=column(split),
+            annotation=_reordered(annotation, order),
+            materialized_path=_reordered(materialized_path, order),
+            format=_reordered(format, order),
+            split=_reordered(split, order),
             row_numbers=rows,
-            attributes=attributes,
-            origin=origin,
             stem_names=None if stem_names is None else [str(x) for x in stem_names],
         )
+        return cls(columns, attributes=attributes, origin=origin)
 
     @classmethod
     def from_refs(cls, refs: Sequence[SampleRef], *, name_to_id: Mapping[str, int] | None = None) -> Universe:
@@ -511,18 +481,18 @@ class Universe(Sequence[SampleRef]):
         index = indices.tolist()
         if (indices == WHOLE_FILE).any():
             index = [None if i == WHOLE_FILE else i for i in index]
-        return SampleRef._from_trusted_columns(
-            source=gather(self.source_names, codes),
-            index=index,
-            stem=gather(self.stem_names, codes),
-            annotation=optional(self.annotation_column),
-            group=gather(self.group_names, self.group_codes[rows]),
-            tags=attribute("tags", loaded.tags_for_rows if loaded else None),
-            category_ids=attribute("category_ids", loaded.categories_for_rows if loaded else None),
-            materialized_path=optional(self.materialized_path_column),
-            format=optional(self.format_column),
-            uid=self.uids(rows),
-        )
+        return SampleRef._from_trusted_columns({
+            "source": gather(self.source_names, codes),
+            "index": index,
+            "stem": gather(self.stem_names, codes),
+            "annotation": optional(self.annotation_column),
+            "group": gather(self.group_names, self.group_codes[rows]),
+            "tags": attribute("tags", loaded.tags_for_rows if loaded else None),
+            "category_ids": attribute("category_ids", loaded.categories_for_rows if loaded else None),
+            "materialized_path": optional(self.materialized_path_column),
+            "format": optional(self.format_column),
+            "uid": self.uids(rows),
+        })
 
     # -- derived columns ----------------------------------------------------------
 
@@ -790,6 +760,66 @@ def _index_column(index: Sequence[int | None] | np.ndarray, where: str, row_numb
                 "[0, 2**63 - 1], or None for a whole-file sample"
             )
     return np.fromiter((WHOLE_FILE if v is None else v for v in values), dtype=np.int64, count=len(values))
+
+
+def _reordered(values: Sequence[str | None] | np.ndarray | None, order: np.ndarray) -> np.ndarray | None:
+    """An optional column as an object array in the universe's row ``order``."""
+    if values is None:
+        return None
+    return np.asarray(values, dtype=object)[order]
+
+
+def _refuse_repeated_identities(
+    where: str, source_names: np.ndarray, codes: np.ndarray, indices: np.ndarray, rows: np.ndarray | None, *,
+    in_key_order: bool,
+) -> None:
+    """Refuse a (source, index) given twice, and a source that is both a whole-file sample
+    and indexed samples. Rows already in (source, index) order (``in_key_order``) have any
+    duplicates side by side; others are looked at through that order."""
+    if len(indices) <= 1:
+        return
+    key_order = np.arange(len(indices)) if in_key_order else np.lexsort((indices, codes))
+    keyed_codes, keyed_idx = codes[key_order], indices[key_order]
+    same = (keyed_codes[1:] == keyed_codes[:-1]) & (keyed_idx[1:] == keyed_idx[:-1])
+    if same.any():
+        first = int(np.flatnonzero(same)[0])
+        a, b = sorted((int(key_order[first]), int(key_order[first + 1])))
+        name = source_names[codes[a]]
+        what = (f"whole-file sample {name!r}" if indices[a] == WHOLE_FILE
+                else f"(source, index)=({name!r}, {indices[a]})")
+        raise UniverseError(
+            f"{where}: duplicate identity {what} at {_two_rows(rows, a, b)}; each (source, index) must be "
+            "unique (drop the repeated sample)"
+        )
+    _refuse_mixed_sources(where, source_names, keyed_codes, keyed_idx, key_order, rows)
+
+
+def _group_codes(group_col: np.ndarray | None, source_names: np.ndarray,
+                 source_codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted group names, each row's group code); a row without a group is its source's."""
+    if group_col is None:
+        return source_names, source_codes
+    missing = pd.Series(group_col, dtype=object).fillna("").to_numpy() == ""
+    filled = np.where(missing, np.asarray(source_names, dtype=object)[source_codes], group_col)
+    return _sorted_codes(filled.astype(str).astype(object))
+
+
+def _stem_names(where: str, stem_col: np.ndarray | None, source_names: np.ndarray,
+                source_codes: np.ndarray) -> np.ndarray | None:
+    """One stem per source when the rows name stems (``None`` when they do not); a source
+    given two stems is refused."""
+    if stem_col is None or not len(stem_col):
+        return None
+    first_row = np.unique(source_codes, return_index=True)[1]
+    stem_names = stem_col[first_row]
+    differs = np.flatnonzero(stem_col != stem_names[source_codes])
+    if len(differs):
+        row = int(differs[0])
+        raise UniverseError(
+            f"{where}: source {source_names[source_codes[row]]!r} is given stems "
+            f"{stem_names[source_codes[row]]!r} and {stem_col[row]!r}; a source has one stem"
+        )
+    return stem_names
 
 
 def _refuse_mixed_sources(

@@ -211,6 +211,45 @@ def read_universe_csv(
     anything over the module's limits (cell length, int64 indices, ``max_samples``).
     """
     where = os.fspath(path)
+    raw, text = _read_text(where)
+    df, line_numbers = _validated_cells(raw, text, where)
+    if one_file_per_row:
+        empty = df.index[df.get("materialized_path", pd.Series("", index=df.index)) == ""]
+        if len(empty):
+            raise UniverseError(
+                f"{where}: line {line_numbers[int(empty[0])]}, column 'materialized_path': required when each "
+                f"sample is its own file, but the cell is empty ({len(empty)} such row(s))"
+            )
+    sources, indices, row_of = _expand_indices(df, where, line_numbers, max_samples=max_samples)
+    csv_dir = storage.parent_url(where)
+    mat = df["materialized_path"] if "materialized_path" in df.columns else pd.Series("", index=df.index)
+    mat = _resolve_relative(mat.where(mat != "", df["source"]).str.replace("\\", "/", regex=False), csv_dir)
+    annotation = _resolve_relative(df["annotation"].str.replace("\\", "/", regex=False),
+                                   csv_dir) if "annotation" in df.columns else None
+    group = df["group"].str.replace("\\", "/", regex=False) if "group" in df.columns else None
+    if one_file_per_row:
+        _refuse_shared_files(mat.to_numpy()[row_of], line_numbers[row_of], where)
+
+    def column(values: pd.Series | None) -> np.ndarray | None:
+        return None if values is None else values.to_numpy(dtype=object)[row_of]
+
+    return Universe.from_columns(
+        sources,
+        indices,
+        group=column(group),
+        annotation=column(annotation),
+        materialized_path=column(mat),
+        format=column(df["format"]) if "format" in df.columns else None,
+        split=column(df["split"]) if "split" in df.columns else None,
+        row_numbers=line_numbers[row_of],
+        attributes=attributes,
+        origin=where,
+    )
+
+
+def _read_text(where: str) -> tuple[bytes, str]:
+    """The file's bytes and its text (UTF-8, a byte-order mark dropped); refuses a missing,
+    empty or non-UTF-8 file."""
     try:
         raw = storage.read_bytes(where)
     except FileNotFoundError:
@@ -219,10 +258,15 @@ def read_universe_csv(
         raise UniverseError(f"{where}: the file is empty; expected a header with columns {list(REQUIRED_COLUMNS)} and "
                             "rows")
     try:
-        text = raw.decode("utf-8-sig")
+        return raw, raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise UniverseError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start}); save the file as "
                             "UTF-8") from None
+
+
+def _validated_cells(raw: bytes, text: str, where: str) -> tuple[pd.DataFrame, np.ndarray]:
+    """The known columns as stripped strings, every cell validated by the schema, and the
+    file line of each row. Sources are posix."""
     header = _header(text, where)
     _refuse_long_cells(raw, text, header, where)
     try:
@@ -246,48 +290,19 @@ def read_universe_csv(
         _cell_schema(present).validate(df, lazy=True)
     except pdv.errors.SchemaErrors as exc:
         _raise_schema_errors(where, exc, line_numbers)
+    return df, line_numbers
 
-    if one_file_per_row:
-        empty = df.index[df.get("materialized_path", pd.Series("", index=df.index)) == ""]
-        if len(empty):
-            raise UniverseError(
-                f"{where}: line {line_numbers[int(empty[0])]}, column 'materialized_path': required when each "
-                f"sample is its own file, but the cell is empty ({len(empty)} such row(s))"
-            )
-    sources, indices, row_of = _expand_indices(df, where, line_numbers, max_samples=max_samples)
-    csv_dir = storage.parent_url(where)
-    mat = df["materialized_path"] if "materialized_path" in df.columns else pd.Series("", index=df.index)
-    mat = _resolve_relative(mat.where(mat != "", df["source"]).str.replace("\\", "/", regex=False), csv_dir)
-    annotation = _resolve_relative(df["annotation"].str.replace("\\", "/", regex=False),
-                                   csv_dir) if "annotation" in df.columns else None
-    group = df["group"].str.replace("\\", "/", regex=False) if "group" in df.columns else None
 
-    if one_file_per_row:
-        expanded_paths = mat.to_numpy()[row_of]
-        dup = pd.Series(expanded_paths).duplicated(keep=False).to_numpy()
-        if dup.any():
-            first, second = np.flatnonzero(dup)[:2]
-            raise UniverseError(
-                f"{where}: duplicate materialized_path {expanded_paths[first]!r} on lines "
-                f"{line_numbers[row_of[first]]} and {line_numbers[row_of[second]]}; each row must point at a distinct "
-                "file"
-            )
-
-    def column(values: pd.Series | None) -> np.ndarray | None:
-        return None if values is None else values.to_numpy(dtype=object)[row_of]
-
-    return Universe.from_columns(
-        sources,
-        indices,
-        group=column(group),
-        annotation=column(annotation),
-        materialized_path=column(mat),
-        format=column(df["format"]) if "format" in df.columns else None,
-        split=column(df["split"]) if "split" in df.columns else None,
-        row_numbers=line_numbers[row_of],
-        attributes=attributes,
-        origin=where,
-    )
+def _refuse_shared_files(expanded_paths: np.ndarray, lines: np.ndarray, where: str) -> None:
+    """With one file per row, two samples (``lines``: each one's file line) must not share
+    a ``materialized_path``."""
+    dup = pd.Series(expanded_paths).duplicated(keep=False).to_numpy()
+    if dup.any():
+        first, second = np.flatnonzero(dup)[:2]
+        raise UniverseError(
+            f"{where}: duplicate materialized_path {expanded_paths[first]!r} on lines "
+            f"{lines[first]} and {lines[second]}; each row must point at a distinct file"
+        )
 
 
 def _expand_indices(
