@@ -21,13 +21,15 @@ with leaves of both kinds carries no builtin itself; its leaves do. ::
     │   ├── SegmenterError                         kuration.scoring.segments
     │   ├── PluginError                            kuration.landing.plugins
     │   ├── OutputSpecError                        kuration.output.spec
-    │   └── CurationConfigError                    kuration.landing.curation_config
+    │   ├── CurationConfigError                    kuration.landing.curation_config
+    │   └── LandingZoneError                       kuration.landing.zone
+    │       └── LandingZoneChangedError            kuration.landing.zone
     ├── RecordingError (ValueError)                a recording, its media or an entity id cannot be read as declared
     │   ├── SourceError                            kuration.sources.ticks
     │   │   └── TickDataError                      kuration.sources.ticks
     │   ├── MediaError                             kuration.sources.media
     │   ├── EntityIdError                          kuration.sources.entities
-    │   └── RecordingNameError                     kuration.landing
+    │   └── RecordingNameError                     kuration.landing.recordings
     ├── ScoringError                               the feature pass cannot give the pool asked for
     │   ├── FeatureError (ValueError)              kuration.scoring.features
     │   ├── EmptySegmentPoolError (ValueError)     kuration.scoring.score_sources
