@@ -23,7 +23,9 @@ one)::
     │   ├── PluginError                            kuration.landing.plugins
     │   ├── OutputSpecError                        kuration.output.spec
     │   ├── CurationConfigError                    kuration.landing.curation_config
-    │   └── UsageError                             kuration.cli: command-line options that do not go together
+    │   ├── UsageError                             kuration.cli: command-line options that do not go together
+    │   └── LandingZoneError                       kuration.landing.zone
+    │       └── LandingZoneChangedError            kuration.landing.zone
     ├── RecordingError (ValueError)                a recording, its media or an entity id cannot be read as declared
     │   ├── MediaError                             kuration.sources.media
     │   ├── EntityIdError                          kuration.sources.entities

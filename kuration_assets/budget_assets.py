@@ -30,7 +30,7 @@ from kuration.scoring import run_fingerprint
 from kuration_assets.automation import follows_upstream
 from kuration_assets.scoring_assets import SOURCE_PARTITIONS, scored_segments
 from kuration_dagster_checks import asset_check_result, figures_table, markdown_table
-from kuration_resources import ASSET_GROUP, CurationResource, LandingZoneResource, StorageRootResource
+from kuration_resources import ASSET_GROUP, LandingZoneResource, StorageRootResource
 from splits_assets import resolved_splits
 
 
@@ -44,9 +44,10 @@ class ClipAggregate(Enum):
 class BudgetPlanConfig(Config):
     """The budget request. Unset amounts (null) come from the landing zone's `curation.json`
     `budget` (default 4 h train, 1 h val, 0.5 h test of 60 s spans, about a third of the
-    bundled demo corpus), so sensor-launched and manual runs ask for the same. Shard length
-    and short policy come from the output spec (the curation resource's
-    `output_spec_file`), so the plan prices exactly what the writer will emit."""
+    bundled demo corpus), so sensor-launched and manual runs ask for the same; set ones win,
+    by the landing zone's one precedence rule. Shard length and short policy come from the
+    output spec (the landing zone resource's `output_spec_file`), so the plan prices exactly
+    what the writer will emit."""
 
     budget_unit: Literal["hours", "segments"] = Field(
         default="hours",
@@ -75,34 +76,33 @@ class BudgetPlanConfig(Config):
         "identity are read as memory-mapped checkpoints from the score cache, the rest count against the budget and "
         "the plan fails past it (local storage root only). The fill's own working arrays come on top")
 
+    def curation_overrides(self) -> dict[str, Any]:
+        """The set amounts and span length, as curation.json's ``budget`` (an hours budget only:
+        curation.json budgets no segment counts). A span length set here replaces the file's,
+        so ``span_steps`` alone clears its ``span_seconds``."""
+        if self.budget_unit != "hours":
+            return {}
+        amounts = {"train_hours": self.train, "val_hours": self.val, "test_hours": self.test}
+        budget: dict[str, Any] = {key: value for key, value in amounts.items() if value is not None}
+        if self.span_seconds is not None or self.span_steps is not None:
+            budget["span_seconds"] = self.span_seconds
+        return {"budget": budget} if budget else {}
+
     def options(self, chunking: ShardChunking, settings: BudgetSettings) -> BudgetOptions:
-        """The request; ``settings`` (curation.json's budget) fills what this config leaves
-        unset, and ``chunking`` (the output spec's shard length and short policy) prices the
-        dropped tail and rejects spans shorter than a dropped shard."""
-        budget: dict[str, Any]
-        spans: dict[str, Any]
+        """The request: ``settings`` (curation.json's budget, with :meth:`curation_overrides`
+        applied by the landing zone), and ``chunking`` (the output spec's shard length and
+        short policy), which prices the dropped tail and rejects spans shorter than a dropped
+        shard. A segments budget is this config's alone."""
+        clip = None if self.clip_aggregate is None else self.clip_aggregate.value
         if self.budget_unit == "hours":
-            defaults = settings.requested_hours()
-            amounts = {"train": self.train, "val": self.val, "test": self.test}
-            # Passed as given: BudgetOptions checks every value.
-            budget = {f"{k}_hours": defaults[k] if v is None else v for k, v in amounts.items()}
-            if self.span_seconds is None and self.span_steps is None:
-                spans = {"span_seconds": settings.span_seconds, "span_steps": None}
-            else:
-                spans = {"span_seconds": self.span_seconds, "span_steps": self.span_steps}
-        else:
-            if self.train is None:
-                raise BudgetError("budget_unit segments: set train (and val, test) to a number of segments; "
-                                  "curation.json budgets hours only")
-            counts = {"train": self.train, "val": self.val or 0, "test": self.test or 0}
-            # a fractional count is BudgetOptions' error to report
-            budget = {f"{k}_count": int(v) if float(v).is_integer() else v for k, v in counts.items()}
-            spans = {}
-        return BudgetOptions(
-            **budget, **spans, seed=self.seed,
-            clip_aggregate=None if self.clip_aggregate is None else self.clip_aggregate.value,
-            chunking=chunking,
-        )
+            return settings.options(chunking, span_steps=self.span_steps, clip_aggregate=clip, seed=self.seed)
+        if self.train is None:
+            raise BudgetError("budget_unit segments: set train (and val, test) to a number of segments; "
+                              "curation.json budgets hours only")
+        counts = {"train": self.train, "val": self.val or 0, "test": self.test or 0}
+        # a fractional count is BudgetOptions' error to report
+        budget: dict[str, Any] = {f"{k}_count": int(v) if float(v).is_integer() else v for k, v in counts.items()}
+        return BudgetOptions(**budget, seed=self.seed, clip_aggregate=clip, chunking=chunking)
 
 
 @asset(
@@ -118,21 +118,18 @@ def budget_plan(
     config: BudgetPlanConfig,
     storage_root: StorageRootResource,
     landing_zone: LandingZoneResource,
-    curation: CurationResource,
 ) -> MaterializeResult:
     """Which spans of which tracks each split admits, best first within its own budget, as
     `budget/admitted.parquet`, with every item's decision in `budget/plan_items.parquet`
     and the accounting in `budget/budget.json`."""
-    settings = curation.settings(landing_zone)
-    # a bad request fails before any read
-    options = config.options(curation.output_spec(landing_zone, settings).chunking,
-                             curation.config(landing_zone).budget)
+    zone = landing_zone.open(config)
+    options = config.options(zone.spec.chunking, zone.config.budget)  # a bad request fails before any read
     sources = source_ids_for_names(context.instance.get_dynamic_partitions(SOURCE_PARTITIONS),
-                                   curation.list_recordings(landing_zone), where=curation.recordings_url(landing_zone))
+                                   zone.list_recordings(), where=zone.recordings_url)
     stored = plan_stored_budget(
         storage_root.url, sources, options,
-        strategy=settings.strategy, memory_budget=config.memory_budget,
-        expected_run=run_fingerprint(curation.adapter(landing_zone, settings), settings.segmenter, settings.strategy),
+        strategy=zone.strategy, memory_budget=config.memory_budget,
+        expected_run=run_fingerprint(zone.adapter, zone.segmenter, zone.strategy),
         underfill_warn_fraction=config.underfill_warn_fraction,
     )
     summary = summarize_plan(stored.plan.accounting)

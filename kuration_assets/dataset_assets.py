@@ -27,7 +27,7 @@ from pydantic import Field
 
 from kuration import storage
 from kuration.budget.plan_store import read_budget_plan, stored_scoring_job, stored_split_identity
-from kuration.inspect import advisory_quality, inspect_dataset, write_report_html
+from kuration.inspect import inspect_dataset, write_report_html
 from kuration.inspect.markdown import report_markdown
 from kuration.numbers import format_bytes, rounded
 from kuration.output.dataset_summary import DatasetSummary, summarize_dataset
@@ -37,7 +37,7 @@ from kuration.read import verify_dataset
 from kuration_assets.automation import follows_upstream
 from kuration_assets.budget_assets import budget_plan
 from kuration_dagster_checks import asset_check_result, markdown_table
-from kuration_resources import ASSET_GROUP, CurationResource, LandingZoneResource, StorageRootResource
+from kuration_resources import ASSET_GROUP, LandingZoneResource, StorageRootResource, set_fields
 
 DATASET_DIR = "dataset"
 REPORT_FILE = ("reports", "dataset_report.html")
@@ -61,13 +61,17 @@ class DatasetConfig(Config):
         default=None,
         description="Worker processes that write and hash the shards; the dataset is byte-identical whatever the "
                     "count. null: the curation settings' write_workers (curation.json, KURATION_WRITE_WORKERS, or the "
-                    "curation resource), default 1.",
+                    "landing zone resource), default 1.",
     )
     allow_empty: bool = Field(
         default=False,
         description="Commit an empty dataset when the budget plan admits nothing; false (the default) fails the step "
                     "instead, naming the splits and the sources that are in no split.",
     )
+
+    def curation_overrides(self) -> dict[str, Any]:
+        """``write_workers`` when set: it wins over the landing zone's, by its precedence rule."""
+        return set_fields(self, ("write_workers",))
 
 
 @multi_asset(
@@ -87,25 +91,23 @@ def shards_and_manifest(
     config: DatasetConfig,
     storage_root: StorageRootResource,
     landing_zone: LandingZoneResource,
-    curation: CurationResource,
 ):
     """Write the budget plan's admitted spans as a committed dataset under `dataset/`."""
+    zone = landing_zone.open(config)
     out = storage_root.path(DATASET_DIR)
-    settings = curation.settings(landing_zone)
-    spec = curation.output_spec(landing_zone, settings)
-    workers = curation.config(landing_zone).write_workers if config.write_workers is None else config.write_workers
     result = write_planned_dataset(
-        out, read_budget_plan(storage_root.url), adapter=curation.adapter(landing_zone, settings),
-        schema=settings.schema, spec=spec, resume=True, job=stored_scoring_job(storage_root.url),
+        out, read_budget_plan(storage_root.url), adapter=zone.adapter, schema=zone.schema, spec=zone.spec,
+        resume=True, job=stored_scoring_job(storage_root.url),
         on_other_run="replace" if config.replace_other_runs else "refuse", reuse_shards=config.reuse_shards,
-        split=stored_split_identity(storage_root.url), allow_empty=config.allow_empty, write_workers=workers,
+        split=stored_split_identity(storage_root.url), allow_empty=config.allow_empty,
+        write_workers=zone.config.write_workers,
         progress=lambda done, total, source: context.log.info(f"{done}/{total} sources written ({source})"),
     )
     if result.replaced:
         context.log.info(f"replaced the destination: {result.replaced}")
-    summary = summarize_dataset(result, sample_hz=settings.schema.sample_hz)
+    summary = summarize_dataset(result, sample_hz=zone.schema.sample_hz)
     version = DataVersion(result.manifest_sha256)
-    yield MaterializeResult(asset_key=AssetKey("shards"), metadata=_shards_metadata(out, spec, summary),
+    yield MaterializeResult(asset_key=AssetKey("shards"), metadata=_shards_metadata(out, zone.spec, summary),
                             data_version=version)
     yield MaterializeResult(asset_key=AssetKey("dataset_manifest"), data_version=version,
                             metadata=_manifest_metadata(out, summary, storage_root.path(*REPORT_FILE)))
@@ -161,9 +163,10 @@ class QualityCheckConfig(Config):
         description="A kur-check policy as a JSON object, e.g. {\"min_shards\": 100, \"verify\": true}; when set, "
                     "it is used instead of the landing zone's policy file",
     )
-    policy_file: str = Field(
-        default="quality.json",
-        description="The kur-check policy file, relative to the landing zone, or a URL; when it is missing and "
+    policy_file: Optional[str] = Field(
+        default=None,
+        description="Another kur-check policy file, relative to the landing zone, or a URL; null: the landing zone's "
+                    "(its resource's quality_file, quality.json by default). When the file is missing and "
                     "policy_json is unset, there is no policy and the check says so",
     )
 
@@ -176,8 +179,9 @@ class QualityCheckConfig(Config):
 )
 def dataset_quality(config: QualityCheckConfig, storage_root: StorageRootResource,
                     landing_zone: LandingZoneResource) -> AssetCheckResult:
-    return asset_check_result(advisory_quality(storage_root.path(DATASET_DIR), policy_json=config.policy_json,
-                                               policy_url=landing_zone.resolve(config.policy_file)))
+    zone = landing_zone.open()
+    return asset_check_result(zone.quality_check(storage_root.path(DATASET_DIR), policy_json=config.policy_json,
+                                                 policy_file=config.policy_file))
 
 
 __all__ = ["DatasetConfig", "QualityCheckConfig", "dataset_integrity", "dataset_quality", "shards_and_manifest"]

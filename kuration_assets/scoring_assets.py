@@ -23,7 +23,7 @@ from kuration.numbers import rounded
 from kuration.scoring import SourceOutcome
 from kuration.scoring.segment_store import SegmentPoolCheck, check_segment_pool, score_and_store
 from kuration_dagster_checks import asset_check_result, markdown_table
-from kuration_resources import ASSET_GROUP, CurationResource, LandingZoneResource, StorageRootResource
+from kuration_resources import ASSET_GROUP, LandingZoneResource, StorageRootResource
 from splits_assets import universe
 
 SOURCE_PARTITIONS = "sources"
@@ -56,19 +56,17 @@ with warnings.catch_warnings():
         context: AssetExecutionContext,
         storage_root: StorageRootResource,
         landing_zone: LandingZoneResource,
-        curation: CurationResource,
     ) -> MaterializeResult:
         """Each source's segments with the strategy's features, tags and priorities, as
         `scored_segments/{recording name}.parquet`. Unchanged sources come from the scoring cache;
         after a strategy change, so do their features (`reused_features`), and only the priorities are computed."""
-        settings = curation.settings(landing_zone)
-        config = curation.config(landing_zone)
+        zone = landing_zone.open()
         # listed before scoring: a rewrite during the run leaves an older token, so the sensor scores again
-        listed = curation.list_recordings(landing_zone)
-        sources = source_ids_for_names(context.partition_keys, listed, where=config.recordings_url(landing_zone.url))
+        listed = zone.list_recordings()
         stored = score_and_store(
-            curation.adapter(landing_zone, settings), segmenter=settings.segmenter, strategy=settings.strategy,
-            sources=sources, root=storage_root.url, workers=config.workers,
+            zone.adapter, segmenter=zone.segmenter, strategy=zone.strategy,
+            sources=source_ids_for_names(context.partition_keys, listed, where=zone.recordings_url),
+            root=storage_root.url, workers=zone.config.workers,
             progress=lambda outcome, done,
             total: context.log.info(f"{done}/{total} {outcome.source_id}: {outcome.status}"),
         )

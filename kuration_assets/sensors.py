@@ -9,8 +9,7 @@ already holds: each ``scored_segments`` partition's latest materialization recor
 recording's change token, and the universe's its universe token, so an instance a
 ``kuration run`` filled asks for nothing until a recording or the universe changes."""
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from dagster import (
@@ -24,10 +23,7 @@ from dagster import (
     sensor,
 )
 
-from kuration.canonical.hashing import canonical_digest
-from kuration.landing.recordings import (
-    contiguous_blocks, diff_recordings, partition_update, recording_names, universe_token,
-)
+from kuration.landing.recordings import PartitionUpdate, ScoringRun, plan_tick
 from kuration_assets.automation import sensor_interval_seconds
 from kuration_assets.scoring_assets import (
     RECORDING_TOKEN_METADATA,
@@ -35,7 +31,7 @@ from kuration_assets.scoring_assets import (
     scored_segments,
     source_partitions,
 )
-from kuration_resources import CurationResource, LandingZoneResource
+from kuration_resources import LandingZoneResource
 from splits_assets import resolved_splits, universe
 from splits_assets.assets import UNIVERSE_TOKEN_METADATA
 
@@ -46,9 +42,6 @@ from splits_assets.assets import UNIVERSE_TOKEN_METADATA
 RECORDING_TAG = "kuration/recording"
 RECORDINGS_TAG = "kuration/recordings"
 CHANGE_TAG = "kuration/change"
-#: How many names a multi-recording run's tag lists before "and N more", and its longest value.
-_TAGGED_NAMES = 5
-_TAG_CHARS = 200
 #: KURATION_SENSOR_INTERVAL_SECONDS when the code location loaded (30 s by default).
 _INTERVAL_SECONDS = sensor_interval_seconds()
 
@@ -64,66 +57,45 @@ _INTERVAL_SECONDS = sensor_interval_seconds()
                 "switched on (Automation in the UI, or `dagster sensor start new_recordings_sensor`); budget_plan and "
                 "what follows run by their automation condition.",
 )
-def new_recordings_sensor(context: SensorEvaluationContext, landing_zone: LandingZoneResource,
-                          curation: CurationResource):
-    current = curation.list_recordings(landing_zone)
-    names = {source_id: name for name, source_id in recording_names(current).items()}
-    existing = context.instance.get_dynamic_partitions(SOURCE_PARTITIONS)
-    update = partition_update(existing, current)
-    token = universe_token(landing_zone.universe_csv_url(), current)
-    previous = json.loads(context.cursor) if context.cursor else _seeded_cursor(context.instance, names)
-    diff = diff_recordings(previous.get("recordings", {}), current)
-
-    requests = []
-    if token and token != previous.get("universe"):
-        if landing_zone.universe_csv_url() is not None:
-            why = "universe.csv changed"
-        elif context.cursor:
-            why = f"{len(diff.new)} recording(s) added, {len(diff.removed)} removed"
-        else:
-            why = "the recordings differ from the last universe materialization's"
-        requests.append(RunRequest(run_key=f"universe:{token}",
-                                   asset_selection=[universe.key, resolved_splits.key], tags={CHANGE_TAG: why}))
-    # the partitions as they will be once this tick's requests apply: deletions leave gaps,
-    # additions are appended in order, so a tick's new recordings are one contiguous range
-    ordered = [k for k in existing if k not in update.replace] + list(update.add)
-    for change, source_ids in (("new recording", diff.new), ("rewritten", diff.changed)):
-        for block in contiguous_blocks(ordered, [names[s] for s in source_ids]):
-            requests.append(_scoring_request(block, change, {names[s]: (s, current[s]) for s in source_ids}))
-
-    cursor = json.dumps({"recordings": current, "universe": token}, sort_keys=True)
-    partition_requests: list[Any] = []
-    if update.replace:
-        partition_requests.append(source_partitions.build_delete_request(list(update.replace)))
-    if update.add:
-        partition_requests.append(source_partitions.build_add_request(list(update.add)))
+def new_recordings_sensor(context: SensorEvaluationContext, landing_zone: LandingZoneResource):
+    zone = landing_zone.open()
+    listing = zone.list_recordings()
+    tick = plan_tick(listing, context.instance.get_dynamic_partitions(SOURCE_PARTITIONS),
+                     universe_token=zone.universe_token(listing), universe_csv=zone.universe_csv_url is not None,
+                     cursor=context.cursor, recorded=lambda names: _seeded_cursor(context.instance, names),
+                     scoring_asset=scored_segments.key.to_user_string())
+    requests = [_scoring_request(run) for run in tick.scoring]
+    if tick.universe_change is not None:
+        requests.insert(0, RunRequest(run_key=tick.universe_run_key, tags={CHANGE_TAG: tick.universe_change},
+                                      asset_selection=[universe.key, resolved_splits.key]))
+    partitions = _partition_requests(tick.partitions)
     if not requests:
-        since = "since the last tick" if context.cursor else "since their latest materializations"
-        return SensorResult(
-            skip_reason=SkipReason(f"all {len(current)} recording(s) and the universe unchanged {since}"),
-            dynamic_partitions_requests=partition_requests, cursor=cursor)
-    return SensorResult(run_requests=requests, dynamic_partitions_requests=partition_requests, cursor=cursor)
+        return SensorResult(skip_reason=SkipReason(tick.skip_reason), dynamic_partitions_requests=partitions,
+                            cursor=tick.cursor)
+    return SensorResult(run_requests=requests, dynamic_partitions_requests=partitions, cursor=tick.cursor)
 
 
-def _scoring_request(block: Sequence[str], change: str, listed: Mapping[str, tuple[str, str]]) -> RunRequest:
-    """One scored_segments run over ``block`` (partition keys adjacent in the partitions' order):
-    a single partition, or a range that ``BackfillPolicy.single_run`` scores in one run. The
-    run key names each recording's token, so a re-evaluation does not ask again."""
-    if len(block) == 1:
-        (name,) = block
-        source_id, token = listed[name]
-        return RunRequest(run_key=f"{source_id}:{token}", partition_key=name, asset_selection=[scored_segments.key],
-                          tags={RECORDING_TAG: name, CHANGE_TAG: change})
-    shown = ", ".join(block[:_TAGGED_NAMES]) + (f" and {len(block) - _TAGGED_NAMES} more"
-                                                if len(block) > _TAGGED_NAMES else "")
-    tag = f"{len(block)}: {shown}"
-    if len(tag) > _TAG_CHARS:
-        tag = tag[: _TAG_CHARS - 3] + "..."
+def _partition_requests(update: PartitionUpdate) -> list[Any]:
+    """Delete the partitions keyed by an earlier release's path, then add the new names."""
+    requests: list[Any] = []
+    if update.replace:
+        requests.append(source_partitions.build_delete_request(list(update.replace)))
+    if update.add:
+        requests.append(source_partitions.build_add_request(list(update.add)))
+    return requests
+
+
+def _scoring_request(run: ScoringRun) -> RunRequest:
+    """One scored_segments run over ``run.partitions``: a single partition, or a range that
+    ``BackfillPolicy.single_run`` scores in one run."""
+    if len(run.partitions) == 1:
+        return RunRequest(run_key=run.run_key, partition_key=run.partitions[0], asset_selection=[scored_segments.key],
+                          tags={RECORDING_TAG: run.label, CHANGE_TAG: run.change})
     return RunRequest(
-        run_key=f"{scored_segments.key.to_user_string()}:{canonical_digest([listed[n] for n in block])}",
-        asset_selection=[scored_segments.key],
-        tags={RECORDINGS_TAG: tag, CHANGE_TAG: change,
-              "dagster/asset_partition_range_start": block[0], "dagster/asset_partition_range_end": block[-1]},
+        run_key=run.run_key, asset_selection=[scored_segments.key],
+        tags={RECORDINGS_TAG: run.label, CHANGE_TAG: run.change,
+              "dagster/asset_partition_range_start": run.partitions[0],
+              "dagster/asset_partition_range_end": run.partitions[-1]},
     )
 
 

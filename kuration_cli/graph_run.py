@@ -10,13 +10,18 @@ shows in the UI afterwards, under its job, and can be re-executed there (see
 2. the recordings under the recordings root are registered as ``scored_segments``
    partitions, and ``score_recordings`` scores them in one multi-partition run (unchanged
    ones come from the score cache);
-3. ``fill_budget``, ``build_dataset`` and ``build_rollouts``.
+3. ``fill_budget``, ``build_dataset`` and ``build_rollouts`` (not run, and not a failure,
+   when the rollout store is disabled or not configured: see
+   :func:`kuration.landing.references.rollout_plan`).
 
 Every setting comes from the landing zone's ``curation.json`` and its ``KURATION_*``
-overrides (:mod:`kuration.landing.curation_config`), as for a sensor-launched run. The first run
-that fails stops the rest: a blocking check that fails is named with its verdict, and the
-exit status is 1. Settings that cannot be read, or a plugin that cannot be imported, exit 2
-before anything runs.
+overrides (:mod:`kuration.landing.curation_config`), as for a sensor-launched run. The landing
+zone is opened once before anything runs (:func:`kuration.landing.open_landing_zone`), and
+each run carries its fingerprint as a tag: a run that finds the files changed fails rather
+than curate with two versions. The first run that fails stops the rest: a blocking check
+that fails is named with its verdict, and the exit status is 1. Settings that cannot be read,
+files that do not fit together, or a plugin that cannot be imported exit 2 before anything
+runs.
 """
 
 from __future__ import annotations
@@ -26,9 +31,12 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kuration import storage
+
+if TYPE_CHECKING:
+    from kuration.landing import LandingZone
 
 #: The graph's jobs, in the order ``kuration run`` runs them.
 JOB_ORDER = ("curate_splits", "score_recordings", "fill_budget", "build_dataset", "build_rollouts")
@@ -118,20 +126,22 @@ def _run_jobs(landing: str, storage_root: str, out: Callable[[str], None],
     from dagster import DagsterInstance
 
     from kuration.errors import KurationError
+    from kuration.landing import open_landing_zone
     from kuration_definitions import build_definitions
-    from kuration_resources import load_landing_plugins
+    from kuration_resources import CODE_LOCATION_ENVIRONMENT
 
     if not storage.exists(landing):
         raise GraphRunSetupError(f"the landing zone {landing} does not exist")
     try:
-        config = load_landing_plugins(landing)
+        # every run below opens it again and must find this version (its fingerprint is the runs' tag)
+        zone = open_landing_zone(landing, plugin_environment=CODE_LOCATION_ENVIRONMENT)
         defs = build_definitions()
     except KurationError as exc:
         raise GraphRunSetupError(str(exc)) from None
     # disposed at the end: an instance left to the garbage collector closes its sqlite files
     # whenever that runs, under whatever the process is doing then
     with DagsterInstance.get() as instance, _code_location(instance) as location:
-        return _run_on_instance(instance, _Jobs(location, defs), config, landing, storage_root, out, after_budget)
+        return _run_on_instance(instance, _Jobs(location, defs), zone, storage_root, out, after_budget)
 
 
 @dataclass
@@ -197,44 +207,28 @@ def _execute(instance: Any, jobs: _Jobs, job: str, run_config: dict[str, Any], t
     return execute_run(InMemoryJob(jobs.defs.resolve_job_def(job)), run, instance)
 
 
-def _run_on_instance(instance: Any, jobs: _Jobs, config: Any, landing: str, storage_root: str,
+def _run_on_instance(instance: Any, jobs: _Jobs, zone: LandingZone, storage_root: str,
                      out: Callable[[str], None], after_budget: Callable[[], None] | None) -> GraphRunOutcome:
-    from kuration.landing.recordings import RecordingNameError, list_recordings, partition_update
-    from kuration_assets.scoring_assets import SOURCE_PARTITIONS
+    from kuration_resources import LANDING_FINGERPRINT_TAG
 
-    out(f"landing zone: {landing}\nstorage root: {storage_root}\nsettings: {config.describe()}")
+    out(f"landing zone: {zone.url}\nstorage root: {storage_root}\nsettings: {zone.config.describe()}\n"
+        f"settings fingerprint: {zone.fingerprint[:12]} (each run's tag {LANDING_FINGERPRINT_TAG})")
     out(f"instance: DAGSTER_HOME={os.environ['DAGSTER_HOME']} (open it with: DAGSTER_HOME={os.environ['DAGSTER_HOME']} "
-        f"scripts/ui.sh --landing {landing} --storage {storage_root})")
+        f"scripts/ui.sh --landing {zone.url} --storage {storage_root})")
 
     outcome = GraphRunOutcome()
     quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
     for job in JOB_ORDER:
-        if job == "build_rollouts" and not config.rollouts.enabled:
-            out(f"\n{job}: not run: rollouts are disabled in the curation settings (rollouts.enabled false)")
+        if job == "build_rollouts" and not zone.rollouts.builds:
+            out(f"\n{job}: not run: {_rollouts_skipped(zone)}")
             continue
-        tags: dict[str, str] = {}
+        tags = {LANDING_FINGERPRINT_TAG: zone.fingerprint}
         if job == "score_recordings":
-            recordings = list(list_recordings(config.recordings_url(landing), pattern=config.source_pattern))
-            if not recordings:
-                outcome.failure = (f"no recordings matching {config.source_pattern!r} under "
-                                   f"{config.recordings_url(landing)} (curation.json `recordings`)")
-                out(f"\n{job}: not run: {outcome.failure}")
+            partitions = _register_partitions(instance, zone, outcome, out)
+            if partitions is None:
                 break
-            try:
-                update = partition_update(instance.get_dynamic_partitions(SOURCE_PARTITIONS), recordings)
-            except RecordingNameError as exc:
-                outcome.failure = str(exc)
-                out(f"\n{job}: not run: {outcome.failure}")
-                break
-            # keys of an earlier release (the path with its extension) give way to the recording names
-            for legacy in update.replace:
-                instance.delete_dynamic_partition(SOURCE_PARTITIONS, legacy)
-            if update.replace:
-                out(f"\n{job}: {len(update.replace)} partition(s) keyed by path renamed to their recording names")
-            instance.add_dynamic_partitions(SOURCE_PARTITIONS, list(update.add))
-            partitions = instance.get_dynamic_partitions(SOURCE_PARTITIONS)
-            tags = {"dagster/asset_partition_range_start": partitions[0],
-                    "dagster/asset_partition_range_end": partitions[-1]}
+            tags.update({"dagster/asset_partition_range_start": partitions[0],
+                         "dagster/asset_partition_range_end": partitions[-1]})
         result = _execute(instance, jobs, job, quiet, tags)
         report_run(job, result, out)
         outcome.runs[job] = (result.run_id, result.success)
@@ -248,6 +242,42 @@ def _run_on_instance(instance: Any, jobs: _Jobs, config: Any, landing: str, stor
         if job == "fill_budget" and after_budget is not None:
             after_budget()
     return outcome
+
+
+def _rollouts_skipped(zone: LandingZone) -> str:
+    """Why ``build_rollouts`` does not run, for the summary: disabled, or not configured."""
+    if zone.rollouts.status == "disabled":
+        return "rollouts are disabled in the curation settings (rollouts.enabled false)"
+    return f"rollout store not configured: {zone.rollouts.reason}"
+
+
+def _register_partitions(instance: Any, zone: LandingZone, outcome: GraphRunOutcome,
+                         out: Callable[[str], None]) -> list[str] | None:
+    """Every recording as a scoring partition (keys of an earlier release, the path with its
+    extension, give way to the recording names); the partitions, or None with
+    ``outcome.failure`` set when there is nothing to score or two recordings share a name."""
+    from kuration.landing.recordings import RecordingNameError, partition_update
+    from kuration_assets.scoring_assets import SOURCE_PARTITIONS
+
+    job = "score_recordings"
+    recordings = list(zone.list_recordings())
+    if not recordings:
+        outcome.failure = (f"no recordings matching {zone.config.source_pattern!r} under {zone.recordings_url} "
+                           "(curation.json `recordings`)")
+        out(f"\n{job}: not run: {outcome.failure}")
+        return None
+    try:
+        update = partition_update(instance.get_dynamic_partitions(SOURCE_PARTITIONS), recordings)
+    except RecordingNameError as exc:
+        outcome.failure = str(exc)
+        out(f"\n{job}: not run: {outcome.failure}")
+        return None
+    for legacy in update.replace:
+        instance.delete_dynamic_partition(SOURCE_PARTITIONS, legacy)
+    if update.replace:
+        out(f"\n{job}: {len(update.replace)} partition(s) keyed by path renamed to their recording names")
+    instance.add_dynamic_partitions(SOURCE_PARTITIONS, list(update.add))
+    return list(instance.get_dynamic_partitions(SOURCE_PARTITIONS))
 
 
 def _failed_blocking_checks(result: Any) -> list[str]:

@@ -141,7 +141,7 @@ def build_definitions() -> Definitions:
     except KurationError:
         raise  # an invalid curation.json or a failing plugin: loud, at load
     except Exception as exc:  # the landing zone unreachable from here (no credentials yet, a network error)
-        # Runs read the settings again (CurationResource.config) and load the plugins then,
+        # Runs open the landing zone (LandingZoneResource.open) and load the plugins then,
         # with the run's storage credentials; the UI must not go down for it.
         warnings.warn(f"kuration: could not read the curation settings of {landing.url} while loading the code "
                       f"location ({type(exc).__name__}: {exc}); curation.json plugins load when a run reads them",

@@ -1,26 +1,24 @@
-"""Dagster resources: where curation reads recordings from and writes artifacts to.
+"""Dagster resources: the landing zone curation reads from, and the storage root it writes to.
 
-Both take a local path or an fsspec URL (``s3://bucket/prefix`` with the ``[s3]`` extra).
-They wrap :mod:`kuration.storage`; they hold no logic of their own.
+Both take a local path or an fsspec URL (``s3://bucket/prefix`` with the ``[s3]`` extra). The
+landing zone resource opens :class:`kuration.landing.LandingZone` once per run; the storage
+root wraps :mod:`kuration.storage`. They hold no logic of their own.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import replace
-from typing import Optional
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional, Protocol
 
 from dagster import ConfigurableResource, InitResourceContext
 from dagster_aws.s3 import S3Resource
 from pydantic import Field
 
 from kuration import storage
-from kuration.landing.recordings import list_recordings as list_landing_recordings, universe_token
-from kuration.landing.curation_config import CurationConfig, curation_config_from_dict, load_curation_config
-from kuration.output.spec import OutputSpec
+from kuration.landing.curation_config import CurationConfig, load_curation_config
 from kuration.landing.plugins import load_plugins
-from kuration.landing.settings import CurationSettings, load_curation_settings, load_output_spec
-from kuration.sources.parquet import ParquetTickAdapter
+from kuration.landing.zone import LandingLayout, LandingZone, open_landing_zone
 
 DEFAULT_STORAGE_ROOT = "kuration_data/storage"
 DEFAULT_LANDING_ZONE = "kuration_data/landing"
@@ -67,45 +65,51 @@ def s3_fsspec_options(s3: S3Resource) -> dict:
     return options
 
 
+class LandingOverrides(Protocol):
+    """A Dagster ``Config`` whose set fields override the landing zone's curation settings
+    (``budget_plan``'s amounts, ``resolved_splits``' rule, the dataset's ``write_workers``)."""
+
+    def curation_overrides(self) -> Mapping[str, Any]:
+        """The set fields, shaped like ``curation.json`` (unset ones left out)."""
+        ...
+
+
 class LandingZoneResource(ConfigurableResource):
-    """Where new recordings and the `universe.csv` describing them arrive."""
+    """The landing zone: where new recordings and the `universe.csv` describing them arrive,
+    and the files that say how to curate them. `open()` reads them once per run
+    (`kuration.landing.open_landing_zone`): `curation.json` with its `KURATION_*` overrides,
+    the schema, strategy, output spec and quality policy, the plugins, every reference between
+    them checked. A setting field left unset (null) takes its value from those settings, so runs
+    launched by hand, by the sensor and by a schedule agree; a field set here wins, for this
+    resource's runs. The run records the landing zone's fingerprint in its tag
+    `kuration/landing_fingerprint`; a step that finds other settings fails rather than mix them."""
 
     url: str = Field(description="Local folder or fsspec URL of the landing zone")
     universe_csv: Optional[str] = Field(
         default="universe.csv",
-        description="The universe file, relative to the landing zone; null to enumerate the folder instead",
+        description="The universe file, relative to the landing zone; null to enumerate the recordings instead "
+                    "(one sample per file matching source_pattern)",
     )
-    source_pattern: Optional[str] = Field(
-        default=None, description="Without a universe_csv: which files under the recordings root are samples (one "
-                                  "each), e.g. *.parquet; null: the curation settings' source_pattern")
     one_file_per_row: bool = Field(
         default=False, description="Require a distinct materialized_path per universe row (one file per sample)"
     )
-
-    def universe_csv_url(self) -> Optional[str]:
-        return storage.join_url(self.url, self.universe_csv) if self.universe_csv else None
-
-    def resolve(self, value: str) -> str:
-        """``value`` as a URL: a URL or an absolute path as given, anything else relative to the landing zone."""
-        return value if ("://" in value or value.startswith("/")) else storage.join_url(self.url, value)
-
-
-class CurationResource(ConfigurableResource):
-    """How recordings are read and scored: the schema, strategy and output spec files, and
-    the curation settings of the landing zone's `curation.json`
-    (`kuration.landing.curation_config`, with its `KURATION_*` environment overrides).
-    A field left unset (null) takes its value from those settings, so runs launched by hand,
-    by the sensor and by a schedule agree; a field set here wins, for this resource's runs."""
-
     schema_file: str = Field(default="schema.json", description="Schema file, relative to the landing zone, or a URL")
     strategy_file: str = Field(default="strategy.json",
                                description="Strategy file, relative to the landing zone, or a URL")
+    output_spec_file: str = Field(
+        default="output_spec.json",
+        description="Output spec (what a shard holds), relative to the landing zone, or a URL")
+    quality_file: str = Field(
+        default="quality.json",
+        description="The kur-check quality policy, relative to the landing zone, or a URL; optional")
     recordings: Optional[str] = Field(
         default=None, description="The recordings root, relative to the landing zone; null: curation.json")
     media_root: Optional[str] = Field(
         default=None, description="Where media references resolve, relative to the landing zone; null: curation.json "
                                   "(whose default is the recordings root)")
-    source_pattern: Optional[str] = Field(default=None, description="Which files are sources; null: curation.json")
+    source_pattern: Optional[str] = Field(
+        default=None, description="Which files under the recordings root are recordings (and, without a "
+                                  "universe_csv, samples), e.g. *.parquet; null: curation.json")
     segment_window: Optional[float] = Field(default=None,
                                             description="Segment length (segment_unit); null: curation.json")
     segment_stride: Optional[float] = Field(
@@ -116,57 +120,69 @@ class CurationResource(ConfigurableResource):
     write_workers: Optional[int] = Field(
         default=None, description="Worker processes that write and hash the dataset's shards (the dataset is "
                                   "byte-identical whatever the count); null: curation.json")
-    output_spec_file: str = Field(
-        default="output_spec.json",
-        description="Output spec (what a shard holds), relative to the landing zone, or a URL")
 
-    def config(self, landing: LandingZoneResource) -> CurationConfig:
-        """The landing zone's curation settings with this resource's set fields over them.
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        self._context = context
 
-        Their plugins are loaded too (once per process): a plugin added to ``curation.json``
-        after the code location loaded is imported by the next run that reads the settings."""
-        loaded = load_landing_plugins(landing.url)
-        overrides = {name: getattr(self, name) for name in _CONFIG_FIELDS if getattr(self, name) is not None}
-        if not overrides:
-            return loaded
-        config = curation_config_from_dict(overrides, where="the curation resource's config", base=loaded)
-        return replace(config, origin=(*config.origin, "resource config"))
+    def open(self, config: Optional[LandingOverrides] = None) -> LandingZone:
+        """The landing zone, opened on the first call of the run and the same object after it;
+        ``config`` (a run config whose set fields override settings) applies on top, without
+        reading anything again."""
+        zone = getattr(self, "_zone", None)
+        if zone is None:
+            zone = open_landing_zone(self.url, layout=self.layout(), plugin_environment=CODE_LOCATION_ENVIRONMENT)
+            zone = _pin_to_run(zone.with_overrides("resource config", self.curation_overrides()),
+                               getattr(self, "_context", None))
+            self._zone = zone
+        return zone if config is None else zone.with_overrides("run config", config.curation_overrides())
 
-    def recordings_url(self, landing: LandingZoneResource) -> str:
-        return self.config(landing).recordings_url(landing.url)
+    def universe_csv_url(self) -> Optional[str]:
+        """Where the universe file is (None: the recordings are the universe), without opening anything."""
+        return self.layout().universe_csv_url(self.url)
 
-    def list_recordings(self, landing: LandingZoneResource) -> dict[str, str]:
-        """``{source_id: change token}`` of the recordings the sources are: the one listing the
-        sensor, the scoring partitions and the universe's token agree on."""
-        config = self.config(landing)
-        return list_landing_recordings(config.recordings_url(landing.url), pattern=config.source_pattern)
+    def layout(self) -> LandingLayout:
+        return LandingLayout(schema=self.schema_file, strategy=self.strategy_file, output_spec=self.output_spec_file,
+                             quality=self.quality_file, universe_csv=self.universe_csv,
+                             one_file_per_row=self.one_file_per_row)
 
-    def universe_token(self, landing: LandingZoneResource) -> Optional[str]:
-        """The landing zone's ``kuration.landing.recordings.universe_token`` (its recordings are listed only
-        without a csv)."""
-        csv_url = landing.universe_csv_url()
-        return universe_token(csv_url, () if csv_url else self.list_recordings(landing))
+    def curation_overrides(self) -> dict[str, Any]:
+        return set_fields(self, _CONFIG_FIELDS)
 
-    def settings(self, landing: LandingZoneResource) -> CurationSettings:
-        config = self.config(landing)
-        return load_curation_settings(
-            landing.resolve(self.schema_file), landing.resolve(self.strategy_file),
-            window=config.segment_window, stride=config.segment_stride, unit=config.segment_unit,
-        )
 
-    def output_spec(self, landing: LandingZoneResource, settings: CurationSettings) -> OutputSpec:
-        return load_output_spec(landing.resolve(self.output_spec_file), settings.schema)
+def set_fields(config: Any, names: Sequence[str]) -> dict[str, Any]:
+    """``{name: value}`` of the fields of ``config`` among ``names`` that are set (not None)."""
+    return {name: getattr(config, name) for name in names if getattr(config, name) is not None}
 
-    def adapter(self, landing: LandingZoneResource, settings: CurationSettings) -> ParquetTickAdapter:
-        config = self.config(landing)
-        return ParquetTickAdapter(config.recordings_url(landing.url), settings.schema, pattern=config.source_pattern,
-                                  media_root=config.media_root_url(landing.url))
+
+#: A run's tag holding the fingerprint of the landing zone its first step opened.
+LANDING_FINGERPRINT_TAG = "kuration/landing_fingerprint"
+
+
+def _pin_to_run(zone: LandingZone, context: Optional[InitResourceContext]) -> LandingZone:
+    """``zone``, recorded as the run's landing zone (its fingerprint in the run's tags) when it
+    is the first open of the run, or checked against the one recorded (a step in another
+    process, a run that ``kuration run`` pinned): :class:`LandingZoneChangedError` when the
+    files changed in between. Outside a run (a sensor tick), ``zone`` as it is."""
+    if context is None or context.instance is None or context.run is None:
+        return zone
+    instance, run = context.instance, context.run
+    current = instance.get_run_by_id(run.run_id)
+    pinned = current.tags.get(LANDING_FINGERPRINT_TAG) if current is not None else None
+    if pinned is None:
+        instance.add_run_tags(run.run_id, {LANDING_FINGERPRINT_TAG: zone.fingerprint})
+        # two steps in two processes may open at once: the tag holds one of them, the other fails below
+        current = instance.get_run_by_id(run.run_id)
+        pinned = current.tags.get(LANDING_FINGERPRINT_TAG, zone.fingerprint) if current else zone.fingerprint
+        if context.log is not None:
+            context.log.info(zone.describe())
+    return zone.require_fingerprint(pinned, pinned_by=f"run {run.run_id}")
 
 
 def load_landing_plugins(landing_url: str) -> CurationConfig:
     """The landing zone's curation settings, after importing every plugin they, the
     ``KURATION_PLUGINS`` variable and the installed entry points declare (raises
-    :class:`kuration.landing.plugins.PluginError` naming the one that fails)."""
+    :class:`kuration.landing.plugins.PluginError` naming the one that fails). What the code
+    location does when it loads; a run opens the whole landing zone (``LandingZoneResource.open``)."""
     config = load_curation_config(landing_url)
     load_plugins(config.plugins, declared_in=config.origin[0], environment=CODE_LOCATION_ENVIRONMENT)
     return config
@@ -193,9 +209,9 @@ def resources_from_env() -> dict[str, ConfigurableResource]:
     return {
         "storage_root": StorageRootResource(url=os.environ.get("KURATION_STORAGE_ROOT", DEFAULT_STORAGE_ROOT)),
         "landing_zone": LandingZoneResource(url=os.environ.get("KURATION_LANDING_ZONE", DEFAULT_LANDING_ZONE)),
-        "curation": CurationResource(),
     }
 
 
-__all__ = ["ASSET_GROUP", "CODE_LOCATION_ENVIRONMENT", "CurationResource", "LandingZoneResource", "StorageRootResource",
-           "load_landing_plugins", "resources_from_env", "s3_fsspec_options"]
+__all__ = ["ASSET_GROUP", "CODE_LOCATION_ENVIRONMENT", "LANDING_FINGERPRINT_TAG", "LandingOverrides",
+           "LandingZoneResource", "StorageRootResource", "load_landing_plugins", "resources_from_env",
+           "s3_fsspec_options", "set_fields"]

@@ -40,7 +40,7 @@ from kuration.rollouts.build import (
 from kuration_assets.automation import follows_upstream
 from kuration_assets.dataset_assets import DATASET_DIR
 from kuration_dagster_checks import asset_check_result, markdown_table
-from kuration_resources import ASSET_GROUP, CurationResource, LandingZoneResource, StorageRootResource
+from kuration_resources import ASSET_GROUP, LandingZoneResource, StorageRootResource
 from splits_assets import resolved_splits
 
 STORE_DIR = ("rollouts", "rollouts.zarr")
@@ -80,19 +80,23 @@ class RolloutStoreConfig(Config):
        # the store must be built from that dataset (once), not from the one before it
        automation_condition=follows_upstream(not_triggered_by=AssetSelection.assets(resolved_splits)))
 def rollout_store(context: AssetExecutionContext, config: RolloutStoreConfig, storage_root: StorageRootResource,
-                  landing_zone: LandingZoneResource,
-                  curation: CurationResource) -> Iterator[MaterializeResult]:
+                  landing_zone: LandingZoneResource) -> Iterator[MaterializeResult]:
     """One rollout chain per recorded stretch of the train split: every state with its full shell
     of candidate motions, one-step labels, the recorded action selected; written atomically.
-    Which modalities are position, battery and state comes from `curation.json` `rollouts`."""
-    settings = curation.config(landing_zone).rollouts
-    if not settings.enabled:
+    Which modalities are position, battery and state comes from `curation.json` `rollouts`;
+    without it, a dataset that lacks the default modalities gets no store ("not configured")."""
+    plan = landing_zone.open().rollouts
+    if plan.status == "disabled":
         raise RolloutInputError("rollout_store: rollouts are disabled in the curation settings (curation.json "
                                 "rollouts.enabled is false, or KURATION_ROLLOUTS_ENABLED); enable them to build it")
-    store = storage_root.path(*STORE_DIR)
+    skipped = plan.skipped("the store")
+    if skipped is not None:
+        yield MaterializeResult(metadata={"status": plan.status, "reason": MetadataValue.text(plan.reason)})
+        return
     build = build_rollout_store(
-        storage_root.path(DATASET_DIR), store, splits_root=storage_root.url, recipe=config.recipe(settings),
-        discount_gamma=config.discount_gamma, split=config.split, allow_non_train=config.allow_non_train,
+        storage_root.path(DATASET_DIR), storage_root.path(*STORE_DIR), splits_root=storage_root.url,
+        recipe=config.recipe(plan.settings), discount_gamma=config.discount_gamma, split=config.split,
+        allow_non_train=config.allow_non_train,
         invocation={"dagster_run_id": context.run.run_id, "asset": "rollout_store"},
         progress=lambda done, total: context.log.info(f"{done}/{total} shards turned into rollouts"),
     )
@@ -121,8 +125,10 @@ def _store_metadata(build: RolloutStoreBuild) -> dict[str, Any]:
                 "source hash, and its training view (q_h/) equals a rebuild from its tables. Reads only: it runs "
                 "after rollout_store, or alone to re-check the store already built.",
 )
-def rollout_validation(storage_root: StorageRootResource) -> AssetCheckResult:
-    return asset_check_result(rollout_validation_check(storage_root.path(*STORE_DIR), build_hint=BUILD_HINT))
+def rollout_validation(storage_root: StorageRootResource, landing_zone: LandingZoneResource) -> AssetCheckResult:
+    skipped = landing_zone.open().rollouts.skipped("the store")
+    return asset_check_result(skipped or rollout_validation_check(storage_root.path(*STORE_DIR),
+                                                                  build_hint=BUILD_HINT))
 
 
 @asset_check(
@@ -131,10 +137,11 @@ def rollout_validation(storage_root: StorageRootResource) -> AssetCheckResult:
                 "splits.json digest) and the current dataset (its source shards and SHA-256s are in the committed "
                 "manifest)",
 )
-def rollout_lineage(storage_root: StorageRootResource) -> AssetCheckResult:
-    return asset_check_result(check_rollout_lineage(storage_root.path(*STORE_DIR),
-                                                    dataset=storage_root.path(DATASET_DIR),
-                                                    splits_root=storage_root.url))
+def rollout_lineage(storage_root: StorageRootResource, landing_zone: LandingZoneResource) -> AssetCheckResult:
+    skipped = landing_zone.open().rollouts.skipped("its lineage")
+    return asset_check_result(skipped or check_rollout_lineage(storage_root.path(*STORE_DIR),
+                                                               dataset=storage_root.path(DATASET_DIR),
+                                                               splits_root=storage_root.url))
 
 
 __all__ = ["RolloutStoreConfig", "rollout_lineage", "rollout_store", "rollout_validation"]

@@ -4,16 +4,16 @@
 # annotations at decoration time and needs real types, not strings.
 
 
+import os
 from enum import Enum
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 from dagster import AssetExecutionContext, Config, DataVersion, MaterializeResult, MetadataValue, asset
 from pydantic import Field
 
-from kuration.splits import read_landing_universe
+from kuration.landing.zone import LandingZone
 from kuration.splits.artifacts import SplitRequest, load_universe, materialize_splits, preview_frame, write_universe
-from kuration.landing.curation_config import SplitRule
-from kuration_resources import ASSET_GROUP, CurationResource, LandingZoneResource, StorageRootResource
+from kuration_resources import ASSET_GROUP, LandingZoneResource, StorageRootResource, set_fields
 from kuration_dagster_checks import markdown_table
 from splits_assets.metadata import split_metadata
 
@@ -25,20 +25,14 @@ UNIVERSE_TOKEN_METADATA = "universe_token"
 
 
 @asset(group_name=ASSET_GROUP, kinds={"parquet"})
-def universe(storage_root: StorageRootResource, landing_zone: LandingZoneResource,
-             curation: CurationResource) -> MaterializeResult:
+def universe(storage_root: StorageRootResource, landing_zone: LandingZoneResource) -> MaterializeResult:
     """Every addressable sample, read from the landing zone's `universe.csv` (or, without
     one, enumerated from the recordings root: one sample per recording), validated,
     canonically sorted and written as `universe/universe.parquet`. Source ids are paths
     relative to the recordings root, the ids the recordings adapter lists."""
-    token = curation.universe_token(landing_zone)
-    if landing_zone.universe_csv:
-        samples = read_landing_universe(landing_zone.url, universe_csv=landing_zone.universe_csv,
-                                        one_file_per_row=landing_zone.one_file_per_row)
-    else:
-        config = curation.config(landing_zone)
-        samples = read_landing_universe(config.recordings_url(landing_zone.url), universe_csv=None,
-                                        source_pattern=landing_zone.source_pattern or config.source_pattern)
+    zone = landing_zone.open()
+    token = zone.universe_token()
+    samples = zone.universe()
     url = write_universe(samples, storage_root.url)
     return MaterializeResult(
         metadata={
@@ -90,35 +84,42 @@ class SplitDefinition(Config):
         "seeded unit hash (seed, ratios, group_by); without it such a file is refused and universe_drift fails",
     )
 
-    def to_request(self, rule: SplitRule, landing: LandingZoneResource) -> SplitRequest:
-        """The request: this config's choices, and ``rule`` (curation.json's split) for the rest."""
+    def curation_overrides(self) -> dict[str, Any]:
+        """The set choices as curation.json's ``split``: a strategy or a rule file replaces the
+        file's (the other is cleared), the seed, ratios and grouping replace its own. More than
+        one source of the split (``splits_json``, ``strategy``, ``from_split_column``) is
+        refused, naming them."""
         strategy = self.strategy.value if self.strategy is not None else None
-        splits_json = self.splits_json
-        if strategy is None and not splits_json and not self.from_split_column:
-            strategy = rule.strategy
-            splits_json = landing.resolve(rule.splits_json) if rule.splits_json else None
-        return SplitRequest(
-            splits_json=splits_json, strategy=strategy, from_split_column=self.from_split_column,
-            seed=rule.seed if self.seed is None else self.seed,
-            val_ratio=rule.val_ratio if self.val_ratio is None else self.val_ratio,
-            test_ratio=rule.test_ratio if self.test_ratio is None else self.test_ratio,
-            group_by=rule.group_by if self.group_by is None else self.group_by.value,
-            ad_aware=self.ad_aware, leakage=self.leakage, extend_baked=self.extend_baked,
-        )
+        if sum(map(bool, (strategy, self.splits_json, self.from_split_column))) > 1:
+            SplitRequest(splits_json=self.splits_json, strategy=strategy, from_split_column=self.from_split_column)
+        split = set_fields(self, ("seed", "val_ratio", "test_ratio"))
+        if self.group_by is not None:
+            split["group_by"] = self.group_by.value
+        if strategy is not None:
+            split.update(strategy=strategy, splits_json=None)
+        elif self.splits_json:  # curation.json's rule: a splits_json without a strategy clears it
+            # a path given in run config is relative to where the run runs, not to the landing zone
+            split["splits_json"] = self.splits_json if "://" in self.splits_json else os.path.abspath(self.splits_json)
+        return {"split": split} if split else {}
+
+    def request(self, zone: LandingZone) -> SplitRequest:
+        """The request: the landing zone's split rule (with :meth:`curation_overrides`
+        applied), or the universe's split column, with this config's run options."""
+        return zone.split_request(from_split_column=self.from_split_column, ad_aware=self.ad_aware,
+                                  leakage=self.leakage, extend_baked=self.extend_baked)
 
 
 @asset(group_name=ASSET_GROUP, deps=[universe], kinds={"json", "parquet"})
 def resolved_splits(
     context: AssetExecutionContext, config: SplitDefinition, storage_root: StorageRootResource,
-    landing_zone: LandingZoneResource, curation: CurationResource,
+    landing_zone: LandingZoneResource,
 ) -> MaterializeResult:
     """The baked `splits/splits.json` and per-sample stage table. Leakage and drift are
     recorded here and gated by the blocking `split_leakage` / `universe_drift` checks.
     A computed split with an unchanged rule extends the one already on storage, so new
     samples never move existing ones (see `kuration.splits.extend`)."""
-    artifacts = materialize_splits(
-        load_universe(storage_root.url), config.to_request(curation.config(landing_zone).split, landing_zone),
-        storage_root.url)
+    artifacts = materialize_splits(load_universe(storage_root.url), config.request(landing_zone.open(config)),
+                                   storage_root.url)
     if artifacts.refused:
         context.log.error(artifacts.refusal)
         return MaterializeResult(metadata=split_metadata(artifacts))

@@ -6,7 +6,7 @@ from dagster import AssetCheckResult, asset_check
 from kuration.splits.artifacts import check_split_leakage, check_universe_drift, check_universe_table
 from kuration.landing.universe_sources import check_stored_universe_sources
 from kuration_dagster_checks import asset_check_result
-from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
+from kuration_resources import LandingZoneResource, StorageRootResource
 from splits_assets.assets import resolved_splits, universe
 
 
@@ -20,12 +20,10 @@ def universe_schema(storage_root: StorageRootResource) -> AssetCheckResult:
     description="every universe source id names a recording under the recordings root (ids are paths relative to "
                 "it); recordings no universe row names warn",
 )
-def universe_sources(
-    storage_root: StorageRootResource, landing_zone: LandingZoneResource, curation: CurationResource,
-) -> AssetCheckResult:
-    config = curation.config(landing_zone)
-    return asset_check_result(check_stored_universe_sources(
-        storage_root.url, config.recordings_url(landing_zone.url), pattern=config.source_pattern))
+def universe_sources(storage_root: StorageRootResource, landing_zone: LandingZoneResource) -> AssetCheckResult:
+    zone = landing_zone.open()
+    return asset_check_result(check_stored_universe_sources(storage_root.url, zone.recordings_url,
+                                                            pattern=zone.config.source_pattern))
 
 
 @asset_check(

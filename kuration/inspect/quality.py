@@ -211,10 +211,19 @@ def advisory_quality(dataset: str | os.PathLike[str], *, policy_json: str | None
         elif storage.exists(policy_url):
             policy = load_policy(policy_url)
         else:
-            return QualityResult(f"no quality policy: add {policy_url} (a kur-check policy) or set policy_json in the "
-                                 "check's run config")
+            policy = None
     except (KurationError, OSError) as exc:
         return QualityResult.cannot_check("the quality policy", exc)
+    return advisory_quality_of(dataset, policy, policy_url=policy_url, untrusted=untrusted)
+
+
+def advisory_quality_of(dataset: str | os.PathLike[str], policy: QualityPolicy | None, *, policy_url: str,
+                        untrusted: bool = False) -> QualityResult:
+    """:func:`advisory_quality` with the policy already read (``None``: there is none at
+    ``policy_url``, which the verdict names)."""
+    if policy is None:
+        return QualityResult(f"no quality policy: add {policy_url} (a kur-check policy) or set policy_json in the "
+                             "check's run config")
     try:
         result = check_quality(dataset, policy, untrusted=untrusted)
     except (KurationError, OSError) as exc:
@@ -222,5 +231,6 @@ def advisory_quality(dataset: str | os.PathLike[str], *, policy_json: str | None
     return replace(result, errors=(), warnings=result.errors + result.warnings)
 
 
-__all__ = ["POLICY_KEYS", "QualityPolicy", "QualityResult", "advisory_quality", "check_quality", "load_policy",
+__all__ = ["POLICY_KEYS", "QualityPolicy", "QualityResult", "advisory_quality", "advisory_quality_of",
+           "check_quality", "load_policy",
            "parse_policy"]

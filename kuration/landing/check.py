@@ -8,7 +8,11 @@ the order a run reads it, and reports every problem it finds as a :class:`Landin
 
 1. ``curation.json`` (``config``): valid, and where the effective settings come from;
 2. the plugins it and the environment declare import (``plugins``);
-3. ``schema.json``, ``strategy.json`` and ``output_spec.json`` load (``settings``);
+3. ``schema.json``, ``strategy.json``, ``output_spec.json`` and ``quality.json`` (when there is
+   one) load, and every reference between them holds (``settings``, with the codes of
+   :mod:`kuration.landing.references`: the strategy and the output spec against the schema,
+   the spec's segment features and media providers, the quality policy's modalities, the
+   rollout recipe's modalities; and whether the rollout store is not configured);
 4. the recordings root holds recordings (``recordings``);
 5. a few recordings, spread over the sorted list, read as the schema declares
    (``sample``);
@@ -31,20 +35,25 @@ import os
 import posixpath
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from kuration import storage
 from kuration.checks import count, first
+from kuration.errors import InputError, KurationError, RecordingError, cut
+from kuration.inspect.quality import QualityPolicy
 from kuration.landing.curation_config import CURATION_FILE, CurationConfig, curation_config_url, load_curation_config
-from kuration.errors import KurationError, RecordingError, cut
-from kuration.landing.recordings import list_recordings
-from kuration.output.spec import OutputSpecError
 from kuration.landing.plugins import load_plugins
-from kuration.scoring.segments import SegmenterError
-from kuration.scoring.strategy import StrategyError
-from kuration.landing.settings import load_curation_settings, load_output_spec, load_schema
+from kuration.landing.recordings import list_recordings
+from kuration.landing.references import (
+    LEVELS, LandingFiles, LandingFinding, Level, quality_references, rollout_plan, spec_references,
+    strategy_references,
+)
+from kuration.landing.settings import declared, load_schema
+from kuration.output.spec import OutputSpec, OutputSpecError
+from kuration.scoring.segments import Segmenter, SegmenterError
+from kuration.scoring.strategy import Strategy, StrategyError
 from kuration.sources.media import MediaDependencies, get_media_provider
 from kuration.sources.parquet import ParquetTickAdapter
 from kuration.sources.schema import Schema, SchemaError
@@ -52,41 +61,15 @@ from kuration.sources.ticks import Ticks
 from kuration.splits import read_landing_universe
 from kuration.landing.universe_sources import check_universe_sources
 
-Level = Literal["error", "warning", "info"]
-LEVELS: tuple[Level, ...] = ("error", "warning", "info")
-#: The landing zone's settings files, as the curation resource names them by default.
+#: The landing zone's settings files, as the landing zone resource names them by default.
 SCHEMA_FILE = "schema.json"
 STRATEGY_FILE = "strategy.json"
 OUTPUT_SPEC_FILE = "output_spec.json"
+QUALITY_FILE = "quality.json"
 #: Recordings read by default (the first, the last and one between, in sorted order).
 SAMPLE_LIMIT = 3
 #: Media references decoded per media column of each sampled recording, by default.
 MEDIA_REFS = 4
-
-
-@dataclass(frozen=True)
-class LandingFinding:
-    """One thing the check found: its ``level``, a stable ``code`` (``<step>.<what>``) and a
-    one-paragraph ``message`` naming the file, row or field and how to fix it."""
-
-    level: Level
-    code: str
-    message: str
-
-    def __post_init__(self) -> None:
-        if self.level not in LEVELS:
-            raise ValueError(f"a finding's level must be one of {list(LEVELS)}, got {self.level!r}")
-
-    @property
-    def step(self) -> str:
-        return self.code.partition(".")[0]
-
-    def render(self) -> str:
-        """One line: the level, the code and the message (white space folded)."""
-        return f"{self.level.upper():<7} {self.code}: {' '.join(self.message.split())}"
-
-    def to_dict(self) -> dict[str, str]:
-        return {"level": self.level, "code": self.code, "step": self.step, "message": self.message}
 
 
 @dataclass(frozen=True)
@@ -268,37 +251,60 @@ def _check_plugins(found: _Findings, landing: str, config: CurationConfig, confi
 
 
 def _check_settings(found: _Findings, landing: str, config: CurationConfig) -> _Settings | None:
-    schema_url = storage.join_url(landing, SCHEMA_FILE)
+    """The settings files, each alone and then each reference between them
+    (:mod:`kuration.landing.references`, what opening the landing zone checks)."""
+    files = LandingFiles(curation=config.origin[0] if config.origin[0] != "defaults" else CURATION_FILE,
+                         **{key: storage.join_url(landing, name) for key, name in (
+                             ("schema", SCHEMA_FILE), ("strategy", STRATEGY_FILE), ("output_spec", OUTPUT_SPEC_FILE),
+                             ("quality", QUALITY_FILE))})
     try:
-        schema = load_schema(schema_url)
+        schema = load_schema(files.schema)
     except SchemaError as exc:
         found.add("error", "settings.schema_invalid", f"{exc}. The schema says which columns a recording holds")
         found.skip("settings", f"{STRATEGY_FILE} and {OUTPUT_SPEC_FILE} are checked against the schema")
         return None
-    found.add("info", "settings.schema", f"{schema_url}: {count(len(schema.fields), 'field')}, "
+    found.add("info", "settings.schema", f"{files.schema}: {count(len(schema.fields), 'field')}, "
                                          f"{count(len(schema.media), 'media column')}, {schema.sample_hz:g} Hz")
-    strategy_url = storage.join_url(landing, STRATEGY_FILE)
+    strategy = _parsed(found, "settings.strategy_invalid", files.strategy, "strategy", StrategyError,
+                       Strategy.from_dict)
+    if strategy is not None and _added(found, strategy_references(strategy, schema, files=files)):
+        found.add("info", "settings.strategy", f"{files.strategy} loads against the schema")
     try:
-        load_curation_settings(schema_url, strategy_url, window=config.segment_window,
-                               stride=config.segment_stride, unit=config.segment_unit)
-    except StrategyError as exc:
-        found.add("error", "settings.strategy_invalid", str(exc))
+        Segmenter(config.segment_window, config.segment_stride, unit=config.segment_unit, sample_hz=schema.sample_hz)
     except SegmenterError as exc:
         found.add("error", "settings.segmenter_invalid",
                   f"{exc}. Set segment_window, segment_stride and segment_unit in {CURATION_FILE} "
                   f"(now {config.segment_window:g}, {config.segment_stride:g}, {config.segment_unit!r})")
-    except KurationError as exc:  # any other declaration error names its file itself
-        found.add("error", "settings.invalid", str(exc))
-    else:
-        found.add("info", "settings.strategy", f"{strategy_url} loads against the schema")
-    spec_url = storage.join_url(landing, OUTPUT_SPEC_FILE)
-    try:
-        load_output_spec(spec_url, schema)
-    except OutputSpecError as exc:
-        found.add("error", "settings.output_spec_invalid", str(exc))
-    else:
-        found.add("info", "settings.output_spec", f"{spec_url} loads against the schema")
+    spec = _parsed(found, "settings.output_spec_invalid", files.output_spec, "output spec", OutputSpecError,
+                   OutputSpec.from_dict)
+    if spec is not None and _added(found, spec_references(spec, schema, strategy, files=files)):
+        found.add("info", "settings.output_spec", f"{files.output_spec} loads against the schema")
+    if storage.exists(files.quality):
+        policy = _parsed(found, "settings.quality_invalid", files.quality, "quality policy", InputError,
+                         lambda data: QualityPolicy.from_dict(data, where="quality policy"))
+        if policy is not None and spec is not None and _added(
+                found, quality_references(policy.required_modalities, spec, files=files)):
+            found.add("info", "settings.quality", f"{files.quality}: {count(len(policy.to_dict()), 'gate')}")
+    if spec is not None:
+        _added(found, rollout_plan(config.rollouts, spec, files=files)[1])
     return _Settings(schema)
+
+
+def _parsed(found: _Findings, code: str, url: str, what: str, error: type[KurationError],
+            build: Callable[[Any], Any]) -> Any:
+    """The file at ``url`` read and built alone, or None with a ``code`` error naming it."""
+    try:
+        return declared(url, storage.read_json(url, what=what, error=error), error, build)
+    except error as exc:
+        found.add("error", code, str(exc))
+        return None
+
+
+def _added(found: _Findings, findings: Sequence[LandingFinding]) -> bool:
+    """Add ``findings``; whether none was an error."""
+    for finding in findings:
+        found.add(finding.level, finding.code, finding.message)
+    return not any(f.level == "error" for f in findings)
 
 
 def _check_recordings(found: _Findings, landing: str, config: CurationConfig) -> dict[str, str] | None:

@@ -38,19 +38,29 @@ nested ones (``KURATION_BUDGET_TRAIN_HOURS=0.5``; ``none`` clears ``span_seconds
 ``KURATION_ROLLOUTS_ENABLED=false``. ``KURATION_CONFIG`` names another settings file to read
 instead of the landing zone's.
 ``KURATION_PLUGINS`` is read by :mod:`kuration.landing.plugins`, which adds its modules to
-``plugins``. A run's own config (a Dagster run config field that is set) wins over both.
+``plugins``. Explicit overrides (a Dagster resource or run config field that is set, or the
+``overrides`` of :func:`kuration.landing.open_landing_zone`) win over both.
+
+**One precedence rule**, in one function (:func:`resolve_curation_config`): the defaults,
+then the file, then the ``KURATION_*`` variables, then each explicit override in order.
+Everything that needs a setting gets it from there; nothing else reads the file to learn one
+field. What this module does not do: load plugins, or read the other files of the landing zone
+(:mod:`kuration.landing.zone` opens all of them together).
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kuration import storage
 from kuration.errors import InputError, check_keys, shown
+
+if TYPE_CHECKING:
+    from kuration.budget.options import BudgetOptions, ShardChunking
 
 #: The settings file's name in a landing zone.
 CURATION_FILE = "curation.json"
@@ -81,6 +91,17 @@ class BudgetSettings:
     def requested_hours(self) -> dict[str, float]:
         return {"train": self.train_hours, "val": self.val_hours, "test": self.test_hours}
 
+    def options(self, chunking: ShardChunking | None, *, span_steps: int | None = None,
+                clip_aggregate: str | None = None, seed: int = 0) -> BudgetOptions:
+        """This budget as the plan's request, priced by ``chunking`` (the output spec's shard
+        length and short policy); ``span_steps`` cuts spans by steps (leave ``span_seconds``
+        None then: the two are exclusive, and :class:`~kuration.budget.BudgetOptions` says so)."""
+        from kuration.budget.options import BudgetOptions
+
+        return BudgetOptions(train_hours=self.train_hours, val_hours=self.val_hours, test_hours=self.test_hours,
+                             span_seconds=self.span_seconds, span_steps=span_steps, clip_aggregate=clip_aggregate,
+                             seed=seed, chunking=chunking)
+
 
 @dataclass(frozen=True)
 class SplitRule:
@@ -99,7 +120,12 @@ class SplitRule:
 class RolloutSettings:
     """Whether ``kuration run`` builds the rollout replay store, and which output modalities
     the built-in motion-direction recipe reads (:class:`kuration.rollouts.MotionDirectionRecipe`):
-    a dataset whose modalities are named otherwise maps them here, or sets ``enabled`` false."""
+    a dataset whose modalities are named otherwise maps them here, or sets ``enabled`` false.
+
+    ``CurationConfig.rollouts`` is ``None`` when no layer configures them (no ``rollouts`` in
+    the file, no ``KURATION_ROLLOUTS_*``, no override): then the store is built with these
+    defaults when the output spec has their modalities, and skipped as "not configured"
+    otherwise (:func:`kuration.landing.references.rollout_plan`)."""
 
     enabled: bool = True
     position: str = "pos"
@@ -125,7 +151,8 @@ class CurationConfig:
     write_workers: int = 1
     budget: BudgetSettings = field(default_factory=BudgetSettings)
     split: SplitRule = field(default_factory=SplitRule)
-    rollouts: RolloutSettings = field(default_factory=RolloutSettings)
+    #: ``None``: not configured by any layer (see :class:`RolloutSettings`).
+    rollouts: RolloutSettings | None = None
     #: Where these settings came from: the file read (or "defaults"), then each override applied.
     origin: tuple[str, ...] = ("defaults",)
 
@@ -290,7 +317,8 @@ def curation_config_from_dict(data: Mapping[str, Any], *, where: str = CURATION_
     if "split" in data:
         values["split"] = _split(where, _object(where, "split", data["split"]), base.split)
     if "rollouts" in data:
-        values["rollouts"] = _rollouts(where, _object(where, "rollouts", data["rollouts"]), base.rollouts)
+        values["rollouts"] = _rollouts(where, _object(where, "rollouts", data["rollouts"]),
+                                       base.rollouts or RolloutSettings())
     return replace(base, **values)
 
 
@@ -357,21 +385,56 @@ def curation_config_url(landing_url: str, environ: Mapping[str, str] | None = No
     return named if named else storage.join_url(landing_url, CURATION_FILE)
 
 
+@dataclass(frozen=True)
+class CurationFile:
+    """The settings file as read: where it is and its JSON object, not yet checked."""
+
+    url: str
+    data: Mapping[str, Any]
+
+
+def read_curation_file(landing_url: str | os.PathLike[str], *, config_url: str | None = None,
+                       environ: Mapping[str, str] | None = None) -> CurationFile | None:
+    """The settings file of a landing zone, read once: ``config_url``, else ``$KURATION_CONFIG``,
+    else ``<landing>/curation.json``. A missing ``curation.json`` in the landing zone is
+    ``None`` (every default); a file named explicitly must exist."""
+    environ = os.environ if environ is None else environ
+    explicit = config_url or environ.get(CONFIG_ENV, "").strip() or None
+    url = explicit or curation_config_url(os.fspath(landing_url), environ)
+    if not explicit and not storage.exists(url):
+        return None
+    return CurationFile(url, storage.read_json(url, what="curation settings", error=CurationConfigError))
+
+
+def resolve_curation_config(file: CurationFile | None = None, *, environ: Mapping[str, str] | None = None,
+                            overrides: Sequence[tuple[str, Mapping[str, Any]]] = ()) -> CurationConfig:
+    """The curation settings by the one precedence rule: :data:`DEFAULTS`, then ``file``
+    (:func:`read_curation_file`), then the ``KURATION_*`` variables of ``environ`` (default
+    ``os.environ``), then each ``(label, settings)`` of ``overrides`` in order, a later one
+    winning. An override is shaped like ``curation.json`` (``{"budget": {"train_hours": 2}}``)
+    and every key it names is applied as given (``None`` included: leave a key out to keep
+    the layer below); its errors and ``origin`` name it by ``label``."""
+    config = DEFAULTS
+    if file is not None:
+        config = replace(curation_config_from_dict(file.data, where=file.url), origin=(file.url,))
+    config = apply_env_overrides(config, environ)
+    for label, data in overrides:
+        if data:
+            config = curation_config_from_dict(data, where=label, base=config)
+            config = replace(config, origin=(*config.origin, label))
+    return config
+
+
 def load_curation_config(landing_url: str | os.PathLike[str], *, config_url: str | None = None,
                          environ: Mapping[str, str] | None = None) -> CurationConfig:
-    """The curation settings of a landing zone: ``config_url`` (default
-    :func:`curation_config_url`) over :data:`DEFAULTS`, then the environment's overrides.
+    """The curation settings of a landing zone: :func:`read_curation_file` resolved by
+    :func:`resolve_curation_config` with the environment's overrides.
 
     A missing ``curation.json`` in the landing zone means the defaults; a file named
     explicitly (``config_url`` or ``$KURATION_CONFIG``) must exist."""
     environ = os.environ if environ is None else environ
-    explicit = config_url or environ.get(CONFIG_ENV, "").strip() or None
-    url = explicit or curation_config_url(os.fspath(landing_url), environ)
-    config = DEFAULTS
-    if explicit or storage.exists(url):
-        data = storage.read_json(url, what="curation settings", error=CurationConfigError)
-        config = replace(curation_config_from_dict(data, where=url), origin=(url,))
-    return apply_env_overrides(config, environ)
+    return resolve_curation_config(read_curation_file(landing_url, config_url=config_url, environ=environ),
+                                   environ=environ)
 
 
 def curation_config_to_dict(config: CurationConfig) -> dict[str, Any]:
@@ -383,14 +446,16 @@ def curation_config_to_dict(config: CurationConfig) -> dict[str, Any]:
         "write_workers": config.write_workers,
         "budget": {f.name: getattr(config.budget, f.name) for f in fields(BudgetSettings)},
         "split": {f.name: getattr(config.split, f.name) for f in fields(SplitRule)},
-        "rollouts": {f.name: list(v) if isinstance(v := getattr(config.rollouts, f.name), tuple) else v
-                     for f in fields(RolloutSettings)},
+        # left out when not configured, so the dict reads back as not configured
+        **({} if config.rollouts is None else {"rollouts": {
+            f.name: list(v) if isinstance(v := getattr(config.rollouts, f.name), tuple) else v
+            for f in fields(RolloutSettings)}}),
     }
 
 
 __all__ = [
     "CONFIG_ENV", "CURATION_FILE", "DEFAULTS", "BudgetSettings", "CurationConfig", "CurationConfigError",
-    "RolloutSettings", "SplitRule",
+    "CurationFile", "RolloutSettings", "SplitRule",
     "apply_env_overrides", "curation_config_from_dict", "curation_config_to_dict", "curation_config_url",
-    "load_curation_config", "resolve_in_landing",
+    "load_curation_config", "read_curation_file", "resolve_curation_config", "resolve_in_landing",
 ]

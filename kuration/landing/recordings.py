@@ -9,15 +9,21 @@ A recording's *name* is its source id without the recording's extension
 (``wind_farm/flight_005.parquet`` is ``wind_farm/flight_005``): what the scoring partitions
 are keyed by and what a stored segment file is named after. Source ids (with the extension)
 stay the ids of the universe, the split, the budget and the shards.
+
+:func:`plan_tick` is what the new-recordings sensor decides on each tick, as plain data: which
+partitions to add or rename, whether the universe changed, which scoring runs to ask for and
+the next cursor. The Dagster sensor only lists, asks the instance and turns this into requests.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import fsspec
 
@@ -176,3 +182,82 @@ def file_token(url: str | os.PathLike[str]) -> str | None:
         return change_token(fs.info(storage.fresh_path(fs, path)))
     except FileNotFoundError:
         return None
+
+
+# -- what a sensor tick asks for ---------------------------------------------------------------
+
+#: How many names a multi-recording run's label lists before "and N more", and its longest value.
+_LABELLED_NAMES = 5
+_LABEL_CHARS = 200
+
+
+@dataclass(frozen=True)
+class ScoringRun:
+    """One scoring run a tick asks for: ``partitions`` (recording names adjacent in the
+    partitions' order: one partition, or a range one run scores), why (``change``: ``new
+    recording`` or ``rewritten``), a ``run_key`` naming each recording's token (so a
+    re-evaluation does not ask again) and a ``label`` for the run's tag."""
+
+    partitions: tuple[str, ...]
+    change: str
+    run_key: str
+    label: str
+
+
+@dataclass(frozen=True)
+class TickPlan:
+    """What one tick of the new-recordings sensor asks for. ``universe_change`` says why the
+    universe and split are re-materialized (None: they are not), under ``universe_run_key``;
+    ``partitions`` brings the scoring partitions in line with the listing; ``scoring`` are the
+    runs; ``cursor`` is the next tick's; ``skip_reason`` is set when nothing runs."""
+
+    universe_change: str | None
+    universe_run_key: str
+    partitions: PartitionUpdate
+    scoring: tuple[ScoringRun, ...]
+    cursor: str
+    skip_reason: str = ""
+
+
+def plan_tick(listing: Mapping[str, str], existing_partitions: Sequence[str], *, universe_token: str | None,
+              universe_csv: bool, cursor: str | None, recorded: Callable[[Mapping[str, str]], Mapping[str, Any]],
+              scoring_asset: str) -> TickPlan:
+    """The tick for ``listing`` (``{source_id: change token}``) against the scoring partitions
+    ``existing_partitions`` and the previous ``cursor`` (None on a first tick or after a reset:
+    then ``recorded({source_id: name})`` gives what the instance recorded, as a cursor would).
+    ``universe_csv`` says whether the universe is a csv (else the recordings themselves);
+    ``scoring_asset`` prefixes a multi-recording run's key. Raises
+    :class:`RecordingNameError` when two recordings share a name."""
+    names = {source_id: name for name, source_id in recording_names(listing).items()}
+    update = partition_update(existing_partitions, listing)
+    previous = json.loads(cursor) if cursor else recorded(names)
+    diff = diff_recordings(previous.get("recordings", {}), listing)
+    why = None
+    if universe_token and universe_token != previous.get("universe"):
+        why = ("universe.csv changed" if universe_csv
+               else f"{len(diff.new)} recording(s) added, {len(diff.removed)} removed" if cursor
+               else "the recordings differ from the last universe materialization's")
+    # the partitions as they will be once this tick's requests apply: deletions leave gaps,
+    # additions are appended in order, so a tick's new recordings are one contiguous range
+    ordered = [k for k in existing_partitions if k not in update.replace] + list(update.add)
+    runs = [_scoring_run(block, change, {names[s]: (s, listing[s]) for s in source_ids}, scoring_asset)
+            for change, source_ids in (("new recording", diff.new), ("rewritten", diff.changed))
+            for block in contiguous_blocks(ordered, [names[s] for s in source_ids])]
+    since = "since the last tick" if cursor else "since their latest materializations"
+    skip = "" if why or runs else f"all {len(listing)} recording(s) and the universe unchanged {since}"
+    return TickPlan(why, f"universe:{universe_token}", update, tuple(runs),
+                    json.dumps({"recordings": dict(listing), "universe": universe_token}, sort_keys=True), skip)
+
+
+def _scoring_run(block: Sequence[str], change: str, listed: Mapping[str, tuple[str, str]],
+                 scoring_asset: str) -> ScoringRun:
+    if len(block) == 1:
+        (name,) = block
+        source_id, token = listed[name]
+        return ScoringRun((name,), change, f"{source_id}:{token}", name)
+    shown = ", ".join(block[:_LABELLED_NAMES]) + (f" and {len(block) - _LABELLED_NAMES} more"
+                                                  if len(block) > _LABELLED_NAMES else "")
+    label = f"{len(block)}: {shown}"
+    if len(label) > _LABEL_CHARS:
+        label = label[: _LABEL_CHARS - 3] + "..."
+    return ScoringRun(tuple(block), change, f"{scoring_asset}:{canonical_digest([listed[n] for n in block])}", label)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from kuration import storage
 from kuration.errors import KurationError
@@ -34,13 +34,18 @@ class CurationSettings:
     segmenter: Segmenter
 
 
-def _load(url: str | os.PathLike[str], what: str, error: type[KurationError], build: Callable[[dict], T]) -> T:
-    """``build`` of the object in ``url``; its errors (which name the key) get the file's name."""
-    data = storage.read_json(url, what=what, error=error)
+def declared(url: str | os.PathLike[str], data: Any, error: type[KurationError], build: Callable[[Any], T]) -> T:
+    """``build(data)`` for the JSON ``data`` read from ``url``; its errors (which name the
+    key) get the file's name."""
     try:
         return build(data)
     except error as exc:
         raise error(f"{os.fspath(url)}: {exc}") from None
+
+
+def _load(url: str | os.PathLike[str], what: str, error: type[KurationError], build: Callable[[Any], T]) -> T:
+    """``build`` of the object in ``url`` (:func:`declared`)."""
+    return declared(url, storage.read_json(url, what=what, error=error), error, build)
 
 
 def load_schema(url: str | os.PathLike[str]) -> Schema:

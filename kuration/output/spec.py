@@ -175,34 +175,41 @@ class OutputSpec:
 
     def validate_against(self, schema: Schema) -> OutputSpec:
         """Every ``field:`` and ``media:`` source exists in ``schema`` with this shape, and
-        its dtype converts without changing kind (float to float, int to int or float, ...)."""
+        its dtype converts without changing kind (float to float, int to int or float, ...).
+        Raises :class:`OutputSpecError` with the first of :meth:`problems_against`."""
+        problems = self.problems_against(schema)
+        if problems:
+            raise OutputSpecError(problems[0])
+        return self
+
+    def problems_against(self, schema: Schema) -> list[str]:
+        """Every way this spec does not fit ``schema`` (see :meth:`validate_against`), one
+        message per modality, in modality order; empty when it fits."""
         fields = schema.all_fields()
+        problems = []
         for name, m in self.modalities.items():
             where = f"output.modalities.{name}.source"
             if m.kind == "field":
                 if m.key not in fields:
-                    raise OutputSpecError(f"{where}: schema has no field or global {m.key!r}; it has {sorted(fields)}")
+                    problems.append(f"{where}: schema has no field or global {m.key!r}; it has {sorted(fields)}")
+                    continue
                 field_spec = fields[m.key]
                 got_dtype, got_shape = field_spec.numpy_dtype, field_spec.shape
             elif m.kind == "media":
                 if m.key not in schema.media:
-                    raise OutputSpecError(f"{where}: schema has no media column {m.key!r}; it has "
-                                          f"{sorted(schema.media)}")
+                    problems.append(f"{where}: schema has no media column {m.key!r}; it has {sorted(schema.media)}")
+                    continue
                 media_spec = schema.media[m.key]
                 got_dtype, got_shape = np.dtype(media_spec.dtype), media_spec.shape
             else:
                 continue
             if tuple(got_shape) != m.shape:
-                raise OutputSpecError(
-                    f"output.modalities.{name}.shape: {list(m.shape)}, but {m.source} is {list(got_shape)} in the "
-                    "schema"
-                )
-            if not np.can_cast(got_dtype, m.numpy_dtype, casting="same_kind"):
-                raise OutputSpecError(
-                    f"output.modalities.{name}.dtype: {m.dtype} cannot hold {m.source} ({got_dtype}) without "
-                    "changing its kind; declare a dtype of the same kind"
-                )
-        return self
+                problems.append(f"output.modalities.{name}.shape: {list(m.shape)}, but {m.source} is "
+                                f"{list(got_shape)} in the schema")
+            elif not np.can_cast(got_dtype, m.numpy_dtype, casting="same_kind"):
+                problems.append(f"output.modalities.{name}.dtype: {m.dtype} cannot hold {m.source} ({got_dtype}) "
+                                "without changing its kind; declare a dtype of the same kind")
+        return problems
 
     def shards_for(self, steps: int) -> list[tuple[int, int]]:
         """The ``[start, stop)`` row ranges (relative to a span) of each shard of a span of

@@ -44,7 +44,7 @@ from kuration.splits.bake import GROUP_BY, bake_from_split_column, bake_random, 
 from kuration.splits.config import LEAKAGE_MODES, DataSplitConfig, dumps_splits, load_splits, loads_splits
 from kuration.splits.drift import DriftCheck, DriftReport, drift_check, evaluate_drift
 from kuration.splits.extend import PriorSplit, SplitExtension, bake_file, extend_computed, prior_from_stage_table
-from kuration.splits.leakage import LeakageCheck, leakage_check
+from kuration.splits.leakage import LeakageCheck, enforce, leakage_check
 from kuration.splits.resolution import SplitResolution, plan_splits
 from kuration.splits.universe import Universe
 from kuration.canonical.strict_json import parse_strict_json
@@ -221,8 +221,9 @@ class _Outcome:
     refusal: str = ""
 
 
-def _bake(request: SplitRequest, universe: Universe, root: str) -> _Outcome:
-    """The baked config for a request, and how it came about.
+def _bake(request: SplitRequest, universe: Universe, root: str | None) -> _Outcome:
+    """The baked config for a request, and how it came about (``root`` None: resolved
+    afresh, no earlier resolution looked for).
 
     Constraints are *not* enforced here: the caller records them and the blocking
     checks gate on them."""
@@ -231,7 +232,8 @@ def _bake(request: SplitRequest, universe: Universe, root: str) -> _Outcome:
     if request.from_split_column:
         return _Outcome(bake_from_split_column(universe, leakage=request.leakage, check=False), None,
                         {"mode": "split_column"})
-    prior, fresh_because = _earlier_computed(request, universe, root)
+    prior, fresh_because = (_earlier_computed(request, universe, root) if root is not None
+                            else (None, "resolved in memory"))
     if prior is not None:
         cfg, extension = extend_computed(
             universe, prior, seed=request.seed, val_ratio=request.val_ratio, test_ratio=request.test_ratio,
@@ -359,6 +361,20 @@ def materialize_splits(universe: Universe, request: SplitRequest, root: str | os
     storage.write_bytes_atomic(report_url, json.dumps(report, indent=2, sort_keys=True).encode())
     return SplitArtifacts(request, report_url, splits_url, assignments_url, input_drift, resolution, digest,
                           mode=mode, extension=outcome.extension)
+
+
+def resolve_split_request(universe: Universe, request: SplitRequest) -> SplitResolution:
+    """``request`` resolved against ``universe`` in memory, its leakage policy enforced:
+    what :func:`materialize_splits` would write under a fresh storage root, for a notebook.
+    Nothing is read from or written to a storage root, so no earlier split is extended.
+    Raises :class:`SplitConfigError` when the request is refused (a drifted positional rule,
+    a baked file that leaves samples in no stage) and ``SplitLeakageError`` on leakage."""
+    outcome = _bake(request, universe, None)
+    if outcome.cfg is None:
+        raise SplitConfigError(outcome.refusal)
+    resolution = plan_splits(outcome.cfg, universe)
+    enforce(resolution.leakage)
+    return resolution
 
 
 def read_split_report(root: str | os.PathLike[str]) -> dict[str, Any]:

@@ -4,9 +4,10 @@ import pytest
 from dagster import instance_for_test, materialize
 
 from kuration.demo.corpus import write_demo_landing_zone
+from tests.dagster.small_landing import write_settings_files
 from kuration.landing.recordings import recording_name
 from kuration_assets import scored_segments, source_partitions
-from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
+from kuration_resources import LandingZoneResource, StorageRootResource
 from splits_assets import resolved_splits, universe
 
 
@@ -20,9 +21,11 @@ def instance():
 def small_landing(tmp_path: Path) -> Path:
     """A hand-made landing zone: 3 groups (sites), 6 recordings, 4 clips each. The recordings
     are empty placeholders under ``recordings/`` (the split assets never read them), there so
-    the universe's source ids name files, as the ``universe_sources`` check requires."""
+    the universe's source ids name files, as the ``universe_sources`` check requires; the
+    settings files are the demo's (every asset opens the whole landing zone)."""
     root = tmp_path / "landing"
     root.mkdir()
+    write_settings_files(root)
     rows = ["source,index,group"]
     for site in ("site_a", "site_b", "site_c"):
         (root / "recordings" / site).mkdir(parents=True)
@@ -38,7 +41,6 @@ def resources(tmp_path: Path, small_landing: Path) -> dict:
     return {
         "storage_root": StorageRootResource(url=str(tmp_path / "storage")),
         "landing_zone": LandingZoneResource(url=str(small_landing)),
-        "curation": CurationResource(),
     }
 
 
@@ -61,7 +63,6 @@ def scored(tmp_path: Path, scored_landing: Path, instance) -> dict:
     resources = {
         "storage_root": StorageRootResource(url=str(tmp_path / "storage")),
         "landing_zone": LandingZoneResource(url=str(scored_landing)),
-        "curation": CurationResource(),
     }
     split = {"ops": {"resolved_splits": {"config": {"strategy": "random", "seed": 2, "val_ratio": 0.34,
                                                     "test_ratio": 0.34}}}}

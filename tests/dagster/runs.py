@@ -7,11 +7,10 @@ from pathlib import Path
 
 def landing_resources(landing: Path, storage: Path, **landing_options) -> dict:
     """The graph's resources on ``landing`` and ``storage``, with the curation settings the landing zone gives."""
-    from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
+    from kuration_resources import LandingZoneResource, StorageRootResource
 
     return {"storage_root": StorageRootResource(url=str(storage)),
-            "landing_zone": LandingZoneResource(url=str(landing), **landing_options),
-            "curation": CurationResource()}
+            "landing_zone": LandingZoneResource(url=str(landing), **landing_options)}
 
 
 #: One second in hours: budgets in the tests are requested in seconds.

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kuration.demo.corpus import write_demo_landing_zone
+from kuration.demo.corpus import DEMO_OUTPUT_SPEC, DEMO_SCHEMA, DEMO_STRATEGY, write_demo_landing_zone
 
 
 def small_settings(split_seed: int = 2) -> dict[str, Any]:
@@ -22,3 +22,11 @@ def write_small_landing_zone(folder: Path, *, seed: int = 5, split_seed: int = 2
     root = Path(zone.root)
     (root / "curation.json").write_text(json.dumps(small_settings(split_seed)))
     return root
+
+
+def write_settings_files(root: Path) -> None:
+    """The demo's ``schema.json``, ``strategy.json`` and ``output_spec.json`` under ``root``:
+    what a hand-made landing zone needs besides its universe for the landing zone to open."""
+    for name, doc in (("schema.json", DEMO_SCHEMA), ("strategy.json", DEMO_STRATEGY),
+                      ("output_spec.json", DEMO_OUTPUT_SPEC)):
+        (root / name).write_text(json.dumps(doc))

@@ -183,19 +183,30 @@ def test_a_memory_budget_plans_from_mapped_checkpoints_with_the_same_result(scor
 
 
 def test_unset_amounts_come_from_the_curation_settings_and_set_ones_win():
+    from dataclasses import asdict
+
     from kuration.budget import ShardChunking
-    from kuration.landing.curation_config import BudgetSettings
+    from kuration.landing.curation_config import BudgetSettings, resolve_curation_config
     from kuration.errors import BudgetError
     from kuration_assets import BudgetPlanConfig
 
     settings = BudgetSettings(train_hours=2.0, val_hours=0.5, test_hours=0.0, span_seconds=30.0)
     chunking = ShardChunking(8)
-    options = BudgetPlanConfig().options(chunking, settings)
-    assert (options.train_hours, options.val_hours, options.test_hours, options.span_seconds) == (2.0, 0.5, 0.0, 30.0)
-    options = BudgetPlanConfig(train=1.0, span_steps=40).options(chunking, settings)
-    assert (options.train_hours, options.val_hours, options.span_seconds, options.span_steps) == (1.0, 0.5, None, 40)
+
+    def options(config: BudgetPlanConfig):
+        # the asset's path: curation.json's budget, the config's set fields over it by the one precedence rule
+        budget = resolve_curation_config(overrides=[("curation.json", {"budget": asdict(settings)}),
+                                                    ("run config", config.curation_overrides())]).budget
+        return config.options(chunking, budget)
+
+    options_ = options(BudgetPlanConfig())
+    assert (options_.train_hours, options_.val_hours, options_.test_hours, options_.span_seconds) == (
+        2.0, 0.5, 0.0, 30.0)
+    options_ = options(BudgetPlanConfig(train=1.0, span_steps=40))
+    assert (options_.train_hours, options_.val_hours, options_.span_seconds, options_.span_steps) == (
+        1.0, 0.5, None, 40)
     # counts are not in curation.json: a segments budget must say how many
     with pytest.raises(BudgetError, match="budget_unit segments: set train"):
-        BudgetPlanConfig(budget_unit="segments").options(chunking, settings)
-    counted = BudgetPlanConfig(budget_unit="segments", train=12).options(chunking, settings)
+        options(BudgetPlanConfig(budget_unit="segments"))
+    counted = options(BudgetPlanConfig(budget_unit="segments", train=12))
     assert (counted.train_count, counted.val_count, counted.test_count) == (12, 0, 0)

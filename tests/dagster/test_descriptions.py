@@ -68,7 +68,7 @@ def test_the_walk_reaches_every_kind_of_description():
                    "check budget_plan:budget", "run config of budget_plan.train", "run config of budget_plan",
                    "job build_dataset", "job recurate", "sensor new_recordings_sensor",
                    "sensor default_automation_condition_sensor", "schedule nightly_recuration",
-                   "resource curation.recordings",
+                   "resource landing_zone.recordings",
                    "resource storage_root"):
         assert needle in where
 

@@ -57,6 +57,43 @@ def test_the_whole_graph_runs_on_the_instance_beside_the_storage_root(landing, t
     assert "build_rollouts: not run: rollouts are disabled" in again and "kuration run: 4 runs succeeded" in again
 
 
+def test_own_modality_names_without_rollouts_skip_the_store_as_not_configured(landing, tmp_path, monkeypatch):
+    """The first run of a team's own data must not fail on a stage it never asked for: an output
+    spec with its own modality names (no pos) and no curation.json rollouts."""
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    spec = json.loads((landing / "output_spec.json").read_text())
+    renamed = {"pos": "xyz", "vel": "velocity", "battery": "charge"}
+    spec["modalities"] = {renamed.get(k, k): v for k, v in spec["modalities"].items() if k != "frame"}
+    (landing / "output_spec.json").write_text(json.dumps(spec))
+    code, out = _run(landing, tmp_path / "storage")
+    assert code == 0, out
+    assert ("build_rollouts: not run: rollout store not configured: "
+            f"{landing / 'curation.json'} has no 'rollouts', and {landing / 'output_spec.json'} lacks the default "
+            "rollout recipe's modalities ['pos', 'battery', 'vel']") in out
+    assert "kuration run: 4 runs succeeded" in out and "FAILURE" not in out
+    assert not (tmp_path / "storage" / "rollouts").exists()
+
+
+def test_an_edit_of_the_settings_during_kuration_run_stops_the_next_run(landing, tmp_path, monkeypatch):
+    from kuration_cli.graph_run import run_graph
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+
+    def edit() -> None:  # after the budget plan, before the dataset: one kuration run, two versions
+        (landing / "curation.json").write_text(json.dumps({**small_settings(), "write_workers": 2}))
+
+    lines: list[str] = []
+    outcome = run_graph(str(landing), str(tmp_path / "storage"), out=lines.append, after_budget=edit)
+    out = "\n".join(lines)
+    assert not outcome.ok and list(outcome.runs) == ["curate_splits", "score_recordings", "fill_budget",
+                                                     "build_dataset"]
+    assert "kuration run: build_dataset failed: step shards_and_manifest: " in out
+    assert "changed while run " in out and "Launch a new run" in out
+    assert not (tmp_path / "storage" / "dataset").exists()
+
+
 def test_the_runs_name_the_code_location_of_workspace_yaml():
     from dagster._core.workspace.load import location_origins_from_yaml_paths
 

@@ -208,3 +208,24 @@ def test_the_validation_check_alone_without_a_store_says_how_to_build_one(scored
     assert not check.passed and check.description == (
         f"no rollout store at {store}; materialize rollout_store (the build_rollouts job), then run the check again")
     assert not store.exists()
+
+
+def test_a_spec_without_the_default_modalities_and_no_rollouts_is_not_configured(resources, instance, small_landing):
+    import json
+
+    spec = json.loads((small_landing / "output_spec.json").read_text())
+    renamed = {"pos": "xyz", "vel": "velocity", "battery": "charge"}
+    spec["modalities"] = {renamed.get(k, k): v for k, v in spec["modalities"].items()}
+    (small_landing / "output_spec.json").write_text(json.dumps(spec))
+    result = _rollouts(resources, instance)
+    assert result.success, failure_text(result)  # no dataset was ever written: nothing was read for it
+    meta = materialization_metadata(result)["rollout_store"]
+    assert meta["status"] == "not configured"
+    assert "has no 'rollouts'" in meta["reason"] and "lacks the default rollout recipe's modalities" in meta["reason"]
+    checks = _checks(result)
+    assert set(checks) == {"rollout_validation", "rollout_lineage"} and all(c.passed for c in checks.values())
+    assert checks["rollout_validation"].description.startswith(
+        "rollout store not configured, so the store has nothing to check: ")
+    assert checks["rollout_lineage"].description.startswith(
+        "rollout store not configured, so its lineage has nothing to check: ")
+    assert not (Path(resources["storage_root"].url) / "rollouts").exists()

@@ -14,7 +14,7 @@ from dagster import AssetKey, AssetMaterialization, Definitions, instance_for_te
 from kuration.demo.corpus import write_demo_landing_zone
 from kuration.landing.recordings import RecordingNameError, list_recordings, recording_name
 from kuration_assets import new_recordings_sensor, scored_segments, source_partitions
-from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
+from kuration_resources import LandingZoneResource, StorageRootResource
 from splits_assets import resolved_splits, universe
 from tests.dagster.runs import landing_resources
 from tests.dagster.sensors import execute_requests, run_sensor, scoring_requests
@@ -133,8 +133,7 @@ def test_a_rewritten_recording_is_one_request(materialized, resources, landing):
 def test_two_recordings_of_one_name_fail_the_tick_naming_both(materialized, tmp_path, landing):
     _, instance = materialized
     resources = {"storage_root": StorageRootResource(url=str(tmp_path / "storage")),
-                 "landing_zone": LandingZoneResource(url=str(landing)),
-                 "curation": CurationResource(source_pattern="flight_*")}
+                 "landing_zone": LandingZoneResource(url=str(landing), source_pattern="flight_*")}
     source = sorted(list_recordings(landing / "recordings"))[0]
     (landing / "recordings" / source.replace(".parquet", ".npz")).write_bytes(b"")
     with pytest.raises(RecordingNameError, match=(
@@ -177,7 +176,7 @@ def test_forty_materialized_partitions_are_read_in_a_few_queries(resources, land
             instance.report_runless_asset_event(AssetMaterialization(
                 "scored_segments", partition=recording_name(source_id), metadata={"recording_token": token}))
         instance.report_runless_asset_event(AssetMaterialization("universe", metadata={
-            "universe_token": resources["curation"].universe_token(resources["landing_zone"])}))
+            "universe_token": resources["landing_zone"].open().universe_token()}))
         calls: dict[str, int] = {}
         for name in ("get_latest_storage_id_by_partition", "fetch_materializations",
                      "get_latest_materialization_event", "get_latest_materialization_events"):

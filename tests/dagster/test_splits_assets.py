@@ -13,6 +13,7 @@ from kuration.splits.extend import hashed_stage
 from splits_assets import resolved_splits, split_leakage, universe, universe_drift, universe_schema, universe_sources
 from tests.dagster.downstream import training_view
 from tests.dagster.runs import failure_text, markdown_items, materialization_metadata, write_rule
+from tests.dagster.small_landing import write_settings_files
 from tests.splits.mismatched_ids import prefix_universe_sources
 
 ALL = [universe, resolved_splits, universe_schema, universe_sources, split_leakage, universe_drift]
@@ -171,14 +172,16 @@ def test_universe_schema_check_catches_a_tampered_parquet(resources, instance):
 def test_landing_zone_on_an_fsspec_url(tmp_path, instance):
     import fsspec
 
-    from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
+    from kuration.demo.corpus import DEMO_OUTPUT_SPEC, DEMO_SCHEMA, DEMO_STRATEGY
+    from kuration_resources import LandingZoneResource, StorageRootResource
 
     fs = fsspec.filesystem("memory")
     fs.pipe("/lz-test/universe.csv", b"source,index,group\nr1.parquet,0-2,g1\nr2.parquet,0-2,g2\n")
+    for name, doc in (("schema", DEMO_SCHEMA), ("strategy", DEMO_STRATEGY), ("output_spec", DEMO_OUTPUT_SPEC)):
+        fs.pipe(f"/lz-test/{name}.json", json.dumps(doc).encode())
     resources = {
         "storage_root": StorageRootResource(url="memory://lz-test-storage"),
         "landing_zone": LandingZoneResource(url="memory://lz-test"),
-        "curation": CurationResource(),
     }
     result = materialize([universe, universe_schema], resources=resources, instance=instance)
     assert result.success
@@ -195,12 +198,11 @@ def test_split_definition_config_rejects_two_sources(resources, instance, tmp_pa
 
 @pytest.mark.parametrize("strategy", ["random", "stratified"])
 def test_demo_corpus_through_the_graph(tmp_path, instance, demo_landing, strategy):
-    from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
+    from kuration_resources import LandingZoneResource, StorageRootResource
 
     resources = {
         "storage_root": StorageRootResource(url=str(tmp_path / "s")),
         "landing_zone": LandingZoneResource(url=str(demo_landing)),
-        "curation": CurationResource(),
     }
     result = _run(ALL, resources, instance, {"strategy": strategy, "seed": 4})
     assert result.success
@@ -248,16 +250,17 @@ def test_universe_ids_relative_to_the_landing_zone_block_resolved_splits(monkeyp
 
 def test_without_a_universe_csv_the_recordings_root_is_enumerated(tmp_path, instance):
     # curation.json's "recordings": "." makes the landing zone itself the recordings root
-    from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
+    from kuration_resources import LandingZoneResource, StorageRootResource
 
     landing = tmp_path / "folder_landing"
     (landing / "site_a").mkdir(parents=True)
+    write_settings_files(landing)
     for name in ("site_a/r1.parquet", "site_a/r2.parquet", "r0.parquet", "notes.txt", ".hidden.parquet"):
         (landing / name).write_bytes(b"x")
     resources = {
         "storage_root": StorageRootResource(url=str(tmp_path / "s")),
-        "landing_zone": LandingZoneResource(url=str(landing), universe_csv=None, source_pattern="*.parquet"),
-        "curation": CurationResource(recordings="."),
+        "landing_zone": LandingZoneResource(url=str(landing), universe_csv=None, source_pattern="*.parquet",
+                                            recordings="."),
     }
     assert materialize([universe, universe_schema], resources=resources, instance=instance).success
     stored = load_universe(str(tmp_path / "s"))

@@ -11,6 +11,7 @@ storage root; prints what ran as JSON.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 
@@ -36,7 +37,9 @@ def main(manual_storage: str) -> None:
         manual = defs.resolve_job_def("score_recordings").execute_in_process(
             instance=instance, raise_on_error=False,
             tags={"dagster/asset_partition_range_start": sources[0], "dagster/asset_partition_range_end": sources[-1]},
-            run_config={"resources": {"curation": {"config": {"workers": 2}},
+            # a resource's run config is all of its config: the landing zone's url with the setting
+            run_config={"resources": {"landing_zone": {"config": {"url": os.environ["KURATION_LANDING_ZONE"],
+                                                                  "workers": 2}},
                                       "storage_root": {"config": {"url": manual_storage}}}},
         )
         report["manual_run"] = {"sources": sources, "success": manual.success}

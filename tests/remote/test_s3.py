@@ -500,7 +500,7 @@ def test_dagster_assets_materialize_with_s3_resources(bucket, s3fs_fs, s3_client
     from kuration.landing.recordings import recording_name
     from kuration.scoring.segment_store import list_scored_recordings, read_source_segments
     from kuration_assets import new_recordings_sensor, scored_segments, segment_pool, source_partitions
-    from kuration_resources import CurationResource, LandingZoneResource, StorageRootResource
+    from kuration_resources import LandingZoneResource, StorageRootResource
     from splits_assets import resolved_splits, split_leakage, universe, universe_drift, universe_schema
 
     zone = write_demo_landing_zone(tmp_path / "landing", seed=5, recordings_per_site=1, sites=2, minutes=(1, 2))
@@ -511,7 +511,6 @@ def test_dagster_assets_materialize_with_s3_resources(bucket, s3fs_fs, s3_client
     resources = {
         "storage_root": StorageRootResource(url=store),
         "landing_zone": LandingZoneResource(url=landing),
-        "curation": CurationResource(),
     }
     sources = sorted(list_recordings(f"{landing}/recordings"))
     assert len(sources) == 2
