@@ -118,6 +118,7 @@ def _run_jobs(landing: str, storage_root: str, out: Callable[[str], None],
     from dagster import DagsterInstance
 
     from kuration.errors import KurationError
+    from kuration_assets.automation_badge import show_automation_as_it_runs
     from kuration_definitions import build_definitions
     from kuration_resources import load_landing_plugins
 
@@ -131,6 +132,7 @@ def _run_jobs(landing: str, storage_root: str, out: Callable[[str], None],
     # disposed at the end: an instance left to the garbage collector closes its sqlite files
     # whenever that runs, under whatever the process is doing then
     with DagsterInstance.get() as instance, _code_location(instance) as location:
+        show_automation_as_it_runs(instance)  # so the UI's job pages say what the automation sensor does
         return _run_on_instance(instance, _Jobs(location, defs), config, landing, storage_root, out, after_budget)
 
 

@@ -42,6 +42,7 @@ import rollout_assets
 import splits_assets
 from kuration.errors import KurationError
 from kuration_assets.automation import sensor_interval_seconds
+from kuration_assets.automation_badge import AUTOMATION_SENSOR_NAME, AUTOMATION_SENSOR_RUNS_BY_DEFAULT
 from kuration_resources import CODE_LOCATION_ENVIRONMENT, LandingZoneResource, load_landing_plugins, resources_from_env
 
 curate_splits = define_asset_job(
@@ -120,8 +121,10 @@ def automation_sensor(interval_seconds: int) -> AutomationConditionSensorDefinit
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Parameter `use_user_code_server`")
         return AutomationConditionSensorDefinition(
-            "default_automation_condition_sensor", target=AssetSelection.all(), run_tags=dict([DATASET_LEASE_TAG]),
-            default_status=DefaultSensorStatus.RUNNING, minimum_interval_seconds=interval_seconds,
+            AUTOMATION_SENSOR_NAME, target=AssetSelection.all(), run_tags=dict([DATASET_LEASE_TAG]),
+            default_status=(DefaultSensorStatus.RUNNING if AUTOMATION_SENSOR_RUNS_BY_DEFAULT
+                            else DefaultSensorStatus.STOPPED),
+            minimum_interval_seconds=interval_seconds,
             use_user_code_server=True,
             description=f"Every {interval_seconds} s (`KURATION_SENSOR_INTERVAL_SECONDS`), evaluates the automation "
                         "condition of budget_plan, shards, dataset_manifest and rollout_store (follows_upstream: "
