@@ -29,15 +29,11 @@ from kuration.landing.recordings import (
     contiguous_blocks, diff_recordings, partition_update, recording_names, universe_token,
 )
 from kuration_assets.automation import sensor_interval_seconds
-from kuration_assets.scoring_assets import (
-    RECORDING_TOKEN_METADATA,
-    SOURCE_PARTITIONS,
-    scored_segments,
-    source_partitions,
-)
+from kuration_assets.scoring_assets import RECORDING_TOKEN, SOURCE_PARTITIONS, scored_segments, source_partitions
+from kuration_dagster_checks.provenance import recorded_provenance
 from kuration_resources import CurationResource, LandingZoneResource
 from splits_assets import resolved_splits, universe
-from splits_assets.assets import UNIVERSE_TOKEN_METADATA
+from splits_assets.metadata import UNIVERSE_TOKEN
 
 
 #: Run tags a sensor-launched run carries: which recording it scores (new or rewritten), or
@@ -142,13 +138,12 @@ def _seeded_cursor(instance: DagsterInstance, names: Mapping[str, str]) -> dict[
         for record in records:
             materialization = record.asset_materialization
             if materialization is not None and materialization.partition is not None:
-                recorded = materialization.metadata.get(RECORDING_TOKEN_METADATA)
+                recorded = recorded_provenance(materialization.metadata).get(RECORDING_TOKEN)
                 if recorded is not None:
-                    stored_tokens[materialization.partition] = str(recorded.value)
+                    stored_tokens[materialization.partition] = str(recorded)
     recordings = {source_id: stored_tokens[name] for source_id, name in names.items() if name in stored_tokens}
     event = instance.get_latest_materialization_event(universe.key)
     universe_materialization = event.asset_materialization if event is not None else None
-    recorded_universe = (universe_materialization.metadata.get(UNIVERSE_TOKEN_METADATA)
+    recorded_universe = (recorded_provenance(universe_materialization.metadata).get(UNIVERSE_TOKEN)
                          if universe_materialization is not None else None)
-    return {"recordings": recordings,
-            "universe": str(recorded_universe.value) if recorded_universe is not None else None}
+    return {"recordings": recordings, "universe": str(recorded_universe) if recorded_universe is not None else None}

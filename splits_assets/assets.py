@@ -7,21 +7,14 @@
 from enum import Enum
 from typing import Literal, Optional
 
-from dagster import AssetExecutionContext, Config, DataVersion, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, Config, DataVersion, MaterializeResult, asset
 from pydantic import Field
 
 from kuration.splits import read_landing_universe
-from kuration.splits.artifacts import SplitRequest, load_universe, materialize_splits, preview_frame, write_universe
+from kuration.splits.artifacts import SplitRequest, load_universe, materialize_splits, write_universe
 from kuration.landing.curation_config import SplitRule
 from kuration_resources import ASSET_GROUP, CurationResource, LandingZoneResource, StorageRootResource
-from kuration_dagster_checks import markdown_table
-from splits_assets.metadata import split_metadata
-
-
-#: The universe materialization's ``kuration.landing.recordings.universe_token``: ``new_recordings_sensor``
-#: without a cursor does not re-read a universe whose token still matches. Taken before the
-#: read: a csv rewritten meanwhile leaves an older token, so the sensor reads it again.
-UNIVERSE_TOKEN_METADATA = "universe_token"
+from splits_assets.metadata import split_metadata, universe_metadata
 
 
 @asset(group_name=ASSET_GROUP, kinds={"parquet"})
@@ -40,17 +33,7 @@ def universe(storage_root: StorageRootResource, landing_zone: LandingZoneResourc
         samples = read_landing_universe(config.recordings_url(landing_zone.url), universe_csv=None,
                                         source_pattern=landing_zone.source_pattern or config.source_pattern)
     url = write_universe(samples, storage_root.url)
-    return MaterializeResult(
-        metadata={
-            "path": MetadataValue.path(url),
-            "samples": len(samples),
-            "sources": len(samples.source_names),
-            "groups": len(samples.group_names),
-            "universe_hash": samples.hash, UNIVERSE_TOKEN_METADATA: token or "",
-            "preview": markdown_table(preview_frame(samples).to_dict("records")),
-        },
-        data_version=DataVersion(samples.hash),
-    )
+    return MaterializeResult(metadata=universe_metadata(samples, url, token), data_version=DataVersion(samples.hash))
 
 
 class SplitStrategy(Enum):
