@@ -60,8 +60,8 @@ with warnings.catch_warnings():
         curation: CurationResource,
     ) -> MaterializeResult:
         """Each source's segments with the strategy's features, tags and priorities, as
-        `scored_segments/{recording name}.parquet`. Unchanged sources come from the scoring cache;
-        after a strategy change, so do their features (`reused_features`), and only the priorities are computed."""
+        scored_segments/{recording name}.parquet. Unchanged sources come from the scoring cache;
+        after a strategy change, so do their features (reused_features), and only the priorities are computed."""
         settings = curation.settings(landing_zone)
         config = curation.config(landing_zone)
         # listed before scoring: a rewrite during the run leaves an older token, so the sensor scores again
@@ -89,7 +89,8 @@ with warnings.catch_warnings():
 )
 def segment_pool(context: AssetCheckExecutionContext, storage_root: StorageRootResource) -> AssetCheckResult:
     pool = check_segment_pool(storage_root.url)
-    return _with_pool_tables(asset_check_result(pool), pool, _statuses_in_run(context))
+    plotted = ("sources", "skipped_sources", "segments", "track_hours", "non_finite_segments")
+    return _with_pool_tables(asset_check_result(pool, plotted=plotted), pool, _statuses_in_run(context))
 
 
 def _with_pool_tables(check: AssetCheckResult, pool: SegmentPoolCheck, statuses: Counter[str]) -> AssetCheckResult:

@@ -51,13 +51,13 @@ _INTERVAL_SECONDS = sensor_interval_seconds()
 
 @sensor(
     asset_selection=[universe, resolved_splits, scored_segments], minimum_interval_seconds=_INTERVAL_SECONDS,
-    description=f"Every {_INTERVAL_SECONDS} s (`KURATION_SENSOR_INTERVAL_SECONDS`), lists the recordings root "
-                "(curation.json `recordings`): new recordings become one scored_segments run over their partitions "
+    description=f"Every {_INTERVAL_SECONDS} s (KURATION_SENSOR_INTERVAL_SECONDS), lists the recordings root "
+                "(recordings in curation.json): new recordings become one scored_segments run over their partitions "
                 "(keyed by recording name), a rewritten one a run of its own, each tagged with its recordings; a "
                 "changed universe (universe.csv, or the recordings themselves without one) re-materializes universe "
                 "and resolved_splits, which extends the split without moving a source. Its first tick skips every "
                 "recording and universe whose latest materialization recorded the token it lists now. Off until "
-                "switched on (Automation in the UI, or `dagster sensor start new_recordings_sensor`); budget_plan and "
+                "switched on (Automation in the UI, or: dagster sensor start new_recordings_sensor); budget_plan and "
                 "what follows run by their automation condition.",
 )
 def new_recordings_sensor(context: SensorEvaluationContext, landing_zone: LandingZoneResource,

@@ -100,10 +100,10 @@ nightly_recuration = ScheduleDefinition(
     # which an instance opened to look at the demo, or pointed at someone's storage root, must
     # not start doing by itself.
     default_status=DefaultScheduleStatus.STOPPED,
-    description="Every night at 03:00 UTC, runs `recurate`: the unpartitioned chain re-materialized from the current "
-                "scored pool, so a changed curation.json budget, output spec or split rule, or a run that failed "
-                "during the day, is taken up by the next morning. Off until switched on (Automation in the UI, or "
-                "`dagster schedule start nightly_recuration`).",
+    description="Every night at 03:00 UTC, runs the recurate job: the unpartitioned chain re-materialized from the "
+                "current scored pool, so a changed curation.json budget, output spec or split rule, or a run that "
+                "failed during the day, is taken up by the next morning. Off until switched on (Automation in the UI, "
+                "or: dagster schedule start nightly_recuration).",
 )
 
 def automation_sensor(interval_seconds: int) -> AutomationConditionSensorDefinition:
@@ -126,10 +126,10 @@ def automation_sensor(interval_seconds: int) -> AutomationConditionSensorDefinit
                             else DefaultSensorStatus.STOPPED),
             minimum_interval_seconds=interval_seconds,
             use_user_code_server=True,
-            description=f"Every {interval_seconds} s (`KURATION_SENSOR_INTERVAL_SECONDS`), evaluates the automation "
+            description=f"Every {interval_seconds} s (KURATION_SENSOR_INTERVAL_SECONDS), evaluates the automation "
                         "condition of budget_plan, shards, dataset_manifest and rollout_store (follows_upstream: "
                         "eager, once every upstream blocking check passed or only warned) and runs what it asks for, "
-                        "the chain in one run tagged `kuration/lease: dataset`. On from the start: it acts only after "
+                        "the chain in one run tagged kuration/lease=dataset. On from the start: it acts only after "
                         "an upstream was materialized (by new_recordings_sensor's runs, a manual run or a backfill).")
 
 

@@ -76,7 +76,7 @@ def rollout_store(context: AssetExecutionContext, config: RolloutStoreConfig, st
                   curation: CurationResource) -> Iterator[Union[MaterializeResult, AssetCheckResult]]:
     """One rollout chain per recorded stretch of the train split: every state with its full shell
     of candidate motions, one-step labels, the recorded action selected; written atomically.
-    Which modalities are position, battery and state comes from `curation.json` `rollouts`."""
+    Which modalities are position, battery and state comes from the rollouts section of curation.json."""
     settings = curation.config(landing_zone).rollouts
     if not settings.enabled:
         raise RolloutInputError("rollout_store: rollouts are disabled in the curation settings (curation.json "
@@ -90,7 +90,8 @@ def rollout_store(context: AssetExecutionContext, config: RolloutStoreConfig, st
     )
     yield MaterializeResult(metadata=_store_metadata(build), data_version=DataVersion(build.write.manifest_sha256))
     # the validation the runner ran on these very bytes before promoting them
-    yield asset_check_result(validation_check_result(build.validation), check_name=rollout_validation.name)
+    yield asset_check_result(validation_check_result(build.validation), check_name=rollout_validation.name,
+                             plotted=("rollouts", "steps", "candidates", "violations"))
 
 
 def _store_metadata(build: RolloutStoreBuild) -> dict[str, Any]:
@@ -124,7 +125,7 @@ def _shape(shape: Any) -> str:
 def rollout_lineage(storage_root: StorageRootResource) -> AssetCheckResult:
     return asset_check_result(check_rollout_lineage(storage_root.path(*STORE_DIR),
                                                     dataset=storage_root.path(DATASET_DIR),
-                                                    splits_root=storage_root.url))
+                                                    splits_root=storage_root.url), plotted=("sources",))
 
 
 __all__ = ["RolloutStoreConfig", "rollout_lineage", "rollout_store", "rollout_validation"]

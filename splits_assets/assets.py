@@ -20,9 +20,9 @@ from splits_assets.metadata import split_metadata, universe_metadata
 @asset(group_name=ASSET_GROUP, kinds={"parquet"})
 def universe(storage_root: StorageRootResource, landing_zone: LandingZoneResource,
              curation: CurationResource) -> MaterializeResult:
-    """Every addressable sample, read from the landing zone's `universe.csv` (or, without
+    """Every addressable sample, read from the landing zone's universe.csv (or, without
     one, enumerated from the recordings root: one sample per recording), validated,
-    canonically sorted and written as `universe/universe.parquet`. Source ids are paths
+    canonically sorted and written as universe/universe.parquet. Source ids are paths
     relative to the recordings root, the ids the recordings adapter lists."""
     token = curation.universe_token(landing_zone)
     if landing_zone.universe_csv:
@@ -95,10 +95,10 @@ def resolved_splits(
     context: AssetExecutionContext, config: SplitDefinition, storage_root: StorageRootResource,
     landing_zone: LandingZoneResource, curation: CurationResource,
 ) -> MaterializeResult:
-    """The baked `splits/splits.json` and per-sample stage table. Leakage and drift are
-    recorded here and gated by the blocking `split_leakage` / `universe_drift` checks.
+    """The baked splits/splits.json and per-sample stage table. Leakage and drift are
+    recorded here and gated by the blocking split_leakage and universe_drift checks.
     A computed split with an unchanged rule extends the one already on storage, so new
-    samples never move existing ones (see `kuration.splits.extend`)."""
+    samples never move existing ones (see kuration.splits.extend)."""
     artifacts = materialize_splits(
         load_universe(storage_root.url), config.to_request(curation.config(landing_zone).split, landing_zone),
         storage_root.url)
