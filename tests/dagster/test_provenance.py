@@ -1,4 +1,4 @@
-"""The provenance entry: cache keys recorded in one Markdown entry a person can leave closed,
+"""The provenance entry: cache keys recorded in one Markdown entry that says it holds no figure,
 and read back exactly, whatever characters a token holds."""
 
 from __future__ import annotations
@@ -22,21 +22,23 @@ def test_any_values_read_back_exactly(values):
     assert recorded_provenance({PROVENANCE: entry[PROVENANCE].value}) == values
 
 
-def test_a_token_that_would_end_the_code_block_stays_inside_it():
+def test_a_token_that_would_end_the_code_span_stays_inside_it():
     token = "ETag:```\n``` `x`"
     entry = provenance_entry({"recording_token": token})
     body = entry[PROVENANCE].value
-    assert body.count("```") == 2  # the block's own fences only
+    assert body.count("`") == 2 and "\n" not in body  # the span's own backticks only, on one line
     assert recorded_provenance(entry) == {"recording_token": token}
 
 
-def test_the_entry_says_what_it_is_before_the_values():
+def test_the_entry_says_what_it_is_before_the_values_on_one_line():
     body = provenance_entry({"universe_token": "size:5924:mtime:1796194204.7471824"})[PROVENANCE].value
-    caption, block = body.split("\n\n", 1)
-    assert "not a figure" in caption and block.startswith("```json\n") and block.endswith("\n```")
+    caption, code = body.split(" `", 1)
+    assert caption.startswith("Not a figure") and "sensor" in caption
+    assert code == '{"universe_token": "size:5924:mtime:1796194204.7471824"}`'
+
 
 
 def test_metadata_without_an_entry_records_nothing():
     assert recorded_provenance({}) == {}
     assert recorded_provenance({"path": MetadataValue.path("/x"), "segments": MetadataValue.int(3)}) == {}
-    assert recorded_provenance({PROVENANCE: MetadataValue.md("written by hand, no block")}) == {}
+    assert recorded_provenance({PROVENANCE: MetadataValue.md("written by hand, no code span")}) == {}
