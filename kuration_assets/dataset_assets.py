@@ -1,9 +1,10 @@
 """``shards`` and ``dataset_manifest``: the committed training dataset, written in one step
 (op ``shards_and_manifest``, so the destination lease and the commit stay in one process);
 the blocking ``shards_present`` check on ``shards`` (every listed shard there at its size,
-from one listing); its blocking ``dataset_integrity`` check, a step of its own that re-verifies the committed
-dataset and rewrites nothing (so it also runs alone, on a dataset committed earlier); and
-the advisory ``dataset_quality`` check (a ``kur-check`` policy). The ``dataset_manifest``
+from one listing); the blocking ``dataset_integrity`` check, a step of its own that
+re-verifies the committed dataset and rewrites nothing (so it also runs alone, on a dataset
+committed earlier); and the advisory ``dataset_quality`` check (a ``kur-check`` policy,
+shown as one table of its gates). The ``dataset_manifest``
 materialization carries the inspect report as Markdown and the path of its self-contained
 HTML version (``reports/dataset_report.html`` under the storage root, beside the dataset
 rather than inside it: the dataset's files are pinned by its commit record)."""

@@ -16,10 +16,10 @@ EXCLUSIVE_STAGES = STAGES[:3]
 
 #: What each stage is for, in a few words beside its counts (a table of the stages shows them).
 _PURPOSES = {
-    "train": "fits the model; budgeted and written",
-    "val": "chooses between models; budgeted and written",
-    "test": "held-out measure; budgeted and written",
-    "predict": "inference only: may overlap train, val and test; not budgeted or written",
+    "train": "fits the model",
+    "val": "chooses between models",
+    "test": "held-out measure",
+    "predict": "inference only, may overlap the others; not in the dataset",
 }
 
 
@@ -30,8 +30,7 @@ def stage_purpose(stage: str, *, predict_is_everything: bool = False) -> str:
     if stage not in _PURPOSES:
         raise ValueError(f"unknown stage {stage!r}; the stages are {list(STAGES)}")
     if stage == "predict" and predict_is_everything:
-        return ("the whole universe: the split lists no predict samples, which means every sample, for inference "
-                "(it overlaps train, val and test; not budgeted or written)")
+        return "the whole universe (the split lists no predict samples): inference only; not in the dataset"
     return _PURPOSES[stage]
 
 
