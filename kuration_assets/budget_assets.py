@@ -22,7 +22,7 @@ from pydantic import Field
 from kuration.budget import BudgetOptions, ShardChunking
 from kuration.landing.curation_config import BudgetSettings
 from kuration.errors import BudgetError
-from kuration.numbers import percent, rounded
+from kuration.numbers import rounded
 from kuration.budget.plan_store import StoredBudgetPlan, check_budget_plan, plan_stored_budget
 from kuration.budget.summary import PlanSummary, summarize_plan
 from kuration.landing.recordings import source_ids_for_names
@@ -120,8 +120,8 @@ def budget_plan(
     landing_zone: LandingZoneResource,
 ) -> MaterializeResult:
     """Which spans of which tracks each split admits, best first within its own budget, as
-    `budget/admitted.parquet`, with every item's decision in `budget/plan_items.parquet`
-    and the accounting in `budget/budget.json`."""
+    budget/admitted.parquet, with every item's decision in budget/plan_items.parquet
+    and the accounting in budget/budget.json."""
     zone = landing_zone.open(config)
     options = config.options(zone.spec.chunking, zone.config.budget)  # a bad request fails before any read
     sources = source_ids_for_names(context.instance.get_dynamic_partitions(SOURCE_PARTITIONS),
@@ -159,12 +159,11 @@ def _plan_metadata(stored: StoredBudgetPlan, summary: PlanSummary, sources: int)
         "skipped_sources": len(stored.skipped),
         "not_in_split": summary.not_in_split_sources,
     })
-    # numbers as well as the table, so the UI can plot them across materializations
+    # What each split admitted moves from one plan to the next: a number as well as a cell of the
+    # table, so the UI plots it across materializations. The rest of the table (requested,
+    # candidate, emitted, utilization, underfill) is read there, once.
     for name, amounts in summary.splits.items():
-        for figure in ("requested", "admitted", "emitted"):
-            metadata[f"{name}_{figure}_{summary.unit}"] = rounded(getattr(amounts, figure))
-        if amounts.utilization is not None:  # None: nothing was requested
-            metadata[f"{name}_utilization_percent"] = percent(amounts.utilization)
+        metadata[f"{name}_admitted_{summary.unit}"] = rounded(amounts.admitted)
     return metadata
 
 
@@ -176,7 +175,7 @@ def _plan_metadata(stored: StoredBudgetPlan, summary: PlanSummary, sources: int)
                 "fraction, warn.",
 )
 def budget(storage_root: StorageRootResource) -> AssetCheckResult:
-    return asset_check_result(check_budget_plan(storage_root.url))
+    return asset_check_result(check_budget_plan(storage_root.url), plotted=("*_admitted_hours", "*_admitted_segments"))
 
 
 __all__ = ["BudgetPlanConfig", "budget", "budget_plan"]

@@ -1,8 +1,10 @@
 """``shards`` and ``dataset_manifest``: the committed training dataset, written in one step
 (op ``shards_and_manifest``, so the destination lease and the commit stay in one process);
-its blocking ``dataset_integrity`` check, a step of its own that re-verifies the committed
-dataset and rewrites nothing (so it also runs alone, on a dataset committed earlier); and
-the advisory ``dataset_quality`` check (a ``kur-check`` policy). The ``dataset_manifest``
+the blocking ``shards_present`` check on ``shards`` (every listed shard there at its size,
+from one listing); the blocking ``dataset_integrity`` check, a step of its own that
+re-verifies the committed dataset and rewrites nothing (so it also runs alone, on a dataset
+committed earlier); and the advisory ``dataset_quality`` check (a ``kur-check`` policy,
+shown as one table of its gates). The ``dataset_manifest``
 materialization carries the inspect report as Markdown and the path of its self-contained
 HTML version (``reports/dataset_report.html`` under the storage root, beside the dataset
 rather than inside it: the dataset's files are pinned by its commit record)."""
@@ -27,16 +29,16 @@ from pydantic import Field
 
 from kuration import storage
 from kuration.budget.plan_store import read_budget_plan, stored_scoring_job, stored_split_identity
-from kuration.inspect import inspect_dataset, write_report_html
+from kuration.inspect import QualityResult, inspect_dataset, write_report_html
 from kuration.inspect.markdown import report_markdown
 from kuration.numbers import format_bytes, rounded
 from kuration.output.dataset_summary import DatasetSummary, summarize_dataset
 from kuration.output.spec import OutputSpec
 from kuration.output.write_dataset import write_planned_dataset
-from kuration.read import verify_dataset
+from kuration.read import check_shard_presence, verify_dataset
 from kuration_assets.automation import follows_upstream
 from kuration_assets.budget_assets import budget_plan
-from kuration_dagster_checks import asset_check_result, markdown_table
+from kuration_dagster_checks import asset_check_result, markdown_table, plotted_numbers
 from kuration_resources import ASSET_GROUP, LandingZoneResource, StorageRootResource, set_fields
 
 DATASET_DIR = "dataset"
@@ -78,7 +80,7 @@ class DatasetConfig(Config):
     specs=[
         # both specs carry the condition: one step writes both, so they are requested together
         AssetSpec("shards", deps=[budget_plan], group_name=ASSET_GROUP, kinds={"numpy"},
-                  description="The training shards of the admitted spans, under `dataset/{split}/`",
+                  description="The training shards of the admitted spans, under dataset/{split}/",
                   automation_condition=follows_upstream()),
         AssetSpec("dataset_manifest", deps=["shards"], group_name=ASSET_GROUP, kinds={"json"},
                   description="dataset_manifest.json, config.json and the dataset.commit.json that publishes them",
@@ -92,7 +94,7 @@ def shards_and_manifest(
     storage_root: StorageRootResource,
     landing_zone: LandingZoneResource,
 ):
-    """Write the budget plan's admitted spans as a committed dataset under `dataset/`."""
+    """Write the budget plan's admitted spans as a committed dataset under dataset/."""
     zone = landing_zone.open(config)
     out = storage_root.path(DATASET_DIR)
     result = write_planned_dataset(
@@ -123,9 +125,9 @@ def _shards_metadata(out: str, spec: OutputSpec, summary: DatasetSummary) -> dic
     }
     if summary.reused_from_run is not None:
         metadata["reused_from_run"] = summary.reused_from_run
+    # the shard counts as numbers too, which the UI plots across materializations (the sizes are read in the table)
     for name, split in summary.splits.items():
         metadata[f"{name}_shards"] = split.shards
-        metadata[f"{name}_size"] = format_bytes(split.bytes)
     return metadata
 
 
@@ -133,19 +135,33 @@ def _manifest_metadata(out: str, summary: DatasetSummary, report_url: str) -> di
     report = inspect_dataset(out, untrusted=False)  # manifest and config only: dataset_integrity verifies the shards
     preview = [{**row, "bytes": format_bytes(row["bytes"])} for row in summary.preview]
     metadata = {
-        # the report's summary table first: it is what the UI shows at the top
+        # the report's summary table first (the UI opens the report in a dialog), then the
+        # per-split table the page shows as it is
         "inspect_report": MetadataValue.md(report_markdown(report)),
+        "splits": markdown_table({"split": name, "shards": split.shards, "emitted (h)": split.emitted_hours,
+                                  "requested (h)": split.requested_hours} for name, split in summary.splits.items()),
         "html_report": MetadataValue.path(write_report_html(report, report_url)),
         "path": MetadataValue.path(storage.join_url(out, "dataset_manifest.json")),
         "commit_state": summary.commit_state,
         "shards": summary.shards,
         "preview": markdown_table(preview, columns=["path", "split", "n_steps", "bytes", "sha256"], more=summary.more),
     }
+    # the hours emitted as numbers too, which the UI plots across materializations
     for name, split in summary.splits.items():
         metadata[f"{name}_emitted_hours"] = rounded(split.emitted_hours)
-        if split.requested_hours is not None:
-            metadata[f"{name}_requested_hours"] = rounded(split.requested_hours)
     return metadata
+
+
+@asset_check(
+    asset=AssetKey("shards"), blocking=True,
+    description="Every shard the committed manifest lists is in the dataset folder at its recorded size: one listing "
+                "of the folder, no shard read, so it is cheap (dataset_integrity reads and hashes them). A missing "
+                "shard, one of another size, or a link fails it. Reads only: it runs after shards_and_manifest, or "
+                "alone on the dataset already committed.",
+)
+def shards_present(storage_root: StorageRootResource) -> AssetCheckResult:
+    return asset_check_result(check_shard_presence(storage_root.path(DATASET_DIR), write_hint=WRITE_HINT),
+                              plotted=("shards", "missing_shards", "wrong_size_shards"))
 
 
 @asset_check(
@@ -154,7 +170,8 @@ def _manifest_metadata(out: str, summary: DatasetSummary, report_url: str) -> di
                 "Reads only: it runs after shards_and_manifest, or alone to re-verify the dataset already committed.",
 )
 def dataset_integrity(storage_root: StorageRootResource) -> AssetCheckResult:
-    return asset_check_result(verify_dataset(storage_root.path(DATASET_DIR), write_hint=WRITE_HINT))
+    return asset_check_result(verify_dataset(storage_root.path(DATASET_DIR), write_hint=WRITE_HINT),
+                              plotted=("shards", "bad_shards"))
 
 
 class QualityCheckConfig(Config):
@@ -179,9 +196,32 @@ class QualityCheckConfig(Config):
 )
 def dataset_quality(config: QualityCheckConfig, storage_root: StorageRootResource,
                     landing_zone: LandingZoneResource) -> AssetCheckResult:
-    zone = landing_zone.open()
-    return asset_check_result(zone.quality_check(storage_root.path(DATASET_DIR), policy_json=config.policy_json,
-                                                 policy_file=config.policy_file))
+    result = landing_zone.open().quality_check(storage_root.path(DATASET_DIR), policy_json=config.policy_json,
+                                               policy_file=config.policy_file)
+    return _with_gates(asset_check_result(result), result)
 
 
-__all__ = ["DatasetConfig", "QualityCheckConfig", "dataset_integrity", "dataset_quality", "shards_and_manifest"]
+def _with_gates(check: AssetCheckResult, result: QualityResult) -> AssetCheckResult:
+    """The gates as one table (each gate's measured value against its threshold) in place of
+    the pass/fail figures, and what they measured as numbers, which the check's page plots."""
+    if not result.gates:  # no policy, or one that could not be read: the verdict says why
+        return check
+    rows = [{"gate": g["gate"], "result": "passed" if g["passed"] else "FAILED",
+             "measured": _gate_figure(g["gate"], g["value"]), "threshold": _gate_figure(g["gate"], g["threshold"]),
+             "detail": g["detail"]} for g in result.gates]
+    rest = {key: value for key, value in check.metadata.items() if key != "figures"}
+    return check._replace(metadata={"gates": markdown_table(rows), **rest, **plotted_numbers(result.measured())})
+
+
+def _gate_figure(gate: str, value: Any) -> Any:
+    if value is None:
+        return "not recorded"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value) or "none"
+    if gate == "min_budget_utilization":
+        return f"{value:.1%}"  # a fraction of the budget requested
+    return value
+
+
+__all__ = ["DatasetConfig", "QualityCheckConfig", "dataset_integrity", "dataset_quality", "shards_and_manifest",
+           "shards_present"]

@@ -23,6 +23,7 @@ from kuration.numbers import rounded
 from kuration.scoring import SourceOutcome
 from kuration.scoring.segment_store import SegmentPoolCheck, check_segment_pool, score_and_store
 from kuration_dagster_checks import asset_check_result, markdown_table
+from kuration_dagster_checks.provenance import provenance_entry
 from kuration_resources import ASSET_GROUP, LandingZoneResource, StorageRootResource
 from splits_assets import universe
 
@@ -30,9 +31,9 @@ SOURCE_PARTITIONS = "sources"
 #: Keyed by recording name (``wind_farm/flight_005``: ``kuration.landing.recordings.recording_name``),
 #: mapped back to source ids through the recordings listing.
 source_partitions = DynamicPartitionsDefinition(name=SOURCE_PARTITIONS)
-#: A partition materialization's recording change token, as listed before it was scored:
-#: ``new_recordings_sensor`` without a cursor skips a recording whose listing still says it.
-RECORDING_TOKEN_METADATA = "recording_token"
+#: The provenance key of a partition materialization's recording change token, as listed before
+#: it was scored: ``new_recordings_sensor`` without a cursor skips a recording whose listing still says it.
+RECORDING_TOKEN = "recording_token"
 
 #: Rows of the pool check's tables; the core result keeps them all.
 TABLE_ROWS = 30
@@ -58,8 +59,8 @@ with warnings.catch_warnings():
         landing_zone: LandingZoneResource,
     ) -> MaterializeResult:
         """Each source's segments with the strategy's features, tags and priorities, as
-        `scored_segments/{recording name}.parquet`. Unchanged sources come from the scoring cache;
-        after a strategy change, so do their features (`reused_features`), and only the priorities are computed."""
+        scored_segments/{recording name}.parquet. Unchanged sources come from the scoring cache;
+        after a strategy change, so do their features (reused_features), and only the priorities are computed."""
         zone = landing_zone.open()
         # listed before scoring: a rewrite during the run leaves an older token, so the sensor scores again
         listed = zone.list_recordings()
@@ -73,8 +74,7 @@ with warnings.catch_warnings():
         # One output for the run's partition range (so the segment_pool step follows it);
         # Dagster puts each partition's metadata on that partition's materialization.
         for outcome, url, summary in stored:
-            context.add_asset_metadata({**_partition_metadata(outcome, url, summary),
-                                        RECORDING_TOKEN_METADATA: listed[outcome.source_id]},
+            context.add_asset_metadata(_partition_metadata(outcome, url, summary, listed[outcome.source_id]),
                                        partition_key=recording_name(outcome.source_id))
         return MaterializeResult()
 
@@ -87,7 +87,8 @@ with warnings.catch_warnings():
 )
 def segment_pool(context: AssetCheckExecutionContext, storage_root: StorageRootResource) -> AssetCheckResult:
     pool = check_segment_pool(storage_root.url)
-    return _with_pool_tables(asset_check_result(pool), pool, _statuses_in_run(context))
+    plotted = ("sources", "skipped_sources", "segments", "track_hours", "non_finite_segments")
+    return _with_pool_tables(asset_check_result(pool, plotted=plotted), pool, _statuses_in_run(context))
 
 
 def _with_pool_tables(check: AssetCheckResult, pool: SegmentPoolCheck, statuses: Counter[str]) -> AssetCheckResult:
@@ -119,17 +120,22 @@ def _statuses_in_run(context: AssetCheckExecutionContext) -> Counter[str]:
     return statuses
 
 
-def _partition_metadata(outcome: SourceOutcome, url: str, summary: dict[str, Any]) -> dict[str, Any]:
+def _partition_metadata(outcome: SourceOutcome, url: str, summary: dict[str, Any],
+                        recording_token: str) -> dict[str, Any]:
     metadata = {
         "path": MetadataValue.path(url), "status": outcome.status, "segments": summary["segments"],
         "hours": rounded(summary["hours"]), "absent": summary["absent"], "non_finite": summary["non_finite"],
         "filtered_out": summary["filtered_out"],
         **{name: rounded(summary[name]) for name in ("priority_min", "priority_median", "priority_max")},
-        "identity": outcome.identity.token() if outcome.identity else "",
-        "identity_strong": bool(outcome.identity and outcome.identity.strong),
     }
     if outcome.reused_features:  # the strategy changed: these came from the cache, the rest were computed
         metadata["reused_features"] = MetadataValue.text(", ".join(outcome.reused_features))
     if outcome.error:
         metadata["skipped_error"] = MetadataValue.text(outcome.error)
+    # cache keys last, in one entry a person can leave closed
+    metadata.update(provenance_entry({
+        RECORDING_TOKEN: recording_token,
+        "identity": outcome.identity.token() if outcome.identity else "",
+        "identity_strong": bool(outcome.identity and outcome.identity.strong),
+    }))
     return metadata

@@ -25,15 +25,11 @@ from dagster import (
 
 from kuration.landing.recordings import PartitionUpdate, ScoringRun, plan_tick
 from kuration_assets.automation import sensor_interval_seconds
-from kuration_assets.scoring_assets import (
-    RECORDING_TOKEN_METADATA,
-    SOURCE_PARTITIONS,
-    scored_segments,
-    source_partitions,
-)
+from kuration_assets.scoring_assets import RECORDING_TOKEN, SOURCE_PARTITIONS, scored_segments, source_partitions
+from kuration_dagster_checks.provenance import recorded_provenance
 from kuration_resources import LandingZoneResource
 from splits_assets import resolved_splits, universe
-from splits_assets.assets import UNIVERSE_TOKEN_METADATA
+from splits_assets.metadata import UNIVERSE_TOKEN
 
 
 #: Run tags a sensor-launched run carries: which recording it scores (new or rewritten), or
@@ -48,13 +44,13 @@ _INTERVAL_SECONDS = sensor_interval_seconds()
 
 @sensor(
     asset_selection=[universe, resolved_splits, scored_segments], minimum_interval_seconds=_INTERVAL_SECONDS,
-    description=f"Every {_INTERVAL_SECONDS} s (`KURATION_SENSOR_INTERVAL_SECONDS`), lists the recordings root "
-                "(curation.json `recordings`): new recordings become one scored_segments run over their partitions "
+    description=f"Every {_INTERVAL_SECONDS} s (KURATION_SENSOR_INTERVAL_SECONDS), lists the recordings root "
+                "(recordings in curation.json): new recordings become one scored_segments run over their partitions "
                 "(keyed by recording name), a rewritten one a run of its own, each tagged with its recordings; a "
                 "changed universe (universe.csv, or the recordings themselves without one) re-materializes universe "
                 "and resolved_splits, which extends the split without moving a source. Its first tick skips every "
                 "recording and universe whose latest materialization recorded the token it lists now. Off until "
-                "switched on (Automation in the UI, or `dagster sensor start new_recordings_sensor`); budget_plan and "
+                "switched on (Automation in the UI, or: dagster sensor start new_recordings_sensor); budget_plan and "
                 "what follows run by their automation condition.",
 )
 def new_recordings_sensor(context: SensorEvaluationContext, landing_zone: LandingZoneResource):
@@ -114,13 +110,12 @@ def _seeded_cursor(instance: DagsterInstance, names: Mapping[str, str]) -> dict[
         for record in records:
             materialization = record.asset_materialization
             if materialization is not None and materialization.partition is not None:
-                recorded = materialization.metadata.get(RECORDING_TOKEN_METADATA)
+                recorded = recorded_provenance(materialization.metadata).get(RECORDING_TOKEN)
                 if recorded is not None:
-                    stored_tokens[materialization.partition] = str(recorded.value)
+                    stored_tokens[materialization.partition] = str(recorded)
     recordings = {source_id: stored_tokens[name] for source_id, name in names.items() if name in stored_tokens}
     event = instance.get_latest_materialization_event(universe.key)
     universe_materialization = event.asset_materialization if event is not None else None
-    recorded_universe = (universe_materialization.metadata.get(UNIVERSE_TOKEN_METADATA)
+    recorded_universe = (recorded_provenance(universe_materialization.metadata).get(UNIVERSE_TOKEN)
                          if universe_materialization is not None else None)
-    return {"recordings": recordings,
-            "universe": str(recorded_universe.value) if recorded_universe is not None else None}
+    return {"recordings": recordings, "universe": str(recorded_universe) if recorded_universe is not None else None}

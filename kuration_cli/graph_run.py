@@ -41,17 +41,16 @@ if TYPE_CHECKING:
 #: The graph's jobs, in the order ``kuration run`` runs them.
 JOB_ORDER = ("curate_splits", "score_recordings", "fill_budget", "build_dataset", "build_rollouts")
 
-#: Metadata worth a line in the summary, in this order.
+#: Metadata worth a line in the summary, in this order; a table (an asset's per-stage or
+#: per-split summary: stage_table, budget, splits) is printed under its name, a row a line.
 _SHOWN = ("samples", "sources", "groups", "universe_hash", "request", "status", "leakage",
-          "resolution_mode", "kept_samples", "newly_assigned_samples", "removed_samples",
-          "train_samples", "train_groups", "val_samples", "val_groups", "test_samples", "test_groups",
-          # budget_plan's amounts, in the unit its budget counts (the emitted hours come below)
-          *(f"{split}_{amount}" for split in ("train", "val", "test")
-            for amount in ("requested_hours", "admitted_hours", "requested_segments", "admitted_segments",
-                           "emitted_segments")),
-          "excluded",
-          "written_shards", "reused_shards",
-          "train_shards", "val_shards", "test_shards", "train_emitted_hours", "val_emitted_hours", "test_emitted_hours",
+          "resolution_mode", "kept_samples", "newly_assigned_samples", "removed_samples", "stage_table",
+          "train_samples", "val_samples", "test_samples",
+          # budget_plan's table and what each split admitted, in the unit its budget counts
+          "budget",
+          *(f"{split}_admitted_{unit}" for split in ("train", "val", "test") for unit in ("hours", "segments")),
+          "excluded", "written_shards", "reused_shards", "splits", "train_shards", "val_shards", "test_shards",
+          "train_emitted_hours", "val_emitted_hours", "test_emitted_hours",
           "commit_state", "rollouts", "steps", "candidates", "manifest_sha256", "split_manifest_hash",
           "path", "manifest", "splits_json", "assignments", "report", "budget_json", "html_report")
 
@@ -127,6 +126,7 @@ def _run_jobs(landing: str, storage_root: str, out: Callable[[str], None],
 
     from kuration.errors import KurationError
     from kuration.landing import open_landing_zone
+    from kuration_assets.automation_badge import show_automation_as_it_runs
     from kuration_definitions import build_definitions
     from kuration_resources import CODE_LOCATION_ENVIRONMENT
 
@@ -141,6 +141,7 @@ def _run_jobs(landing: str, storage_root: str, out: Callable[[str], None],
     # disposed at the end: an instance left to the garbage collector closes its sqlite files
     # whenever that runs, under whatever the process is doing then
     with DagsterInstance.get() as instance, _code_location(instance) as location:
+        show_automation_as_it_runs(instance)  # so the UI's job pages say what the automation sensor does
         return _run_on_instance(instance, _Jobs(location, defs), zone, storage_root, out, after_budget)
 
 

@@ -4,7 +4,8 @@
 ``AssetCheckResult``: the verdict is its description (the line the UI's check history
 shows), the figures a Markdown table whose values carry the unit their name declares
 (``train_admitted_hours`` shows ``4.01 h``, ``bytes`` shows ``132.0 MiB``), and the errors and
-warnings are Markdown lists, present only when there are any. The severity rule lives in
+warnings are Markdown lists, present only when there are any; the figures a check names as
+worth following over time are numbers as well, which the UI plots. The severity rule lives in
 the core (``CheckResult.severity``), so no check repeats it. :func:`markdown_table` is the
 one table renderer the assets' metadata uses; every number in it reads as the core writes
 numbers (:mod:`kuration.numbers`: ``4.01``, ``3,322``, ``132.0 MiB``), so a figure reads the
@@ -14,6 +15,7 @@ whether something is valid.
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
@@ -22,7 +24,7 @@ from typing import Any
 from dagster import AssetCheckEvaluation, AssetCheckResult, AssetCheckSeverity, MetadataValue
 
 from kuration.checks import CheckResult
-from kuration.numbers import format_bytes, format_hours, format_number
+from kuration.numbers import format_bytes, format_hours, format_number, rounded
 
 #: How many errors or warnings a check's metadata lists; the core result keeps them all.
 LISTED = 20
@@ -86,9 +88,25 @@ def markdown_list(lines: Sequence[str], *, limit: int = LISTED) -> MetadataValue
     return MetadataValue.md("\n".join(shown))
 
 
-def asset_check_result(result: CheckResult, **target: Any) -> AssetCheckResult:
-    """``result`` as Dagster reports it. ``target`` (``asset_key``, ``check_name``) names the
-    check when an asset step yields it."""
+def plotted_numbers(figures: Mapping[str, Any], patterns: Sequence[str] = ("*",)) -> dict[str, MetadataValue]:
+    """The figures whose names match one of ``patterns`` (``fnmatch``: ``*_samples``) and whose
+    values are finite numbers (not bools), as numeric metadata, which the UI plots from one
+    materialization or check evaluation to the next; floats to three significant digits."""
+    numbers_only: dict[str, MetadataValue] = {}
+    for name, value in figures.items():
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+            continue
+        if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns):
+            numbers_only[name] = (MetadataValue.int(int(value)) if isinstance(value, numbers.Integral)
+                                  else MetadataValue.float(rounded(float(value))))
+    return numbers_only
+
+
+def asset_check_result(result: CheckResult, *, plotted: Sequence[str] = (), **target: Any) -> AssetCheckResult:
+    """``result`` as Dagster reports it. ``plotted``: patterns of the figures worth following
+    from one evaluation to the next (counts of what was checked or found wrong), which are
+    numbers as well as cells of the figures table, so the check's page plots them.
+    ``target`` (``asset_key``, ``check_name``) names the check when an asset step yields it."""
     metadata: dict[str, MetadataValue] = {}
     if result.figures:
         metadata["figures"] = figures_table(result.figures)
@@ -96,6 +114,8 @@ def asset_check_result(result: CheckResult, **target: Any) -> AssetCheckResult:
         metadata["errors"] = markdown_list(result.errors)
     if result.warnings:
         metadata["warnings"] = markdown_list(result.warnings)
+    if plotted:
+        metadata.update(plotted_numbers(result.figures, plotted))
     severity = AssetCheckSeverity.WARN if result.severity == "warn" else AssetCheckSeverity.ERROR
     return AssetCheckResult(passed=result.passed, severity=severity, description=result.verdict, metadata=metadata,
                             **target)
@@ -109,4 +129,4 @@ def failed_only_as_warning(evaluation: AssetCheckEvaluation | None) -> bool:
 
 
 __all__ = ["asset_check_result", "failed_only_as_warning", "figure_text", "figures_table", "markdown_list",
-           "markdown_table"]
+           "markdown_table", "plotted_numbers"]

@@ -42,6 +42,7 @@ import rollout_assets
 import splits_assets
 from kuration.errors import KurationError
 from kuration_assets.automation import sensor_interval_seconds
+from kuration_assets.automation_badge import AUTOMATION_SENSOR_NAME, AUTOMATION_SENSOR_RUNS_BY_DEFAULT
 from kuration_resources import CODE_LOCATION_ENVIRONMENT, LandingZoneResource, load_landing_plugins, resources_from_env
 
 curate_splits = define_asset_job(
@@ -99,10 +100,10 @@ nightly_recuration = ScheduleDefinition(
     # which an instance opened to look at the demo, or pointed at someone's storage root, must
     # not start doing by itself.
     default_status=DefaultScheduleStatus.STOPPED,
-    description="Every night at 03:00 UTC, runs `recurate`: the unpartitioned chain re-materialized from the current "
-                "scored pool, so a changed curation.json budget, output spec or split rule, or a run that failed "
-                "during the day, is taken up by the next morning. Off until switched on (Automation in the UI, or "
-                "`dagster schedule start nightly_recuration`).",
+    description="Every night at 03:00 UTC, runs the recurate job: the unpartitioned chain re-materialized from the "
+                "current scored pool, so a changed curation.json budget, output spec or split rule, or a run that "
+                "failed during the day, is taken up by the next morning. Off until switched on (Automation in the UI, "
+                "or: dagster schedule start nightly_recuration).",
 )
 
 def automation_sensor(interval_seconds: int) -> AutomationConditionSensorDefinition:
@@ -120,13 +121,15 @@ def automation_sensor(interval_seconds: int) -> AutomationConditionSensorDefinit
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Parameter `use_user_code_server`")
         return AutomationConditionSensorDefinition(
-            "default_automation_condition_sensor", target=AssetSelection.all(), run_tags=dict([DATASET_LEASE_TAG]),
-            default_status=DefaultSensorStatus.RUNNING, minimum_interval_seconds=interval_seconds,
+            AUTOMATION_SENSOR_NAME, target=AssetSelection.all(), run_tags=dict([DATASET_LEASE_TAG]),
+            default_status=(DefaultSensorStatus.RUNNING if AUTOMATION_SENSOR_RUNS_BY_DEFAULT
+                            else DefaultSensorStatus.STOPPED),
+            minimum_interval_seconds=interval_seconds,
             use_user_code_server=True,
-            description=f"Every {interval_seconds} s (`KURATION_SENSOR_INTERVAL_SECONDS`), evaluates the automation "
+            description=f"Every {interval_seconds} s (KURATION_SENSOR_INTERVAL_SECONDS), evaluates the automation "
                         "condition of budget_plan, shards, dataset_manifest and rollout_store (follows_upstream: "
                         "eager, once every upstream blocking check passed or only warned) and runs what it asks for, "
-                        "the chain in one run tagged `kuration/lease: dataset`. On from the start: it acts only after "
+                        "the chain in one run tagged kuration/lease=dataset. On from the start: it acts only after "
                         "an upstream was materialized (by new_recordings_sensor's runs, a manual run or a backfill).")
 
 

@@ -83,7 +83,7 @@ def rollout_store(context: AssetExecutionContext, config: RolloutStoreConfig, st
                   landing_zone: LandingZoneResource) -> Iterator[MaterializeResult]:
     """One rollout chain per recorded stretch of the train split: every state with its full shell
     of candidate motions, one-step labels, the recorded action selected; written atomically.
-    Which modalities are position, battery and state comes from `curation.json` `rollouts`;
+    Which modalities are position, battery and state comes from the rollouts section of curation.json;
     without it, a dataset that lacks the default modalities gets no store ("not configured")."""
     plan = landing_zone.open().rollouts
     if plan.status == "disabled":
@@ -127,8 +127,8 @@ def _store_metadata(build: RolloutStoreBuild) -> dict[str, Any]:
 )
 def rollout_validation(storage_root: StorageRootResource, landing_zone: LandingZoneResource) -> AssetCheckResult:
     skipped = landing_zone.open().rollouts.skipped("the store")
-    return asset_check_result(skipped or rollout_validation_check(storage_root.path(*STORE_DIR),
-                                                                  build_hint=BUILD_HINT))
+    return asset_check_result(skipped or rollout_validation_check(storage_root.path(*STORE_DIR), build_hint=BUILD_HINT),
+                              plotted=("rollouts", "steps", "candidates", "violations"))
 
 
 @asset_check(
@@ -141,7 +141,7 @@ def rollout_lineage(storage_root: StorageRootResource, landing_zone: LandingZone
     skipped = landing_zone.open().rollouts.skipped("its lineage")
     return asset_check_result(skipped or check_rollout_lineage(storage_root.path(*STORE_DIR),
                                                                dataset=storage_root.path(DATASET_DIR),
-                                                               splits_root=storage_root.url))
+                                                               splits_root=storage_root.url), plotted=("sources",))
 
 
 __all__ = ["RolloutStoreConfig", "rollout_lineage", "rollout_store", "rollout_validation"]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Set up .venv, lint (ruff) and type-check (mypy), then run the whole test suite. Fails on
-# any lint or type error, and if pytest collected no tests.
+# Set up .venv, lint (ruff), type-check (mypy) and validate the Dagster definitions (dg check
+# defs), then run the whole test suite. Fails on any lint or type error, a code location that
+# does not load, and if pytest collected no tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh dev
@@ -16,6 +17,13 @@ if ! .venv/bin/python -m mypy; then
 fi
 # tests build their own instances; a scratch DAGSTER_HOME keeps stray ones out of the repo
 export DAGSTER_HOME="$(mktemp -d)"
+# The code location loads as the UI loads it: every asset, check, job, sensor and schedule
+# defined without error. `dg check defs` reads [tool.dg] in pyproject.toml; its own instance
+# is a scratch one with telemetry off.
+if ! scripts/check_defs.sh; then
+  echo "test.sh: the Dagster definitions do not load (above); scripts/check_defs.sh runs the same check" >&2
+  exit 1
+fi
 # The servers started below are stopped on exit, whatever ends the run, the last started first.
 stop_on_exit=()
 stop_servers() {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Open the Dagster UI on http://127.0.0.1:3000 over a landing zone, a storage root and the
-# code location, with your plugins.
+# Open the Dagster UI (dg dev) on http://127.0.0.1:3000 over a landing zone, a storage root and
+# the code location, with your plugins.
 #
 #   scripts/ui.sh                      the demo: demo_output/landing and demo_output/storage
 #                                      (run scripts/demo.sh first), instance in the repo root
@@ -44,5 +44,12 @@ fi
 [ -z "$plugins" ] || export KURATION_PLUGINS="$plugins${KURATION_PLUGINS:+,$KURATION_PLUGINS}"
 [ -z "$plugin_path" ] || export PYTHONPATH="$plugin_path${PYTHONPATH:+:$PYTHONPATH}"
 echo "scripts/ui.sh: landing $KURATION_LANDING_ZONE, storage $KURATION_STORAGE_ROOT, instance $DAGSTER_HOME" >&2
-set -m  # dagster dev's children must get their own process group to receive SIGINT/SIGTERM
-exec .venv/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p "$port"
+# The webserver and the daemon start a telemetry-upload thread that creates logs/ and
+# .logs_queue/ in DAGSTER_HOME (the repository, for the demo) even with telemetry off in
+# dagster.yaml; this variable keeps that thread from starting.
+export DAGSTER_DISABLE_TELEMETRY=1
+# The job pages' "Auto-materialize" badge reads an instance switch the automation sensor does
+# not use: set it to what the sensor does (kuration_assets.automation_badge).
+.venv/bin/python -m kuration_assets.automation_badge
+set -m  # dg dev's children must get their own process group to receive SIGINT/SIGTERM
+exec .venv/bin/dg dev -w workspace.yaml -h 127.0.0.1 -p "$port"

@@ -8,43 +8,26 @@ import os
 from enum import Enum
 from typing import Any, Literal, Optional
 
-from dagster import AssetExecutionContext, Config, DataVersion, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, Config, DataVersion, MaterializeResult, asset
 from pydantic import Field
 
 from kuration.landing.zone import LandingZone
-from kuration.splits.artifacts import SplitRequest, load_universe, materialize_splits, preview_frame, write_universe
+from kuration.splits.artifacts import SplitRequest, load_universe, materialize_splits, write_universe
 from kuration_resources import ASSET_GROUP, LandingZoneResource, StorageRootResource, set_fields
-from kuration_dagster_checks import markdown_table
-from splits_assets.metadata import split_metadata
-
-
-#: The universe materialization's ``kuration.landing.recordings.universe_token``: ``new_recordings_sensor``
-#: without a cursor does not re-read a universe whose token still matches. Taken before the
-#: read: a csv rewritten meanwhile leaves an older token, so the sensor reads it again.
-UNIVERSE_TOKEN_METADATA = "universe_token"
+from splits_assets.metadata import split_metadata, universe_metadata
 
 
 @asset(group_name=ASSET_GROUP, kinds={"parquet"})
 def universe(storage_root: StorageRootResource, landing_zone: LandingZoneResource) -> MaterializeResult:
-    """Every addressable sample, read from the landing zone's `universe.csv` (or, without
+    """Every addressable sample, read from the landing zone's universe.csv (or, without
     one, enumerated from the recordings root: one sample per recording), validated,
-    canonically sorted and written as `universe/universe.parquet`. Source ids are paths
+    canonically sorted and written as universe/universe.parquet. Source ids are paths
     relative to the recordings root, the ids the recordings adapter lists."""
     zone = landing_zone.open()
     token = zone.universe_token()
     samples = zone.universe()
     url = write_universe(samples, storage_root.url)
-    return MaterializeResult(
-        metadata={
-            "path": MetadataValue.path(url),
-            "samples": len(samples),
-            "sources": len(samples.source_names),
-            "groups": len(samples.group_names),
-            "universe_hash": samples.hash, UNIVERSE_TOKEN_METADATA: token or "",
-            "preview": markdown_table(preview_frame(samples).to_dict("records")),
-        },
-        data_version=DataVersion(samples.hash),
-    )
+    return MaterializeResult(metadata=universe_metadata(samples, url, token), data_version=DataVersion(samples.hash))
 
 
 class SplitStrategy(Enum):
@@ -114,10 +97,10 @@ def resolved_splits(
     context: AssetExecutionContext, config: SplitDefinition, storage_root: StorageRootResource,
     landing_zone: LandingZoneResource,
 ) -> MaterializeResult:
-    """The baked `splits/splits.json` and per-sample stage table. Leakage and drift are
-    recorded here and gated by the blocking `split_leakage` / `universe_drift` checks.
+    """The baked splits/splits.json and per-sample stage table. Leakage and drift are
+    recorded here and gated by the blocking split_leakage and universe_drift checks.
     A computed split with an unchanged rule extends the one already on storage, so new
-    samples never move existing ones (see `kuration.splits.extend`)."""
+    samples never move existing ones (see kuration.splits.extend)."""
     artifacts = materialize_splits(load_universe(storage_root.url), config.request(landing_zone.open(config)),
                                    storage_root.url)
     if artifacts.refused:

@@ -12,7 +12,7 @@ from splits_assets.assets import resolved_splits, universe
 
 @asset_check(asset=universe, blocking=True, description="universe.parquet matches its pandera schema and pinned hash")
 def universe_schema(storage_root: StorageRootResource) -> AssetCheckResult:
-    return asset_check_result(check_universe_table(storage_root.url))
+    return asset_check_result(check_universe_table(storage_root.url), plotted=("samples", "sources", "groups"))
 
 
 @asset_check(
@@ -23,7 +23,8 @@ def universe_schema(storage_root: StorageRootResource) -> AssetCheckResult:
 def universe_sources(storage_root: StorageRootResource, landing_zone: LandingZoneResource) -> AssetCheckResult:
     zone = landing_zone.open()
     return asset_check_result(check_stored_universe_sources(storage_root.url, zone.recordings_url,
-                                                            pattern=zone.config.source_pattern))
+                                                            pattern=zone.config.source_pattern),
+                              plotted=("recordings", "unmatched_sources", "unlisted_recordings"))
 
 
 @asset_check(
@@ -31,7 +32,9 @@ def universe_sources(storage_root: StorageRootResource, landing_zone: LandingZon
     description="train / val / test share no sample and no group; the split's declared constraints hold",
 )
 def split_leakage(storage_root: StorageRootResource) -> AssetCheckResult:
-    return asset_check_result(check_split_leakage(storage_root.url))
+    # the leakage count of each declared constraint, and the stages' sizes
+    return asset_check_result(check_split_leakage(storage_root.url),
+                              plotted=("*.offending_count", "train_samples", "val_samples", "test_samples"))
 
 
 @asset_check(

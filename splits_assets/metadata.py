@@ -1,4 +1,8 @@
-"""Turning core results into Dagster metadata (and nothing else)."""
+"""Turning core results into Dagster metadata (and nothing else).
+
+Each asset leads with one table a person reads; the figures that move from one
+materialization to the next (samples per stage) are numbers as well, which the UI plots; the
+tokens the sensor compares go last, into the provenance entry."""
 
 from __future__ import annotations
 
@@ -6,8 +10,28 @@ from typing import Any
 
 from dagster import MetadataValue
 
-from kuration.splits.artifacts import SplitArtifacts
+from kuration.splits.artifacts import SplitArtifacts, preview_frame
+from kuration.splits.stages import EXCLUSIVE_STAGES, stage_purpose
+from kuration.splits.universe import Universe
 from kuration_dagster_checks import markdown_table
+from kuration_dagster_checks.provenance import provenance_entry
+
+#: The provenance key of the universe materialization's ``kuration.landing.recordings.universe_token``:
+#: ``new_recordings_sensor`` without a cursor does not re-read a universe whose token still matches.
+#: Taken before the read: a csv rewritten meanwhile leaves an older token, so the sensor reads it again.
+UNIVERSE_TOKEN = "universe_token"
+
+
+def universe_metadata(samples: Universe, url: str, token: str | None) -> dict[str, Any]:
+    return {
+        "path": MetadataValue.path(url),
+        "samples": len(samples),
+        "sources": len(samples.source_names),
+        "groups": len(samples.group_names),
+        "universe_hash": samples.hash,
+        "preview": markdown_table(preview_frame(samples).to_dict("records")),
+        **provenance_entry({UNIVERSE_TOKEN: token or ""}),
+    }
 
 
 def split_metadata(artifacts: SplitArtifacts) -> dict[str, Any]:
@@ -18,9 +42,12 @@ def split_metadata(artifacts: SplitArtifacts) -> dict[str, Any]:
         return {"status": f"refused (see the universe_drift check): {artifacts.refusal}",
                 **_request_metadata(artifacts)}
     counts, groups = resolution.counts(), resolution.group_counts()
+    everything = resolution.predicts_everything
     meta: dict[str, Any] = {
         # the per-stage table first: it is what the UI shows at the top
-        "stage_table": markdown_table({"stage": s, "samples": counts[s], "groups": groups[s]} for s in counts),
+        "stage_table": markdown_table({"stage": s, "samples": counts[s], "groups": groups[s],
+                                       "what it is": stage_purpose(s, predict_is_everything=everything)}
+                                      for s in counts),
         **_request_metadata(artifacts),
     }
     extension = artifacts.extension
@@ -36,9 +63,9 @@ def split_metadata(artifacts: SplitArtifacts) -> dict[str, Any]:
         universe_hash=resolution.universe.hash,
         leakage=resolution.leakage.summary(),
     )
-    for stage in counts:
+    # numbers as well as the table, so the UI plots them across materializations
+    for stage in EXCLUSIVE_STAGES:
         meta[f"{stage}_samples"] = counts[stage]
-        meta[f"{stage}_groups"] = groups[stage]
     return meta
 
 

@@ -41,6 +41,9 @@ from kuration.canonical.strict_json import parse_strict_json
 #: The policy keys, in the order gates are evaluated and shown.
 POLICY_KEYS = ("min_sources", "min_shards", "required_modalities", "verify", "min_budget_utilization",
                "max_skipped_sources")
+#: What the gates that measure a number measure, by the name a dashboard follows it under.
+MEASURES = {"min_sources": "sources", "min_shards": "shards", "verify": "bad_shards",
+            "min_budget_utilization": "lowest_budget_utilization", "max_skipped_sources": "skipped_sources"}
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,13 @@ class QualityResult(CheckResult):
 
     def to_dict(self) -> dict[str, object]:
         return {**super().to_dict(), "gates": [dict(g) for g in self.gates]}
+
+    def measured(self) -> dict[str, int | float]:
+        """What the gates measured, where it is a number, under the names in :data:`MEASURES`
+        (``sources``, ``shards``, ``bad_shards``, ...): the figures a dashboard follows from one
+        check to the next. A figure the dataset does not record (None) is left out."""
+        return {MEASURES[g["gate"]]: g["value"] for g in self.gates
+                if g["gate"] in MEASURES and isinstance(g["value"], (int, float)) and not isinstance(g["value"], bool)}
 
 
 def _gate(name: str, passed: bool, value: Any, threshold: Any, detail: str) -> dict[str, Any]:
@@ -231,6 +241,5 @@ def advisory_quality_of(dataset: str | os.PathLike[str], policy: QualityPolicy |
     return replace(result, errors=(), warnings=result.errors + result.warnings)
 
 
-__all__ = ["POLICY_KEYS", "QualityPolicy", "QualityResult", "advisory_quality", "advisory_quality_of",
-           "check_quality", "load_policy",
-           "parse_policy"]
+__all__ = ["MEASURES", "POLICY_KEYS", "QualityPolicy", "QualityResult", "advisory_quality", "advisory_quality_of",
+           "check_quality", "load_policy", "parse_policy"]

@@ -8,7 +8,8 @@ from kuration.read.committed import (
 )
 from kuration.read.isolated import IsolatedDecoderError
 from kuration.read.loaders import LegacyManifest, ShardEntry, iter_shards, read_shard_arrays, shard_entries
+from kuration.read.presence import ShardPresence, check_shard_presence
 
 __all__ = ["CommittedDataset", "DatasetIntegrityError", "DatasetVerification", "IsolatedDecoderError", "LegacyManifest",
-           "ShardEntry", "iter_shards", "load_committed", "read_shard", "read_shard_arrays", "shard_entries",
-           "verify_dataset"]
+           "ShardEntry", "ShardPresence", "check_shard_presence", "iter_shards", "load_committed", "read_shard",
+           "read_shard_arrays", "shard_entries", "verify_dataset"]

@@ -34,7 +34,7 @@ import os
 import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from kuration import storage
 from kuration.checks import CheckResult, count
@@ -52,6 +52,7 @@ from kuration.read.isolated import decode_isolated
 from kuration.splits.stages import EXCLUSIVE_STAGES
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+_Checked = TypeVar("_Checked", bound=CheckResult)
 #: What every manifest entry records.
 _ENTRY_KEYS_IN_ORDER = ("path", "bytes", "sha256", "split", "n_steps")
 _ENTRY_KEYS = frozenset(_ENTRY_KEYS_IN_ORDER)
@@ -231,22 +232,32 @@ class DatasetVerification(CheckResult):
     bad_shards: tuple[str, ...] = ()
 
 
-def verify_dataset(out: str | os.PathLike[str], *,
-                   write_hint: str = "write the dataset there first") -> DatasetVerification:
-    """The commit chain and every shard's size and SHA-256; names each bad shard. Never
-    raises for what it finds: a broken chain or a bad shard fails the result. Reads only.
-    ``write_hint`` says how to commit a dataset, for the verdict when none is committed."""
+def load_for_check(out: str | os.PathLike[str], write_hint: str,
+                   failed: Callable[[str, tuple[str, ...]], _Checked]) -> CommittedDataset | _Checked:
+    """The committed dataset at ``out``, or, when :func:`load_committed` refuses it, the
+    check's failed answer ``failed(verdict, errors)``: nothing committed there yet
+    (``write_hint`` says how to commit one), or a broken chain."""
     try:
-        dataset = load_committed(out)
+        return load_committed(out)
     except CommitError as exc:
         destination = open_destination(_dataset_dir(out))
         # Neither file: nothing was ever committed here. A manifest without its commit record
         # is a broken chain (the record went missing after the commit), not an absent dataset.
         if destination.read(COMMIT_FILE) is None and destination.read(MANIFEST_FILE) is None:
-            message = (f"no dataset is committed at {destination.url} (no {COMMIT_FILE} or {MANIFEST_FILE}: nothing "
-                       f"was written there, or a writer stopped before its first commit); {write_hint}")
-            return DatasetVerification(message, (message,))
-        return DatasetVerification(f"commit chain broken: {exc}", (str(exc),))
+            message = (f"no dataset is committed at {destination.url} (no {COMMIT_FILE} or {MANIFEST_FILE}: "
+                       f"nothing was written there, or a writer stopped before its first commit); {write_hint}")
+            return failed(message, (message,))
+        return failed(f"commit chain broken: {exc}", (str(exc),))
+
+
+def verify_dataset(out: str | os.PathLike[str], *,
+                   write_hint: str = "write the dataset there first") -> DatasetVerification:
+    """The commit chain and every shard's size and SHA-256; names each bad shard. Never
+    raises for what it finds: a broken chain or a bad shard fails the result. Reads only.
+    ``write_hint`` says how to commit a dataset, for the verdict when none is committed."""
+    dataset = load_for_check(out, write_hint, DatasetVerification)
+    if isinstance(dataset, DatasetVerification):
+        return dataset
     bad, errors, total = [], [], 0
     figures: dict[str, int] = {}
     for entry in dataset.entries:

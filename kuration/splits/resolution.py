@@ -40,6 +40,11 @@ class SplitResolution:
     def counts(self) -> dict[str, int]:
         return {stage: int(len(self.positions[stage])) for stage in STAGES}
 
+    @property
+    def predicts_everything(self) -> bool:
+        """The config names no ``predict`` samples, so ``predict`` is the whole universe."""
+        return not self.config.stage("predict")
+
     def group_counts(self) -> dict[str, int]:
         return {stage: int(len(np.unique(self.universe.group_codes[self.positions[stage]]))) for stage in STAGES}
 

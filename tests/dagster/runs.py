@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 def landing_resources(landing: Path, storage: Path, **landing_options) -> dict:
@@ -45,6 +46,18 @@ def materialization_metadata(result) -> dict[str, dict]:
         mat = event.step_materialization_data.materialization
         out[mat.asset_key.to_user_string()] = {k: v.value for k, v in mat.metadata.items()}
     return out
+
+
+def markdown_rows(value) -> list[dict[str, str]]:
+    """The rows of a Markdown metadata table (the first table in ``value``), each as
+    ``{column: cell text}``: the figures as the UI shows them."""
+    if not isinstance(value, str):
+        value = value.value  # a MetadataValue
+    lines = [line.strip() for line in value.splitlines() if line.startswith("|")]
+    # a cell's own '|' is escaped as '\|'
+    cells = [[cell.strip() for cell in re.split(r"(?<!\\)\|", line[1:-1])] for line in lines]
+    assert len(cells) >= 2 and all(set(c) <= set("-:") for c in cells[1]), value
+    return [dict(zip(cells[0], row, strict=True)) for row in cells[2:]]
 
 
 def markdown_items(value) -> list[str]:

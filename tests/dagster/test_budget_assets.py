@@ -11,7 +11,7 @@ from kuration.budget.plan_store import read_budget_plan, read_budget_record, wri
 from kuration_assets import budget, budget_plan
 from kuration_resources import StorageRootResource
 from splits_assets import resolved_splits, universe
-from tests.dagster.runs import H, failure_text, markdown_items, write_rule
+from tests.dagster.runs import H, failure_text, markdown_items, markdown_rows, write_rule
 from tests.splits.mismatched_ids import prefix_universe_sources
 
 
@@ -31,13 +31,19 @@ def test_the_plan_fills_each_split_and_its_check_passes(scored, instance, tmp_pa
     assert result.success
     (mat,) = [e.step_materialization_data.materialization for e in result.get_asset_materialization_events()]
     meta = {k: v.value for k, v in mat.metadata.items()}
-    # hours to three significant digits (60 s is 0.0167 h), named with their unit
-    assert [meta[f"{split}_requested_hours"] for split in ("train", "val", "test")] == [0.0167, 0.00833, 0.00833]
+    # the figures are read in the one table; hours to three significant digits (60 s is 0.0167 h),
+    # the unit in the column's name
+    table = {row["split"]: row for row in markdown_rows(meta["budget"])}
+    assert [table[split]["requested (h)"] for split in ("train", "val", "test")] == ["0.0167", "0.00833", "0.00833"]
     for split in ("train", "val", "test"):
-        requested = meta[f"{split}_requested_hours"]
+        requested = float(table[split]["requested (h)"])
+        # what each split admitted is a number too, which the UI plots; the table shows the same
         assert requested <= meta[f"{split}_admitted_hours"] < requested + 10 * H
-        assert meta[f"{split}_emitted_hours"] <= meta[f"{split}_admitted_hours"]
-        assert meta[f"{split}_utilization_percent"] >= 100.0
+        assert float(table[split]["admitted (h)"]) == meta[f"{split}_admitted_hours"]
+        assert float(table[split]["emitted (h)"]) <= meta[f"{split}_admitted_hours"]
+        assert float(table[split]["utilization"].rstrip("%")) >= 100.0
+    # no figure of the table repeated as a row of its own
+    assert not [key for key in meta if key.endswith(("_requested_hours", "_emitted_hours", "_utilization_percent"))]
     assert meta["unit"] == "hours" and meta["sources"] == 6 and "| train |" in meta["budget"]
     assert list(meta)[0] == "budget"  # the summary table first
     excluded = meta["excluded"].splitlines()

@@ -1,5 +1,6 @@
 """``shards`` + ``dataset_manifest`` (one step, ``shards_and_manifest``) and the blocking
-``dataset_integrity`` check: a step of its own, runnable alone on the committed dataset."""
+``shards_present`` and ``dataset_integrity`` checks: steps of their own, runnable alone on the
+committed dataset."""
 
 import hashlib
 import json
@@ -13,10 +14,10 @@ from kuration.budget import plan_budget
 from kuration.budget.plan_store import load_scored_pool, read_budget_plan, read_budget_record, write_budget_plan
 from kuration.read import load_committed, verify_dataset
 from kuration.scoring import Strategy
-from kuration_assets import dataset_assets, dataset_integrity, shards_and_manifest
+from kuration_assets import dataset_assets, dataset_integrity, shards_and_manifest, shards_present
 from rollout_assets import rollout_store
 from tests.dagster.runs import H, failure_text
-from tests.dagster.runs import materialization_metadata
+from tests.dagster.runs import markdown_rows, materialization_metadata
 from tests.dagster.runs import plan_budget_for_tests
 
 
@@ -35,12 +36,20 @@ def test_the_dataset_is_written_committed_and_verified(scored, instance, tmp_pat
     assert meta["shards"]["train_shards"] > 0 and meta["shards"]["container"] == "npz"
     assert list(meta["shards"])[0] == "splits"
     assert meta["shards"]["splits"].startswith("| split | shards | steps | size |")
-    assert meta["shards"]["train_size"].endswith(" KiB")  # a size people read, not a byte count
+    shards_table = {row["split"]: row for row in markdown_rows(meta["shards"]["splits"])}
+    assert shards_table["train"]["size"].endswith(" KiB")  # a size people read, not a byte count
+    assert int(shards_table["train"]["shards"]) == meta["shards"]["train_shards"]  # and a number the UI plots
+    assert not [key for key in meta["shards"] if key.endswith("_size")]  # read in the table, not again in a row
     assert meta["shards"]["written_shards"] == meta["dataset_manifest"]["shards"]
     manifest = meta["dataset_manifest"]
     assert manifest["commit_state"] == "committed" and "| path | split |" in manifest["preview"]
-    assert manifest["train_requested_hours"] == 0.0167  # 60 s, in hours to three significant digits
-    assert 0 < manifest["train_emitted_hours"] < manifest["train_requested_hours"] + 10 * H
+    assert list(manifest)[:2] == ["inspect_report", "splits"]  # the report, then the per-split table
+    manifest_table = {row["split"]: row for row in markdown_rows(manifest["splits"])}
+    requested = float(manifest_table["train"]["requested (h)"])
+    assert requested == 0.0167  # 60 s, in hours to three significant digits
+    assert 0 < manifest["train_emitted_hours"] < requested + 10 * H
+    assert float(manifest_table["train"]["emitted (h)"]) == manifest["train_emitted_hours"]
+    assert not [key for key in manifest if key.endswith("_requested_hours")]
     (check,) = result.get_asset_check_evaluations()
     assert check.check_name == "dataset_integrity" and check.passed
     assert check.description.startswith(f"{manifest['shards']} shards, ") and "commit chain intact" in check.description
@@ -195,6 +204,26 @@ def test_the_integrity_check_alone_without_a_dataset_says_how_to_commit_one(scor
         "dataset_manifest.json: nothing was written there, or a writer stopped before its first commit); "
         "materialize shards and dataset_manifest (the build_dataset job), then run the check again")
     assert not (tmp_path / "storage" / "dataset").exists()
+
+
+def test_the_shards_check_finds_every_listed_shard_at_its_size_after_the_write_and_alone(scored, instance, tmp_path):
+    plan_budget_for_tests(scored, instance)
+    written = materialize([shards_and_manifest, shards_present], resources=scored, instance=instance,
+                          raise_on_error=False)
+    assert written.success and _step_keys(written) == {"shards_and_manifest", "shards_shards_present"}
+    (check,) = written.get_asset_check_evaluations()
+    entries = load_committed(tmp_path / "storage" / "dataset").entries
+    assert check.check_name == "shards_present" and check.asset_key == AssetKey("shards") and check.passed
+    assert check.description.startswith(f"all {len(entries):,} shards the manifest lists are present")
+    assert check.metadata["shards"].value == len(entries) and check.metadata["missing_shards"].value == 0  # plotted
+    (tmp_path / "storage" / "dataset" / entries[0]["path"]).unlink()
+    alone = materialize([shards_and_manifest, shards_present], resources=scored, instance=instance,
+                        raise_on_error=False, selection=AssetSelection.checks(shards_present))
+    assert not alone.success and alone.get_asset_materialization_events() == []
+    (check,) = alone.get_asset_check_evaluations()
+    assert not check.passed and check.severity.value == "ERROR" and check.metadata["missing_shards"].value == 1
+    assert check.description.startswith(f"1 of {len(entries):,} shards absent or of another size; first: ")
+    assert entries[0]["path"] in check.description
 
 
 def test_a_failed_integrity_check_keeps_the_rollout_store_from_running_in_the_same_run(scored, instance, tmp_path,

@@ -7,7 +7,7 @@ import json
 from dagster import AssetCheckSeverity, AssetSelection, materialize
 
 from kuration_assets import dataset_integrity, dataset_quality, shards_and_manifest
-from tests.dagster.runs import materialization_metadata
+from tests.dagster.runs import markdown_rows, materialization_metadata
 from tests.dagster.runs import plan_budget_for_tests
 
 
@@ -51,6 +51,13 @@ def test_the_check_runs_alone_with_the_landing_zone_policy_or_run_config(scored,
     failed = checks["dataset_quality"]
     assert not failed.passed and failed.severity == AssetCheckSeverity.WARN
     assert failed.description.startswith("1 of 2 gates failed; first: min_shards: ")
+    # each gate with what it measured against its threshold, in one table; no bare True / False figures
+    gates = {row["gate"]: row for row in markdown_rows(failed.metadata["gates"])}
+    shards = failed.metadata["shards"].value  # what was measured is a number too, which the check's page plots
+    assert gates["min_shards"]["result"] == "FAILED" and gates["min_shards"]["threshold"] == "1,000,000,000"
+    assert gates["min_shards"]["measured"] == f"{shards:,}" and shards > 0
+    assert (gates["max_skipped_sources"]["result"], gates["max_skipped_sources"]["measured"]) == ("passed", "0")
+    assert "figures" not in failed.metadata and failed.metadata["skipped_sources"].value == 0
     # run config wins over the landing zone's file
     _, checks = _quality(scored, instance, alone=True, policy_json=json.dumps({"min_shards": 1, "verify": True}))
     assert checks["dataset_quality"].passed and checks["dataset_quality"].description == "all 2 gates passed"

@@ -25,7 +25,8 @@ def test_code_location_loads_and_merges_every_package():
     assert checks == {("universe", "universe_schema"), ("universe", "universe_sources"),
                       ("resolved_splits", "split_leakage"),
                       ("resolved_splits", "universe_drift"), ("scored_segments", "segment_pool"),
-                      ("budget_plan", "budget"), ("dataset_manifest", "dataset_integrity"),
+                      ("budget_plan", "budget"), ("shards", "shards_present"),
+                      ("dataset_manifest", "dataset_integrity"),
                       ("dataset_manifest", "dataset_quality"), ("rollout_store", "rollout_validation"),
                       ("rollout_store", "rollout_lineage")}
     assert {j.name for j in defs.resolve_all_job_defs()} >= {"curate_splits", "score_recordings", "fill_budget",
@@ -61,7 +62,7 @@ def test_one_asset_group_so_the_lineage_graph_opens_on_the_assets():
                     "recurate": {"universe", "resolved_splits", "budget_plan", "shards", "dataset_manifest",
                                  "rollout_store"}}
     checks = {c.name for c in defs.resolve_job_def("build_dataset").asset_layer.asset_graph.asset_check_keys}
-    assert checks == {"dataset_integrity", "dataset_quality"}
+    assert checks == {"shards_present", "dataset_integrity", "dataset_quality"}
     rollouts = defs.resolve_job_def("build_rollouts").asset_layer.asset_graph.asset_check_keys
     assert {c.name for c in rollouts} == {"rollout_validation", "rollout_lineage"}
     pool = defs.resolve_job_def("score_recordings").asset_layer.asset_graph.asset_check_keys
@@ -69,12 +70,12 @@ def test_one_asset_group_so_the_lineage_graph_opens_on_the_assets():
 
 
 def test_blocking_checks_are_declared_blocking():
-    from kuration_assets import budget, dataset_integrity, segment_pool
+    from kuration_assets import budget, dataset_integrity, segment_pool, shards_present
     from rollout_assets import rollout_lineage, rollout_validation
     from splits_assets import split_leakage, universe_drift, universe_schema, universe_sources
 
     for check in (split_leakage, universe_drift, universe_schema, universe_sources, segment_pool, budget,
-                  dataset_integrity, rollout_validation, rollout_lineage):
+                  shards_present, dataset_integrity, rollout_validation, rollout_lineage):
         (spec,) = check.check_specs
         assert spec.blocking, spec.name
 

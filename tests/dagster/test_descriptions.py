@@ -1,7 +1,10 @@
 """Every description the Dagster UI renders (assets, checks, jobs, sensors, schedules,
 resources, run config and its fields) is Markdown that renders as written: no reST
 double backticks or roles, no bare `<name>` that the UI takes for an HTML tag and
-swallows, and no indented paragraph that turns into a code block."""
+swallows, and no indented paragraph that turns into a code block. The descriptions the UI
+also shows as plain text (an asset's line in the catalog, a sensor or schedule on the
+Automation page and its own page, a job's tooltip) carry no markup at all: a backtick or
+``**`` would show as it is."""
 
 import re
 
@@ -27,6 +30,22 @@ def markdown_problems(text: str) -> list[str]:
         problems.append(f"{tag}...> outside backticks renders as an HTML tag (write {{name}} or `<name>`)")
     if _INDENTED_PARAGRAPH.search(text):
         problems.append("a paragraph indented by 4 spaces renders as a code block")
+    return problems
+
+
+#: The descriptions the UI shows as plain text somewhere, by the prefix _descriptions gives them.
+PLAIN_TEXT = ("asset ", "sensor ", "schedule ", "job ")
+_LINK = re.compile(r"\[[^\]]*\]\(")
+
+
+def plain_text_problems(text: str) -> list[str]:
+    problems = []
+    if "`" in text:
+        problems.append("a backtick, which the plain-text views show as it is")
+    if "**" in text:
+        problems.append("bold markup, which the plain-text views show as it is")
+    if _LINK.search(text):
+        problems.append("a Markdown link, which the plain-text views show as it is")
     return problems
 
 
@@ -77,6 +96,24 @@ def test_every_description_renders_as_markdown():
     problems = [f"{where}: {problem}: {text[:120]!r}" for where, text in _descriptions()
                 for problem in markdown_problems(text)]
     assert problems == []
+
+
+def test_descriptions_shown_as_plain_text_carry_no_markup():
+    shown = [(where, text) for where, text in _descriptions() if where.startswith(PLAIN_TEXT)]
+    assert {where.split()[0] for where, _ in shown} == {"asset", "sensor", "schedule", "job"}
+    problems = [f"{where}: {problem}: {text[:120]!r}" for where, text in shown for problem in plain_text_problems(text)]
+    assert problems == []
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ("runs `recurate` nightly", "a backtick"), ("the **blocking** check", "bold"), ("see [docs](x.md)", "link"),
+])
+def test_the_plain_text_rule_catches_markup(text, problem):
+    assert any(problem in p for p in plain_text_problems(text))
+
+
+def test_the_plain_text_rule_lets_file_names_and_placeholders_pass():
+    assert plain_text_problems("under dataset/{split}/, as scored_segments/{recording name}.parquet") == []
 
 
 @pytest.mark.parametrize(("text", "problem"), [

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from kuration_cli.graph_run import run_graph
+from tests.dagster.runs import markdown_rows
 from tests.dagster.small_landing import write_small_landing_zone
 
 #: The assets whose first metadata entry is their summary table.
@@ -89,15 +90,17 @@ def test_what_the_ui_shows_after_a_whole_graph_run(graph_events):
     budget = latest["budget_plan"]
     for table in ("excluded", "tag_coverage"):
         assert type(budget[table]).__name__ == "MarkdownMetadataValue" and budget[table].value.startswith("| ")
-    assert budget["train_admitted_hours"].value >= budget["train_requested_hours"].value == 0.02
-    assert latest["shards"]["train_size"].value.endswith(("B", "KiB", "MiB"))
+    requested = float(next(row for row in markdown_rows(budget["budget"]) if row["split"] == "train")["requested (h)"])
+    assert budget["train_admitted_hours"].value >= requested == 0.02
+    train_shards = next(row for row in markdown_rows(latest["shards"]["splits"]) if row["split"] == "train")
+    assert train_shards["size"].endswith(("B", "KiB", "MiB"))
     rollouts = latest["rollout_store"]  # what a person asks first: counts, validation, lineage; no raw digests
     assert "| rollouts | " in rollouts["summary"].value and "| lineage | split " in rollouts["summary"].value
     assert all(type(rollouts[name]).__name__ == "IntMetadataValue" for name in ("rollouts", "steps", "candidates"))
     assert not any(re.search(r"[0-9a-f]{64}", str(entry.value)) for entry in rollouts.values())
     names = {e.check_name for e in evaluations}
     assert {"universe_schema", "universe_sources", "split_leakage", "universe_drift", "segment_pool", "budget",
-            "dataset_integrity", "dataset_quality", "rollout_validation", "rollout_lineage"} <= names
+            "shards_present", "dataset_integrity", "dataset_quality", "rollout_validation", "rollout_lineage"} <= names
     (integrity,) = [e for e in evaluations if e.check_name == "dataset_integrity"]
     assert re.search(r"\n\| bytes \| [\d,.]+ (KiB|MiB) \|\n", integrity.metadata["figures"].value)
 

@@ -14,6 +14,7 @@ from kuration.demo.corpus import write_demo_landing_zone
 from kuration.landing.recordings import list_recordings, recording_name
 from kuration.scoring.segment_store import read_source_segments
 from kuration_assets import new_recordings_sensor, scored_segments, segment_pool, source_partitions
+from kuration_dagster_checks.provenance import PROVENANCE, recorded_provenance
 from tests.dagster.runs import failure_text, landing_resources
 from tests.dagster.sensors import run_sensor, scoring_requests
 
@@ -65,10 +66,13 @@ def test_one_partition_scores_one_source_and_reports_it(resources, instance, lan
     (meta,) = _partition_meta(result).values()
     assert meta["status"] == "scored" and meta["segments"] > 0 and 0 < meta["hours"]
     assert meta["non_finite"] == 0 and meta["priority_min"] <= meta["priority_median"] <= meta["priority_max"]
+    # cache keys only in the provenance entry, last: not figures a person reads
+    assert list(meta)[-1] == PROVENANCE and not {"identity", "identity_strong", "recording_token"} & set(meta)
+    provenance = recorded_provenance(meta)
     # the recording's own bytes and its frame file's, folded into one strong fingerprint
-    assert meta["identity_strong"] is True and meta["identity"].startswith("fingerprint:")
+    assert provenance["identity_strong"] is True and provenance["identity"].startswith("fingerprint:")
     # the listing's change token, which the sensor compares on a tick without a cursor
-    assert meta["recording_token"] == list_recordings(landing / "recordings")[sources[0]]
+    assert provenance["recording_token"] == list_recordings(landing / "recordings")[sources[0]]
     # stored under the recording's name, once suffixed
     assert meta["path"] == str(tmp_path / "storage" / "scored_segments" / f"{names[0]}.parquet")
     table = read_source_segments(tmp_path / "storage", sources[0])
@@ -98,7 +102,7 @@ def test_a_range_runs_once_and_records_every_partition(resources, instance, land
     # each partition carries its own recording's figures, not the last one's
     for name in names:
         assert meta[name]["path"].endswith(f"/scored_segments/{name}.parquet") and meta[name]["status"] == "scored"
-    assert len({meta[n]["identity"] for n in names}) == len(names)
+    assert len({recorded_provenance(meta[n])["identity"] for n in names}) == len(names)
     # the pool check is a step of its own, after the one scoring step
     assert {e.step_key for e in result.all_events if e.step_key} == {"scored_segments", "scored_segments_segment_pool"}
     (evaluation,) = result.get_asset_check_evaluations()

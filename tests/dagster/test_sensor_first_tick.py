@@ -14,8 +14,11 @@ from dagster import AssetKey, AssetMaterialization, Definitions, instance_for_te
 from kuration.demo.corpus import write_demo_landing_zone
 from kuration.landing.recordings import RecordingNameError, list_recordings, recording_name
 from kuration_assets import new_recordings_sensor, scored_segments, source_partitions
+from kuration_assets.scoring_assets import RECORDING_TOKEN
+from kuration_dagster_checks.provenance import provenance_entry
 from kuration_resources import LandingZoneResource, StorageRootResource
 from splits_assets import resolved_splits, universe
+from splits_assets.metadata import UNIVERSE_TOKEN
 from tests.dagster.runs import landing_resources
 from tests.dagster.sensors import execute_requests, run_sensor, scoring_requests
 
@@ -174,9 +177,10 @@ def test_forty_materialized_partitions_are_read_in_a_few_queries(resources, land
         instance.add_dynamic_partitions(source_partitions.name, [recording_name(s) for s in listed])
         for source_id, token in listed.items():
             instance.report_runless_asset_event(AssetMaterialization(
-                "scored_segments", partition=recording_name(source_id), metadata={"recording_token": token}))
-        instance.report_runless_asset_event(AssetMaterialization("universe", metadata={
-            "universe_token": resources["landing_zone"].open().universe_token()}))
+                "scored_segments", partition=recording_name(source_id),
+                metadata=provenance_entry({RECORDING_TOKEN: token})))
+        instance.report_runless_asset_event(AssetMaterialization("universe", metadata=provenance_entry({
+            UNIVERSE_TOKEN: resources["landing_zone"].open().universe_token()})))
         calls: dict[str, int] = {}
         for name in ("get_latest_storage_id_by_partition", "fetch_materializations",
                      "get_latest_materialization_event", "get_latest_materialization_events"):

@@ -10,7 +10,7 @@ import pytest
 from kuration.checks import CheckResult
 from kuration.errors import InputError
 from kuration.inspect import QualityPolicy, check_quality, inspect_dataset, load_policy
-from kuration.inspect.quality import POLICY_KEYS
+from kuration.inspect.quality import MEASURES, POLICY_KEYS
 from tests.inspect.datasets import copy_dataset, hostile_config, publish
 from tests.output.committed_datasets import manifest_of, rechain_shard
 
@@ -96,6 +96,17 @@ def test_figures_the_dataset_does_not_record_fail_their_gate(tmp_path):
     assert [g["passed"] for g in result.gates] == [False, False]
     assert "records no split with a budget request" in result.errors[0]
     assert "does not record the skipped sources" in result.errors[1]
+
+
+def test_what_the_gates_measured_is_named_after_the_figure(written, tmp_path):
+    shards = len(manifest_of(written)["entries"])
+    result = check_quality(written, PASSING)
+    assert result.measured() == {"sources": 3, "shards": shards, "bad_shards": 0, "lowest_budget_utilization": 1.0}
+    assert set(MEASURES) == set(POLICY_KEYS) - {"required_modalities"}  # a list of names is no figure to follow
+    # a figure the dataset does not record (here the skipped sources) is left out, not shown as a number
+    assert check_quality(written, {"max_skipped_sources": 0, "min_shards": 1}).measured() == {"shards": shards}
+    skipped = check_quality(publish(tmp_path / "out", config=hostile_config()), {"max_skipped_sources": 1})
+    assert skipped.measured() == {"skipped_sources": 1}
 
 
 def test_skipped_sources_are_counted(tmp_path):

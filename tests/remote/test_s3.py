@@ -500,6 +500,7 @@ def test_dagster_assets_materialize_with_s3_resources(bucket, s3fs_fs, s3_client
     from kuration.landing.recordings import recording_name
     from kuration.scoring.segment_store import list_scored_recordings, read_source_segments
     from kuration_assets import new_recordings_sensor, scored_segments, segment_pool, source_partitions
+    from kuration_dagster_checks.provenance import recorded_provenance
     from kuration_resources import LandingZoneResource, StorageRootResource
     from splits_assets import resolved_splits, split_leakage, universe, universe_drift, universe_schema
 
@@ -540,7 +541,8 @@ def test_dagster_assets_materialize_with_s3_resources(bucket, s3fs_fs, s3_client
         (mat,) = [e.step_materialization_data.materialization for e in scored.get_asset_materialization_events()]
         meta = {k: v.value for k, v in mat.metadata.items()}
         assert mat.partition == names[0] and meta["status"] == "scored" and meta["segments"] > 0
-        assert meta["identity_strong"] is True and meta["identity"].startswith("fingerprint:")
+        provenance = recorded_provenance(meta)
+        assert provenance["identity_strong"] is True and provenance["identity"].startswith("fingerprint:")
         assert meta["path"] == f"{store}/scored_segments/{names[0]}.parquet"
         assert read_source_segments(store, sources[0]).num_rows == meta["segments"]
         assert list_scored_recordings(store) == [names[0]]
@@ -555,7 +557,7 @@ def test_dagster_assets_materialize_with_s3_resources(bucket, s3fs_fs, s3_client
         # listing token and the universe's csv token match what their materializations recorded,
         # so only the recording never scored is requested
         tick = run_sensor(new_recordings_sensor, instance=instance, resources=resources)
-        assert meta["recording_token"] == list_recordings(f"{landing}/recordings")[sources[0]]
+        assert provenance["recording_token"] == list_recordings(f"{landing}/recordings")[sources[0]]
         assert [(r.partition_key, r.asset_selection) for r in tick.run_requests] == [
             (names[1], [AssetKey("scored_segments")])]
         quiet = run_sensor(new_recordings_sensor, instance=instance, resources=resources, cursor=tick.cursor)

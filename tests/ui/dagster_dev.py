@@ -1,5 +1,6 @@
-"""``dagster dev`` for the UI tests: the demo on a private instance, the server started in its
-own process group, waited for until the code location has loaded, and stopped by its PID.
+"""``scripts/ui.sh`` for the UI tests: the demo on a private instance, the server (``dg dev``)
+started in its own process group, waited for until the code location has loaded, and stopped by
+its PID.
 
 Not a test module: the UI tests import it (tests may not import each other).
 """
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+UI_SCRIPT = REPO / "scripts" / "ui.sh"
 #: The code location workspace.yaml loads, as the UI names it.
 LOCATION = "kuration_definitions"
 #: Telemetry off: the instance must not phone home, and the UI test watches that it does not.
@@ -89,13 +91,13 @@ class DagsterDev:
 
 
 def start_dagster_dev(home: Path, landing: Path, storage: Path, port: int, log: Path) -> DagsterDev:
-    """The command ``scripts/ui.sh`` runs, with this interpreter, in a new session (its own
-    process group, so :func:`stop_dagster_dev` reaches the webserver, the daemon, the code
-    server and the runs they start)."""
+    """``scripts/ui.sh`` itself, as a person starts it (it ends in ``dg dev``, which takes its
+    process id), in a new session: its own process group, so :func:`stop_dagster_dev` reaches
+    the webserver, the daemon, the code server and the runs they start."""
     sink = log.open("w")
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
+            ["bash", str(UI_SCRIPT), "--landing", str(landing), "--storage", str(storage), "--port", str(port)],
             cwd=REPO, env=_environment(home, landing, storage), stdout=sink, stderr=subprocess.STDOUT,
             start_new_session=True, preexec_fn=_restore_default_signals)
     finally:

@@ -1,6 +1,6 @@
-"""The Dagster UI as a person sees it, in headless Chromium against ``dagster dev``.
+"""The Dagster UI as a person sees it, in headless Chromium against ``scripts/ui.sh`` (``dg dev``).
 
-One server for the module: ``kuration-demo`` runs on a private instance, then ``dagster dev``
+One server for the module: ``kuration-demo`` runs on a private instance, then ``scripts/ui.sh``
 starts over its landing zone and storage root in its own process group and is stopped by PID
 at the end (nothing of it may remain). What is expected comes from the definitions and the
 instance, not from a list kept here. Every page is a screenshot under
@@ -51,6 +51,8 @@ class DagsterUI:
     demo_runs: dict[str, list[str]]
     #: one Chromium for the module; each page gets its own context (nothing stored between pages)
     browser: Any
+    #: the definitions as the server's code location loads them
+    definitions: Any
 
     @contextmanager
     def page(self, path: str) -> Iterator[Any]:
@@ -103,7 +105,8 @@ def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterUI]:
     run_demo(root / "demo", home, logs / "kuration_demo.log")
     timings.write_text(f"kuration-demo: {time.monotonic() - started:.1f} s\n")
 
-    graph = _definitions(landing, storage).resolve_asset_graph()
+    definitions = _definitions(landing, storage)
+    graph = definitions.resolve_asset_graph()
     checks: dict[str, list[str]] = {key.to_user_string(): [] for key in graph.get_all_asset_keys()}
     for check_key in graph.asset_check_keys:
         checks[check_key.asset_key.to_user_string()].append(check_key.name)
@@ -121,7 +124,7 @@ def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterUI]:
             out.write(f"dagster dev: the code location loaded {loaded:.1f} s after the start\n")
         with chromium() as browser:
             ui = DagsterUI(server=server, home=home, checks={k: sorted(v) for k, v in checks.items()},
-                           demo_runs=demo_runs, browser=browser)
+                           demo_runs=demo_runs, browser=browser, definitions=definitions)
             _skip_community_modal(ui)
             yield ui
     finally:
@@ -140,6 +143,10 @@ def _skip_community_modal(ui: DagsterUI) -> None:
     with ui.page("/") as page:
         page.get_by_role("button", name="Skip").click()
         page.get_by_role("button", name="Skip").wait_for(state="hidden")
+        # the button hides at once; the instance records it when the UI's mutation lands
+        deadline = time.monotonic() + 30
+        while ui.server.graphql("{ shouldShowNux }")["data"]["shouldShowNux"] and time.monotonic() < deadline:
+            time.sleep(0.25)
     assert ui.server.graphql("{ shouldShowNux }")["data"]["shouldShowNux"] is False
 
 
@@ -293,3 +300,215 @@ def test_the_demos_runs_appear_under_their_jobs(ui):
             if not set(ui.demo_runs[job]) <= listed:
                 missing[job] = sorted(set(ui.demo_runs[job]) - listed)
     assert not missing, f"the demo's runs are not listed under their jobs: {missing}"
+
+
+def _graphql(ui: DagsterUI, query: str) -> dict:
+    answer = ui.server.graphql(query)
+    assert "errors" not in answer, answer
+    return answer["data"]
+
+
+def test_the_automation_badge_says_what_the_automation_sensor_does(ui):
+    from kuration_assets.automation_badge import AUTOMATION_SENSOR_NAME
+
+    sensor = _graphql(ui, f'''{{ sensorOrError(sensorSelector: {{repositoryLocationName: "{LOCATION}",
+        repositoryName: "__repository__", sensorName: "{AUTOMATION_SENSOR_NAME}"}}) {{
+        ... on Sensor {{ sensorState {{ status }} }} }} }}''')["sensorOrError"]
+    running = sensor["sensorState"]["status"] == "RUNNING"
+    expected = "Auto-materialize on" if running else "Auto-materialize off"
+    graph = ui.definitions.resolve_asset_graph()
+    automated = {key for key in graph.get_all_asset_keys() if graph.get(key).automation_condition is not None}
+    jobs = sorted(job.name for job in ui.definitions.resolve_all_job_defs()
+                  if not job.name.startswith("__") and set(job.asset_layer.executable_asset_keys) & automated)
+    assert running and jobs, f"the automation sensor runs from the start ({sensor}), over the jobs' assets ({jobs})"
+    shown = {}
+    with ui.page("/jobs") as page:
+        for job in jobs:
+            page.goto(f"{ui.url}/locations/{LOCATION}/jobs/{job}")
+            badge = page.get_by_text(re.compile(r"^Auto-materialize (on|off)$"))
+            badge.wait_for()
+            shown[job] = badge.inner_text()
+            screenshot(page, f"dagster_ui/automation_badge_{job}")
+    assert shown == dict.fromkeys(jobs, expected)
+
+
+def test_the_ui_script_serves_with_dg_dev_and_leaves_nothing_in_dagster_home(ui):
+    command = Path(f"/proc/{ui.server.process.pid}/cmdline").read_bytes().decode().split("\0")
+    assert Path(command[1]).name == "dg" and command[2] == "dev", command
+    log = ui.server.log.read_text(errors="replace")
+    assert "superseded" not in log and "SupersessionWarning" not in log, f"see {ui.server.log}"
+    assert "automation: default_automation_condition_sensor is on" in log  # ui.sh set the badge first
+    left = sorted(name for name in ("logs", ".logs_queue") if (ui.home / name).exists())
+    assert left == [], f"the server left {left} in its DAGSTER_HOME {ui.home}"
+
+
+def _metadata_keys(page: Any) -> list[str]:
+    """The keys of the metadata table of an asset's Overview (its outer table, headed Key), in order."""
+    outer = page.locator("table").filter(has=page.locator("thead", has_text="Key")).first
+    outer.wait_for()
+    return outer.evaluate("t => Array.from(t.tBodies[0].rows).map(r => r.cells[0].innerText.trim())")
+
+
+def _partition_metadata_keys(page: Any) -> list[str]:
+    """The keys of a partition's metadata table (its first table: key, value rows)."""
+    table = page.locator("table").first
+    table.wait_for()
+    return table.evaluate("t => Array.from(t.rows).map(r => r.cells[0].innerText.trim())")
+
+
+def test_cache_keys_are_one_provenance_entry_that_says_it_holds_no_figure(ui):
+    from urllib.parse import quote
+
+    from kuration_assets.scoring_assets import SOURCE_PARTITIONS
+    from kuration_dagster_checks.provenance import PROVENANCE
+
+    cache_keys = {"universe_token", "recording_token", "identity", "identity_strong"}
+    with ui.instance() as instance:
+        partition = instance.get_dynamic_partitions(SOURCE_PARTITIONS)[0]
+    with ui.page("/assets/universe") as page:
+        universe = _metadata_keys(page)
+        entry = page.locator("tr", has=page.get_by_text(PROVENANCE, exact=True)).last.inner_text()
+        assert "Not a figure" in entry and '"universe_token": ' in entry, entry
+        screenshot(page, "dagster_ui/universe_metadata")
+        page.goto(f"{ui.url}/assets/scored_segments?view=partitions&partition={quote(partition, safe='')}")
+        page.get_by_text(partition, exact=True).first.wait_for()
+        scored = _partition_metadata_keys(page)
+        screenshot(page, "dagster_ui/scored_segments_partition")
+    for where, keys in (("universe", universe), (f"scored_segments[{partition}]", scored)):
+        assert keys[-1] == PROVENANCE and not cache_keys & set(keys), f"{where} shows {keys}"
+
+
+def _numeric_keys(metadata: Any) -> list[str]:
+    from dagster import FloatMetadataValue, IntMetadataValue
+
+    return [key for key, value in metadata.items() if isinstance(value, (IntMetadataValue, FloatMetadataValue))]
+
+
+def test_each_asset_leads_with_its_table_and_plots_the_figures_that_move(ui):
+    from dagster import AssetKey
+
+    graph = ui.definitions.resolve_asset_graph()
+    assets = sorted(key.to_user_string() for key in graph.get_all_asset_keys() if not graph.get(key).is_partitioned)
+    with ui.instance() as instance:
+        latest = {asset: instance.get_latest_materialization_event(AssetKey(asset)).asset_materialization.metadata
+                  for asset in assets}
+    plotted: dict[str, tuple[int, int]] = {}
+    with ui.page("/assets") as page:
+        for asset in assets:
+            page.goto(f"{ui.url}/assets/{asset}")
+            keys = _metadata_keys(page)
+            if asset == "budget_plan":
+                # the per-split table's figures are read there once; only what each split admitted is
+                # a row as well, to be plotted
+                repeated = [k for k in keys
+                            if k.endswith(("_requested_hours", "_emitted_hours", "_utilization_percent"))]
+                assert keys[0] == "budget" and repeated == [], keys
+                screenshot(page, "dagster_ui/budget_plan_metadata")
+            numeric = _numeric_keys(latest[asset])
+            if not numeric:
+                continue
+            page.get_by_role("button", name="Plots").click()
+            charts = page.locator("canvas")
+            charts.nth(len(numeric) - 1).wait_for()
+            plotted[asset] = (len(numeric), charts.count())
+            screenshot(page, f"dagster_ui/plots_{asset}")
+    assert {"budget_plan", "resolved_splits", "shards", "dataset_manifest"} <= set(plotted)
+    assert all(charts >= numbers for numbers, charts in plotted.values()), plotted
+
+
+#: A table cell that is a number, with its unit if it has one: "3,322", "4.01 h", "132.0 MiB".
+_NUMBER_CELL = re.compile(r"-?[\d,]+(\.\d+)?%?( [A-Za-z]+)?")
+
+
+def _shows_a_number(metadata: Any) -> bool:
+    """Whether any Markdown table of a check's metadata (its figures, its gates) has a number in a cell."""
+    from dagster import MarkdownMetadataValue
+
+    return any(_NUMBER_CELL.fullmatch(cell.strip()) for value in metadata.values()
+               if isinstance(value, MarkdownMetadataValue) for line in value.value.splitlines()[2:]
+               for cell in line.strip().strip("|").split("|"))
+
+
+def test_every_check_that_measures_a_number_plots_it(ui):
+    from dagster import AssetCheckKey, AssetKey
+
+    with ui.instance() as instance:
+        evaluations = {(asset, name): instance.get_latest_asset_check_evaluation_record(
+            AssetCheckKey(AssetKey.from_user_string(asset), name)).event.dagster_event.event_specific_data
+            for asset, names in ui.checks.items() for name in names}
+    numeric = {check: _numeric_keys(evaluation.metadata) for check, evaluation in evaluations.items()}
+    # a check whose figures hold a number plots some of them; one that compares hashes has none to plot
+    unplotted = {check for check, evaluation in evaluations.items() if _shows_a_number(evaluation.metadata)
+                 and not numeric[check]}
+    assert unplotted == set() and any(numeric.values()), numeric
+    shown = {}
+    with ui.page("/assets") as page:
+        for (asset, name), keys in numeric.items():
+            page.goto(f"{ui.url}/assets/{asset}?view=checks&checkDetail={name}")
+            page.get_by_text("Latest execution", exact=True).wait_for()
+            if keys:
+                page.locator("canvas").nth(len(keys) - 1).wait_for()
+            empty = page.get_by_text("Plots are automatically generated by metadata").count()
+            shown[(asset, name)] = (page.locator("canvas").count() >= len(keys), empty == 0)
+    assert shown == {check: (True, bool(keys)) for check, keys in numeric.items()}
+
+
+def test_dataset_quality_shows_each_gate_measured_against_its_threshold(ui):
+    from dagster import AssetCheckKey, AssetKey
+
+    with ui.instance() as instance:
+        record = instance.get_latest_asset_check_evaluation_record(
+            AssetCheckKey(AssetKey("dataset_manifest"), "dataset_quality"))
+    evaluation = record.event.dagster_event.event_specific_data
+    gates = evaluation.metadata["gates"].value.splitlines()[2:]
+    assert gates and "figures" not in evaluation.metadata  # no column of bare True / False
+    with ui.page("/assets/dataset_manifest?view=checks&checkDetail=dataset_quality") as page:
+        row = page.locator("tr", has=page.get_by_text("gates", exact=True))
+        row.get_by_text("[Show Markdown]").click()
+        dialog = page.get_by_role("dialog")
+        dialog.locator("table").first.wait_for()
+        headers = [_collapse(text) for text in dialog.locator("th").all_inner_texts()]
+        rows = dialog.locator("tbody tr").count()
+        screenshot(page, "dagster_ui/dataset_quality_gates")
+    assert headers == ["gate", "result", "measured", "threshold", "detail"] and rows == len(gates)
+
+
+def test_the_split_table_says_what_the_predict_row_is(ui):
+    from dagster import AssetKey
+
+    from kuration.splits import load_splits
+    from kuration.splits.stages import stage_purpose
+
+    with ui.instance() as instance:
+        metadata = instance.get_latest_materialization_event(AssetKey("resolved_splits")).asset_materialization.metadata
+    everything = not load_splits(metadata["splits_json"].value).predict
+    with ui.page("/assets/resolved_splits") as page:
+        table = page.locator("table").filter(has=page.locator("th", has_text="what it is")).first
+        table.wait_for()
+        predict = table.locator("tr", has=page.get_by_text("predict", exact=True))
+        cells = [_collapse(text) for text in predict.locator("td").all_inner_texts()]
+        screenshot(page, "dagster_ui/resolved_splits_stages")
+    assert cells[-1] == stage_purpose("predict", predict_is_everything=everything)
+    assert not everything or "whole universe" in cells[-1]
+
+
+def test_descriptions_shown_as_plain_text_show_no_markup(ui):
+    repository = ui.definitions.get_repository_def()
+    graph = ui.definitions.resolve_asset_graph()
+    shown: dict[str, str] = {}
+    with ui.page("/assets") as page:
+        for key in sorted(graph.get_all_asset_keys(), key=lambda k: k.to_user_string()):
+            description = " ".join((graph.get(key).description or "").split())
+            line = page.get_by_text(description[:40], exact=False).first  # the catalog's line under the asset
+            line.wait_for()
+            shown[f"catalog {key.to_user_string()}"] = line.inner_text()
+        screenshot(page, "dagster_ui/catalog")
+        for kind, definitions in (("sensors", repository.sensor_defs), ("schedules", repository.schedule_defs)):
+            for definition in definitions:
+                page.goto(f"{ui.url}/locations/{LOCATION}/{kind}/{definition.name}")
+                text = page.get_by_text(definition.description[:40], exact=False).first
+                text.wait_for()
+                shown[f"{kind} {definition.name}"] = text.inner_text()
+                screenshot(page, f"dagster_ui/{kind}_{definition.name}")
+    marked = {where: text[:80] for where, text in shown.items() if "`" in text or "**" in text}
+    assert len(shown) >= 10 and marked == {}, marked
