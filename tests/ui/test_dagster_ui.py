@@ -167,6 +167,9 @@ def _wait_for_nodes(page: Any, expected: set[str], seconds: float) -> set[str]:
 
 
 def test_the_lineage_graph_shows_every_asset(ui):
+    """The first test of the module pays for its ``ui`` fixture: a copy of the session's demo
+    (built here if no test needed it before), ``dagster dev`` started until its code location
+    loaded, and a headless Chromium; 30 s to 2 min on two cores."""
     expected = set(ui.checks)
     with ui.page("/asset-groups") as page:
         page.locator("svg foreignObject").first.wait_for()
