@@ -15,15 +15,6 @@ if ! .venv/bin/python -m mypy; then
   echo "test.sh: mypy found type errors (above) in the packages [tool.mypy] files lists" >&2
   exit 1
 fi
-# tests build their own instances; a scratch DAGSTER_HOME keeps stray ones out of the repo
-export DAGSTER_HOME="$(mktemp -d)"
-# The code location loads as the UI loads it: every asset, check, job, sensor and schedule
-# defined without error. `dg check defs` reads [tool.dg] in pyproject.toml; its own instance
-# is a scratch one with telemetry off.
-if ! scripts/check_defs.sh; then
-  echo "test.sh: the Dagster definitions do not load (above); scripts/check_defs.sh runs the same check" >&2
-  exit 1
-fi
 # The servers started below are stopped on exit, whatever ends the run, the last started first.
 stop_on_exit=()
 stop_servers() {
@@ -31,6 +22,29 @@ stop_servers() {
   for ((i = ${#stop_on_exit[@]} - 1; i >= 0; i--)); do eval "${stop_on_exit[i]}" || true; done
 }
 trap stop_servers EXIT
+# Scratch space for the run, removed after the servers stopped: pytest's temporary folders
+# (TMPDIR), every test's Dagster instance and the PostgreSQL cluster. In memory (/dev/shm)
+# when that is a tmpfs with 4 GiB free: each sqlite or PostgreSQL commit syncs to disk, and
+# on a virtual disk those syncs were most of a Dagster test's time. Nothing a test checks
+# needs the disk (the crash tests kill processes, not the machine). KURATION_TEST_TMPDIR
+# names another parent folder.
+scratch_parent="${KURATION_TEST_TMPDIR:-}"
+if [ -z "$scratch_parent" ] && [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] \
+    && [ "$(df -Pk /dev/shm | awk 'NR == 2 { print $4 }')" -ge $((4 * 1024 * 1024)) ]; then
+  scratch_parent=/dev/shm
+fi
+SCRATCH="$(mktemp -d -p "${scratch_parent:-${TMPDIR:-/tmp}}" kuration-tests.XXXXXX)"
+chmod 755 "$SCRATCH"  # run as root, the PostgreSQL server runs as the postgres user, who must reach its folder
+stop_on_exit+=('rm -rf "$SCRATCH"')
+# tests build their own instances; a scratch DAGSTER_HOME keeps stray ones out of the repo
+export DAGSTER_HOME="$(mktemp -d -p "$SCRATCH")"
+# The code location loads as the UI loads it: every asset, check, job, sensor and schedule
+# defined without error. `dg check defs` reads [tool.dg] in pyproject.toml; its own instance
+# is a scratch one with telemetry off.
+if ! scripts/check_defs.sh; then
+  echo "test.sh: the Dagster definitions do not load (above); scripts/check_defs.sh runs the same check" >&2
+  exit 1
+fi
 # A real object store for the Ceph integration test (tests/ceph): installed and started
 # here, stopped by PID on exit. KURATION_SKIP_CEPH=1 runs without it (that test then skips).
 if [ "${KURATION_SKIP_CEPH:-0}" != 1 ]; then
@@ -46,7 +60,7 @@ fi
 # 127.0.0.1:${KURATION_POSTGRES_PORT:-55432}, stopped by PID on exit. KURATION_SKIP_POSTGRES=1
 # runs without it (those tests then skip).
 if [ "${KURATION_SKIP_POSTGRES:-0}" != 1 ]; then
-  PG_PARENT="$(mktemp -d)"
+  PG_PARENT="$(mktemp -d -p "$SCRATCH")"
   chmod 755 "$PG_PARENT"  # run as root, the server runs as the postgres user, who must reach its folder
   stop_on_exit+=('scripts/postgres.sh stop "$PG_PARENT/cluster"; rm -rf "$PG_PARENT"')
   if ! KURATION_POSTGRES_URL="$(scripts/postgres.sh start "$PG_PARENT/cluster" "${KURATION_POSTGRES_PORT:-55432}")"; then
@@ -63,6 +77,7 @@ if [ "${KURATION_SKIP_BROWSER:-0}" != 1 ]; then
     exit 1
   fi
 fi
+export TMPDIR="$SCRATCH"
 set +e
 .venv/bin/python -m pytest --durations=15 "$@"
 status=$?

@@ -161,6 +161,9 @@ def _wait_for_curation(server, instance, before: set[str], timeout: float) -> li
 
 
 def test_new_recordings_become_a_new_dataset_and_rollout_store_under_the_daemon(tmp_path, monkeypatch):
+    """Slow by nature (30 s to 2 min): ``kuration run`` fills the instance, ``dagster dev``
+    starts with its daemon, and the sensor's two runs and the automation's run each start a
+    run worker process and wait for a daemon tick (about every 5 s)."""
     from dagster import AssetKey, DagsterInstance, DagsterRunStatus
 
     # A budget each split's pool fills, so the budget check passes on the first run. The

@@ -17,6 +17,7 @@ from kuration_cli.graph_run import run_graph
 from kuration_definitions import DATASET_LEASE_TAG, defs
 from rollout_assets import rollout_lineage, rollout_store
 from splits_assets import resolved_splits, split_leakage, universe, universe_drift
+from tests.built_once import BuiltOnce, build_once
 from tests.dagster.runs import landing_resources
 
 DOWNSTREAM = ("budget_plan", "shards", "dataset_manifest", "rollout_store")
@@ -28,6 +29,7 @@ class Curated:
     def __init__(self, instance: DagsterInstance, landing: Path, storage: Path):
         self.instance = instance
         self.landing = landing
+        self.storage = storage
         self.resources = landing_resources(landing, storage)
         self.cursor = None
 
@@ -50,23 +52,36 @@ class Curated:
         return self.run([scored_segments, segment_pool] if with_check else [scored_segments], tags=tags)
 
 
-@pytest.fixture
-def curated(tmp_path: Path, monkeypatch):
-    zone = write_demo_landing_zone(tmp_path / "landing", seed=5, recordings_per_site=2, sites=3, minutes=(1, 2))
+def _curate(root: Path) -> None:
+    """``kuration run`` on the small demo zone, on a private instance, all under ``root``."""
+    zone = write_demo_landing_zone(root / "landing", seed=5, recordings_per_site=2, sites=3, minutes=(1, 2))
     landing = Path(zone.root)
     storage.write_bytes_atomic(str(landing / "curation.json"), json.dumps({
         "recordings": "recordings", "segment_window": 10, "segment_stride": 5,
         "budget": {"train_hours": 0.02, "val_hours": 0.01, "test_hours": 0.01, "span_seconds": 20},
         "split": {"strategy": "random", "seed": 2, "val_ratio": 0.34, "test_ratio": 0.34},
     }).encode())
-    home = tmp_path / "home"
+    home = root / "home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    outcome = run_graph(str(landing), str(tmp_path / "storage"), out=lambda line: None)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("DAGSTER_HOME", str(home))
+        outcome = run_graph(str(landing), str(root / "storage"), out=lambda line: None)
     assert outcome.ok, outcome
+
+
+@pytest.fixture(scope="module")
+def curated_once(tmp_path_factory) -> BuiltOnce[None]:
+    """The whole graph run once for the module (a few seconds); each test gets a fresh copy."""
+    return build_once(tmp_path_factory.mktemp("curated"), _curate)
+
+
+@pytest.fixture
+def curated(curated_once: BuiltOnce[None], monkeypatch):
+    root = curated_once.fresh()  # as kuration run left it, at the paths it recorded
+    monkeypatch.setenv("DAGSTER_HOME", str(root / "home"))
     with DagsterInstance.get() as instance:
-        state = Curated(instance, landing, tmp_path / "storage")
+        state = Curated(instance, root / "landing", root / "storage")
         # the first tick of a daemon started on a curated instance: nothing is stale, nothing runs
         assert state.tick() == set()
         yield state
@@ -165,11 +180,11 @@ def test_a_new_split_waits_for_the_new_recordings_to_be_scored(curated):
     assert curated.tick() == set()
 
 
-def test_the_nightly_recuration_run_leaves_nothing_for_the_automation(curated, monkeypatch, tmp_path):
+def test_the_nightly_recuration_run_leaves_nothing_for_the_automation(curated, monkeypatch):
     from kuration_definitions import build_definitions
 
     monkeypatch.setenv("KURATION_LANDING_ZONE", str(curated.landing))
-    monkeypatch.setenv("KURATION_STORAGE_ROOT", str(tmp_path / "storage"))
+    monkeypatch.setenv("KURATION_STORAGE_ROOT", str(curated.storage))
     job = build_definitions().resolve_job_def("recurate")
     result = job.execute_in_process(instance=curated.instance, raise_on_error=False)
     assert result.success

@@ -30,6 +30,7 @@ def _run(landing: Path, storage: Path, config: Path | None = None) -> tuple[int,
 
 @pytest.mark.slow
 def test_the_whole_graph_runs_on_the_instance_beside_the_storage_root(landing, tmp_path, monkeypatch):
+    """``kuration run`` twice on a fresh instance, every job each time: 5 s to 30 s."""
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     monkeypatch.setenv("KURATION_LANDING_ZONE", "/somewhere/else")
     code, out = _run(landing, tmp_path / "storage")
@@ -113,6 +114,8 @@ def test_every_job_and_the_asset_job_of_the_ui_and_sensor_run_their_steps_in_pro
 
 @pytest.mark.slow
 def test_each_run_is_listed_under_its_job_and_re_executes_from_the_ui(landing, tmp_path, monkeypatch):
+    """The whole graph once, then a re-execution through a code server and a run worker
+    process, as the UI launches it: 10 s to 60 s, most of it the two processes starting."""
     from dagster import AssetKey, DagsterInstance, RunsFilter
     from dagster._core.storage.tags import REPOSITORY_LABEL_TAG
 

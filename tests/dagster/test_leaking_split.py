@@ -62,6 +62,8 @@ def _offender_named(text: str, leak: LeakingSplit) -> None:
 
 
 def test_kuration_run_exits_1_naming_the_check_the_group_and_its_samples(leaked):
+    """The first test of the module pays for ``leaked``: ``kuration run`` on the fleet and a
+    whole-graph backfill through the UI's code server and run workers (10 s to 45 s)."""
     assert leaked.code == 1
     assert ("kuration run: curate_splits failed: blocking check resolved_splits:split_leakage failed; later jobs "
             "were not run") in leaked.out

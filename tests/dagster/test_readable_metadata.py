@@ -70,6 +70,7 @@ def metadata_problems(where: str, metadata: dict) -> list[str]:
 
 @pytest.mark.slow
 def test_what_the_ui_shows_after_a_whole_graph_run(graph_events):
+    """Its ``graph_events`` fixture is a whole ``kuration run``: 5 s to 30 s."""
     materializations, evaluations = graph_events
     problems = []
     for mat in materializations:

@@ -122,6 +122,9 @@ def recurated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recurated]:
 
 
 def test_the_backfill_scores_every_partition_in_one_run_then_the_downstream_assets(recurated):
+    """The first test of the module pays for ``recurated``: a whole ``kuration run`` on the
+    fleet, then two backfills worked through the UI's code server and run workers (20 s to
+    80 s); the other tests read what it left."""
     from dagster._core.execution.backfill import BulkActionStatus
 
     assert recurated.backfill.status == BulkActionStatus.COMPLETED_SUCCESS

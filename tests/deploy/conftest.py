@@ -29,8 +29,9 @@ class Deployment:
     home: Path
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def s3_endpoint() -> Iterator[str]:
+    """One S3 server for the package's modules; each test makes a bucket of its own on it."""
     moto_server = pytest.importorskip("moto.server")
     werkzeug_log = logging.getLogger("werkzeug")
     old_level = werkzeug_log.level

@@ -17,6 +17,8 @@ from tests.dagster.ui_runs import (finished_run, launch_job, run_and_step_proces
 @pytest.mark.slow
 def test_the_queue_lets_one_dataset_build_go_at_a_time_and_the_other_runs_beside_it(deployment, tmp_path: Path,
                                                                                     monkeypatch):
+    """The whole graph once on PostgreSQL, then three runs, each in a run worker process the
+    queue launches, two of them one after the other: 20 s to 80 s."""
     from dagster import DagsterInstance, DagsterRunStatus
 
     from kuration.read import load_committed, verify_dataset

@@ -93,6 +93,8 @@ def test_ftp_and_sftp_are_refused():
 
 
 def test_writers_killed_mid_upload_leave_nothing_readable_and_resume_reproduces_the_run(corpus, bucket, s3_client):
+    """21 forked writers against the S3 endpoint (a reference write, ten killed at random
+    moments, ten resumes), each uploading a whole dataset: 20 s to 70 s."""
     plan = corpus.plan()
     finished, duration = run_writer(corpus, f"{bucket}/reference", plan)
     assert finished

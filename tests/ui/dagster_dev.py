@@ -7,6 +7,8 @@ Not a test module: the UI tests import it (tests may not import each other).
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -17,6 +19,8 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 UI_SCRIPT = REPO / "scripts" / "ui.sh"
@@ -53,15 +57,42 @@ def _environment(home: Path, landing: Path, storage: Path) -> dict[str, str]:
     return environment
 
 
-def run_demo(out: Path, home: Path, log: Path, timeout: float = 300) -> None:
-    """``kuration-demo --out OUT`` on the instance in ``home``: the demo landing zone under
-    ``OUT/landing``, every job's run, the artifacts under ``OUT/storage``."""
-    with log.open("w") as sink:
-        done = subprocess.run([sys.executable, "-m", "kuration_definitions.demo_job", "--out", str(out)], cwd=REPO,
-                              env=_environment(home, out / "landing", out / "storage"), stdout=sink,
-                              stderr=subprocess.STDOUT, timeout=timeout)
-    if done.returncode != 0:
-        raise DagsterDevError(f"kuration-demo exited {done.returncode}; the end of {log}:\n{log_tail(log)}")
+@dataclass(frozen=True)
+class DemoFolders:
+    """Where :func:`run_demo` puts the demo: the private instance's home, and the landing zone
+    and storage root ``kuration-demo --out`` writes."""
+
+    home: Path
+    landing: Path
+    storage: Path
+
+    @classmethod
+    def under(cls, root: Path) -> DemoFolders:
+        return cls(home=root / "dagster_home", landing=root / "demo" / "landing", storage=root / "demo" / "storage")
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    """What ``kuration-demo`` returned and printed on standard output."""
+
+    code: int
+    out: str
+
+
+def run_demo(root: Path) -> DemoRun:
+    """``kuration-demo --out ROOT/demo`` on a private instance in ``ROOT/dagster_home``
+    (:class:`DemoFolders`): the demo landing zone, every job's run, the artifacts. It runs in
+    this process, as ``main`` runs from the command line, with ``DAGSTER_HOME`` set for the
+    call only."""
+    from kuration_definitions.demo_job import main
+
+    folders = DemoFolders.under(root)
+    write_private_home(folders.home)
+    printed = io.StringIO()
+    with pytest.MonkeyPatch.context() as env, contextlib.redirect_stdout(printed):
+        env.setenv("DAGSTER_HOME", str(folders.home))
+        code = main(["--out", str(folders.landing.parent)])
+    return DemoRun(code=code, out=printed.getvalue())
 
 
 def _restore_default_signals() -> None:

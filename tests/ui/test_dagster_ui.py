@@ -1,7 +1,8 @@
 """The Dagster UI as a person sees it, in headless Chromium against ``scripts/ui.sh`` (``dg dev``).
 
-One server for the module: ``kuration-demo`` runs on a private instance, then ``scripts/ui.sh``
-starts over its landing zone and storage root in its own process group and is stopped by PID
+One server for the module: ``kuration-demo`` on a private instance (the session's ``demo``
+fixture, run once and copied back as it left it), then ``scripts/ui.sh`` starts over its
+landing zone and storage root in its own process group and is stopped by PID
 at the end (nothing of it may remain). What is expected comes from the definitions and the
 instance, not from a list kept here. Every page is a screenshot under
 ``test-artifacts/dagster_ui/``, beside the server's and the demo's logs. The browser refuses
@@ -24,14 +25,17 @@ from typing import Any
 import pytest
 
 from tests.browser import artifacts_dir, chromium, local_page, require_browser, screenshot
+from tests.built_once import BuiltOnce
 from tests.ui.dagster_dev import (
     LOCATION,
     DagsterDev,
-    run_demo,
+    DagsterDevError,
+    DemoFolders,
+    DemoRun,
+    log_tail,
     start_dagster_dev,
     stop_dagster_dev,
     wait_until_loaded,
-    write_private_home,
 )
 
 pytestmark = pytest.mark.slow
@@ -93,17 +97,21 @@ def _definitions(landing: Path, storage: Path) -> Any:
 
 
 @pytest.fixture(scope="module")
-def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterUI]:
+def ui(request: pytest.FixtureRequest) -> Iterator[DagsterUI]:
     require_browser()  # before the demo: KURATION_SKIP_BROWSER=1 skips without running it
-    root = tmp_path_factory.mktemp("dagster_ui")
     logs = artifacts_dir() / "dagster_ui"
     logs.mkdir(parents=True, exist_ok=True)
-    home = write_private_home(root / "dagster_home")
-    landing, storage = root / "demo" / "landing", root / "demo" / "storage"
     timings = logs / "timings.txt"  # where the module's time goes, for a CI that runs out of it
     started = time.monotonic()
-    run_demo(root / "demo", home, logs / "kuration_demo.log")
-    timings.write_text(f"kuration-demo: {time.monotonic() - started:.1f} s\n")
+    demo: BuiltOnce[DemoRun] = request.getfixturevalue("demo")  # the session's, built by its first user
+    demo_folders = DemoFolders.under(demo.fresh())  # as kuration-demo left it: the UI launches runs on it
+    home, landing, storage = demo_folders.home, demo_folders.landing, demo_folders.storage
+    (logs / "kuration_demo.log").write_text(demo.built.out)
+    if demo.built.code != 0:
+        raise DagsterDevError(f"kuration-demo exited {demo.built.code}; the end of {logs / 'kuration_demo.log'}:\n"
+                              f"{log_tail(logs / 'kuration_demo.log')}")
+    timings.write_text(f"kuration-demo: {demo.seconds:.1f} s, once for the session; its copy here: "
+                       f"{time.monotonic() - started:.1f} s\n")
 
     definitions = _definitions(landing, storage)
     graph = definitions.resolve_asset_graph()
@@ -166,6 +174,9 @@ def _wait_for_nodes(page: Any, expected: set[str], seconds: float) -> set[str]:
 
 
 def test_the_lineage_graph_shows_every_asset(ui):
+    """The first test of the module pays for its ``ui`` fixture: a copy of the session's demo
+    (built here if no test needed it before), ``dagster dev`` started until its code location
+    loaded, and a headless Chromium; 30 s to 2 min on two cores."""
     expected = set(ui.checks)
     with ui.page("/asset-groups") as page:
         page.locator("svg foreignObject").first.wait_for()
