@@ -69,8 +69,10 @@ class RolloutRecipe(Protocol):
       recipe sets on candidates mean these names. The table is versioned with the recipe:
       a recipe that changes a bit's meaning bumps its ``recipe_id`` (the store records the
       table itself and :data:`~kuration.rollouts.schema.INVALID_REASON_VERSION`).
-    - ``required_modalities``: the modalities ``records_for_shard`` reads; a dataset that
-      does not declare one is refused before any shard is read.
+    - ``required_modalities``: the modalities ``records_for_shard`` cannot do without; a
+      dataset that does not declare one is refused before any shard is read. A modality it
+      only uses when the shard has it (the built-in recipe's ``payload_modality``, kept with
+      ``field_retention_policy="full"``) is not listed.
     - ``field_retention_policy``: ``"compact"`` (no heavy payloads) or ``"full"`` (the
       records carry ``selected_payload``); handed to the store writer.
     - ``records_for_shard(arrays, source)``: the chains of one shard, as a list of
