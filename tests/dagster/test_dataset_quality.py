@@ -29,7 +29,7 @@ def test_the_manifest_carries_the_report_and_its_html_and_the_check_says_there_i
     manifest = materialization_metadata(result)["dataset_manifest"]
     assert next(iter(manifest)) == "inspect_report"  # the summary comes first in the UI
     report = manifest["inspect_report"]
-    assert report.startswith(f"**{manifest['shards']:,} shards** from ")
+    assert report.startswith(f"**{manifest['shards']:,} shards from ")  # and how many of the scored sources
     assert "| split | shards | steps | hours | requested |" in report and "**Modalities**" in report
     assert "**Budget** (hours)" in report and "4.0119444444444445" not in report
     html = tmp_path / "storage" / "reports" / "dataset_report.html"
