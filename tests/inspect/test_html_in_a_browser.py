@@ -5,6 +5,7 @@ the data, and a screenshot kept as a test artifact (tests/browser.py)."""
 from __future__ import annotations
 
 from kuration.inspect import compare_datasets, inspect_dataset, render_diff_html, render_report_html
+from kuration.numbers import format_hours, format_percent
 from tests.browser import browser_page, screenshot
 
 CHARTS = ("hours_per_split", "shard_lengths", "priorities")
@@ -40,8 +41,8 @@ def test_the_dataset_report_draws_every_chart_offline(written, tmp_path):
     assert sum(b["value"] for b in bars["shard_lengths"]) == report.shards
     assert "requested" in text and "admitted" in text and "emitted" in text
     # figures read as a person reads them: hours, binary byte units, percentages
-    assert "in hours" in text and f"{report.splits['train']['hours']:,.2f} h" in text
-    assert "KiB" in text and f"{report.budget['splits']['train']['utilization']:.1%}" in text
+    assert "in hours" in text and format_hours(report.splits["train"]["hours"]) in text
+    assert "KiB" in text and format_percent(report.budget["splits"]["train"]["utilization"]) in text
     assert shot.stat().st_size > 10_000
 
 

@@ -10,12 +10,8 @@ from pathlib import Path
 import pytest
 
 from kuration.demo.corpus import write_demo_landing_zone
+from tests.landing.small_zone import SETTINGS
 from tests.landing_check.landing_factory import copy_zone
-
-#: The curation.json of ``zone``: budgets the small corpus fills, and a three-way random split.
-SETTINGS = {"segment_window": 10, "segment_stride": 5,
-            "budget": {"train_hours": 0.02, "val_hours": 0.005, "test_hours": 0.005, "span_seconds": 30},
-            "split": {"strategy": "random", "seed": 2, "val_ratio": 0.34, "test_ratio": 0.34}}
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ from kuration.landing.curation_config import RolloutSettings
 from kuration.landing.references import recipe_modalities
 from kuration.rollouts import MotionDirectionRecipe
 from kuration_cli import main
-from tests.landing.conftest import SETTINGS
+from tests.landing.small_zone import SETTINGS
 
 #: The demo's modalities under a team's own names; ``frame`` dropped.
 RENAMED = {"pos": "xyz", "vel": "velocity", "battery": "charge"}

@@ -19,7 +19,7 @@ from kuration.landing.curation_config import (
 from kuration.landing.settings import load_output_spec, load_schema
 from kuration.scoring.strategy import Strategy
 from kuration.sources.parquet import ParquetTickAdapter
-from tests.landing.conftest import SETTINGS
+from tests.landing.small_zone import SETTINGS
 from tests.landing.reads import counted_reads
 
 
