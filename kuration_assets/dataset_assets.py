@@ -32,7 +32,7 @@ from kuration.inspect.markdown import report_markdown
 from kuration.numbers import format_bytes, rounded
 from kuration.output.dataset_summary import DatasetSummary, summarize_dataset
 from kuration.output.spec import OutputSpec
-from kuration.output.write_dataset import write_planned_dataset
+from kuration.output.write_dataset import WriteOptions, write_planned_dataset
 from kuration.read import verify_dataset
 from kuration_assets.automation import follows_upstream
 from kuration_assets.budget_assets import budget_plan
@@ -96,10 +96,11 @@ def shards_and_manifest(
     workers = curation.config(landing_zone).write_workers if config.write_workers is None else config.write_workers
     result = write_planned_dataset(
         out, read_budget_plan(storage_root.url), adapter=curation.adapter(landing_zone, settings),
-        schema=settings.schema, spec=spec, resume=True, job=stored_scoring_job(storage_root.url),
-        on_other_run="replace" if config.replace_other_runs else "refuse", reuse_shards=config.reuse_shards,
-        split=stored_split_identity(storage_root.url), allow_empty=config.allow_empty, write_workers=workers,
-        progress=lambda done, total, source: context.log.info(f"{done}/{total} sources written ({source})"),
+        schema=settings.schema, spec=spec, job=stored_scoring_job(storage_root.url),
+        split=stored_split_identity(storage_root.url), options=WriteOptions(
+            resume=True, on_other_run="replace" if config.replace_other_runs else "refuse",
+            reuse_shards=config.reuse_shards, allow_empty=config.allow_empty, write_workers=workers,
+            progress=lambda done, total, source: context.log.info(f"{done}/{total} sources written ({source})")),
     )
     if result.replaced:
         context.log.info(f"replaced the destination: {result.replaced}")
