@@ -391,6 +391,34 @@ def _config(shards: ShardPlan, context: WriteContext, *, results: Mapping[str, A
     return config
 
 
+def _reuse(destination: Destination, shards: ShardPlan, record: CommitRecord | None, keys: Mapping[str, str | None],
+           *, reuse_shards: bool) -> tuple[ReuseCandidates, dict[str, dict[str, Any]]]:
+    """What the destination's records offer, and the shards kept of it: every target whose
+    recorded entry is the one this write would record and whose file still has its size
+    and SHA-256 (hashed now, before publication: a shard that fails is written anew)."""
+    # a split (or plan) folder that is a link would have shards reused from, or written to, wherever it leads
+    destination.check_folders({*EXCLUSIVE_STAGES, BUDGET_DIR})
+    candidates = (reuse_candidates(destination, record) if reuse_shards
+                  else ReuseCandidates({}, None, "reuse_shards=False"))
+    kept = verified_reuse(destination, candidates, shards.spec, [(t, keys[t.path]) for t, _ in shards.targets])
+    return candidates, kept
+
+
+def _results(budget_files: Mapping[str, bytes], candidates: ReuseCandidates, kept: Mapping[str, Any], to_write: int,
+             *, resume: bool, fresh: bool) -> dict[str, Any]:
+    """``config.json``'s results of the write itself: the shards written and kept, why none
+    was kept when none was (not asked of a ``fresh`` destination), and the pin of
+    ``budget/budget.json`` (which pins the plan's tables, so the commit covers the plan)."""
+    refused = "" if kept or fresh else candidates.refused or (
+        "no recorded shard has this write's content key with its recorded size and SHA-256 (the sources, span "
+        "values, output spec or code changed, or the files did)")
+    pin = budget_files[BUDGET_FILE]
+    return {"written_shards": to_write, "reused_shards": len(kept),
+            "resume": {"requested": resume, "reuse_refused": refused,
+                       "reused_from_run": candidates.run if kept else None},
+            "budget_plan": {"path": f"{BUDGET_DIR}/{BUDGET_FILE}", "sha256": sha256_hex(pin), "bytes": len(pin)}}
+
+
 def plan_write(destination: Destination, shards: ShardPlan, *, options: WriteOptions | None = None,
                context: WriteContext | None = None) -> WritePlan:
     """The :class:`WritePlan` of writing ``shards`` to ``destination`` (see the module
@@ -405,32 +433,21 @@ def plan_write(destination: Destination, shards: ShardPlan, *, options: WriteOpt
     run_fingerprint = canonical_digest(fingerprints)
     resume, other = _resume_intent(destination, record, run_fingerprint, options.resume and not torn, replace)
     keys = _content_keys(shards, identities, fingerprints)
-    # a split (or plan) folder that is a link would have shards reused from, or written to, wherever it leads
-    destination.check_folders({*EXCLUSIVE_STAGES, BUDGET_DIR})
-    candidates = (reuse_candidates(destination, record) if options.reuse_shards
-                  else ReuseCandidates({}, None, "reuse_shards=False"))
-    # Hashed now, before publication: a shard that fails is written anew, with every check done first.
-    kept = verified_reuse(destination, candidates, shards.spec, [(t, keys[t.path]) for t, _ in shards.targets])
+    candidates, kept = _reuse(destination, shards, record, keys, reuse_shards=options.reuse_shards)
     pending = {source: tuple((t, row) for t, row in planned if t.path not in kept)
                for source, planned in shards.by_source().items()}
     to_write = sum(len(planned) for planned in pending.values())
-    refused = "" if kept or (record is None and not resume) else candidates.refused or (
-        "no recorded shard has this write's content key with its recorded size and SHA-256 (the sources, span "
-        "values, output spec or code changed, or the files did)")
     budget_files = budget_plan_files(shards.budget_plan)
-    pin = budget_files[BUDGET_FILE]
-    results = {"written_shards": to_write, "reused_shards": len(kept),
-               "resume": {"requested": resume, "reuse_refused": refused,
-                          "reused_from_run": candidates.run if kept else None},
-               "budget_plan": {"path": f"{BUDGET_DIR}/{BUDGET_FILE}", "sha256": sha256_hex(pin), "bytes": len(pin)}}
+    results = _results(budget_files, candidates, kept, to_write, resume=resume, fresh=record is None and not resume)
     provenance = {"run_fingerprint": run_fingerprint, **fingerprints,
                   "sources_strong_identity": {s: bool(identity.strong) for s, identity in identities.items()}}
     return WritePlan(
-        shards, destination.url, run_fingerprint, fingerprints,
-        readable_json({"format": 1, "output": shards.spec.to_dict(), "run_fingerprint": run_fingerprint}),
-        keys, kept, pending, budget_files, _config(shards, context, results=results, provenance=provenance,
-                                                   started=started),
-        other or torn, options.write_workers, _worker_state(destination, shards, to_write, options.write_workers))
+        shards=shards, destination=destination.url, run_fingerprint=run_fingerprint, fingerprints=fingerprints,
+        marker=readable_json({"format": 1, "output": shards.spec.to_dict(), "run_fingerprint": run_fingerprint}),
+        content_keys=keys, kept=kept, pending=pending, budget_files=budget_files,
+        config=_config(shards, context, results=results, provenance=provenance, started=started),
+        replaced=other or torn, write_workers=options.write_workers,
+        worker_state=_worker_state(destination, shards, to_write, options.write_workers))
 
 
 __all__ = ["ON_OTHER_RUN", "ShardPlan", "WriteContext", "WriteOptions", "WritePlan", "check_destination",
