@@ -109,7 +109,7 @@ class WriteContext:
     started: _dt.datetime | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds Arrow tables: compared by identity
 class ShardPlan:
     """The shards a budget plan implies for ``spec`` (:func:`plan_shards`), and what they are
     made of. ``targets``: every shard with the admitted plan row it is cut from, in plan
@@ -133,7 +133,7 @@ class ShardPlan:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds Arrow tables: compared by identity
 class WritePlan:
     """One write of ``shards`` to the destination at ``destination`` (:func:`plan_write`).
 

@@ -33,7 +33,7 @@ def segment_columns(schema: pa.Schema, features: Iterable[str]) -> list[str]:
     return [name for name in schema.names if name not in excluded]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds Arrow tables: compared by identity
 class CachedParts:
     """A source's cached segment rows and the features cached for them (each of their length)."""
 

@@ -42,7 +42,7 @@ def provide_fingerprint(adapter_name: str) -> str:
             "with a digest of the content, 'content_sha256', or an immutable 'version' or 'etag')")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds Arrow tables: compared by identity
 class PooledSource:
     """One scored source for the pool. ``identity`` is None when the run has no cache (it
     asked for none); ``checkpointed``: ``table`` is the source's checkpoint as the cache

@@ -36,7 +36,7 @@ from kuration.scoring.track import segment_table_schema
 from kuration.sources.protocol import SourceAdapter, SourceIdentity
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds Arrow tables: compared by identity
 class ScoringPlan:
     """What a feature pass over ``source_ids`` will do (see the module docstring). Every
     source is in exactly one of ``unidentified``, ``cached``, ``features_cached``,
