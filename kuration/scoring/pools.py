@@ -17,6 +17,7 @@ A pool does not score, read sources or decide what is cached.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -60,6 +61,11 @@ class Pool(Protocol):
     def add(self, source: PooledSource) -> None:
         """Take one scored source (in any order; each source once)."""
 
+    def add_batch(self, batch: pa.Table, sources: Sequence[PooledSource]) -> None:
+        """Take the sources one task scored together: ``batch`` holds all their rows, as the
+        task returned them; ``sources`` are the same rows source by source (in canonical
+        order when the run checkpoints them). A pool keeps whichever suits it."""
+
     def table(self) -> pa.Table:
         """Every source's rows, in canonical order (source, entity, segment)."""
 
@@ -78,7 +84,13 @@ class InMemoryPool:
         self.pending: list[pa.Table] = []
 
     def add(self, source: PooledSource) -> None:
-        self.pending.append(source.table)
+        self._keep(source.table)
+
+    def add_batch(self, batch: pa.Table, sources: Sequence[PooledSource]) -> None:
+        self._keep(batch)  # one table for the batch: merging its sources one by one costs more than scoring them
+
+    def _keep(self, table: pa.Table) -> None:
+        self.pending.append(table)
         if len(self.pending) >= self.EVERY:
             self.merged.append(pa.concat_tables(self.pending).combine_chunks())
             self.pending = []
@@ -126,6 +138,10 @@ class BudgetedPool:
             if self.resident > self.budget:
                 raise MemoryBudgetError(self._over_budget(source))
         self.pieces[source.source_id] = table
+
+    def add_batch(self, batch: pa.Table, sources: Sequence[PooledSource]) -> None:
+        for source in sources:  # one by one: each is held (mapped or in memory) and counted on its own
+            self.add(source)
 
     def _over_budget(self, source: PooledSource) -> str:
         identity = source.identity

@@ -199,7 +199,7 @@ class _ScoringRun:
         foreign entry): the whole pass scores them again, every feature."""
         rejected: list[str] = []
         for batch, items in runner.batches(sources, computing_only(computing)):
-            for source_id, table, rows, elapsed in self._succeeded(batch, items):
+            for source_id, table, rows, elapsed in self._succeeded(batch, items, skipped=self.report):
                 found = self.plan.partly_cached[source_id]
                 table = table.sort_by(IN_SOURCE_ORDER)
                 if not table.select(segment_columns(table.schema, computing)).equals(found.segments):
@@ -209,38 +209,47 @@ class _ScoringRun:
                     continue
                 table = assembled(self.schema, self.strategy, found.segments,
                                   {**found.features, **{key: table.column(key) for key in computing}})
-                self._keep(source_id, table, computing, segments=False)
+                self._put(source_id, table)
+                self._put_parts(source_id, table, computing, segments=False)
+                self.pool.add(PooledSource(source_id, self.plan.identities.get(source_id), table))
                 kept = tuple(key for key in self.plan.parts.features if key in found.features)
                 self.report(SourceOutcome(source_id, "scored", self.plan.identities.get(source_id), rows,
                                           elapsed=elapsed, reused_features=kept))
         return rejected
 
     def whole_pass(self, runner: PassRunner, sources: list[str]) -> None:
-        """Score ``sources`` with the whole strategy."""
+        """Score ``sources`` with the whole strategy. A batch goes to the pool whole (its
+        sources' outcomes are reported after it): one table per batch, not per source."""
         for batch, items in runner.batches(sources, self.strategy):
-            for source_id, table, rows, elapsed in self._succeeded(batch, items):
+            outcomes: list[SourceOutcome] = []
+            pooled: list[PooledSource] = []
+            for source_id, table, rows, elapsed in self._succeeded(batch, items, skipped=outcomes.append):
                 identity = self.plan.identities.get(source_id)
-                if identity is None:  # a run without a cache: nothing to keep
-                    self.pool.add(PooledSource(source_id, None, table))
-                else:
+                if identity is not None:  # a run with a cache: keep the source in it
                     # Checkpoints are stored in canonical order, so a budgeted pool can chain
                     # them as they are, without a sort that would bring them all into memory.
-                    self._keep(source_id, table.sort_by(IN_SOURCE_ORDER), list(self.plan.parts.features),
-                               segments=True)
-                self.report(SourceOutcome(source_id, "scored", identity, rows, elapsed=elapsed))
+                    table = table.sort_by(IN_SOURCE_ORDER)
+                    self._put(source_id, table)
+                    self._put_parts(source_id, table, list(self.plan.parts.features), segments=True)
+                pooled.append(PooledSource(source_id, identity, table))
+                outcomes.append(SourceOutcome(source_id, "scored", identity, rows, elapsed=elapsed))
+            self.pool.add_batch(batch, pooled)
+            for outcome in outcomes:
+                self.report(outcome)
 
-    def _succeeded(self, batch: pa.Table, items: list[BatchItem]) -> Iterator[tuple[str, pa.Table, int, float]]:
+    def _succeeded(self, batch: pa.Table, items: list[BatchItem], *,
+                   skipped: Callable[[SourceOutcome], None]) -> Iterator[tuple[str, pa.Table, int, float]]:
         """The batch's sources that scored, each with its rows (a zero-copy slice of
-        ``batch``), rows count and elapsed seconds; a failed one is skipped, or raised, as
-        ``on_error`` says."""
+        ``batch``), rows count and elapsed seconds. A failed one is raised, or handed to
+        ``skipped``, as ``on_error`` says."""
         offset = 0
         for source_id, rows, error, elapsed in items:
             if error is not None:
                 if self.on_error == "raise":
                     raise SourceScoringError(f"{source_id}: {error}")
                 logger.warning("skipping source %s: %s", source_id, error)
-                self.report(SourceOutcome(source_id, "skipped", self.plan.identities.get(source_id), error=error,
-                                          elapsed=elapsed))
+                skipped(SourceOutcome(source_id, "skipped", self.plan.identities.get(source_id), error=error,
+                                      elapsed=elapsed))
                 continue
             table = batch.slice(offset, rows)  # this source's rows: contiguous, zero-copy
             offset += rows
@@ -263,14 +272,12 @@ class _ScoringRun:
         if self.cache is not None:
             self.cache.put(self.plan.run_fingerprint, source_id, self.plan.identities[source_id], table)
 
-    def _keep(self, source_id: str, table: pa.Table, keys: Sequence[str], *, segments: bool) -> None:
-        """A scored source: its table and the parts scored (``keys``, and the segment rows
-        when ``segments``) into the cache, then the table into the pool."""
-        self._put(source_id, table)
+    def _put_parts(self, source_id: str, table: pa.Table, keys: Sequence[str], *, segments: bool) -> None:
+        """The parts of a scored source that outlive a strategy change: the features
+        ``keys`` and, when ``segments``, the segment rows."""
         if self.cache is not None:
             put_feature_entries(self.cache, self.plan.parts, source_id, self.plan.identities[source_id], table,
                                 keys, segments=segments)
-        self.pool.add(PooledSource(source_id, self.plan.identities.get(source_id), table))
 
 
 def score_sources(

@@ -104,18 +104,25 @@ def _pooled(recordings) -> list[PooledSource]:
 
 
 def test_both_pools_give_the_canonical_table_whatever_order_sources_come_in(recordings, tmp_path):
+    """Half the sources one by one (in reverse, each source's rows reversed too), the other
+    half as one batch, as a task returns them."""
     pooled = _pooled(recordings)
+    alone, batched = pooled[3:][::-1], pooled[:3]
+    batch = pa.concat_tables([source.table for source in batched])
     schema = segment_table_schema(STRATEGY)
     in_memory = InMemoryPool(schema)
-    for source in reversed(pooled):
+    for source in alone:
         in_memory.add(PooledSource(source.source_id, None, source.table.take(
-            pa.array(range(source.table.num_rows - 1, -1, -1)))))  # each source's rows reversed too
+            pa.array(range(source.table.num_rows - 1, -1, -1)))))
+    in_memory.add_batch(batch, batched)
     cache = FsspecScoreCache(tmp_path / "cache")
     fingerprint = "f" * 64
     budgeted = BudgetedPool(schema, 1 << 30, cache, fingerprint, "ParquetTickAdapter")
-    for source in reversed(pooled):
+    for source in pooled:
         cache.put(fingerprint, source.source_id, source.identity, source.table)
+    for source in alone:
         budgeted.add(source)
+    budgeted.add_batch(batch, batched)
     expected = pa.concat_tables([source.table for source in pooled])
     assert in_memory.table().equals(expected) and budgeted.table().equals(expected)
     assert in_memory.memory() is None
