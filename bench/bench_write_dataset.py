@@ -60,7 +60,7 @@ span, 20 per source.
   core, and against itself with more worker processes. In one loop, best of ``--repeats``,
   the order rotated each repeat, ``os.sync()`` before each run: ``np.savez`` of the same
   arrays (``t_plain``), ``hashlib.sha256`` over the same bytes held in memory (``t_sha256``,
-  the hash alone) and ``write_planned_dataset(write_workers=N)`` for N = 1 ..
+  the hash alone) and ``write_planned_dataset(options=WriteOptions(write_workers=N))`` for N = 1 ..
   ``--max-write-workers`` (default: the machine's cores). ``ratio(N) = max(t_plain,
   t_sha256) / t(N)`` (issue target >= 0.85), ``speedup(N) = t(1) / t(N)`` (target >= 0.8 N
   for N <= cores / 2). One untimed write per N goes first (the first pool of the process
@@ -126,7 +126,7 @@ import h5py  # noqa: E402
 from kuration.budget import BudgetOptions, plan_budget  # noqa: E402
 from kuration.output import OutputSpec  # noqa: E402
 from kuration.output.containers import get_container  # noqa: E402
-from kuration.output.write_dataset import write_planned_dataset  # noqa: E402
+from kuration.output.write_dataset import WriteOptions, write_planned_dataset  # noqa: E402
 from kuration.sources.media import register_media_provider  # noqa: E402
 from kuration.sources.schema import Schema  # noqa: E402
 from kuration.scoring import score_sources  # noqa: E402
@@ -408,7 +408,8 @@ def check_agreement(container: str, out: Path, manifest: dict[str, Any], shards:
 
 
 def run_writer(out: Path, plan, adapter: BenchAdapter, spec: OutputSpec, write_workers: int = 1):
-    return write_planned_dataset(out, plan, adapter=adapter, schema=SCHEMA, spec=spec, write_workers=write_workers)
+    return write_planned_dataset(out, plan, adapter=adapter, schema=SCHEMA, spec=spec,
+                                 options=WriteOptions(write_workers=write_workers))
 
 
 def _fresh(root: Path, name: str) -> Path:
@@ -512,7 +513,8 @@ def rebuild_with_reuse(n_sources: int, seed: int, root: Path, repeats: int, sha_
         shutil.copytree(old, target)
         _settle()
         seconds, result = timed(functools.partial(write_planned_dataset, target, after, adapter=adapter,
-                                                  schema=SCHEMA, spec=spec, resume=True, on_other_run="replace"))
+                                                  schema=SCHEMA, spec=spec,
+                                                  options=WriteOptions(resume=True, on_other_run="replace")))
         rebuild_runs.append(seconds)
         shutil.rmtree(target)
     assert result is not None
@@ -562,7 +564,7 @@ def hash_bound_and_scaling(workload: dict[str, Any], root: Path, repeats: int, c
     In one loop, best of ``repeats``, the order rotated every repeat, ``os.sync()`` before
     each run: ``np.savez`` of the same arrays (``t_plain``), ``hashlib.sha256`` over the same
     bytes in memory (``t_sha256``: no file read, the hash alone), and
-    ``write_planned_dataset(write_workers=N)`` into a new folder for every N in ``counts``
+    ``write_planned_dataset(options=WriteOptions(write_workers=N))`` into a new folder for every N in ``counts``
     (``t(N)``). ``ratio(N) = max(t_plain, t_sha256) / t(N)``: the write's throughput against
     the better bound of the two a verified write cannot beat on one core.
     ``speedup(N) = t(1) / t(N)``. One untimed write per N goes first (the first pool of a

@@ -34,7 +34,7 @@ from kuration.inspect.markdown import report_markdown
 from kuration.numbers import format_bytes, rounded
 from kuration.output.dataset_summary import DatasetSummary, summarize_dataset
 from kuration.output.spec import OutputSpec
-from kuration.output.write_dataset import write_planned_dataset
+from kuration.output.write_dataset import WriteOptions, write_planned_dataset
 from kuration.read import check_shard_presence, verify_dataset
 from kuration_assets.automation import follows_upstream
 from kuration_assets.budget_assets import budget_plan
@@ -99,11 +99,10 @@ def shards_and_manifest(
     out = storage_root.path(DATASET_DIR)
     result = write_planned_dataset(
         out, read_budget_plan(storage_root.url), adapter=zone.adapter, schema=zone.schema, spec=zone.spec,
-        resume=True, job=stored_scoring_job(storage_root.url),
-        on_other_run="replace" if config.replace_other_runs else "refuse", reuse_shards=config.reuse_shards,
-        split=stored_split_identity(storage_root.url), allow_empty=config.allow_empty,
-        write_workers=zone.config.write_workers,
-        progress=lambda done, total, source: context.log.info(f"{done}/{total} sources written ({source})"),
+        job=stored_scoring_job(storage_root.url), split=stored_split_identity(storage_root.url), options=WriteOptions(
+            resume=True, on_other_run="replace" if config.replace_other_runs else "refuse",
+            reuse_shards=config.reuse_shards, allow_empty=config.allow_empty, write_workers=zone.config.write_workers,
+            progress=lambda done, total, source: context.log.info(f"{done}/{total} sources written ({source})")),
     )
     if result.replaced:
         context.log.info(f"replaced the destination: {result.replaced}")

@@ -14,7 +14,9 @@ Files a dataset directory holds besides its shards::
 The order, which every writer follows (:mod:`kuration.output.write_dataset`):
 
 1. everything that can fail without touching the destination (validation, scoring, the
-   budget plan) happens first; a failure there leaves every published byte as it was;
+   budget plan, the write plan: :mod:`kuration.output.write_plan`) happens first; a
+   failure there leaves every published byte as it was. Steps 2 to 5 are
+   :func:`kuration.output.publish.publish`;
 2. ``dataset.commit.json`` moves to ``state=writing`` (pinning the new marker's SHA-256),
    then the marker is written. From here readers reject the directory;
 3. shards are written, each whole before it takes its name (a local temp file moved into

@@ -21,6 +21,8 @@ This module builds arrays in memory; it does not choose file names or write anyt
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -82,7 +84,7 @@ def assemble_shard(
     present_rows = np.flatnonzero(present)
     for name, m in spec.modalities.items():
         if m.kind == "media":
-            arrays[name] = _media(track, start, stop, rows, present_rows, name, m, media, schema)
+            arrays[name] = _media(track, _Rows(start, stop, rows, present_rows), name, m, media, schema)
             continue
         out = np.zeros((rows, *m.shape), m.numpy_dtype)
         if m.kind == "field":
@@ -92,14 +94,8 @@ def assemble_shard(
             out[:n] = _cast(track.values[m.key][start:stop], m, f"field {m.key!r}")
             out[:n][~present[:n]] = 0  # tracks zero-fill absent rows already; a shard must not depend on it
         elif m.kind == "segment":
-            if m.key not in track.meta:
-                raise MissingValueError(
-                    f"modality {name!r}: no segment feature {m.key!r} in the span's meta for source "
-                    f"{track.source_id!r}, entity {entity_key(track.entity_id)}; it has {sorted(track.meta)}. Add the "
-                    "feature to the strategy (segment: modalities read the span-aggregated features)"
-                )
-            value = canonical_floats(_cast(np.asarray(track.meta[m.key])[None, ...], m, f"segment feature {m.key!r}"))
-            out[present_rows] = value[0]
+            out[present_rows] = segment_value(track.meta, name, m, source_id=str(track.source_id),
+                                              entity=entity_key(track.entity_id))[0]
         arrays[name] = out
     hooks = spec.of_kind("encoder")
     if hooks and len(present_rows):  # with no present row the zero-filled arrays are already right
@@ -115,26 +111,52 @@ def assemble_shard(
     return ShardArrays(arrays, present if spec.presence_mask else None, n)
 
 
-def _media(track: Track, start: int, stop: int, rows: int, present_rows: np.ndarray, name: str, m: Modality,
-           media: MediaDecoder | None, schema: Schema) -> np.ndarray:
+@dataclass(frozen=True)
+class _Rows:
+    """A shard's rows of its track: ``[start, stop)``, in ``count`` rows (padded when the
+    spec pads); ``present`` are the indices, in the shard, of the rows where the entity is."""
+
+    start: int
+    stop: int
+    count: int
+    present: np.ndarray
+
+
+def _media(track: Track, rows: _Rows, name: str, m: Modality, media: MediaDecoder | None,
+           schema: Schema) -> np.ndarray:
     if media is None:
         raise MissingValueError(f"modality {name!r} ({m.source}): pass adapter= (something with decode_media) to "
                                 "decode it")
-    refs = track.media[m.key][start:stop]
-    missing = [i for i in present_rows if refs[i] is None]
+    refs = track.media[m.key][rows.start:rows.stop]
+    missing = [i for i in rows.present if refs[i] is None]
     if missing:
         raise MissingValueError(
-            f"modality {name!r}: no {m.key!r} reference at {_where(track, start + missing[0])} although the entity "
-            "is present"
+            f"modality {name!r}: no {m.key!r} reference at {_where(track, rows.start + missing[0])} although the "
+            "entity is present"
         )
-    if not len(present_rows):
-        return np.zeros((rows, *m.shape), m.numpy_dtype)
-    decoded = decode_media_rows(track, start + present_rows, name, m, media, schema)
-    if len(present_rows) == rows and decoded.flags.c_contiguous:
+    if not len(rows.present):
+        return np.zeros((rows.count, *m.shape), m.numpy_dtype)
+    decoded = decode_media_rows(track, rows.start + rows.present, name, m, media, schema)
+    if len(rows.present) == rows.count and decoded.flags.c_contiguous:
         return decoded  # every row present, no padding: the decoded batch is the array, no zeroed one made first
-    out = np.zeros((rows, *m.shape), m.numpy_dtype)
-    out[present_rows] = decoded
+    out = np.zeros((rows.count, *m.shape), m.numpy_dtype)
+    out[rows.present] = decoded
     return out
+
+
+def segment_value(meta: Mapping[str, Any], name: str, m: Modality, *, source_id: str, entity: str) -> np.ndarray:
+    """The value of ``segment:`` modality ``name`` (``m``) for a span whose track meta is
+    ``meta``: ``meta[m.key]`` as one row of the modality's dtype and shape, a canonical
+    float (see the module docstring). A span without the feature, or a value the
+    modality cannot hold, is a :class:`MissingValueError`. The dataset writer checks every
+    span with it while planning, so a shard never fails here after publication began."""
+    if m.key not in meta:
+        raise MissingValueError(
+            f"modality {name!r}: no segment feature {m.key!r} in the span's meta for source {source_id!r}, entity "
+            f"{entity}; it has {sorted(meta)}. Add the feature to the strategy (segment: modalities read the "
+            "span-aggregated features)"
+        )
+    return canonical_floats(_cast(np.asarray(meta[m.key])[None, ...], m, f"segment feature {m.key!r}"))
 
 
 def decode_media_rows(track: Track, rows: np.ndarray, name: str, m: Modality, media: MediaDecoder,
@@ -187,4 +209,4 @@ def _records(track: Track, start: int, present_rows: np.ndarray):
         yield record
 
 
-__all__ = ["MediaDecoder", "MissingValueError", "assemble_shard", "decode_media_rows"]
+__all__ = ["MediaDecoder", "MissingValueError", "assemble_shard", "decode_media_rows", "segment_value"]

@@ -144,6 +144,33 @@ class ShardWriter:
                 helper.shutdown(wait=True)
 
 
+@dataclass(frozen=True, kw_only=True)
+class TrackWriteOptions:
+    """:func:`write_track`'s keyword arguments (seed 000's names), gathered once."""
+
+    schema: Schema
+    split: str
+    encoder: OutputEncoder | None = None
+    adapter: MediaDecoder | None = None
+    span_index: int | None = None
+    start: int = 0
+    stop: int | None = None
+
+
+def plan_track(track: Track, spec: OutputSpec, options: TrackWriteOptions) -> list[ShardTarget]:
+    """The shards :func:`write_track` writes, after checking the split, the spec against
+    the schema and the rows: a pure plan, nothing read or written."""
+    if options.split not in EXCLUSIVE_STAGES:
+        raise OutputSpecError(f"write_track: split must be one of {list(EXCLUSIVE_STAGES)}, got {options.split!r}")
+    spec.validate_against(options.schema)
+    stop = len(track) if options.stop is None else options.stop
+    if not 0 <= options.start <= stop <= len(track):
+        raise OutputSpecError(f"write_track: rows [{options.start}, {stop}) are outside the track's {len(track)} rows")
+    return shard_targets(spec, split=options.split, source_id=str(track.source_id),
+                         entity_id=entity_key(track.entity_id), span_index=options.span_index, start=options.start,
+                         stop=stop)
+
+
 def write_track(
     out: str | os.PathLike[str],
     track: Track,
@@ -160,23 +187,18 @@ def write_track(
     """Write the shards of ``track`` rows ``[start, stop)`` (default: all) under
     ``<out>/<split>/`` (a local folder or an object-store URL) and return their manifest entries, in shard order.
     ``span_index`` names the span in file names and entries (None: the whole track)."""
-    if split not in EXCLUSIVE_STAGES:
-        raise OutputSpecError(f"write_track: split must be one of {list(EXCLUSIVE_STAGES)}, got {split!r}")
-    spec.validate_against(schema)
-    stop = len(track) if stop is None else stop
-    if not 0 <= start <= stop <= len(track):
-        raise OutputSpecError(f"write_track: rows [{start}, {stop}) are outside the track's {len(track)} rows")
-    encoder = encoder or PassthroughEncoder()
-    targets = shard_targets(spec, split=split, source_id=str(track.source_id), entity_id=entity_key(track.entity_id),
-                            span_index=span_index, start=start, stop=stop)
+    options = TrackWriteOptions(schema=schema, split=split, encoder=encoder, adapter=adapter, span_index=span_index,
+                                start=start, stop=stop)
+    targets = plan_track(track, spec, options)
     destination = open_destination(out)
     entries: list[dict[str, Any]] = []
     # One media cache for the track's shards: a media file is read once, not once per shard.
-    with media_cache(), ShardWriter(destination, spec, schema=schema, encoder=encoder, adapter=adapter,
-                                    on_entry=entries.append) as writer:
+    with media_cache(), ShardWriter(destination, spec, schema=schema, encoder=encoder or PassthroughEncoder(),
+                                    adapter=adapter, on_entry=entries.append) as writer:
         for target in targets:
             writer.write(target, track)
     return entries
 
 
-__all__ = ["ShardTarget", "ShardWriter", "manifest_entry", "shard_targets", "write_track"]
+__all__ = ["ShardTarget", "ShardWriter", "TrackWriteOptions", "manifest_entry", "plan_track", "shard_targets",
+           "write_track"]

@@ -1,7 +1,8 @@
 """Writing a dataset's shards in worker processes: ``write_dataset(..., write_workers=N)``.
 
 The dataset writer (:mod:`kuration.output.write_dataset`) plans, checks, takes the lease,
-publishes ``state=writing`` and commits, always in the parent process. With
+publishes ``state=writing`` and commits (:mod:`kuration.output.publish`), always in the
+parent process. With
 ``write_workers=N > 1`` only the shards themselves (read the source, assemble, encode,
 write, SHA-256, move into place) are written in N local worker processes
 (:mod:`kuration.worker_processes`: forked from the forkserver the scoring workers use,

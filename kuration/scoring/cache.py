@@ -4,7 +4,7 @@ An entry is keyed by a fingerprint plus the source's identity. A source's whole 
 table is keyed by the run fingerprint (schema, segmenter, strategy, code version), so any
 change to what scoring depends on misses it; its segments and each feature's values are
 also kept under fingerprints that leave the strategy's weights out
-(:func:`kuration.scoring.score_sources.feature_fingerprints`), so a strategy change that
+(:func:`kuration.scoring.fingerprints.feature_fingerprints`), so a strategy change that
 keeps a feature's definition reuses its values. Every kind of entry uses the one protocol
 below: the fingerprint is only a namespace to it.
 Only strong identities are ever written or read: a logical identity (path, size, mtime)

@@ -11,7 +11,7 @@ from kuration.budget import BudgetOptions, plan_budget
 from kuration.demo.corpus import write_demo_landing_zone
 from kuration.output import OutputSpec
 from kuration.output.commit_protocol import COMMIT_FILE, CONFIG_FILE
-from kuration.output.write_dataset import write_planned_dataset
+from kuration.output.write_dataset import WriteOptions, write_planned_dataset
 from kuration.scoring import score_sources
 from kuration.landing.settings import load_curation_settings
 from kuration.sources import ParquetTickAdapter
@@ -41,7 +41,19 @@ class Corpus:
 
     def write(self, out, plan=None, spec=None, **kwargs):
         return write_planned_dataset(out, plan or self.plan(), adapter=self.adapter, schema=self.schema,
-                                     spec=spec or self.spec, **kwargs)
+                                     spec=spec or self.spec, **planned_write_kwargs(**kwargs))
+
+
+#: write_planned_dataset's own keywords besides what the shards are made of.
+_OWN_KEYWORDS = ("encoder", "job", "split")
+
+
+def planned_write_kwargs(**kwargs):
+    """write_planned_dataset's keywords from a test's flat ones: ``encoder``, ``job`` and
+    ``split`` as they are, the rest (``resume``, ``force``, ``on_other_run``,
+    ``write_workers``, ...) gathered into its :class:`WriteOptions`."""
+    own = {key: kwargs.pop(key) for key in _OWN_KEYWORDS if key in kwargs}
+    return {**own, "options": WriteOptions(**kwargs)}
 
 
 def snapshot(out: Path) -> dict[str, bytes]:

@@ -19,7 +19,7 @@ from kuration.output.write_dataset import write_planned_dataset
 from kuration.scoring import score_sources
 from kuration.landing.settings import load_curation_settings
 from kuration.sources import ParquetTickAdapter
-from tests.output.corpus import SPEC
+from tests.output.corpus import SPEC, planned_write_kwargs
 
 LATE = "airfield_south/flight_002"
 STAGE_OF_SITE = {"airfield_north": "train", "airfield_south": "test"}
@@ -54,4 +54,4 @@ class GrowingCorpus:
 
     def write(self, out, plan=None, spec=None, adapter=None, **kwargs):
         return write_planned_dataset(out, plan or self.plan(), adapter=adapter or self.adapter, schema=self.schema,
-                                     spec=spec or self.spec, **kwargs)
+                                     spec=spec or self.spec, **planned_write_kwargs(**kwargs))

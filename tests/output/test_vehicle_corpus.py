@@ -17,7 +17,7 @@ from kuration.output.write_dataset import DatasetWriteError, DifferentRunError, 
 from kuration.read import load_committed, read_shard, verify_dataset
 from kuration.sources import ParquetTickAdapter
 from tests.output._vehicle_corpus import TOWNS, VehicleCorpus
-from tests.output.corpus import snapshot
+from tests.output.corpus import planned_write_kwargs, snapshot
 from tests.sources.read_counts import count_reads
 
 BUDGET = {"train_hours": 200 / 3600, "test_hours": 60 / 3600}
@@ -165,7 +165,7 @@ def test_a_resume_reads_only_the_sources_it_writes_and_each_once(corpus, written
 
     def write(**kwargs):
         return write_planned_dataset(out, written[1].budget_plan, adapter=corpus.adapter, schema=corpus.schema,
-                                     spec=corpus.spec, **kwargs)
+                                     spec=corpus.spec, **planned_write_kwargs(**kwargs))
 
     entries = write().manifest["entries"]
     reads = []

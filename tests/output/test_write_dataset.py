@@ -14,7 +14,9 @@ from kuration.output.commit_protocol import COMMIT_FILE, MANIFEST_FILE, SPEC_MAR
 from kuration.output.dataset_summary import summarize_dataset
 from kuration.output.destinations import open_destination
 from kuration.output.lease import DestinationLease, LeaseError
-from kuration.output.write_dataset import DatasetWriteError, DifferentRunError, write_dataset, write_planned_dataset
+from kuration.output.write_dataset import (
+    DatasetWriteError, DifferentRunError, WriteOptions, write_dataset, write_planned_dataset,
+)
 from kuration.read import load_committed, read_shard, verify_dataset
 from kuration.read.dataset_plan import read_dataset_budget_plan
 from kuration.sources import ParquetTickAdapter
@@ -70,7 +72,7 @@ def test_a_failure_before_publication_leaves_every_published_byte(corpus, tmp_pa
             raise OSError(f"{source_id}: permission denied")
     with pytest.raises(OSError, match="permission denied"):
         write_planned_dataset(out, corpus.plan(), adapter=Unreadable(corpus.adapter.root_url, corpus.schema),
-                              schema=corpus.schema, spec=corpus.spec, force=True)
+                              schema=corpus.schema, spec=corpus.spec, options=WriteOptions(force=True))
     assert snapshot(out) == before and load_committed(out)
 
 
@@ -149,7 +151,7 @@ def test_weak_source_identities_never_authorize_reuse(corpus, tmp_path):
     out = tmp_path / "out"
     write_planned_dataset(out, corpus.plan(), adapter=adapter, schema=corpus.schema, spec=corpus.spec)
     again = write_planned_dataset(out, corpus.plan(), adapter=adapter, schema=corpus.schema, spec=corpus.spec,
-                                  resume=True)
+                                  options=WriteOptions(resume=True))
     assert again.reused == 0 and again.written > 0
 
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from kuration.output import OutputSpec
 from kuration.output.commit_protocol import COMMIT_FILE, MANIFEST_FILE
 from kuration.output.shard_files import shard_stem
-from kuration.output.write_dataset import DatasetWriteError, write_planned_dataset
+from kuration.output.write_dataset import DatasetWriteError, WriteOptions, write_planned_dataset
 from kuration.output.write_track import write_track
 from kuration.read import verify_dataset
 from kuration.scoring import FsspecScoreCache, score_sources
@@ -187,7 +187,8 @@ def test_re_curating_a_dataset_onto_itself_is_refused_before_anything_is_touched
     first = rewrite(adapter, tmp_path / "second")
     with pytest.raises(DatasetWriteError, match="is the dataset .* reads"):
         write_planned_dataset(dataset, first.budget_plan, adapter=adapter, schema=adapter.schema,
-                              spec=adapter.passthrough_spec(), resume=True, on_other_run="replace")
+                              spec=adapter.passthrough_spec(),
+                              options=WriteOptions(resume=True, on_other_run="replace"))
     assert {p.relative_to(dataset): p.read_bytes() for p in sorted(dataset.rglob("*")) if p.is_file()} == before
     assert verify_dataset(dataset).ok
 

@@ -1,0 +1,266 @@
+"""Publishing a planned dataset write: the commit protocol's steps 2 to 5, in order.
+
+:func:`publish` acts on a :class:`~kuration.output.write_plan.WritePlan` and decides
+nothing the plan did not: which shards to keep, which to write, the run fingerprint and
+the records' bodies are the plan's. Before publication begins it probes one reference of
+each media modality through the path the shards take (:func:`_probe_media`: it reads the
+recordings, so it is not part of planning), so a provider that cannot read these
+references fails while every published byte is as it was. Then ``dataset.commit.json``
+says ``writing``; the kept shards are listed in the run's resume records; the pending
+shards are written (here through a :class:`~kuration.output.write_track.ShardWriter`, or in
+write workers, :mod:`.write_workers`), each recorded for resume as it lands; then the
+manifest, the ``budget/`` files and ``config.json``, the sweep of what the commit does not
+cover, and the committed record, last (:mod:`.commit_protocol`).
+
+What it does not do: take the lease (the caller holds it, from planning to the end), check
+anything static (planning did), or decide to reuse a shard.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kuration.budget import BudgetPlan
+from kuration.budget.plan_store import BUDGET_DIR
+from kuration.canonical.hashing import canonical_json, readable_json
+from kuration.output.commit_protocol import (
+    CHECKPOINT_DIR, RESUME_DIR, CommitRecord, is_writer_leftover, publish_committed, publish_writing,
+)
+from kuration.output.destinations import Destination
+from kuration.output.shard_assembly import decode_media_rows
+from kuration.output.shard_reuse import ADOPTED_RECORD, resume_folder
+from kuration.output.write_errors import DatasetWriteError
+from kuration.output.write_plan import WritePlan
+from kuration.output.write_track import ShardWriter
+from kuration.output.write_workers import (
+    ShardTask, WorkerState, read_tracks, run_shard_tasks, shard_tasks, span_track, write_task_shards,
+)
+from kuration.sources.media import media_cache
+from kuration.sources.tracks import Track
+from kuration.splits.stages import EXCLUSIVE_STAGES
+
+MANIFEST_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class DatasetWriteResult:
+    """What a write produced. ``result["results"]["budget"]`` reads the config, as in the seed."""
+
+    out: str
+    record: CommitRecord
+    manifest: dict[str, Any]
+    config: dict[str, Any]
+    budget_plan: BudgetPlan
+    written: int
+    reused: int
+    #: Why the destination's dataset was replaced ("" when it was not).
+    replaced: str = ""
+
+    def __getitem__(self, key: str) -> Any:
+        return self.config[key]
+
+    @property
+    def manifest_sha256(self) -> str:
+        """The committed manifest's SHA-256: what identifies this dataset's content."""
+        if self.record.manifest_sha256 is None:  # a committed record always has it
+            raise DatasetWriteError(f"{self.out}: the commit record holds no manifest digest")
+        return self.record.manifest_sha256
+
+
+class _InSourceOrder:
+    """Calls ``progress(done, total, source)`` once per source, in source order, once every
+    task of that source and of the sources before it has finished: the calls one worker
+    makes, whatever order the write workers finish in."""
+
+    def __init__(self, sources: Sequence[str], tasks: Sequence[ShardTask],
+                 progress: Callable[[int, int, str], None] | None) -> None:
+        self._sources = list(sources)
+        self._progress = progress
+        self._left = {source: 0 for source in sources}
+        self._source_of = {task.index: task.source_id for task in tasks}
+        for task in tasks:
+            self._left[task.source_id] += 1
+        self._next = 0
+
+    def finished(self, task_index: int | None) -> None:
+        """Task ``task_index`` finished (None: none, only report what is due)."""
+        if task_index is not None:
+            self._left[self._source_of[task_index]] -= 1
+        while self._next < len(self._sources) and self._left[self._sources[self._next]] == 0:
+            self._next += 1
+            if self._progress is not None:
+                self._progress(self._next, len(self._sources), self._sources[self._next - 1])
+
+
+class _Journal:
+    """The manifest entries of the shards in the dataset so far: the kept ones, then each
+    written one as it lands, recorded for resume at once."""
+
+    def __init__(self, destination: Destination, plan: WritePlan) -> None:
+        self._destination = destination
+        self._plan = plan
+        self.entries: list[dict[str, Any]] = [dict(entry) for entry in plan.kept.values()]
+
+    def finished(self, entry: dict[str, Any]) -> None:
+        entry = {**entry, "content_key": self._plan.content_keys[entry["path"]]}
+        self.entries.append(entry)
+        run = self._plan.run_fingerprint
+        name = f"{resume_folder(run)}/{hashlib.sha256(entry['path'].encode()).hexdigest()[:24]}.json"
+        # Not made durable: a record lost to a power cut only costs a rebuild.
+        self._destination.write_metadata(name, canonical_json({"run": run, "entry": entry}), durable=False)
+
+
+def _probe_media(plan: WritePlan) -> dict[str, dict[str, Track]]:
+    """Before publication: decode the first present reference of every media modality,
+    through the path the shards take, so a provider that is missing, misconfigured or
+    cannot read these references fails while every published byte is as it was.
+
+    Only shards still to be written count (a kept shard is verified already), and a source
+    with nothing to write is not read. Sources are read in writing order until each media
+    modality has decoded one reference (the first source to write, as a rule); the tracks
+    of every source read are returned so the writer does not read it again. Decoding every
+    reference would mean decoding the data twice: a reference that fails later still fails
+    the write, with publication begun (readers reject the folder; resume finishes it once
+    the reference is fixed)."""
+    shards = plan.shards
+    unchecked = dict(shards.spec.of_kind("media"))
+    read_ahead: dict[str, dict[str, Track]] = {}
+    for source in shards.sources:
+        to_write = plan.pending[source]
+        if not unchecked:
+            return read_ahead
+        if not to_write:
+            continue
+        tracks = read_tracks(shards.schema, shards.adapter, source)
+        read_ahead[source] = tracks
+        for target, row in to_write:
+            track = span_track(tracks, target, row, shards.features)
+            present = target.start + np.flatnonzero(track.present[target.start:target.stop])
+            for name, m in list(unchecked.items()):
+                # A present row without a reference is the shard assembly's error to report.
+                first = next((int(r) for r in present if track.media[m.key][int(r)] is not None), None)
+                if first is not None:
+                    decode_media_rows(track, np.array([first]), name, m, shards.adapter, shards.schema)
+                    del unchecked[name]
+            if not unchecked:
+                return read_ahead
+    return read_ahead
+
+
+def _write_here(destination: Destination, plan: WritePlan, journal: _Journal,
+                read_ahead: dict[str, dict[str, Track]], progress: Callable[[int, int, str], None] | None) -> None:
+    """The pending shards, in this process, source by source (``read_ahead``: tracks the
+    media probe read already)."""
+    shards = plan.shards
+    with ShardWriter(destination, shards.spec, schema=shards.schema, encoder=shards.encoder, adapter=shards.adapter,
+                     on_entry=journal.finished) as writer:
+        for done, source in enumerate(shards.sources, start=1):
+            write_task_shards(writer, shards.schema, shards.adapter, source, plan.pending[source], shards.features,
+                              read_ahead.pop(source, None))
+            if progress:
+                writer.after(functools.partial(progress, done, len(shards.sources), source))
+
+
+def _write_in_workers(destination: Destination, plan: WritePlan, journal: _Journal,
+                      progress: Callable[[int, int, str], None] | None) -> None:
+    """The pending shards, in ``plan.write_workers`` worker processes (each reads its own sources)."""
+    shards = plan.shards
+    state = WorkerState(destination, shards.spec, shards.schema, shards.encoder, shards.adapter, shards.features)
+    tasks = shard_tasks(plan.pending, plan.write_workers)
+    report = _InSourceOrder(shards.sources, tasks, progress)
+    report.finished(None)  # the sources before the first one with shards to write
+    for task, entries in run_shard_tasks(tasks, workers=plan.write_workers, state=state, shared=plan.worker_state):
+        for entry in entries:
+            journal.finished(entry)
+        report.finished(task.index)
+    report.finished(None)
+
+
+def _manifest(entries: list[dict[str, Any]], plan: WritePlan) -> dict[str, Any]:
+    splits = {}
+    for name in EXCLUSIVE_STAGES:
+        mine = [e for e in entries if e["split"] == name]
+        splits[name] = {"shards": len(mine), "steps": int(sum(e["n_steps"] for e in mine)),
+                        "bytes": int(sum(e["bytes"] for e in mine))}
+    return {"format": MANIFEST_FORMAT, "output": plan.shards.spec.to_dict(), "entries": entries, "splits": splits,
+            "budget": plan.shards.budget_plan.accounting, "run_fingerprint": plan.run_fingerprint}
+
+
+def _final_config(plan: WritePlan, splits: Mapping[str, Any], finished: _dt.datetime) -> dict[str, Any]:
+    """The plan's ``config.json`` body with what only the written shards give."""
+    body = plan.config
+    return {**body, "results": {"splits": splits, **body["results"]},
+            "timestamps": {**body["timestamps"], "finished": finished.isoformat(timespec="seconds")}}
+
+
+def _remove_leftovers(destination: Destination, keep: set[str]) -> None:
+    """Files the new commit does not cover: in the split folders every file the new manifest
+    does not list (an earlier run's shards, killed writes' temp files and attempt objects);
+    at the top level, in ``budget/`` and among the checkpoints, the temp files of killed writes."""
+    for split in EXCLUSIVE_STAGES:
+        for name in destination.files_under(split):
+            if name not in keep:
+                destination.remove(name)
+    for name in destination.top_level():
+        if is_writer_leftover(name):
+            destination.remove(name)
+    for folder in (BUDGET_DIR, CHECKPOINT_DIR):
+        for name in destination.files_under(folder):
+            if is_writer_leftover(name.rsplit("/", 1)[-1]):
+                destination.remove(name)
+
+
+def publish(destination: Destination, plan: WritePlan, *,
+            progress: Callable[[int, int, str], None] | None = None) -> DatasetWriteResult:
+    """Carry out ``plan`` at ``destination`` (the one it was planned for, under the same
+    lease) and commit (see the module docstring). ``progress(done, total, source)`` is
+    called once per source, in source order, after its shards are written."""
+    if destination.url != plan.destination:
+        raise DatasetWriteError(f"{destination.url}: the write plan is for {plan.destination}; plan again for this "
+                                "destination")
+    journal = _Journal(destination, plan)
+    # One media cache for the probe and the shards: each media file is read once, within the
+    # cache's bound (a cache the caller opened is used, with its bound).
+    with media_cache():
+        read_ahead = _probe_media(plan)
+
+        # -- publication starts: readers reject the directory until the final commit ------
+        publish_writing(destination, run_fingerprint=plan.run_fingerprint, marker=plan.marker)
+        if plan.kept:
+            # The old manifest stops counting once the record says writing: a resume after a
+            # crash finds the kept shards here instead (not durable either, like every record).
+            destination.write_metadata(f"{resume_folder(plan.run_fingerprint)}/{ADOPTED_RECORD}", canonical_json(
+                {"run": plan.run_fingerprint, "entries": sorted(plan.kept.values(), key=lambda e: e["path"])}),
+                durable=False)
+        if plan.in_workers:
+            read_ahead.clear()  # each worker reads its own sources
+            _write_in_workers(destination, plan, journal, progress)
+        else:
+            _write_here(destination, plan, journal, read_ahead, progress)
+    entries = sorted(journal.entries, key=lambda e: (e["source_id"], e["entity_id"], -1 if e["span_index"] is None
+                                                     else e["span_index"], e["shard_index"]))
+    manifest = _manifest(entries, plan)
+    for name, data in plan.budget_files.items():  # budget.json, which pins the tables, last
+        destination.write_metadata(f"{BUDGET_DIR}/{name}", data)
+    config = _final_config(plan, manifest["splits"], _dt.datetime.now(_dt.timezone.utc))
+    manifest_bytes, config_bytes = readable_json(manifest), readable_json(config)
+    # Still unreadable (state=writing): the old run's shards and killed writes' temp files
+    # go now, so the committed directory holds exactly what its commit covers.
+    _remove_leftovers(destination, {e["path"] for e in entries})
+    committed = publish_committed(destination, run_fingerprint=plan.run_fingerprint, marker=plan.marker,
+                                  manifest=manifest_bytes, config=config_bytes)
+    for name in destination.files_under(RESUME_DIR):  # the manifest now records every shard
+        destination.remove(name)
+    shards = plan.shards
+    return DatasetWriteResult(destination.url, committed, manifest, config, shards.budget_plan, plan.to_write,
+                              len(plan.kept), plan.replaced)
+
+
+__all__ = ["DatasetWriteResult", "MANIFEST_FORMAT", "publish"]
