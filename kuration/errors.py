@@ -36,7 +36,7 @@ one)::
     │   ├── FeatureError (ValueError)              kuration.scoring.features
     │   ├── EmptySegmentPoolError (ValueError)     kuration.scoring.score_sources
     │   ├── SourceScoringError (RuntimeError)      kuration.scoring.score_sources
-    │   └── MemoryBudgetError (RuntimeError)       kuration.scoring.score_sources
+    │   └── MemoryBudgetError (RuntimeError)       kuration.scoring.pools
     ├── SplitError                                 a universe, its selectors, a splits.json, its constraints
     │   ├── UniverseError (ValueError)             kuration.errors
     │   ├── SelectorError (ValueError)             kuration.errors

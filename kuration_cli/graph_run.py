@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kuration import storage
+from kuration.numbers import format_hours, format_number
 
 if TYPE_CHECKING:
     from kuration.landing import LandingZone
@@ -298,6 +299,14 @@ def _step_failure(result: Any) -> str:
     return "see the run's events in the UI"
 
 
+def shown_value(key: str, value: Any) -> str:
+    """A metadata value as the summary prints it: figures in the one number format every
+    page uses (:mod:`kuration.numbers`), hours with their unit; anything else as it is."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return format_hours(value) if key.endswith("_hours") else format_number(value)
+
+
 def report_run(job: str, result: Any, out: Callable[[str], None] = print) -> None:
     """Print one run: each asset's notable metadata, the scoring partitions in total, and every check's verdict."""
     out(f"\n{job}: run {result.run_id} {'SUCCESS' if result.success else 'FAILURE'}")
@@ -317,15 +326,14 @@ def report_run(job: str, result: Any, out: Callable[[str], None] = print) -> Non
                     for line in value.splitlines():
                         out(f"      {line}")
                 else:
-                    # floats come rounded to what matters (kuration.numbers.rounded): no padding zeros
-                    out(f"    {key:<20} {value:g}" if isinstance(value, float) else f"    {key:<20} {value}")
+                    out(f"    {key:<20} {shown_value(key, value)}")
     if partitions:
         skipped = [m for m in partitions if m.get("skipped_error")]
         cached = sum(1 for m in partitions if m["status"] == "cached")
         out(f"  asset scored_segments: {len(partitions)} partitions ({cached} from cache), "
-            f"{sum(m['segments'] for m in partitions)} segments covering "
-            f"{sum(m['hours'] for m in partitions):.2f} track-hours (one track per entity), "
-            f"{sum(m['non_finite'] for m in partitions)} non-finite, {len(skipped)} skipped")
+            f"{format_number(sum(m['segments'] for m in partitions))} segments covering "
+            f"{format_number(sum(m['hours'] for m in partitions))} track-hours (one track per entity), "
+            f"{format_number(sum(m['non_finite'] for m in partitions))} non-finite, {len(skipped)} skipped")
         for m in skipped:
             out(f"    skipped: {m['skipped_error']}")
         out(f"    files under  {os.environ['KURATION_STORAGE_ROOT']}/scored_segments/")

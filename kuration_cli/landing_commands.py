@@ -64,8 +64,12 @@ def check_landing(args: argparse.Namespace) -> int:
 
 CHECK_LANDING = Command(
     description="Check a landing zone as a run would read it: curation.json, the plugins, schema.json / "
-                "strategy.json / output_spec.json, a sample of the recordings against the schema, their media "
-                "references and the universe's source ids. Prints one line per finding and a summary.",
+                "strategy.json / output_spec.json, the references between them (the strategy against the "
+                "schema; the spec against the schema, the segment features and the media providers; the "
+                "quality policy against the spec; the rollout recipe's modalities against the spec, a "
+                "store noted \"not configured\" when rollouts is unset and the spec lacks them), a sample of "
+                "the recordings against the schema, their media references and the universe's source ids. "
+                "Prints one line per finding and a summary.",
     add_arguments=add_check_landing_arguments, run=check_landing,
     exit_status=ExitStatus(ok="no finding is an error (warnings and notes are printed)",
                            bad_input="a finding is an error: the landing zone cannot run as it is"),

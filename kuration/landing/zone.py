@@ -233,14 +233,20 @@ class LandingZone:
         return plan_budget(scored.segments, self.budget_options(), strategy=self.strategy,
                            split_assignments=assignments)
 
-    def write(self, plan: BudgetPlan, out: str | os.PathLike[str], **options: Any) -> DatasetWriteResult:
+    def write(self, plan: BudgetPlan, out: str | os.PathLike[str], *, job: Mapping[str, Any] | None = None,
+              **options: Any) -> DatasetWriteResult:
         """Write ``plan`` as a committed dataset at ``out``
         (:func:`kuration.output.write_dataset.write_planned_dataset`) with the settings'
-        adapter, schema, output spec and ``write_workers``; ``options`` are its others."""
+        adapter, schema, output spec and ``write_workers``. ``options`` are the other
+        :class:`~kuration.output.write_plan.WriteOptions` fields (``force=True``,
+        ``resume=True``, ...), and a ``write_workers`` given here wins; ``job`` is merged into
+        ``config.json``'s ``job``."""
         from kuration.output.write_dataset import write_planned_dataset
+        from kuration.output.write_plan import WriteOptions
 
-        return write_planned_dataset(out, plan, adapter=self.adapter, schema=self.schema, spec=self.spec,
-                                     **{"write_workers": self.config.write_workers, **options})
+        chosen = WriteOptions(**{"write_workers": self.config.write_workers, **options})
+        return write_planned_dataset(out, plan, adapter=self.adapter, schema=self.schema, spec=self.spec, job=job,
+                                     options=chosen)
 
     # -- versions ------------------------------------------------------------------------------
 

@@ -142,3 +142,11 @@ def _echo(args: argparse.Namespace) -> int:
 ECHO = Command(description="Say WORD back.", add_arguments=_echo_arguments, run=_echo,
                exit_status=ExitStatus(ok="said", checked="WORD was 'fail'", bad_input="never"),
                examples=("hello --times 3",))
+
+
+def test_check_landing_help_names_every_reference_it_checks(capsys):
+    text = " ".join(help_of(["check-landing", "--help"], capsys).split())
+    for reference in ("the strategy against the schema", "the spec against the schema, the segment features and "
+                      "the media providers", "the quality policy against the spec",
+                      "the rollout recipe's modalities against the spec", '"not configured"'):
+        assert reference in text, reference

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kuration.demo.corpus import write_demo_landing_zone
-from kuration_cli.graph_run import CODE_LOCATION_NAME, JOB_ORDER, run_main
+from kuration_cli.graph_run import CODE_LOCATION_NAME, JOB_ORDER, run_main, shown_value
 from tests.dagster.small_landing import small_settings, write_small_landing_zone
 from tests.dagster.ui_runs import WORKSPACE, executor_name, reexecute_all, run_and_step_processes, ui_workspace
 
@@ -41,6 +41,9 @@ def test_the_whole_graph_runs_on_the_instance_beside_the_storage_root(landing, t
     assert f"settings: {landing / 'curation.json'}" in out
     assert "asset scored_segments: 6 partitions" in out
     assert "kuration run: 5 runs succeeded" in out
+    # figures print in the one number format: hours with their unit, no float noise
+    admitted = [line.split() for line in out.splitlines() if line.strip().startswith("train_admitted_hours")]
+    assert admitted and all(words[-1] == "h" for words in admitted), admitted
     home = tmp_path / "storage" / "dagster_home"
     assert (home / "dagster.yaml").exists() and f"DAGSTER_HOME={home}" in out
     # the caller's environment is its own again
@@ -248,3 +251,12 @@ def test_partitions_keyed_by_path_give_way_to_recording_names(landing, tmp_path,
     assert sorted(p.relative_to(tmp_path / "storage" / "scored_segments").as_posix()
                   for p in (tmp_path / "storage" / "scored_segments").rglob("*.parquet")) == [
         f"{recording_name(s)}.parquet" for s in sources]
+
+
+@pytest.mark.parametrize("key, value, text", [
+    ("train_admitted_hours", 0.51234567, "0.512 h"), ("train_emitted_hours", 1234.5, "1,234 h"),
+    ("written_shards", 3322, "3,322"), ("samples", 12.0, "12"), ("leakage", 0, "0"),
+    ("commit_state", "committed", "committed"), ("status", True, "True"),
+])
+def test_the_summary_prints_figures_in_the_one_number_format(key, value, text):
+    assert shown_value(key, value) == text
