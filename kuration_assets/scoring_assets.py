@@ -47,7 +47,7 @@ with warnings.catch_warnings():
     @asset(
         partitions_def=source_partitions,
         # One run scores a whole backfill range with the resource's workers; a strategy
-        # change is a backfill over every partition (it reuses the cached features: README).
+        # change is a backfill over every partition (it reuses the cached features: docs/dagster.md).
         backfill_policy=BackfillPolicy.single_run(),
         deps=[universe],
         group_name=ASSET_GROUP,

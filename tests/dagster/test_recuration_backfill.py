@@ -1,4 +1,4 @@
-"""Re-curating after a strategy change, as a team does it (README, "Re-curating after a
+"""Re-curating after a strategy change, as a team does it (docs/dagster.md, "Re-curating after a
 strategy change"): the fleet curated once with ``kuration run``, then ``strategy.json``
 changed (other weights, a stricter predicate) and one session re-recorded, then from the UI
 "Materialize all partitions" of ``scored_segments`` with everything downstream as one
