@@ -38,6 +38,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
+
+def readme_block(first_line: str) -> str:
+    """The README's Python code block that starts with ``first_line`` (the kit test runs
+    the plugin and kit blocks this way, and the docs test checks it finds the same block)."""
+    blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), flags=re.S)
+    found = [block for block in blocks if block.startswith(first_line)]
+    assert len(found) == 1, f"{len(found)} README blocks start with {first_line!r}"
+    return found[0]
+
 #: The info strings a block may carry; "json" takes the name of the file it shows.
 KINDS = ("python", "bash", "console", "text", "text layout", "text diagram", "json")
 #: The files whose format a ``json NAME`` block may show.

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs_blocks import REPO, Block, Step, blocks, doc_files, kind, steps, write_steps
+from tests.docs_blocks import REPO, Block, Step, blocks, doc_files, kind, readme_block, steps, write_steps
 from tests.landing.small_zone import write_small_zone
 from tests.landing_check.landing_factory import copy_zone
 
@@ -60,8 +60,6 @@ def _run_help(request: pytest.FixtureRequest, block: Block) -> None:
 
 
 def _kit_block_is_the_one_the_kit_test_runs(request: pytest.FixtureRequest, block: Block) -> None:
-    from tests.kits.test_readme_example import readme_block
-
     assert readme_block(block.first_line) == block.text
 
 

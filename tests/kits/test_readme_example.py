@@ -3,22 +3,14 @@ test that passes: run as its author would, with the README's plugin registering 
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
+from tests.docs_blocks import readme_block
 
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def readme_block(first_line: str) -> str:
-    """The README's Python code block that starts with ``first_line``."""
-    blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), flags=re.S)
-    found = [block for block in blocks if block.startswith(first_line)]
-    assert len(found) == 1, f"{len(found)} README blocks start with {first_line!r}"
-    return found[0]
 
 
 def test_the_readme_kit_example_passes_the_media_provider_kit(pytester, monkeypatch):

@@ -361,9 +361,11 @@ def _metadata_keys(page: Any) -> list[str]:
 
 
 def _partition_metadata_keys(page: Any) -> list[str]:
-    """The keys of a partition's metadata table (its first table: key, value rows)."""
+    """The keys of a partition's metadata table (its first table: key, value rows), once the
+    partition's materialization has loaded: until then the table says "No metadata entries"."""
     table = page.locator("table").first
     table.wait_for()
+    page.get_by_text("No metadata entries").wait_for(state="detached")
     return table.evaluate("t => Array.from(t.rows).map(r => r.cells[0].innerText.trim())")
 
 
@@ -396,6 +398,8 @@ def _numeric_keys(metadata: Any) -> list[str]:
 
 
 def test_each_asset_leads_with_its_table_and_plots_the_figures_that_move(ui):
+    """Slow (about 35 s under load): the browser opens each of the seven assets' pages and
+    waits for every plot Dagster draws there."""
     from dagster import AssetKey
 
     graph = ui.definitions.resolve_asset_graph()
@@ -441,6 +445,8 @@ def _shows_a_number(metadata: Any) -> bool:
 
 
 def test_every_check_that_measures_a_number_plots_it(ui):
+    """Slow (about 35 s under load): the browser opens each of the eleven checks' pages and
+    waits for its plots, or for the box saying it has none."""
     from dagster import AssetCheckKey, AssetKey
 
     with ui.instance() as instance:
