@@ -22,6 +22,7 @@ re-ingested dataset) overrides it, and the media tests.
 
 from __future__ import annotations
 
+import abc
 import re
 from pathlib import Path
 
@@ -44,17 +45,20 @@ def make_episode(seed: int, length: int) -> dict[str, np.ndarray]:
     }
 
 
-class AdapterContract:
+class AdapterContract(abc.ABC):
     media_provider: str = "npy_index"
 
+    @abc.abstractmethod
     def write(self, root: Path, episodes: list[dict[str, np.ndarray]]) -> None:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def make_adapter(self, root: Path, schema: Schema) -> SourceAdapter:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def expected_ids(self, count: int) -> list[str]:
-        raise NotImplementedError
+        ...
 
     # ---- fixtures -------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ outside a scoped load holds (callers never read it).
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,9 +80,10 @@ def sorted_values(values: Sequence) -> tuple:
     return tuple(sorted(values))
 
 
-class AttributeLoaderContract:
+class AttributeLoaderContract(abc.ABC):
+    @abc.abstractmethod
     def store(self, root: Path, samples: Sequence[KitSample]) -> tuple[AttributeLoader, list[str | None] | None]:
-        raise NotImplementedError
+        ...
 
     def expected(self, sample: KitSample) -> tuple[tuple[str, ...], tuple[int, ...]]:
         return sample.tags, sample.category_ids

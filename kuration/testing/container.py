@@ -160,7 +160,7 @@ class ShardContainerContract:
 
     @pytest.fixture
     def container(self):
-        raise NotImplementedError("subclasses supply the container")
+        raise TypeError(f"{type(self).__name__} must define the container fixture: the ShardContainer under test")
 
     def assert_same(self, got: ShardArrays, sent: ShardArrays) -> None:
         assert sorted(got.arrays) == sorted(sent.arrays)

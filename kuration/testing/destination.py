@@ -28,6 +28,7 @@ A subclass supplies:
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import io
 import threading
@@ -86,12 +87,14 @@ def leftovers(names: list[str]) -> list[str]:
     return [n for n in names if not is_writer_leftover(n.rsplit("/", 1)[-1])]
 
 
-class DestinationContract:
+class DestinationContract(abc.ABC):
+    @abc.abstractmethod
     def make_destination(self, place: str) -> Destination:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def dying_at_publish(self, monkeypatch) -> None:
-        raise NotImplementedError
+        ...
 
     @pytest.fixture
     def dest(self) -> Destination:

@@ -31,6 +31,7 @@ speed; an encoder that needs a model or a file brings them in ``make_encoder``.
 
 from __future__ import annotations
 
+import abc
 import copy
 import pickle
 from collections.abc import Mapping, Sequence
@@ -95,14 +96,16 @@ def bits(value: Any, dtype: np.dtype) -> tuple:
     return array.shape, array.tobytes()
 
 
-class OutputEncoderContract:
+class OutputEncoderContract(abc.ABC):
     registered_as: tuple[str, Mapping[str, Any]] | None = None
 
+    @abc.abstractmethod
     def make_encoder(self) -> OutputEncoder:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def modalities(self) -> dict[str, dict[str, Any]]:
-        raise NotImplementedError
+        ...
 
     def schema(self) -> Schema:
         return Schema.from_dict(KIT_SCHEMA)

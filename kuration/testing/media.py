@@ -40,6 +40,7 @@ It may override:
 
 from __future__ import annotations
 
+import abc
 import re
 import shutil
 from pathlib import Path
@@ -72,7 +73,7 @@ def bits(array: np.ndarray) -> tuple:
     return array.dtype, array.shape, array.tobytes()
 
 
-class MediaProviderContract:
+class MediaProviderContract(abc.ABC):
     provider_name: str
 
     def stored(self, seed: int = 0) -> dict[str, np.ndarray]:
@@ -82,14 +83,17 @@ class MediaProviderContract:
         shutil.rmtree(folder)
         return folder
 
+    @abc.abstractmethod
     def write(self, folder: Path, arrays: dict[str, np.ndarray]) -> str:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def ref(self, name: str, row: int) -> str:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def missing_root(self, folder: Path) -> str:
-        raise NotImplementedError
+        ...
 
     # ---- fixtures and helpers ---------------------------------------------------------
 

@@ -32,6 +32,7 @@ whatever the recipe.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
@@ -102,12 +103,14 @@ def padded(shard: Mapping[str, np.ndarray], rows: int) -> ShardArrays:
     return ShardArrays(arrays, present, steps)
 
 
-class RolloutRecipeContract:
+class RolloutRecipeContract(abc.ABC):
+    @abc.abstractmethod
     def make_recipe(self) -> RolloutRecipe:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def shards(self) -> Sequence[Mapping[str, np.ndarray]]:
-        raise NotImplementedError
+        ...
 
     # ---- fixtures and helpers ---------------------------------------------------------
 

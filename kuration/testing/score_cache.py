@@ -18,6 +18,7 @@ error and never another entry's table.
 
 from __future__ import annotations
 
+import abc
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -63,9 +64,10 @@ def assert_same_bits(got: pa.Table | None, want: pa.Table) -> None:
             assert a.equals(b), name
 
 
-class ScoreCacheContract:
+class ScoreCacheContract(abc.ABC):
+    @abc.abstractmethod
     def make_cache(self) -> ScoreCache:
-        raise NotImplementedError
+        ...
 
     @pytest.fixture
     def cache(self) -> ScoreCache:
@@ -114,7 +116,7 @@ class ScoreCacheContract:
         assert cache.get(RUN, SOURCE, weak) is None
         self.assert_nothing_stored(cache)
 
-    def assert_nothing_stored(self, cache) -> None:
+    def assert_nothing_stored(self, cache) -> None:  # noqa: B027 - optional: a no-op unless the cache can be inspected
         """Hook: a cache that can be inspected checks it holds no entry."""
 
     def test_a_second_put_replaces_the_first(self, cache):
@@ -131,11 +133,13 @@ class ScoreCacheContract:
 
 
 class PersistentScoreCacheContract(ScoreCacheContract):
+    @abc.abstractmethod
     def reopen(self, cache: ScoreCache) -> ScoreCache:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def entry_urls(self, cache: ScoreCache) -> list[str]:
-        raise NotImplementedError
+        ...
 
     def assert_nothing_stored(self, cache) -> None:
         assert self.entry_urls(cache) == []

@@ -35,6 +35,7 @@ published version), or the commit chain above the manifest, which
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import re
 from collections.abc import Mapping
@@ -82,12 +83,14 @@ def bits(array: np.ndarray) -> tuple:
     return array.dtype.str, array.shape, array.tobytes()
 
 
-class ShardSourceContract:
+class ShardSourceContract(abc.ABC):
+    @abc.abstractmethod
     def make_root(self, place: str) -> str:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def open_source(self, root: str, *, untrusted: bool, decode_timeout: float | None) -> ShardSource:
-        raise NotImplementedError
+        ...
 
     def entries(self, source: ShardSource) -> list[Mapping[str, Any]]:
         return list(source.entries)  # type: ignore[attr-defined]
