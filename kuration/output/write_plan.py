@@ -232,7 +232,9 @@ def _empty_plan_message(plan: BudgetPlan, spec: OutputSpec) -> str:
 def _check_span_values(spec: OutputSpec, targets: Sequence[PlannedShard], features: Sequence[str]) -> None:
     """Every ``segment:`` modality's value in every span a shard is cut from, cast as the
     shard assembly casts it (:func:`~kuration.output.shard_assembly.segment_value`): a
-    feature the strategy does not compute, a null, or a value of another kind fails here."""
+    feature the strategy does not compute, a null, a value of another kind, or one an
+    integer or bool modality cannot hold exactly (not whole, not finite, out of its range)
+    fails here, naming the first span in plan order that has it."""
     segment = spec.of_kind("segment")
     if not segment:
         return

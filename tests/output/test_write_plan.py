@@ -41,7 +41,8 @@ def _shards(corpus, spec=None, **kwargs):
     ({"source": "segment:gust.max", "dtype": "float32", "shape": []}, MissingValueError,
      r"modality 'x': no segment feature 'gust.max' in the span's meta for source '.*', entity .*; it has \["),
     ({"source": "segment:wind.max", "dtype": "int64", "shape": []}, MissingValueError,
-     r"modality 'x' \(segment:wind.max\): segment feature 'wind.max' is float64, which int64 cannot hold"),
+     r"modality 'x' \(segment:wind.max\): segment feature 'wind.max' is \d+\.\d+ at source '.*', entity .*, span "
+     r"\d+, which int64 cannot hold: it takes whole values"),
     ({"source": "segment:wind.max", "dtype": "float32", "shape": [2]}, MissingValueError,
      r"segment feature 'wind.max' has shape \[\] per row, the spec declares \[2\]"),
     ({"source": "encoder:x", "dtype": "float32", "shape": []}, EncoderError,
