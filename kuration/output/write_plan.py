@@ -20,8 +20,9 @@ Two steps, each returning a frozen plan:
 Call :func:`plan_write` under the destination's lease and publish the plan
 (:func:`kuration.output.publish.publish`) under the same one: a plan's reuse decisions hold
 only while no other writer can change the destination. What planning does not do: write
-anything, take the lease, or decode media (publication probes one reference per media
-modality before it begins, since that reads the recordings).
+anything, take the lease, or read the recordings (:func:`kuration.output.preflight.preflight`
+does, between the two steps and before the lease: one reference per media column decoded,
+one record encoded).
 """
 
 from __future__ import annotations

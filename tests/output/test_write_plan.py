@@ -15,18 +15,7 @@ from kuration.output.write_dataset import (
     DatasetWriteError, DatasetWriteOptions, WriteContext, WriteOptions, plan_shards, plan_write, publish, write_dataset,
 )
 from kuration.read import load_committed, verify_dataset
-from tests.output.corpus import SPEC, Corpus, data_files, snapshot
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    return Corpus(tmp_path_factory.mktemp("corpus"))
-
-
-@pytest.fixture(scope="module")
-def committed(corpus, tmp_path_factory):
-    out = tmp_path_factory.mktemp("committed") / "out"
-    return out, corpus.write(out)
+from tests.output.corpus import SPEC, data_files, snapshot
 
 
 def _spec(**modalities):
