@@ -1,4 +1,5 @@
-"""The destination lease: one writer per dataset directory, from preflight to the final commit.
+"""The destination lease: one writer per dataset directory, from planning the write to the final commit
+(the preflight, which only reads, runs before it).
 
 Locally the lease is an exclusive ``flock`` on ``<out>/.kuration-writer.lock``. The kernel
 releases it when the writer's process exits, however it exits (a SIGKILL included), so a

@@ -2,10 +2,9 @@
 
 :func:`publish` acts on a :class:`~kuration.output.write_plan.WritePlan` and decides
 nothing the plan did not: which shards to keep, which to write, the run fingerprint and
-the records' bodies are the plan's. Before publication begins it probes one reference of
-each media modality through the path the shards take (:func:`_probe_media`: it reads the
-recordings, so it is not part of planning), so a provider that cannot read these
-references fails while every published byte is as it was. Then ``dataset.commit.json``
+the records' bodies are the plan's. It begins publication at once (the preflight,
+:mod:`.preflight`, decoded one reference of each media modality and encoded one record
+before the lease was taken, and its tracks are reused here): ``dataset.commit.json``
 says ``writing``; the kept shards are listed in the run's resume records; the pending
 shards are written (here through a :class:`~kuration.output.write_track.ShardWriter`, or in
 write workers, :mod:`.write_workers`), each recorded for resume as it lands; then the
@@ -13,7 +12,8 @@ manifest, the ``budget/`` files and ``config.json``, the sweep of what the commi
 cover, and the committed record, last (:mod:`.commit_protocol`).
 
 What it does not do: take the lease (the caller holds it, from planning to the end), check
-anything static (planning did), or decide to reuse a shard.
+anything static (planning did), probe the recordings (the preflight did), or decide to
+reuse a shard.
 """
 
 from __future__ import annotations
@@ -25,8 +25,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from kuration.budget import BudgetPlan
 from kuration.budget.plan_store import BUDGET_DIR
 from kuration.canonical.hashing import canonical_json, readable_json
@@ -34,14 +32,12 @@ from kuration.output.commit_protocol import (
     CHECKPOINT_DIR, RESUME_DIR, CommitRecord, is_writer_leftover, publish_committed, publish_writing,
 )
 from kuration.output.destinations import Destination
-from kuration.output.shard_assembly import decode_media_rows
+from kuration.output.preflight import Preflight
 from kuration.output.shard_reuse import ADOPTED_RECORD, resume_folder
 from kuration.output.write_errors import DatasetWriteError
 from kuration.output.write_plan import WritePlan
 from kuration.output.write_track import ShardWriter
-from kuration.output.write_workers import (
-    ShardTask, WorkerState, read_tracks, run_shard_tasks, shard_tasks, span_track, write_task_shards,
-)
+from kuration.output.write_workers import ShardTask, WorkerState, run_shard_tasks, shard_tasks, write_task_shards
 from kuration.sources.media import media_cache
 from kuration.sources.tracks import Track
 from kuration.splits.stages import EXCLUSIVE_STAGES
@@ -117,47 +113,10 @@ class _Journal:
         self._destination.write_metadata(name, canonical_json({"run": run, "entry": entry}), durable=False)
 
 
-def _probe_media(plan: WritePlan) -> dict[str, dict[str, Track]]:
-    """Before publication: decode the first present reference of every media modality,
-    through the path the shards take, so a provider that is missing, misconfigured or
-    cannot read these references fails while every published byte is as it was.
-
-    Only shards still to be written count (a kept shard is verified already), and a source
-    with nothing to write is not read. Sources are read in writing order until each media
-    modality has decoded one reference (the first source to write, as a rule); the tracks
-    of every source read are returned so the writer does not read it again. Decoding every
-    reference would mean decoding the data twice: a reference that fails later still fails
-    the write, with publication begun (readers reject the folder; resume finishes it once
-    the reference is fixed)."""
-    shards = plan.shards
-    unchecked = dict(shards.spec.of_kind("media"))
-    read_ahead: dict[str, dict[str, Track]] = {}
-    for source in shards.sources:
-        to_write = plan.pending[source]
-        if not unchecked:
-            return read_ahead
-        if not to_write:
-            continue
-        tracks = read_tracks(shards.schema, shards.adapter, source)
-        read_ahead[source] = tracks
-        for target, row in to_write:
-            track = span_track(tracks, target, row, shards.features)
-            present = target.start + np.flatnonzero(track.present[target.start:target.stop])
-            for name, m in list(unchecked.items()):
-                # A present row without a reference is the shard assembly's error to report.
-                first = next((int(r) for r in present if track.media[m.key][int(r)] is not None), None)
-                if first is not None:
-                    decode_media_rows(track, np.array([first]), name, m, shards.adapter, shards.schema)
-                    del unchecked[name]
-            if not unchecked:
-                return read_ahead
-    return read_ahead
-
-
 def _write_here(destination: Destination, plan: WritePlan, journal: _Journal,
-                read_ahead: dict[str, dict[str, Track]], progress: Callable[[int, int, str], None] | None) -> None:
+                read_ahead: dict[str, Mapping[str, Track]], progress: Callable[[int, int, str], None] | None) -> None:
     """The pending shards, in this process, source by source (``read_ahead``: tracks the
-    media probe read already)."""
+    preflight read already)."""
     shards = plan.shards
     with ShardWriter(destination, shards.spec, schema=shards.schema, encoder=shards.encoder, adapter=shards.adapter,
                      on_entry=journal.finished) as writer:
@@ -218,18 +177,24 @@ def _remove_leftovers(destination: Destination, keep: set[str]) -> None:
 
 
 def publish(destination: Destination, plan: WritePlan, *,
-            progress: Callable[[int, int, str], None] | None = None) -> DatasetWriteResult:
+            progress: Callable[[int, int, str], None] | None = None,
+            preflight: Preflight | None = None) -> DatasetWriteResult:
     """Carry out ``plan`` at ``destination`` (the one it was planned for, under the same
     lease) and commit (see the module docstring). ``progress(done, total, source)`` is
-    called once per source, in source order, after its shards are written."""
+    called once per source, in source order, after its shards are written. ``preflight``:
+    what :func:`~kuration.output.preflight.preflight` read of ``plan.shards``, whose tracks
+    are written from instead of reading those sources again."""
     if destination.url != plan.destination:
         raise DatasetWriteError(f"{destination.url}: the write plan is for {plan.destination}; plan again for this "
                                 "destination")
+    if preflight is not None and preflight.shards is not plan.shards:
+        raise DatasetWriteError("the preflight given is of other shards than the write plan's; pass "
+                                "preflight(plan.shards)")
     journal = _Journal(destination, plan)
-    # One media cache for the probe and the shards: each media file is read once, within the
-    # cache's bound (a cache the caller opened is used, with its bound).
+    # One media cache for the shards: each media file is read once, within the cache's bound
+    # (a cache the caller opened is used, with its bound: the preflight's, when it opened one).
     with media_cache():
-        read_ahead = _probe_media(plan)
+        read_ahead = dict(preflight.tracks) if preflight is not None else {}
 
         # -- publication starts: readers reject the directory until the final commit ------
         publish_writing(destination, run_fingerprint=plan.run_fingerprint, marker=plan.marker)

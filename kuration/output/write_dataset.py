@@ -5,12 +5,15 @@ Plan, then act. Both gather their arguments once into an options object
 (:class:`DatasetWriteOptions`; :class:`~.write_plan.WriteOptions` for ``write_planned_dataset``),
 checked when made. Then :func:`~.write_plan.plan_shards` runs every static check (the output
 spec against the schema, the plan against the spec, an empty plan, the span values the
-``segment:`` modalities read, ...) before the lease is taken; under the lease
-:func:`~.write_plan.plan_write` reads the destination's state and the sources' identities
-into a :class:`~.write_plan.WritePlan` (the run fingerprint, content keys, kept and pending
-shards, the records' bodies), and :func:`~.publish.publish` carries it out in the commit
-protocol's order (:mod:`.commit_protocol`). A failure before publication begins leaves
-every published byte as it was.
+``segment:`` modalities read, ...), and :func:`~.preflight.preflight` reads what shows the
+modalities can be made (the adapter lists every admitted source, one reference of each
+media column decodes, the encoder's output on one record fits its modalities), both before
+the lease is taken: a write they refuse leaves the destination as it was, a new one not
+even created. Under the lease :func:`~.write_plan.plan_write` reads the destination's state
+and the sources' identities into a :class:`~.write_plan.WritePlan` (the run fingerprint,
+content keys, kept and pending shards, the records' bodies), and :func:`~.publish.publish`
+carries it out in the commit protocol's order (:mod:`.commit_protocol`). A failure before
+publication begins leaves every published byte as it was.
 
 Resume and reuse. ``resume=True`` is for the same run (same spec, plan, sources and code:
 one run fingerprint); on a destination another run wrote it raises :class:`DifferentRunError`
@@ -57,6 +60,7 @@ never removes them, and a committed run removes every namespace but its own.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import functools
 import os
@@ -75,6 +79,7 @@ from kuration.numbers import parse_bytes
 from kuration.output.commit_protocol import CHECKPOINT_DIR
 from kuration.output.destinations import Destination, open_destination
 from kuration.output.encoders import OutputEncoder
+from kuration.output.preflight import preflight
 from kuration.output.publish import DatasetWriteResult, publish
 from kuration.output.spec import OutputSpec
 from kuration.output.write_errors import DatasetWriteError, DifferentRunError, EmptyPlanError, WriteWorkerError
@@ -83,6 +88,7 @@ from kuration.output.write_plan import (
     refuse_the_dataset_being_read,
 )
 from kuration.scoring import FsspecScoreCache, ScoreCache, ScoringResult, Segmenter, Strategy, score_sources
+from kuration.sources.media import media_cache
 from kuration.sources.protocol import SourceAdapter
 from kuration.sources.schema import Schema
 
@@ -142,9 +148,13 @@ def write_planned_dataset(
         raise DatasetWriteError(f"split: expected the split identity mapping of stored_split_identity(root), got "
                                 f"{type(split).__name__}")
     context = WriteContext(job=job, inputs=None if split is None else {"split": dict(split)})
-    with destination.lease():
-        return publish(destination, plan_write(destination, shards, options=options, context=context),
-                       progress=options.progress)
+    # before the preflight reads the recordings: a refused intent costs nothing (checked again under the lease)
+    check_destination(destination, options.resume, options.force, replace=options.on_other_run == "replace")
+    with media_cache():  # the media files the preflight decoded are not read again for the shards
+        checked = preflight(shards)
+        with destination.lease():
+            return publish(destination, plan_write(destination, shards, options=options, context=context),
+                           progress=options.progress, preflight=checked)
 
 
 def _split_identity(split_assignments: pa.Table | None, group_of: GroupOf) -> dict[str, Any] | None:
@@ -276,8 +286,10 @@ def write_dataset(
     write_workers: int = 1,
 ) -> DatasetWriteResult:
     """Score ``sources`` (default: all), fill the hour budgets, write and commit the
-    dataset at ``out``. Everything that can be checked is checked before scoring, and the
-    destination's lease is held from then until the commit.
+    dataset at ``out``. Everything that can be checked is checked before scoring; the
+    preflight (see the module docstring) runs after the budget fill, before the
+    destination's lease is taken, and the lease is held from then until the commit (and
+    while scoring, when checkpoints go into the destination).
 
     ``memory_budget`` (bytes, or a string such as ``"512MiB"``) is a hard bound on the
     scored results held in memory between scoring and the fill: they are checkpointed
@@ -317,20 +329,28 @@ def write_dataset(
 
 def _score_plan_and_write(out: str | os.PathLike[str], options: DatasetWriteOptions) -> DatasetWriteResult:
     """:func:`write_dataset` with its arguments gathered: score, plan the budget, plan the
-    write, publish it. The lease is held from before scoring to the commit."""
+    write, preflight it, publish it."""
     destination = open_destination(out)
     refuse_the_dataset_being_read(destination, options.adapter)
     cache = _checkpoint_cache(destination, options)
     started = _dt.datetime.now(_dt.timezone.utc)
-    with destination.lease():
-        check_destination(destination, options.resume, options.force)  # before scoring: a refused write costs nothing
+    check_destination(destination, options.resume, options.force)  # before scoring: a refused write costs nothing
+    # Checkpoints written into the destination are written under its lease: another writer's
+    # commit removes other runs' checkpoints. Once scored they are memory-mapped local files,
+    # readable while mapped even when removed, so another writer's commit between this lease
+    # and the write's only costs a later resume the re-scoring.
+    checkpoints_at_destination = cache is not options.cache  # _checkpoint_cache chose the destination's folder
+    with destination.lease() if checkpoints_at_destination else contextlib.nullcontext():
         scored = _score(options, cache)
-        shards = plan_shards(_plan_budget(options, scored), adapter=options.adapter, schema=options.schema,
-                             spec=options.spec, encoder=options.encoder, allow_empty=options.allow_empty)
-        plan = plan_write(destination, shards, options=options.write, context=_context(options, scored, started))
-        written = publish(destination, plan, progress=options.write.progress)
-        if CHECKPOINT_DIR in destination.top_level():
-            FsspecScoreCache(destination.where(CHECKPOINT_DIR)).prune(*scored.cache_fingerprints)
+    shards = plan_shards(_plan_budget(options, scored), adapter=options.adapter, schema=options.schema,
+                         spec=options.spec, encoder=options.encoder, allow_empty=options.allow_empty)
+    with media_cache():  # the media files the preflight decoded are not read again for the shards
+        checked = preflight(shards)
+        with destination.lease():
+            plan = plan_write(destination, shards, options=options.write, context=_context(options, scored, started))
+            written = publish(destination, plan, progress=options.write.progress, preflight=checked)
+            if CHECKPOINT_DIR in destination.top_level():
+                FsspecScoreCache(destination.where(CHECKPOINT_DIR)).prune(*scored.cache_fingerprints)
     return written
 
 

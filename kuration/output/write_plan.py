@@ -20,8 +20,9 @@ Two steps, each returning a frozen plan:
 Call :func:`plan_write` under the destination's lease and publish the plan
 (:func:`kuration.output.publish.publish`) under the same one: a plan's reuse decisions hold
 only while no other writer can change the destination. What planning does not do: write
-anything, take the lease, or decode media (publication probes one reference per media
-modality before it begins, since that reads the recordings).
+anything, take the lease, or read the recordings (:func:`kuration.output.preflight.preflight`
+does, between the two steps and before the lease: one reference per media column decoded,
+one record encoded).
 """
 
 from __future__ import annotations
@@ -232,7 +233,9 @@ def _empty_plan_message(plan: BudgetPlan, spec: OutputSpec) -> str:
 def _check_span_values(spec: OutputSpec, targets: Sequence[PlannedShard], features: Sequence[str]) -> None:
     """Every ``segment:`` modality's value in every span a shard is cut from, cast as the
     shard assembly casts it (:func:`~kuration.output.shard_assembly.segment_value`): a
-    feature the strategy does not compute, a null, or a value of another kind fails here."""
+    feature the strategy does not compute, a null, a value of another kind, or one an
+    integer or bool modality cannot hold exactly (not whole, not finite, out of its range)
+    fails here, naming the first span in plan order that has it."""
     segment = spec.of_kind("segment")
     if not segment:
         return

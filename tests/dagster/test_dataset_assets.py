@@ -6,13 +6,14 @@ import hashlib
 import json
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from dagster import AssetKey, AssetSelection, materialize
 
 from kuration.budget import plan_budget
 from kuration.budget.plan_store import load_scored_pool, read_budget_plan, read_budget_record, write_budget_plan
-from kuration.read import load_committed, verify_dataset
+from kuration.read import iter_shards, load_committed, verify_dataset
 from kuration.scoring import Strategy
 from kuration_assets import dataset_assets, dataset_integrity, shards_and_manifest, shards_present
 from rollout_assets import rollout_store
@@ -105,6 +106,19 @@ def test_an_empty_plan_fails_the_dataset_step_unless_allowed(scored, instance, t
     assert "allow_empty=True" in failure_text(refused) and not (tmp_path / "storage" / "dataset").exists()
     allowed = _dataset(scored, instance, allow_empty=True)
     assert allowed.success and materialization_metadata(allowed)["dataset_manifest"]["shards"] == 0
+
+
+def test_the_seeds_int64_label_from_a_segment_feature_is_written_and_read_back(scored, instance, tmp_path):
+    """Seed 000's ``label`` example, from the float64 tag the segment table stores."""
+    spec_file = tmp_path / "landing" / "output_spec.json"
+    spec = json.loads(spec_file.read_text())
+    spec["modalities"]["label"] = {"dtype": "int64", "shape": [], "source": "segment:tag.near_miss"}
+    spec_file.write_text(json.dumps(spec))
+    plan_budget_for_tests(scored, instance)
+    assert _dataset(scored, instance).success
+    labels = [arrays["label"] for arrays in iter_shards(tmp_path / "storage" / "dataset")]
+    assert labels and {a.dtype for a in labels} == {np.dtype(np.int64)}
+    assert set(np.concatenate(labels).tolist()) == {0, 1}
 
 
 def test_without_a_budget_plan_the_dataset_step_fails_with_the_fix(scored, instance):

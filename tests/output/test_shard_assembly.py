@@ -48,6 +48,12 @@ def test_segment_features_repeat_on_present_rows():
     assert shard.arrays["label"].tolist() == [7, 7, 0, 7]
 
 
+def test_a_whole_float_segment_feature_is_an_integer_label():
+    spec = _spec(label={"dtype": "int64", "shape": [], "source": "segment:label"})
+    shard = assemble_shard(make_track(meta={"label": 7.0}), 0, 4, spec, schema=SCHEMA)
+    assert shard.arrays["label"].dtype == np.int64 and shard.arrays["label"].tolist() == [7, 7, 0, 7]
+
+
 def test_a_missing_segment_feature_raises_with_context():
     spec = _spec(label={"dtype": "int64", "shape": [], "source": "segment:label"})
     with pytest.raises(MissingValueError, match=r"no segment feature 'label' in the span's meta for source 'src/a', "
@@ -57,7 +63,8 @@ def test_a_missing_segment_feature_raises_with_context():
 
 def test_a_nan_segment_feature_cannot_become_an_integer():
     spec = _spec(label={"dtype": "int64", "shape": [], "source": "segment:label"})
-    with pytest.raises(MissingValueError, match="segment feature 'label' is float64, which int64 cannot hold"):
+    with pytest.raises(MissingValueError, match=r"segment feature 'label' is nan at source 'src/a', entity "
+                                                r"str:'drone_1', which int64 cannot hold: it takes whole values"):
         assemble_shard(make_track(meta={"label": float("nan")}), 0, 4, spec, schema=SCHEMA)
 
 

@@ -127,7 +127,7 @@ def test_a_provider_that_fails_its_first_decode_publishes_nothing(corpus, writte
     fresh = tmp_path / "fresh"
     with pytest.raises(MediaError):
         corpus.write(fresh, adapter=broken, **BUDGET)
-    assert [p.name for p in fresh.iterdir()] == [".kuration-writer.lock"]  # the lease file, nothing published
+    assert not fresh.exists()  # the preflight failed before the lease: not even the folder
 
 
 def test_a_bad_reference_is_a_media_error_naming_source_entity_and_row(tmp_path):
@@ -158,9 +158,12 @@ def test_each_archive_is_read_once_per_write(corpus, tmp_path, monkeypatch):
     assert len(result.manifest["entries"]) > 2 * len(archives)  # without the cache: one read per shard
 
 
-def test_a_resume_reads_only_the_sources_it_writes_and_each_once(corpus, written, tmp_path, monkeypatch):
-    """The media check before publication passes over the shards resume keeps, and the
-    writer reuses the tracks the check read."""
+def test_a_resume_reads_the_preflight_source_and_the_sources_it_writes_each_once(corpus, written, tmp_path,
+                                                                                 monkeypatch):
+    """The preflight runs before the lease, so before it is known which shards a resume
+    keeps: it reads the first source to decode one reference of each media column, even when
+    every shard is kept. The writer reuses the tracks it read, and reads no other source
+    than those it writes."""
     out = tmp_path / "out"
 
     def write(**kwargs):
@@ -171,13 +174,14 @@ def test_a_resume_reads_only_the_sources_it_writes_and_each_once(corpus, written
     reads = []
     real = corpus.adapter.read_ticks
     monkeypatch.setattr(corpus.adapter, "read_ticks", lambda source: reads.append(source) or real(source))
-    assert (write(resume=True).written, reads) == (0, [])  # every shard kept: no source read, not even to check
     sources = sorted({e["source_id"] for e in entries})
+    assert (write(resume=True).written, reads) == (0, sources[:1])  # every shard kept: only the preflight's read
+    reads.clear()
     for entry in entries:
-        if entry["source_id"] in sources[1:3]:
+        if entry["source_id"] in sources[:2]:
             (out / entry["path"]).unlink()
     again = write(resume=True)
-    assert again.written == sum(e["source_id"] in sources[1:3] for e in entries) and reads == sources[1:3]
+    assert again.written == sum(e["source_id"] in sources[:2] for e in entries) and reads == sources[:2]
     assert verify_dataset(out).ok
 
 

@@ -15,18 +15,7 @@ from kuration.output.write_dataset import (
     DatasetWriteError, DatasetWriteOptions, WriteContext, WriteOptions, plan_shards, plan_write, publish, write_dataset,
 )
 from kuration.read import load_committed, verify_dataset
-from tests.output.corpus import SPEC, Corpus, data_files, snapshot
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    return Corpus(tmp_path_factory.mktemp("corpus"))
-
-
-@pytest.fixture(scope="module")
-def committed(corpus, tmp_path_factory):
-    out = tmp_path_factory.mktemp("committed") / "out"
-    return out, corpus.write(out)
+from tests.output.corpus import SPEC, data_files, snapshot
 
 
 def _spec(**modalities):
@@ -41,7 +30,8 @@ def _shards(corpus, spec=None, **kwargs):
     ({"source": "segment:gust.max", "dtype": "float32", "shape": []}, MissingValueError,
      r"modality 'x': no segment feature 'gust.max' in the span's meta for source '.*', entity .*; it has \["),
     ({"source": "segment:wind.max", "dtype": "int64", "shape": []}, MissingValueError,
-     r"modality 'x' \(segment:wind.max\): segment feature 'wind.max' is float64, which int64 cannot hold"),
+     r"modality 'x' \(segment:wind.max\): segment feature 'wind.max' is \d+\.\d+ at source '.*', entity .*, span "
+     r"\d+, which int64 cannot hold: it takes whole values"),
     ({"source": "segment:wind.max", "dtype": "float32", "shape": [2]}, MissingValueError,
      r"segment feature 'wind.max' has shape \[\] per row, the spec declares \[2\]"),
     ({"source": "encoder:x", "dtype": "float32", "shape": []}, EncoderError,
