@@ -11,6 +11,7 @@ import os
 import signal
 import time
 
+from kuration.output.destinations import FsspecDestination, LocalDestination
 from kuration.output.lease import LeaseError
 
 FORK = multiprocessing.get_context("fork")
@@ -53,8 +54,23 @@ def run_writer(corpus, out, plan, kill_after=None, kill_on_rename=None, **kwargs
     return child.exitcode == 0, time.perf_counter() - start
 
 
+def _meet_at_the_lease(barrier) -> None:
+    """In this (child) process, make every destination wait at ``barrier`` before it takes its
+    lease: both writers have passed the destination checks and the preflight, so they race
+    for the lease itself, not for whichever reaches the destination first (a writer that
+    arrives after the other committed is refused for another reason, which is not this test)."""
+    for cls in (LocalDestination, FsspecDestination):
+        real = cls.lease
+
+        def lease(self, _real=real):
+            barrier.wait()
+            return _real(self)
+
+        cls.lease = lease
+
+
 def _racing_writer(corpus, out, plan, barrier):
-    barrier.wait()
+    _meet_at_the_lease(barrier)
     try:
         corpus.write(out, plan=plan)
     except LeaseError:
@@ -63,7 +79,7 @@ def _racing_writer(corpus, out, plan, barrier):
 
 
 def race_two_writers(corpus, out) -> list[int]:
-    """Two writer processes released at the same instant onto one destination: exit codes."""
+    """Two writer processes released at the same instant onto one destination's lease: exit codes."""
     plan = corpus.plan()
     barrier = FORK.Barrier(2)
     children = [FORK.Process(target=_racing_writer, args=(corpus, out, plan, barrier)) for _ in range(2)]
