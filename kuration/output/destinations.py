@@ -60,6 +60,9 @@ class Destination(Protocol):
     def check_folders(self, folders: set[str]) -> None: ...
     def remove(self, relative: str) -> None: ...
     def lease(self): ...
+    def children(self, folder: str) -> list[str]: ...
+    def create_new(self, relative: str, data: bytes) -> bool: ...
+    def share_file(self, source: str, relative: str) -> None: ...
 
 
 class Staged(Protocol):
@@ -156,6 +159,41 @@ class LocalDestination:
     def lease(self) -> DestinationLease:
         return DestinationLease(self.root)
 
+    def children(self, folder: str) -> list[str]:
+        base = self._path(folder)
+        return sorted(p.name for p in base.iterdir()) if base.is_dir() else []
+
+    def create_new(self, relative: str, data: bytes) -> bool:
+        """Write ``relative`` whole, only if it does not exist (False when it did): a temp
+        file made durable, then hard-linked to its name (``link`` fails on an existing
+        name, atomically, where ``rename`` would replace it)."""
+        path = self._path(relative)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = path.with_name(storage.temp_name(path.name, secrets.token_hex(6)))
+        try:
+            with open(temp, "xb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.link(temp, path)
+        except FileExistsError:
+            return False
+        finally:
+            temp.unlink(missing_ok=True)
+        storage.fsync_directory(path.parent)
+        return True
+
+    def share_file(self, source: str, relative: str) -> None:
+        """``relative`` becomes a hard link to ``source`` (no bytes copied); a copy where the
+        filesystem has no hard links."""
+        src, dst = self._path(source), self._path(relative)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.unlink(missing_ok=True)
+        try:
+            os.link(src, dst, follow_symlinks=False)
+        except OSError:
+            storage.write_bytes_atomic(str(dst), src.read_bytes())
+
 
 class FsspecDestination:
     def __init__(self, url: str) -> None:
@@ -247,6 +285,32 @@ class FsspecDestination:
             self.fs.rm_file(self._key(relative))
         except FileNotFoundError:
             pass
+
+    def children(self, folder: str) -> list[str]:
+        key = storage.fresh_path(self.fs, self._key(folder))
+        try:
+            found = self.fs.ls(key, detail=False)
+        except FileNotFoundError:
+            return []
+        return sorted({str(p).rstrip("/").rsplit("/", 1)[-1] for p in found} - {""})
+
+    def create_new(self, relative: str, data: bytes) -> bool:
+        """Put ``relative`` only if no object has its name (a conditional, if-none-match put;
+        False when one did), then read it back: a store that ignores the condition shows
+        whose object won."""
+        key = self._key(relative)
+        try:
+            self.fs.pipe_file(key, data, mode="create")
+        except OSError:
+            if self.read(relative) is None:
+                raise
+            return False
+        return self.read(relative) == data
+
+    def share_file(self, source: str, relative: str) -> None:
+        """``relative`` becomes a server-side copy of ``source`` (no bytes through this machine)."""
+        self.fs.copy(self._key(source), self._key(relative))
+        storage.fresh_path(self.fs, self._key(relative))
 
     def _held(self, current: bytes) -> LeaseError:
         return LeaseError(_held_message(self.url, self.where(LEASE_FILE), current))

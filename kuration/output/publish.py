@@ -18,6 +18,7 @@ reuse a shard.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import functools
 import hashlib
@@ -31,10 +32,12 @@ from kuration.canonical.hashing import canonical_json, readable_json
 from kuration.output.commit_protocol import (
     CHECKPOINT_DIR, RESUME_DIR, CommitRecord, is_writer_leftover, publish_committed, publish_writing,
 )
-from kuration.output.destinations import Destination
+from kuration.output.destinations import Destination, open_destination
 from kuration.output.preflight import Preflight
+from kuration.output.versions import PUBLISHED_DIR, VERSIONS_DIR, DatasetRoot
 from kuration.output.shard_reuse import ADOPTED_RECORD, resume_folder
 from kuration.output.write_errors import DatasetWriteError
+from kuration.read.committed import load_committed
 from kuration.output.write_plan import WritePlan
 from kuration.output.write_track import ShardWriter
 from kuration.output.write_workers import ShardTask, WorkerState, run_shard_tasks, shard_tasks, write_task_shards
@@ -58,6 +61,11 @@ class DatasetWriteResult:
     reused: int
     #: Why the destination's dataset was replaced ("" when it was not).
     replaced: str = ""
+    #: The version this write committed (:mod:`.versions`), its folder, and whether it is
+    #: current now (False: staged, for an audit and a later publish).
+    version: str = ""
+    version_url: str = ""
+    published: bool = False
 
     def __getitem__(self, key: str) -> Any:
         return self.config[key]
@@ -162,7 +170,7 @@ def _final_config(plan: WritePlan, splits: Mapping[str, Any], finished: _dt.date
 def _remove_leftovers(destination: Destination, keep: set[str]) -> None:
     """Files the new commit does not cover: in the split folders every file the new manifest
     does not list (an earlier run's shards, killed writes' temp files and attempt objects);
-    at the top level, in ``budget/`` and among the checkpoints, the temp files of killed writes."""
+    at the top level and in ``budget/``, the temp files of killed writes."""
     for split in EXCLUSIVE_STAGES:
         for name in destination.files_under(split):
             if name not in keep:
@@ -170,37 +178,55 @@ def _remove_leftovers(destination: Destination, keep: set[str]) -> None:
     for name in destination.top_level():
         if is_writer_leftover(name):
             destination.remove(name)
-    for folder in (BUDGET_DIR, CHECKPOINT_DIR):
+    for folder in (BUDGET_DIR,):
         for name in destination.files_under(folder):
             if is_writer_leftover(name.rsplit("/", 1)[-1]):
                 destination.remove(name)
 
 
-def publish(destination: Destination, plan: WritePlan, *,
-            progress: Callable[[int, int, str], None] | None = None,
-            preflight: Preflight | None = None) -> DatasetWriteResult:
-    """Carry out ``plan`` at ``destination`` (the one it was planned for, under the same
-    lease) and commit (see the module docstring). ``progress(done, total, source)`` is
-    called once per source, in source order, after its shards are written. ``preflight``:
-    what :func:`~kuration.output.preflight.preflight` read of ``plan.shards``, whose tracks
-    are written from instead of reading those sources again."""
-    if destination.url != plan.destination:
-        raise DatasetWriteError(f"{destination.url}: the write plan is for {plan.destination}; plan again for this "
-                                "destination")
+def _sweep_root(root: Destination) -> None:
+    """The temp files killed writers and publishers left at the root, in the publish log and
+    among the checkpoints (a version folder is swept before it commits)."""
+    for name in root.top_level():
+        if is_writer_leftover(name):
+            root.remove(name)
+    for folder in (PUBLISHED_DIR, CHECKPOINT_DIR):
+        for name in root.files_under(folder):
+            if is_writer_leftover(name.rsplit("/", 1)[-1]):
+                root.remove(name)
+
+
+def _share_adopted(root: Destination, plan: WritePlan) -> None:
+    """Every kept shard that lies in another version becomes this version's too: a hard link
+    (or a server-side copy), so a rebuild adds only the bytes of the shards it writes."""
+    here = f"{VERSIONS_DIR}/{plan.version}"
+    for path, source in sorted(plan.adopt.items()):
+        root.share_file(source, f"{here}/{path}")
+
+
+def commit_version(root: Destination, plan: WritePlan, *, progress: Callable[[int, int, str], None] | None = None,
+                   preflight: Preflight | None = None) -> DatasetWriteResult:
+    """Carry out ``plan`` in its version folder (under the root's lease) and commit that
+    version; publishing it is :func:`publish`'s last step."""
+    if root.url != plan.root:
+        raise DatasetWriteError(f"{root.url}: the write plan is for {plan.root}; plan again for this dataset root")
     if preflight is not None and preflight.shards is not plan.shards:
         raise DatasetWriteError("the preflight given is of other shards than the write plan's; pass "
                                 "preflight(plan.shards)")
+    destination = open_destination(plan.destination)
+    if plan.unchanged:
+        return _unchanged(destination, plan)
     journal = _Journal(destination, plan)
     # One media cache for the shards: each media file is read once, within the cache's bound
     # (a cache the caller opened is used, with its bound: the preflight's, when it opened one).
     with media_cache():
         read_ahead = dict(preflight.tracks) if preflight is not None else {}
 
-        # -- publication starts: readers reject the directory until the final commit ------
+        # -- publication of the version starts: readers reject its folder until it commits --
         publish_writing(destination, run_fingerprint=plan.run_fingerprint, marker=plan.marker)
         if plan.kept:
-            # The old manifest stops counting once the record says writing: a resume after a
-            # crash finds the kept shards here instead (not durable either, like every record).
+            _share_adopted(root, plan)
+            # A resume after a crash finds the kept shards here (not durable, like every record).
             destination.write_metadata(f"{resume_folder(plan.run_fingerprint)}/{ADOPTED_RECORD}", canonical_json(
                 {"run": plan.run_fingerprint, "entries": sorted(plan.kept.values(), key=lambda e: e["path"])}),
                 durable=False)
@@ -209,23 +235,59 @@ def publish(destination: Destination, plan: WritePlan, *,
             _write_in_workers(destination, plan, journal, progress)
         else:
             _write_here(destination, plan, journal, read_ahead, progress)
-    entries = sorted(journal.entries, key=lambda e: (e["source_id"], e["entity_id"], -1 if e["span_index"] is None
-                                                     else e["span_index"], e["shard_index"]))
+    return _commit(destination, plan, journal.entries)
+
+
+def _commit(destination: Destination, plan: WritePlan, entries: list[dict[str, Any]]) -> DatasetWriteResult:
+    """The manifest, the budget plan, config.json, the sweep, the committed record: the version's last steps."""
+    entries = sorted(entries, key=lambda e: (e["source_id"], e["entity_id"], -1 if e["span_index"] is None
+                                             else e["span_index"], e["shard_index"]))
     manifest = _manifest(entries, plan)
     for name, data in plan.budget_files.items():  # budget.json, which pins the tables, last
         destination.write_metadata(f"{BUDGET_DIR}/{name}", data)
     config = _final_config(plan, manifest["splits"], _dt.datetime.now(_dt.timezone.utc))
     manifest_bytes, config_bytes = readable_json(manifest), readable_json(config)
-    # Still unreadable (state=writing): the old run's shards and killed writes' temp files
-    # go now, so the committed directory holds exactly what its commit covers.
+    # Still unreadable (state=writing): killed writes' temp files go now, so the committed
+    # folder holds exactly what its commit covers.
     _remove_leftovers(destination, {e["path"] for e in entries})
     committed = publish_committed(destination, run_fingerprint=plan.run_fingerprint, marker=plan.marker,
                                   manifest=manifest_bytes, config=config_bytes)
     for name in destination.files_under(RESUME_DIR):  # the manifest now records every shard
         destination.remove(name)
-    shards = plan.shards
-    return DatasetWriteResult(destination.url, committed, manifest, config, shards.budget_plan, plan.to_write,
-                              len(plan.kept), plan.replaced)
+    return DatasetWriteResult(plan.root, committed, manifest, config, plan.shards.budget_plan, plan.to_write,
+                              len(plan.kept), plan.replaced, plan.version, plan.destination)
 
 
-__all__ = ["DatasetWriteResult", "MANIFEST_FORMAT", "publish"]
+def _unchanged(destination: Destination, plan: WritePlan) -> DatasetWriteResult:
+    """This run's committed version, every shard verified: what is on disk is the result."""
+    dataset = load_committed(destination.url)
+    for name in destination.files_under(RESUME_DIR):
+        destination.remove(name)
+    return DatasetWriteResult(plan.root, dataset.record, dict(dataset.manifest), dict(dataset.config),
+                              plan.shards.budget_plan, 0, len(plan.kept), plan.replaced, plan.version,
+                              plan.destination)
+
+
+def publish(destination: Destination, plan: WritePlan, *,
+            progress: Callable[[int, int, str], None] | None = None,
+            preflight: Preflight | None = None) -> DatasetWriteResult:
+    """Carry out ``plan`` at the dataset root ``destination`` (the one it was planned for,
+    under the same lease): commit the version (:func:`commit_version`), sweep the root of
+    killed publishers' temp files, and, when the plan says so, make the version current in
+    one atomic step (:meth:`~kuration.output.versions.DatasetRoot.publish`).
+    ``progress(done, total, source)`` is called once per source, in source order, after
+    its shards are written. ``preflight``: what :func:`~kuration.output.preflight.preflight`
+    read of ``plan.shards``, whose tracks are written from instead of reading those sources
+    again."""
+    result = commit_version(destination, plan, progress=progress, preflight=preflight)
+    root = DatasetRoot(destination.url)
+    _sweep_root(destination)
+    if not plan.make_current:
+        return result
+    current = root.current()
+    if current is None or current.version != plan.version:
+        root.publish(plan.version)
+    return dataclasses.replace(result, published=True)
+
+
+__all__ = ["DatasetWriteResult", "MANIFEST_FORMAT", "commit_version", "publish"]

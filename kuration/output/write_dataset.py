@@ -149,7 +149,7 @@ def write_planned_dataset(
                                 f"{type(split).__name__}")
     context = WriteContext(job=job, inputs=None if split is None else {"split": dict(split)})
     # before the preflight reads the recordings: a refused intent costs nothing (checked again under the lease)
-    check_destination(destination, options.resume, options.force, replace=options.on_other_run == "replace")
+    check_destination(destination, options.resume, options.force)
     with media_cache():  # the media files the preflight decoded are not read again for the shards
         checked = preflight(shards)
         with destination.lease():

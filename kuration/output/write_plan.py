@@ -31,7 +31,7 @@ import datetime as _dt
 import hashlib
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -41,8 +41,7 @@ from kuration.budget import BudgetPlan
 from kuration.budget.plan_store import BUDGET_DIR, BUDGET_FILE, budget_plan_files
 from kuration.budget.spans import feature_columns
 from kuration.canonical.hashing import canonical_digest, code_fingerprint, readable_json, sha256_hex, stable_repr
-from kuration.errors import CommitError
-from kuration.output.commit_protocol import CHECKPOINT_DIR, CommitRecord, is_writer_leftover, read_commit
+from kuration.output.commit_protocol import CHECKPOINT_DIR, is_writer_leftover
 from kuration.output.destinations import Destination
 from kuration.output.encoders import EncoderError, OutputEncoder, PassthroughEncoder
 from kuration.output.shard_assembly import segment_value
@@ -50,7 +49,9 @@ from kuration.output.shard_reuse import (
     ReuseCandidates, content_key, content_key_basis, reuse_candidates, verified_reuse,
 )
 from kuration.output.spec import OutputSpec
-from kuration.output.write_errors import DatasetWriteError, DifferentRunError, EmptyPlanError
+from kuration.output.versions import VERSIONS_DIR, DatasetRoot
+from kuration.output.write_errors import DatasetWriteError, EmptyPlanError
+from kuration.output.write_target import WriteTarget, write_target
 from kuration.output.write_track import shard_targets
 from kuration.output.write_workers import PlannedShard, WorkerState, check_write_workers, pickled_state, span_meta
 from kuration.sources.protocol import SourceAdapter, SourceIdentity
@@ -72,7 +73,9 @@ class WriteOptions:
     whose content key matches a verified shard at the destination. ``allow_empty``: commit
     a plan that gives no shard instead of raising :class:`EmptyPlanError`.
     ``write_workers``: processes that write and hash the shards (an int >= 1).
-    ``progress(done, total, source)``: after each source's shards are written."""
+    ``progress(done, total, source)``: after each source's shards are written.
+    ``publish``: make the committed version current (True), or leave it staged for an audit
+    and a later :meth:`~kuration.output.versions.DatasetRoot.publish` (False)."""
 
     resume: bool = False
     force: bool = False
@@ -81,6 +84,7 @@ class WriteOptions:
     allow_empty: bool = False
     write_workers: int = 1
     progress: Callable[[int, int, str], None] | None = None
+    publish: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "write_workers", check_write_workers(self.write_workers))
@@ -146,9 +150,17 @@ class WritePlan:
     order they are written; ``config`` is ``config.json`` but for ``results.splits`` and
     ``timestamps.finished``, which only the written shards give. ``replaced`` says why the
     destination's dataset is replaced ("" when it is not), ``worker_state`` is what the
-    write workers are sent (b"" when the shards are written in this process)."""
+    write workers are sent (b"" when the shards are written in this process).
+
+    Versions (:mod:`.versions`): the write commits ``version`` of the dataset root ``root``,
+    in the folder ``destination``. ``adopt`` maps each kept shard that lies in another
+    version to its path inside the root (it is shared into this version, not rewritten);
+    ``unchanged`` says the version is this run's, committed, and every shard verified, so
+    nothing is written; ``make_current`` says the committed version is published."""
 
     shards: ShardPlan
+    root: str
+    version: str
     destination: str
     run_fingerprint: str
     fingerprints: Mapping[str, Any]
@@ -161,6 +173,9 @@ class WritePlan:
     replaced: str
     write_workers: int
     worker_state: bytes
+    adopt: Mapping[str, str]
+    unchanged: bool
+    make_current: bool
 
     @property
     def to_write(self) -> int:
@@ -290,24 +305,16 @@ def _existing(destination: Destination) -> list[str]:
     return [name for name in destination.top_level() if name != CHECKPOINT_DIR and not is_writer_leftover(name)]
 
 
-def check_destination(destination: Destination, resume: bool, force: bool, *,
-                      replace: bool = False) -> tuple[CommitRecord | None, str]:
-    """The destination's commit record, once it is clear this write may go on; and, when
-    ``force`` or ``replace`` lets a torn or edited record be replaced, why it was."""
+def check_destination(destination: Destination, resume: bool, force: bool) -> None:
+    """Refuse a dataset root that holds something when the write says neither ``resume``
+    nor ``force`` (the seed's rule); which version the write goes into is
+    :func:`~kuration.output.write_target.write_target`'s."""
     existing = _existing(destination)
-    torn = ""
-    try:
-        record = read_commit(destination)
-    except CommitError as exc:
-        if not (force or replace):
-            raise
-        record, torn = None, str(exc)
     if existing and not (resume or force):
         raise DatasetWriteError(
             f"{destination.url}: already holds {existing[:5]}{'...' if len(existing) > 5 else ''}; pass resume=True to "
-            "finish or reuse the same run, or force=True to replace it"
+            "finish or reuse the same run, or force=True to write a new version beside it"
         )
-    return record, torn
 
 
 def refuse_the_dataset_being_read(destination: Destination, adapter: SourceAdapter) -> None:
@@ -337,21 +344,6 @@ def _run_fingerprints(shards: ShardPlan, identities: Mapping[str, SourceIdentity
         "sources": {s: identities[s].token() for s in shards.sources}, "kuration": _version.__version__,
         **(dict(context.inputs) if context.inputs else {}),
     }
-
-
-def _resume_intent(destination: Destination, record: CommitRecord | None, run_fingerprint: str, resume: bool,
-                   replace: bool) -> tuple[bool, str]:
-    """Whether the write resumes, and why it replaces the destination's dataset ("" when
-    it does not): a resume that finds another run's dataset raises :class:`DifferentRunError`,
-    or with ``replace`` replaces it as ``force=True`` would (matching shards are still kept)."""
-    if not resume or record is None or record.run_fingerprint == run_fingerprint:
-        return resume, ""
-    other = (f"{destination.url}: holds a {record.state} dataset of another run (run {record.run_fingerprint[:12]}..., "
-             f"this one {run_fingerprint[:12]}...: the spec, plan, sources or code changed)")
-    if not replace:
-        raise DifferentRunError(f"{other}; resume=True only finishes or re-checks the same run. Pass force=True to "
-                                "replace it")
-    return False, other
 
 
 def _content_keys(shards: ShardPlan, identities: Mapping[str, SourceIdentity],
@@ -394,23 +386,47 @@ def _config(shards: ShardPlan, context: WriteContext, *, results: Mapping[str, A
     return config
 
 
-def _reuse(destination: Destination, shards: ShardPlan, record: CommitRecord | None, keys: Mapping[str, str | None],
-           *, reuse_shards: bool) -> tuple[ReuseCandidates, dict[str, dict[str, Any]]]:
-    """What the destination's records offer, and the shards kept of it: every target whose
-    recorded entry is the one this write would record and whose file still has its size
-    and SHA-256 (hashed now, before publication: a shard that fails is written anew)."""
+@dataclass(frozen=True)
+class _Reuse:
+    """The shards a write keeps: ``kept`` (path -> entry), ``adopt`` (path -> its path in the
+    root, for those in another version) and the candidates they were chosen from."""
+
+    kept: dict[str, dict[str, Any]]
+    adopt: dict[str, str]
+    candidates: ReuseCandidates
+
+
+def _reuse(target: WriteTarget, shards: ShardPlan, keys: Mapping[str, str | None], *,
+           reuse_shards: bool) -> _Reuse:
+    """What the target's and the previous version's records offer, and the shards kept of
+    them: every target whose recorded entry is the one this write would record and whose
+    file still has its size and SHA-256 (hashed now, before publication: a shard that fails
+    is written anew). The target's own shards are looked at first (a resume)."""
     # a split (or plan) folder that is a link would have shards reused from, or written to, wherever it leads
-    destination.check_folders({*EXCLUSIVE_STAGES, BUDGET_DIR})
-    candidates = (reuse_candidates(destination, record) if reuse_shards
-                  else ReuseCandidates({}, None, "reuse_shards=False"))
-    kept = verified_reuse(destination, candidates, shards.spec, [(t, keys[t.path]) for t, _ in shards.targets])
-    return candidates, kept
+    target.destination.check_folders({*EXCLUSIVE_STAGES, BUDGET_DIR})
+    if not reuse_shards or not target.sources:
+        why = "reuse_shards=False" if not reuse_shards else f"no committed dataset at {target.root.url}"
+        return _Reuse({}, {}, ReuseCandidates({}, None, why))
+    here = f"{VERSIONS_DIR}/{target.version}"
+    kept: dict[str, dict[str, Any]] = {}
+    adopt: dict[str, str] = {}
+    first: ReuseCandidates | None = None
+    for source in target.sources:
+        candidates = reuse_candidates(source.destination, source.record)
+        wanted = [(t, keys[t.path]) for t, _ in shards.targets if t.path not in kept]
+        found = verified_reuse(source.destination, candidates, shards.spec, wanted)
+        if first is None or (found and not kept):
+            first = candidates
+        kept.update(found)
+        if source.prefix != here:
+            adopt.update({path: f"{source.prefix}/{path}".lstrip("/") for path in found})
+    return _Reuse(kept, adopt, first or ReuseCandidates({}, None, "no candidates"))
 
 
 def _results(budget_files: Mapping[str, bytes], candidates: ReuseCandidates, kept: Mapping[str, Any], to_write: int,
              *, resume: bool, fresh: bool) -> dict[str, Any]:
     """``config.json``'s results of the write itself: the shards written and kept, why none
-    was kept when none was (not asked of a ``fresh`` destination), and the pin of
+    was kept when none was (not asked of a ``fresh`` root), and the pin of
     ``budget/budget.json`` (which pins the plan's tables, so the commit covers the plan)."""
     refused = "" if kept or fresh else candidates.refused or (
         "no recorded shard has this write's content key with its recorded size and SHA-256 (the sources, span "
@@ -422,35 +438,53 @@ def _results(budget_files: Mapping[str, bytes], candidates: ReuseCandidates, kep
             "budget_plan": {"path": f"{BUDGET_DIR}/{BUDGET_FILE}", "sha256": sha256_hex(pin), "bytes": len(pin)}}
 
 
+def _settled(target: WriteTarget, reuse: _Reuse, shards: ShardPlan) -> tuple[WriteTarget, _Reuse, bool]:
+    """A resume onto this run's committed version: unchanged when every shard verified,
+    else a new version that keeps (adopts) the shards that did."""
+    if target.record is None or target.record.state != "committed":
+        return target, reuse, False
+    if len(reuse.kept) == len(shards.targets):
+        return target, reuse, True
+    root = target.root
+    renewed = replace(target, version=root.next_version(), destination=root.version_destination(root.next_version()),
+                      record=None, resumed=False)
+    adopt = {path: f"{VERSIONS_DIR}/{target.version}/{path}" for path in reuse.kept}
+    return renewed, replace(reuse, adopt=adopt), False
+
+
 def plan_write(destination: Destination, shards: ShardPlan, *, options: WriteOptions | None = None,
                context: WriteContext | None = None) -> WritePlan:
-    """The :class:`WritePlan` of writing ``shards`` to ``destination`` (see the module
-    docstring); call it under the destination's lease."""
+    """The :class:`WritePlan` of writing ``shards`` to the dataset root at ``destination``
+    (see the module docstring and :mod:`.write_target`); call it under the root's lease."""
     options, context = options or WriteOptions(), context or WriteContext()
     refuse_the_dataset_being_read(destination, shards.adapter)
     started = context.started or _dt.datetime.now(_dt.timezone.utc)
-    replace = options.on_other_run == "replace"
-    record, torn = check_destination(destination, options.resume, options.force, replace=replace)
+    check_destination(destination, options.resume, options.force)
     identities = {s: shards.adapter.identity(s) for s in shards.sources}
     fingerprints = _run_fingerprints(shards, identities, context)
     run_fingerprint = canonical_digest(fingerprints)
-    resume, other = _resume_intent(destination, record, run_fingerprint, options.resume and not torn, replace)
+    target = write_target(DatasetRoot(destination.url), run_fingerprint, resume=options.resume, force=options.force,
+                          replace=options.on_other_run == "replace")
     keys = _content_keys(shards, identities, fingerprints)
-    candidates, kept = _reuse(destination, shards, record, keys, reuse_shards=options.reuse_shards)
-    pending = {source: tuple((t, row) for t, row in planned if t.path not in kept)
+    target, reuse, unchanged = _settled(target, _reuse(target, shards, keys, reuse_shards=options.reuse_shards),
+                                        shards)
+    pending = {source: tuple((t, row) for t, row in planned if t.path not in reuse.kept)
                for source, planned in shards.by_source().items()}
     to_write = sum(len(planned) for planned in pending.values())
     budget_files = budget_plan_files(shards.budget_plan)
-    results = _results(budget_files, candidates, kept, to_write, resume=resume, fresh=record is None and not resume)
+    results = _results(budget_files, reuse.candidates, reuse.kept, to_write, resume=target.resumed,
+                       fresh=not target.sources and not options.resume)
     provenance = {"run_fingerprint": run_fingerprint, **fingerprints,
                   "sources_strong_identity": {s: bool(identity.strong) for s, identity in identities.items()}}
     return WritePlan(
-        shards=shards, destination=destination.url, run_fingerprint=run_fingerprint, fingerprints=fingerprints,
+        shards=shards, root=destination.url, version=target.version, destination=target.destination.url,
+        run_fingerprint=run_fingerprint, fingerprints=fingerprints,
         marker=readable_json({"format": 1, "output": shards.spec.to_dict(), "run_fingerprint": run_fingerprint}),
-        content_keys=keys, kept=kept, pending=pending, budget_files=budget_files,
+        content_keys=keys, kept=reuse.kept, pending=pending, budget_files=budget_files,
         config=_config(shards, context, results=results, provenance=provenance, started=started),
-        replaced=other or torn, write_workers=options.write_workers,
-        worker_state=_worker_state(destination, shards, to_write, options.write_workers))
+        replaced=target.replaced, write_workers=options.write_workers,
+        worker_state=_worker_state(target.destination, shards, to_write, options.write_workers),
+        adopt=reuse.adopt, unchanged=unchanged, make_current=options.publish)
 
 
 __all__ = ["ON_OTHER_RUN", "ShardPlan", "WriteContext", "WriteOptions", "WritePlan", "check_destination",

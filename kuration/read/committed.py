@@ -48,6 +48,7 @@ from kuration.output.containers import CONTAINER_TYPES, get_container
 from kuration.output.containers.protocol import ShardArrays, ShardContainer, ShardFormatError
 from kuration.output.destinations import Destination, open_destination
 from kuration.output.spec import CONTAINERS, OutputSpec, OutputSpecError
+from kuration.output.versions import resolve_dataset
 from kuration.read.isolated import decode_isolated
 from kuration.splits.stages import EXCLUSIVE_STAGES
 
@@ -111,15 +112,18 @@ def _required(destination: Destination, name: str) -> bytes:
 
 
 def load_committed(out: str | os.PathLike[str], *, untrusted: bool = False,
-                   decode_timeout: float | None = None, extra_containers: Collection[str] = ()) -> CommittedDataset:
+                   decode_timeout: float | None = None, extra_containers: Collection[str] = (),
+                   version: str | None = None) -> CommittedDataset:
     """The committed dataset at ``out`` (a directory or URL, or the path of its manifest).
+    A dataset root with versions (:mod:`kuration.output.versions`) opens its current
+    version; ``version="v3"`` (or ``out="ROOT@v3"``) opens that one.
     ``untrusted=True`` for an artifact someone else wrote: see the module doc.
     ``extra_containers``: container names besides the four built-in ones that entries may
     record (the names of a reader's own container registry, :func:`kuration.read.iter_shards`)."""
     if decode_timeout is not None and not (finite_float(decode_timeout) or 0) > 0:
         raise ValueError("load_committed: decode_timeout must be a positive number of seconds, got "
                          f"{shown(decode_timeout)}")
-    destination = open_destination(_dataset_dir(out))
+    destination = open_destination(resolve_dataset(_dataset_dir(out), version))
     record = read_commit(destination)
     if record is None:
         raise CommitError(f"{destination.url}: no {COMMIT_FILE}, so this is not a committed dataset (a writer may have "
@@ -233,14 +237,18 @@ class DatasetVerification(CheckResult):
 
 
 def load_for_check(out: str | os.PathLike[str], write_hint: str,
-                   failed: Callable[[str, tuple[str, ...]], _Checked]) -> CommittedDataset | _Checked:
-    """The committed dataset at ``out``, or, when :func:`load_committed` refuses it, the
-    check's failed answer ``failed(verdict, errors)``: nothing committed there yet
-    (``write_hint`` says how to commit one), or a broken chain."""
+                   failed: Callable[[str, tuple[str, ...]], _Checked], *,
+                   version: str | None = None) -> CommittedDataset | _Checked:
+    """The committed dataset at ``out`` (its ``version``, else the current one), or, when
+    :func:`load_committed` refuses it, the check's failed answer ``failed(verdict, errors)``:
+    nothing committed there yet (``write_hint`` says how to commit one), or a broken chain."""
     try:
-        return load_committed(out)
+        return load_committed(out, version=version)
     except CommitError as exc:
-        destination = open_destination(_dataset_dir(out))
+        try:
+            destination = open_destination(resolve_dataset(_dataset_dir(out), version))
+        except CommitError:
+            return failed(str(exc), (str(exc),))
         # Neither file: nothing was ever committed here. A manifest without its commit record
         # is a broken chain (the record went missing after the commit), not an absent dataset.
         if destination.read(COMMIT_FILE) is None and destination.read(MANIFEST_FILE) is None:
@@ -250,12 +258,13 @@ def load_for_check(out: str | os.PathLike[str], write_hint: str,
         return failed(f"commit chain broken: {exc}", (str(exc),))
 
 
-def verify_dataset(out: str | os.PathLike[str], *,
-                   write_hint: str = "write the dataset there first") -> DatasetVerification:
-    """The commit chain and every shard's size and SHA-256; names each bad shard. Never
-    raises for what it finds: a broken chain or a bad shard fails the result. Reads only.
-    ``write_hint`` says how to commit a dataset, for the verdict when none is committed."""
-    dataset = load_for_check(out, write_hint, DatasetVerification)
+def verify_dataset(out: str | os.PathLike[str], *, write_hint: str = "write the dataset there first",
+                   version: str | None = None) -> DatasetVerification:
+    """The commit chain and every shard's size and SHA-256 of the dataset at ``out`` (its
+    ``version``, else the current one); names each bad shard. Never raises for what it
+    finds: a broken chain or a bad shard fails the result. Reads only. ``write_hint`` says
+    how to commit a dataset, for the verdict when none is committed."""
+    dataset = load_for_check(out, write_hint, DatasetVerification, version=version)
     if isinstance(dataset, DatasetVerification):
         return dataset
     bad, errors, total = [], [], 0

@@ -11,6 +11,7 @@ from kuration.budget import BudgetOptions, plan_budget
 from kuration.demo.corpus import write_demo_landing_zone
 from kuration.output import OutputSpec
 from kuration.output.commit_protocol import COMMIT_FILE, CONFIG_FILE
+from kuration.output.versions import resolve_dataset
 from kuration.output.write_dataset import WriteOptions, write_planned_dataset
 from kuration.scoring import score_sources
 from kuration.landing.settings import load_curation_settings
@@ -56,6 +57,11 @@ def planned_write_kwargs(**kwargs):
     return {**own, "options": WriteOptions(**kwargs)}
 
 
+def version_dir(out, version: str | None = None) -> Path:
+    """The folder of the dataset root ``out``'s ``version`` (default: the current one)."""
+    return Path(resolve_dataset(out, version))
+
+
 def snapshot(out: Path) -> dict[str, bytes]:
     """Every published file's bytes (not the lease or temp files)."""
     return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
@@ -65,17 +71,18 @@ def snapshot(out: Path) -> dict[str, bytes]:
 def comparable_record(out: Path) -> dict:
     """config.json and the commit record without what differs between two runs of one job
     by design: when it ran, how many shards a resume reused, and the checksums over those."""
-    config = json.loads((out / CONFIG_FILE).read_bytes())
+    config = json.loads((version_dir(out) / CONFIG_FILE).read_bytes())
     config.pop("timestamps")
     for key in ("written_shards", "reused_shards", "resume"):
         config["results"].pop(key)
-    record = json.loads((out / COMMIT_FILE).read_bytes())
+    record = json.loads((version_dir(out) / COMMIT_FILE).read_bytes())
     for key in ("config_sha256", "checksum"):
         record.pop(key)
     return {"config": config, "commit": record}
 
 
 def data_files(out: Path) -> dict[str, bytes]:
-    """What must be byte-identical between two runs of one job: shards, manifest, marker."""
-    return {k: v for k, v in snapshot(out).items() if k not in (CONFIG_FILE, COMMIT_FILE)
+    """What must be byte-identical between two runs of one job, in the current version:
+    shards, manifest, marker."""
+    return {k: v for k, v in snapshot(version_dir(out)).items() if k not in (CONFIG_FILE, COMMIT_FILE)
             and not k.startswith(".kuration_resume")}
