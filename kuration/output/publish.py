@@ -261,6 +261,8 @@ def _commit(destination: Destination, plan: WritePlan, entries: list[dict[str, A
 def _unchanged(destination: Destination, plan: WritePlan) -> DatasetWriteResult:
     """This run's committed version, every shard verified: what is on disk is the result."""
     dataset = load_committed(destination.url)
+    # debris only (killed writers' temp files, stale resume records): never a file the commit covers
+    _remove_leftovers(destination, {entry["path"] for entry in dataset.entries})
     for name in destination.files_under(RESUME_DIR):
         destination.remove(name)
     return DatasetWriteResult(plan.root, dataset.record, dict(dataset.manifest), dict(dataset.config),

@@ -412,6 +412,7 @@ def _reuse(target: WriteTarget, shards: ShardPlan, keys: Mapping[str, str | None
     adopt: dict[str, str] = {}
     first: ReuseCandidates | None = None
     for source in target.sources:
+        source.destination.check_folders({*EXCLUSIVE_STAGES, BUDGET_DIR})
         candidates = reuse_candidates(source.destination, source.record)
         wanted = [(t, keys[t.path]) for t, _ in shards.targets if t.path not in kept]
         found = verified_reuse(source.destination, candidates, shards.spec, wanted)

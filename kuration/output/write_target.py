@@ -2,7 +2,8 @@
 
 A write never changes a committed version (:mod:`.versions`). So, at a root:
 
-- nothing there yet: the write is ``v1``;
+- nothing there yet: the write is ``v1`` (and a newest folder a writer was killed in before
+  its first record is written into again: it holds only debris);
 - ``resume=True`` and the newest version is this run's, interrupted (``state=writing``):
   the write finishes it in place, keeping its finished shards (the seed's resume);
 - ``resume=True`` and the newest version is this run's, committed: nothing is written if
@@ -96,8 +97,10 @@ def write_target(root: DatasetRoot, run_fingerprint: str, *, resume: bool, force
         root.version_destination(newest) if newest else None)
     record, torn = _record(destination, force, replace) if destination is not None else (None, "")
     previous = _newest_committed(root)
-    fresh = WriteTarget(root, root.next_version(), root.version_destination(root.next_version()), None,
-                        (previous,) if previous else (), False, torn)
+    # A newest folder with no commit record holds only a killed writer's debris: it is reused.
+    version = newest if newest not in (None, PLAIN_VERSION) and record is None and not torn else root.next_version()
+    fresh = WriteTarget(root, version, root.version_destination(version), None, (previous,) if previous else (),
+                        False, torn)
     if not resume or record is None or newest == PLAIN_VERSION or destination is None:
         return fresh
     if record.run_fingerprint != run_fingerprint:

@@ -19,7 +19,7 @@ from kuration.output.dataset_summary import summarize_dataset
 from kuration.read import load_committed, verify_dataset
 from kuration.sources import ParquetTickAdapter
 from kuration.sources.protocol import SourceIdentity
-from tests.output.corpus import SPEC, data_files, snapshot
+from tests.output.corpus import SPEC, data_files, snapshot, version_dir
 from tests.output.reuse_corpus import GrowingCorpus
 from tests.output.writer_processes import run_writer
 
@@ -62,16 +62,19 @@ def _stats(out, entries):
 def test_a_new_recording_rewrites_only_its_shards_and_keeps_the_rest_in_place(corpus, fresh, before):
     out, first = before
     old = first.manifest["entries"]
-    old_bytes = {e["path"]: (out / e["path"]).read_bytes() for e in old}
-    old_stats = _stats(out, old)
+    v1 = version_dir(out)
+    old_bytes = {e["path"]: (v1 / e["path"]).read_bytes() for e in old}
+    old_stats = _stats(v1, old)
     rebuilt = corpus.write(out, resume=True, on_other_run="replace")  # what the shards asset does
     new = rebuilt.manifest["entries"]
     late = [e for e in new if e["source_id"] == corpus.late_source]
     assert late and (rebuilt.written, rebuilt.reused) == (len(late), len(old)) == (len(new) - len(old), len(old))
-    assert rebuilt.replaced.startswith(f"{out}: holds a committed dataset of another run")
-    # kept in place: the very same files, never rewritten, still byte-identical
-    assert _stats(out, old) == old_stats
-    assert {p: (out / p).read_bytes() for p in old_bytes} == old_bytes
+    assert rebuilt.replaced.startswith(f"{out}/versions/v1: holds a committed dataset of another run")
+    # shared, not rewritten: the new version's kept shards are the old version's files (hard
+    # links: the same inodes), and the old version is whole and byte-identical
+    v2 = version_dir(out)
+    assert v2.name == "v2" and _stats(v2, old) == old_stats == _stats(v1, old)
+    assert {p: (v1 / p).read_bytes() for p in old_bytes} == old_bytes and verify_dataset(out, version="v1").ok
     # the rebuilt dataset is the fresh write of the same plan: manifest, marker, plan and every shard
     assert data_files(out) == fresh and verify_dataset(out).ok
     assert rebuilt.config["results"]["resume"]["reused_from_run"] == first.record.run_fingerprint
@@ -79,7 +82,7 @@ def test_a_new_recording_rewrites_only_its_shards_and_keeps_the_rest_in_place(co
     summary = summarize_dataset(rebuilt, sample_hz=corpus.schema.sample_hz)
     assert (summary.written, summary.reused, summary.reused_from_run) == (
         len(late), len(old), first.record.run_fingerprint)
-    assert not list(out.glob(".kuration_resume/*/*"))  # the adopted record went with the commit
+    assert not list(v2.glob(".kuration_resume/*/*"))  # the adopted record went with the commit
 
 
 def test_every_entry_records_its_content_key_and_keys_tell_shards_apart(template):
@@ -128,7 +131,7 @@ def test_a_dataset_with_the_old_shard_names_is_rewritten_under_the_new_ones(corp
 @pytest.mark.parametrize("damage", ["flip", "truncate", "remove", "swap"])
 def test_a_damaged_old_shard_is_rewritten_not_reused(corpus, fresh, before, damage):
     out, old = before[0], before[1].manifest["entries"]
-    victim = out / old[1]["path"]
+    victim = version_dir(out) / old[1]["path"]
     data = bytearray(victim.read_bytes())
     if damage == "flip":
         data[len(data) // 2] ^= 0x01  # same size, another SHA-256
@@ -138,7 +141,7 @@ def test_a_damaged_old_shard_is_rewritten_not_reused(corpus, fresh, before, dama
     elif damage == "remove":
         victim.unlink()
     else:  # another shard's valid bytes under this name
-        victim.write_bytes((out / old[2]["path"]).read_bytes())
+        victim.write_bytes((version_dir(out) / old[2]["path"]).read_bytes())
     rebuilt = corpus.write(out, resume=True, on_other_run="replace")
     assert rebuilt.reused == len(old) - 1 and rebuilt.written == len(rebuilt.manifest["entries"]) - len(old) + 1
     assert data_files(out) == fresh and verify_dataset(out).ok
@@ -148,14 +151,15 @@ def test_an_edited_manifest_entry_cannot_authorize_reuse(corpus, fresh, before):
     """The candidate entry must be exactly the one this write records: a content key copied
     onto another entry (its path kept) is refused, even with the commit chain re-sealed."""
     out, first = before
-    manifest = json.loads((out / MANIFEST_FILE).read_bytes())
+    v1 = version_dir(out)
+    manifest = json.loads((v1 / MANIFEST_FILE).read_bytes())
     manifest["entries"][0]["content_key"] = manifest["entries"][1]["content_key"]
     data = readable_json(manifest)
-    (out / MANIFEST_FILE).write_bytes(data)
+    (v1 / MANIFEST_FILE).write_bytes(data)
     record = first.record
     resealed = CommitRecord(record.state, record.run_fingerprint, record.spec_marker_sha256, sha256_hex(data),
                             record.config_sha256)
-    (out / COMMIT_FILE).write_bytes(resealed.to_bytes())
+    (v1 / COMMIT_FILE).write_bytes(resealed.to_bytes())
     rebuilt = corpus.write(out, resume=True, on_other_run="replace")
     assert rebuilt.reused == len(manifest["entries"]) - 1 and data_files(out) == fresh
 
@@ -194,7 +198,7 @@ def test_a_changed_encoder_reuses_nothing(corpus, before):
 
 def test_a_crash_mid_rebuild_resumes_keeping_the_old_shards(corpus, fresh, before):
     out, old = before[0], before[1].manifest["entries"]
-    old_stats = _stats(out, old)
+    old_stats = _stats(version_dir(out), old)
     entries = json.loads(fresh[MANIFEST_FILE])["entries"]
     late = sorted(e["path"] for e in entries if e["source_id"] == corpus.late_source)
     assert late
@@ -202,17 +206,22 @@ def test_a_crash_mid_rebuild_resumes_keeping_the_old_shards(corpus, fresh, befor
     finished, _ = run_writer(corpus, out, corpus.plan(), kill_on_rename=(late[0].split("/")[1], 1), resume=True,
                              on_other_run="replace")
     assert not finished
-    with pytest.raises(CommitError):
-        load_committed(out)  # the old dataset is no longer readable, the new one not yet
+    # readers still see the old version, whole; the killed one is not readable
+    assert load_committed(out).manifest == before[1].manifest and verify_dataset(out).ok
+    with pytest.raises(CommitError, match="state='writing'"):
+        load_committed(out, version="v2")
     resumed = corpus.write(out, resume=True)  # the same new run, resumed as the protocol says
+    assert resumed.version == "v2"
     assert resumed.reused == len(old) and resumed.written == len(resumed.manifest["entries"]) - len(old)
-    assert _stats(out, old) == old_stats and data_files(out) == fresh and verify_dataset(out).ok
+    assert _stats(version_dir(out), old) == old_stats and data_files(out) == fresh and verify_dataset(out).ok
 
 
 def test_a_crash_before_publication_leaves_the_old_dataset_intact(corpus, before):
     out = before[0]
-    intact = snapshot(out)
+    current = version_dir(out)
+    intact = snapshot(current)
     finished, _ = run_writer(corpus, out, corpus.plan(), kill_on_rename=("dataset.commit.json", 1), resume=True,
                              on_other_run="replace")
-    assert not finished and snapshot(out) == intact and verify_dataset(out).ok
-    assert json.loads((out / CONFIG_FILE).read_bytes())["results"]["written_shards"] == len(load_committed(out).entries)
+    assert not finished and version_dir(out) == current and snapshot(current) == intact and verify_dataset(out).ok
+    config = json.loads((current / CONFIG_FILE).read_bytes())
+    assert config["results"]["written_shards"] == len(load_committed(out).entries)

@@ -17,7 +17,7 @@ from kuration.output.write_dataset import DatasetWriteError, DifferentRunError, 
 from kuration.read import load_committed, read_shard, verify_dataset
 from kuration.sources import ParquetTickAdapter
 from tests.output._vehicle_corpus import TOWNS, VehicleCorpus
-from tests.output.corpus import planned_write_kwargs, snapshot
+from tests.output.corpus import planned_write_kwargs, snapshot, version_dir
 from tests.sources.read_counts import count_reads
 
 BUDGET = {"train_hours": 200 / 3600, "test_hours": 60 / 3600}
@@ -179,7 +179,7 @@ def test_a_resume_reads_the_preflight_source_and_the_sources_it_writes_each_once
     reads.clear()
     for entry in entries:
         if entry["source_id"] in sources[:2]:
-            (out / entry["path"]).unlink()
+            (version_dir(out) / entry["path"]).unlink()
     again = write(resume=True)
     assert again.written == sum(e["source_id"] in sources[:2] for e in entries) and reads == sources[:2]
     assert verify_dataset(out).ok

@@ -20,7 +20,7 @@ from kuration.output.write_dataset import (
 from kuration.read import load_committed, read_shard, verify_dataset
 from kuration.read.dataset_plan import read_dataset_budget_plan
 from kuration.sources import ParquetTickAdapter
-from tests.output.corpus import SPEC, Corpus, comparable_record, snapshot
+from tests.output.corpus import SPEC, Corpus, comparable_record, snapshot, version_dir
 
 #: The plan a dataset carries (the new run's, after a replacement), besides its shards.
 PLAN_FILES = {"budget/budget.json", "budget/plan_items.parquet", "budget/admitted.parquet"}
@@ -76,13 +76,16 @@ def test_a_failure_before_publication_leaves_every_published_byte(corpus, tmp_pa
     assert snapshot(out) == before and load_committed(out)
 
 
-def test_force_replaces_and_removes_the_old_runs_shards(corpus, tmp_path):
+def test_force_writes_a_new_version_holding_only_its_shards_and_keeps_the_old_one(corpus, tmp_path):
     out = tmp_path / "out"
     first = corpus.write(out, plan=corpus.plan(train_hours=60 / 3600))
     second = corpus.write(out, plan=corpus.plan(train_hours=20 / 3600), force=True)
     assert len(second.manifest["entries"]) < len(first.manifest["entries"])
-    on_disk = {str(p.relative_to(out)) for p in out.glob("*/*")}
+    assert (first.version, second.version, second.published) == ("v1", "v2", True)
+    current = version_dir(out)
+    on_disk = {str(p.relative_to(current)) for p in current.glob("*/*")}
     assert on_disk == {e["path"] for e in second.manifest["entries"]} | PLAN_FILES and verify_dataset(out).ok
+    assert load_committed(out, version="v1").manifest == first.manifest  # the old version is never destroyed
     assert read_dataset_budget_plan(out).items.equals(corpus.plan(train_hours=20 / 3600).items)
 
 
@@ -90,7 +93,7 @@ def test_resume_reuses_verified_shards_and_rebuilds_corrupt_or_missing_ones(corp
     out = tmp_path / "out"
     reference = corpus.write(out)
     reference_record = comparable_record(out)
-    first, second, third = (out / e["path"] for e in reference.manifest["entries"][:3])
+    first, second, third = (version_dir(out) / e["path"] for e in reference.manifest["entries"][:3])
     data = bytearray(first.read_bytes())
     data[len(data) // 2] ^= 0x01
     first.write_bytes(bytes(data))
@@ -99,6 +102,7 @@ def test_resume_reuses_verified_shards_and_rebuilds_corrupt_or_missing_ones(corp
     assert not verify_dataset(out).ok and len(verify_dataset(out).bad_shards) == 3
     again = corpus.write(out, resume=True)
     assert (again.written, again.reused) == (3, len(reference.manifest["entries"]) - 3)
+    assert again.version == "v2"  # a committed version is never rewritten: the repair is a new one
     assert again.manifest == reference.manifest and verify_dataset(out).ok
     assert comparable_record(out) == reference_record
 
@@ -109,7 +113,7 @@ def test_resume_rebuilds_a_shard_whose_resume_record_has_an_odd_source_id(corpus
     out = tmp_path / "out"
     reference = corpus.write(out)
     entry, run = reference.manifest["entries"][0], reference.record.run_fingerprint
-    record = out / ".kuration_resume" / run[:16] / "odd.json"
+    record = version_dir(out) / ".kuration_resume" / run[:16] / "odd.json"
     record.parent.mkdir(parents=True)
     record.write_text(json.dumps({"run": run, "entry": {**entry, "source_id": [entry["source_id"]]}}))
     again = corpus.write(out, resume=True)
@@ -134,11 +138,11 @@ def test_resume_refuses_a_destination_of_another_run(corpus, tmp_path):
 def test_a_changed_marker_cannot_authorize_reuse(corpus, tmp_path):
     out = tmp_path / "out"
     corpus.write(out)
-    marker = out / SPEC_MARKER_FILE
+    marker = version_dir(out) / SPEC_MARKER_FILE
     marker.write_bytes(marker.read_bytes().replace(b'"format": 1', b'"format": 1, "x": 0'))
     changed = corpus.write(out, resume=True)
     assert changed.reused == 0 and "belongs to another run" in changed.config["results"]["resume"]["reuse_refused"]
-    marker.unlink()
+    (version_dir(out) / SPEC_MARKER_FILE).unlink()
     assert corpus.write(out, resume=True).reused == 0
 
 
@@ -161,14 +165,14 @@ def test_on_other_run_replace_resumes_the_same_run_and_replaces_another(corpus, 
     same = corpus.write(out, resume=True, on_other_run="replace")
     assert (same.written, same.reused, same.replaced) == (0, len(first.manifest["entries"]), "")
     other = corpus.write(out, plan=corpus.plan(train_hours=20 / 3600), resume=True, on_other_run="replace")
-    assert other.replaced.startswith(f"{out}: holds a committed dataset of another run (run ")
+    assert other.replaced.startswith(f"{out}/versions/v1: holds a committed dataset of another run (run ")
     assert not other.config["results"]["resume"]["requested"]  # replaced as force=True would
     # ... keeping the old run's shards whose content is the same (their content keys match)
     old_keys = {e["content_key"] for e in first.manifest["entries"]}
     kept = sum(e["content_key"] in old_keys for e in other.manifest["entries"])
     assert 0 < kept == other.reused and other.written == len(other.manifest["entries"]) - kept
     assert other.config["results"]["resume"]["reused_from_run"] == first.record.run_fingerprint
-    on_disk = {str(p.relative_to(out)) for p in out.glob("*/*")}
+    on_disk = {str(p.relative_to(version_dir(out))) for p in version_dir(out).glob("*/*")}
     assert on_disk == {e["path"] for e in other.manifest["entries"]} | PLAN_FILES and verify_dataset(out).ok
     assert read_dataset_budget_plan(out).items.equals(corpus.plan(train_hours=20 / 3600).items)
 
@@ -176,7 +180,7 @@ def test_on_other_run_replace_resumes_the_same_run_and_replaces_another(corpus, 
 def test_on_other_run_replace_replaces_a_torn_commit_record_which_refuse_keeps(corpus, tmp_path):
     out = tmp_path / "out"
     corpus.write(out)
-    commit = out / COMMIT_FILE
+    commit = version_dir(out) / COMMIT_FILE
     commit.write_bytes(commit.read_bytes()[:40])
     before = snapshot(out)
     with pytest.raises(CommitError, match="Re-run the write with force=True"):
@@ -220,10 +224,13 @@ def _write_count_plan(corpus, out):
 def test_readers_reject_a_dataset_being_written(corpus, tmp_path):
     out = tmp_path / "out"
     corpus.write(out)
-    publish_writing(open_destination(out), run_fingerprint="x", marker=b"{}")
+    folder = version_dir(out)  # opened alone, a version folder is a plain seed-layout dataset
+    publish_writing(open_destination(folder), run_fingerprint="x", marker=b"{}")
     with pytest.raises(CommitError, match="state='writing': a writer is running or was interrupted"):
-        load_committed(out)
-    assert not verify_dataset(out).ok
+        load_committed(folder)
+    with pytest.raises(CommitError, match="is not the one publish record 1 pins"):
+        load_committed(out)  # a published version rewritten afterwards is refused through its root
+    assert not verify_dataset(out).ok and not verify_dataset(folder).ok
 
 
 @pytest.mark.parametrize("tamper, message", [
@@ -238,8 +245,11 @@ def test_readers_reject_a_dataset_being_written(corpus, tmp_path):
 def test_readers_reject_tampered_metadata(corpus, tmp_path, tamper, message):
     out = tmp_path / "out"
     corpus.write(out)
-    tamper(out)
+    folder = version_dir(out)
+    tamper(folder)
     with pytest.raises(CommitError, match=message):
+        load_committed(folder)
+    with pytest.raises(CommitError):
         load_committed(out)
 
 
@@ -247,8 +257,8 @@ def test_symlinked_metadata_is_refused(corpus, tmp_path):
     out = tmp_path / "out"
     corpus.write(out)
     real = tmp_path / "elsewhere.json"
-    shutil.move(out / MANIFEST_FILE, real)
-    os.symlink(real, out / MANIFEST_FILE)
+    shutil.move(version_dir(out) / MANIFEST_FILE, real)
+    os.symlink(real, version_dir(out) / MANIFEST_FILE)
     with pytest.raises(CommitError, match="is a symlink"):
         load_committed(out)
 
@@ -257,14 +267,15 @@ def test_symlinked_metadata_is_refused(corpus, tmp_path):
 def test_a_split_folder_linked_elsewhere_is_neither_reused_nor_written_through(corpus, tmp_path, intent):
     out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
     corpus.write(out)
-    shutil.move(out / "train", elsewhere)
-    os.symlink(elsewhere, out / "train")
+    folder = version_dir(out)
+    shutil.move(folder / "train", elsewhere)
+    os.symlink(elsewhere, folder / "train")
     before = {p.name: p.read_bytes() for p in elsewhere.iterdir()}
-    commit = (out / COMMIT_FILE).read_bytes()
+    root = snapshot(out)
     with pytest.raises(CommitError, match=r"train: is a symlink"):
         corpus.write(out, **intent)
     assert {p.name: p.read_bytes() for p in elsewhere.iterdir()} == before  # nothing written behind the link
-    assert (out / COMMIT_FILE).read_bytes() == commit  # refused before publication
+    assert snapshot(out) == root  # refused before publication: no new version either
 
 
 def test_a_second_writer_gets_a_lease_error(corpus, tmp_path):
@@ -300,24 +311,28 @@ def test_resume_and_force_sweep_up_killed_writers_temp_files_and_nothing_else(co
 
     out = tmp_path / "out"
     corpus.write(out)
+    v1 = version_dir(out).relative_to(out)
     leftovers = [
-        ".dataset_manifest.json.k3x_9abq.tmp",                # a metadata temp file of an earlier release
-        "..kuration_output_spec.json.a1b2c3d4.tmp",
-        ".kuration-tmp.dataset.commit.json.zz81_0qp.tmp",     # today's: one prefix for every temp file
-        "train/.kuration-tmp.x_shard0000.npz.4242.0badcafe.tmp",
+        f"{v1}/.dataset_manifest.json.k3x_9abq.tmp",          # a metadata temp file of an earlier release
+        f"{v1}/..kuration_output_spec.json.a1b2c3d4.tmp",
+        f"{v1}/.kuration-tmp.dataset.commit.json.zz81_0qp.tmp",  # today's: one prefix for every temp file
+        f"{v1}/train/.kuration-tmp.x_shard0000.npz.4242.0badcafe.tmp",
+        ".kuration-tmp.stray.zz81_0qp.tmp",                     # at the root, in the publish log, the checkpoints
+        "published/.kuration-tmp.00000002.json.0badcafe0bad.tmp",
         f"{CHECKPOINT_DIR}/0123456789abcdef/.kuration-tmp.entry.arrow.q1w2e3r4.tmp",
     ]
-    kept = ["notes.txt", ".dataset_manifest.json.bak", f"{CHECKPOINT_DIR}/0123456789abcdef/entry.arrow"]
+    kept = ["notes.txt", f"{v1}/.dataset_manifest.json.bak", f"{CHECKPOINT_DIR}/0123456789abcdef/entry.arrow"]
     for name in leftovers + kept:
         (out / name).parent.mkdir(parents=True, exist_ok=True)
         (out / name).write_bytes(b"x")
-    corpus.write(out, resume=True)
+    assert corpus.write(out, resume=True).version == "v1"  # the same run, unchanged: swept, not rewritten
     assert [name for name in leftovers if (out / name).exists()] == []
     assert all((out / name).exists() for name in kept)  # not a writer's: never removed
-    for name in leftovers[:3]:
+    for name in leftovers[4:]:
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
         (out / name).write_bytes(b"x")
     corpus.write(out, plan=corpus.plan(train_hours=20 / 3600), force=True)
-    assert [name for name in leftovers[:3] if (out / name).exists()] == [] and verify_dataset(out).ok
+    assert [name for name in leftovers[4:] if (out / name).exists()] == [] and verify_dataset(out).ok
 
 
 def test_a_destination_holding_only_a_killed_writers_temp_file_is_not_protected(corpus, tmp_path):

@@ -16,7 +16,7 @@ from kuration.scoring import MemoryBudgetError, feature_fingerprints, run_finger
 from kuration.scoring.segments import Segmenter
 from kuration.sources import ParquetTickAdapter
 from kuration.sources.protocol import SourceIdentity
-from tests.output.corpus import Corpus, data_files, snapshot
+from tests.output.corpus import Corpus, data_files, snapshot, version_dir
 
 
 @pytest.fixture(scope="module")
@@ -71,11 +71,14 @@ def test_a_budgeted_write_is_the_same_dataset_with_its_scores_checkpointed(corpu
 def test_resume_reads_the_checkpoints_instead_of_scoring_again(corpus, tmp_path):
     out = tmp_path / "out"
     first = _write(corpus, out, memory_budget=1 << 20)
+    # one shard gone: the committed version is not rewritten, the resume writes a new one (and
+    # its config.json records this run's scoring)
+    (version_dir(out) / first.manifest["entries"][0]["path"]).unlink()
     again = _write(corpus, out, memory_budget=1 << 20, resume=True)
     n_sources = len(corpus.adapter.list_sources())
     assert again.config["results"]["scoring"] | {"memory": None} == {"scored": 0, "cached": n_sources, "skipped": 0,
                                                                     "memory": None}
-    assert again.reused == len(first.manifest["entries"]) and again.manifest == first.manifest
+    assert again.reused == len(first.manifest["entries"]) - 1 and again.manifest == first.manifest
 
 
 def test_weak_identities_over_the_budget_fail_before_publication_saying_how_to_fix_it(corpus, tmp_path):

@@ -15,7 +15,7 @@ from kuration.output.write_dataset import (
     DatasetWriteError, DatasetWriteOptions, WriteContext, WriteOptions, plan_shards, plan_write, publish, write_dataset,
 )
 from kuration.read import load_committed, verify_dataset
-from tests.output.corpus import SPEC, data_files, snapshot
+from tests.output.corpus import SPEC, data_files, snapshot, version_dir
 
 
 def _spec(**modalities):
@@ -89,8 +89,10 @@ def test_plan_write_reads_the_destination_and_changes_nothing(corpus, committed)
     assert plan.config["results"]["resume"] == {"requested": True, "reuse_refused": "",
                                                 "reused_from_run": first.record.run_fingerprint}
     assert "splits" not in plan.config["results"] and "finished" not in plan.config["timestamps"]
-    marker = (out / ".kuration_output_spec.json").read_bytes()
+    marker = (version_dir(out) / ".kuration_output_spec.json").read_bytes()
     assert plan.marker == marker
+    # this run's committed version, every shard verified: nothing to write, nothing to adopt
+    assert (plan.version, plan.unchanged, dict(plan.adopt)) == ("v1", True, {})
 
 
 def test_publish_gives_the_bytes_write_planned_dataset_gives(corpus, committed, tmp_path):
@@ -110,7 +112,7 @@ def test_publish_refuses_a_plan_made_for_another_destination(corpus, tmp_path):
     with planned_for.lease():
         plan = plan_write(planned_for, _shards(corpus))
     elsewhere = open_destination(tmp_path / "b")
-    with pytest.raises(DatasetWriteError, match=r"the write plan is for .*/a; plan again for this destination"):
+    with pytest.raises(DatasetWriteError, match=r"the write plan is for .*/a; plan again for this dataset root"):
         with elsewhere.lease():
             publish(elsewhere, plan)
     assert sorted(p.name for p in (tmp_path / "b").iterdir()) == [".kuration-writer.lock"]

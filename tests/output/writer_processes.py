@@ -18,18 +18,21 @@ FORK = multiprocessing.get_context("fork")
 
 
 def _kill_on_rename(name: str, occurrence: int) -> None:
-    """In this (child) process, SIGKILL ourselves at the ``occurrence``-th rename onto a file
-    called ``name``: its temp file is complete, the rename never happens."""
-    real, seen = os.replace, [0]
+    """In this (child) process, SIGKILL ourselves at the ``occurrence``-th rename (or hard
+    link: how a publish record takes its name) onto a file called ``name``: its temp file is
+    complete, the rename never happens."""
+    seen = [0]
 
-    def replace(src, dst, *args, **kwargs):
-        if os.path.basename(os.fspath(dst)) == name:
-            seen[0] += 1
-            if seen[0] == occurrence:
-                os.kill(os.getpid(), signal.SIGKILL)
-        return real(src, dst, *args, **kwargs)
+    def killing(real):
+        def step(src, dst, *args, **kwargs):
+            if os.path.basename(os.fspath(dst)) == name:
+                seen[0] += 1
+                if seen[0] == occurrence:
+                    os.kill(os.getpid(), signal.SIGKILL)
+            return real(src, dst, *args, **kwargs)
+        return step
 
-    os.replace = replace
+    os.replace, os.link = killing(os.replace), killing(os.link)
 
 
 def _write_in_child(corpus, out, plan, kwargs, kill_on_rename=None):
