@@ -85,6 +85,8 @@ def _run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, log: Path, 
     """SUITE run by a pytest of its own with this plugin and ``args``; what it recorded, in order."""
     pytester.makepyfile(**SUITE)
     monkeypatch.setenv("GROUPS_LOG", str(log))
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)  # set when this test itself runs on a worker
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     result = pytester.run(sys.executable, "-m", "pytest", "-p", "tests.worker_groups", "-p", "no:cacheprovider",
                           "--strict-markers", "-q", *args)
