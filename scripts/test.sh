@@ -78,8 +78,20 @@ if [ "${KURATION_SKIP_BROWSER:-0}" != 1 ]; then
   fi
 fi
 export TMPDIR="$SCRATCH"
+# The tests run on KURATION_TEST_WORKERS pytest-xdist worker processes (default 2, one per
+# core of the machine the suite is timed on; 0 runs them in this process). --dist loadgroup
+# hands the tests out one at a time, except those sharing a fixture built once (a module's
+# corpus, the session's demo), which go to one worker together (tests/worker_groups.py). The
+# flags are here rather than in pyproject's addopts so that plain `pytest tests/x.py`, `-p
+# no:xdist`, --pdb and breakpoints keep running in one process.
+workers="${KURATION_TEST_WORKERS:-2}"
+case "$workers" in
+  ''|*[!0-9]*) echo "test.sh: KURATION_TEST_WORKERS must be a number of workers (0: none), not '$workers'" >&2; exit 2 ;;
+esac
+parallel=()
+[ "$workers" -eq 0 ] || parallel=(-n "$workers" --dist loadgroup)
 set +e
-.venv/bin/python -m pytest --durations=15 "$@"
+.venv/bin/python -m pytest --durations=15 ${parallel[@]+"${parallel[@]}"} "$@"
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then

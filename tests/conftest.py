@@ -6,16 +6,25 @@ copy at the place it was built (:meth:`tests.built_once.BuiltOnce.fresh`) and fi
 ``kuration-demo`` left it.
 
 After the run, the tests over :data:`tests.slow_tests.SLOW_TEST_SECONDS` without a docstring
-are listed (:mod:`tests.slow_tests`).
+are listed (:mod:`tests.slow_tests`). Each test's report says whether it has one, so the list
+is the same when pytest-xdist workers ran the tests and only their reports reach this process.
+
+On pytest-xdist workers (``-n N --dist loadgroup``, as scripts/test.sh runs the suite), the
+tests that share a fixture built once go to one worker together (:mod:`tests.worker_groups`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import pytest
 
 from tests.built_once import BuiltOnce, build_once
 from tests.slow_tests import SLOW_TEST_SECONDS, documented, undocumented_slow_tests
 from tests.ui.dagster_dev import DemoRun, run_demo
+
+#: the plugin that sends the tests sharing a fixture built once to one pytest-xdist worker
+pytest_plugins = ["tests.worker_groups"]
 
 _documented: dict[str, bool] = {}
 _seconds: dict[str, float] = {}
@@ -28,12 +37,16 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> BuiltOnce[DemoRun]:
     return build_once(tmp_path_factory.mktemp("demo"), run_demo)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    _documented.update((item.nodeid, documented(getattr(item, "function", None))) for item in items)
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[pytest.TestReport]:
+    report = yield
+    report.documented = documented(getattr(item, "function", None))
+    return report
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _seconds[report.nodeid] = _seconds.get(report.nodeid, 0.0) + report.duration
+    _documented[report.nodeid] = getattr(report, "documented", True)
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

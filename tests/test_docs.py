@@ -118,6 +118,7 @@ def _workdir(request: pytest.FixtureRequest, planned: list[Step], small_landing:
     return work
 
 
+@pytest.mark.requests_fixture("demo")  # for the files whose blocks read the demo's output
 @pytest.mark.parametrize("doc", doc_files(), ids=lambda p: p.relative_to(REPO).as_posix())
 def test_every_block_runs(doc: Path, small_landing: Path, tmp_path: Path, request: pytest.FixtureRequest):
     """Runs every block of one file in order (the files that read the demo's output wait for
@@ -138,6 +139,7 @@ def test_every_block_runs(doc: Path, small_landing: Path, tmp_path: Path, reques
     assert len(ran) == len(planned), done.stderr
 
 
+@pytest.mark.requests_fixture("demo")  # the README's demo block is checked on the demo's exit code
 @pytest.mark.parametrize("key", list(NOT_RUN), ids=lambda key: f"{key[0]}:{key[1][:40]}")
 def test_a_block_not_run_is_checked_another_way(key: tuple[str, str], request: pytest.FixtureRequest):
     doc, first_line = key

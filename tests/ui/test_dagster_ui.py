@@ -38,7 +38,8 @@ from tests.ui.dagster_dev import (
     wait_until_loaded,
 )
 
-pytestmark = pytest.mark.slow
+# the ui fixture takes the session's demo by name, after checking the browser
+pytestmark = [pytest.mark.slow, pytest.mark.requests_fixture("demo")]
 
 #: The asset launched from the UI: the graph's root, light, and without required config.
 LAUNCHED_ASSET = "universe"
