@@ -67,7 +67,8 @@ class ShardDataset(Dataset[Any]):
     """One item per shard of ``dataset`` (a directory or URL, the path of its manifest, a
     loaded dataset, or a legacy manifest dict with ``root=``), of ``split`` or all splits.
     ``modalities``, ``trim``, ``verify``, ``container``, ``registry`` and ``root`` mean what
-    they mean for :func:`kuration.read.iter_shards`."""
+    they mean for :func:`kuration.read.iter_shards`. A dataset root with versions is read at
+    the version current when the ``ShardDataset`` is created, in every worker and epoch."""
 
     def __init__(self, dataset: DatasetLike, split: str | None = None,
                  transform: Callable[[dict[str, Any]], Any] | None = None, include_meta: bool = False, *,
@@ -76,9 +77,13 @@ class ShardDataset(Dataset[Any]):
                  root: str | os.PathLike[str] | None = None) -> None:
         if transform is not None and not callable(transform):
             raise InputError(f"transform: must be callable (item -> anything), got {type(transform).__name__}")
+        source, entries = open_entries(dataset, split=split, container=container, registry=registry, root=root)
+        if isinstance(dataset, (str, os.PathLike)):
+            # Pinned: a worker loads the version this was created on, even after a newer one is
+            # published at the root (kuration.output.versions), so a training job never mixes two.
+            dataset = source.destination.url
         self._source: dict[str, Any] = {"dataset": dataset, "split": split, "container": container,
                                         "registry": registry, "root": root}
-        source, entries = open_entries(dataset, split=split, container=container, registry=registry, root=root)
         # checked now, in the parent, not first in a worker
         self._modalities = selected_modalities(source.spec, modalities)
         self.transform, self.include_meta, self.trim, self.verify = transform, include_meta, trim, verify

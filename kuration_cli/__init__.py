@@ -65,6 +65,10 @@ VERBS = (
     Verb("diff", "compare two committed datasets (exit 1 when they differ)", "kuration.inspect.cli:DIFF"),
     Verb("check", "judge a committed dataset against a quality policy (exit 1 when a gate fails)",
          "kuration.inspect.cli:CHECK"),
+    Verb("versions", "list a dataset root's versions and which one is current",
+         "kuration.output.versions_cli:VERSIONS"),
+    Verb("publish", "audit a staged version and make it current (exit 1 when a blocking check fails)",
+         "kuration.output.versions_cli:PUBLISH"),
 )
 
 #: The exit status every verb shares, as ``kuration --help`` states it.

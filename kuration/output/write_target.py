@@ -101,7 +101,7 @@ def write_target(root: DatasetRoot, run_fingerprint: str, *, resume: bool, force
     version = newest if newest not in (None, PLAIN_VERSION) and record is None and not torn else root.next_version()
     fresh = WriteTarget(root, version, root.version_destination(version), None, (previous,) if previous else (),
                         False, torn)
-    if not resume or record is None or newest == PLAIN_VERSION or destination is None:
+    if not resume or record is None or newest is None or newest == PLAIN_VERSION or destination is None:
         return fresh
     if record.run_fingerprint != run_fingerprint:
         other = _other_run(destination.url, record, run_fingerprint)

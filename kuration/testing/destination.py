@@ -15,6 +15,11 @@ alone, so what passes here is what the writer and the readers may rely on anywhe
   ``top_level`` (the lease file never shown), ``remove`` (missing is fine; folders it
   empties go);
 * the lease is exclusive across destination objects, and released on any exit;
+* versions (:mod:`kuration.output.versions`): ``children`` lists a folder's entries
+  (empty for a missing folder); ``create_new`` writes a file only if its name is free and
+  says whether it did (the publish log's one atomic step: two creators of one name, one
+  wins); ``share_file`` gives a file a second name with the same bytes, and removing
+  either name leaves the other whole;
 * every relative path that could leave the root is refused with :class:`CommitError`.
 
 A subclass supplies:
@@ -303,6 +308,43 @@ class DestinationContract(abc.ABC):
         with dest.lease(), self.make_destination("elsewhere").lease():
             pass
 
+    # ---- versions ---------------------------------------------------------------------
+
+    def test_children_lists_a_folders_entries_and_nothing_for_a_missing_one(self, dest):
+        assert dest.children("versions") == []
+        dest.write_metadata("versions/v1/a.json", b"1")
+        dest.write_metadata("versions/v2/b.json", b"2")
+        assert dest.children("versions") == ["v1", "v2"]
+
+    def test_create_new_writes_once_and_never_replaces(self, dest):
+        assert dest.create_new("published/00000001.json", b"first") is True
+        assert dest.create_new("published/00000001.json", b"second") is False
+        assert dest.read("published/00000001.json") == b"first"
+        assert dest.files_under("published") == ["published/00000001.json"]  # no temp file left
+
+    def test_one_of_two_concurrent_creators_of_a_name_wins(self, dest):
+        results: list[bool] = []
+        barrier = threading.Barrier(2)
+
+        def create(data: bytes) -> None:
+            barrier.wait()
+            results.append(self.make_destination("ds").create_new("published/00000001.json", data))
+
+        threads = [threading.Thread(target=create, args=(data,)) for data in (b"a", b"b")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(results) == [False, True]
+        assert dest.read("published/00000001.json") in (b"a", b"b")
+
+    def test_a_shared_file_has_the_same_bytes_and_outlives_its_source(self, dest):
+        dest.write_metadata("versions/v1/train/x.npz", b"shard bytes")
+        dest.share_file("versions/v1/train/x.npz", "versions/v2/train/x.npz")
+        assert dest.read("versions/v2/train/x.npz") == b"shard bytes"
+        dest.remove("versions/v1/train/x.npz")
+        assert dest.read("versions/v2/train/x.npz") == b"shard bytes"
+
     # ---- paths ------------------------------------------------------------------------
 
     @pytest.mark.parametrize("relative", ESCAPING)
@@ -317,6 +359,9 @@ class DestinationContract(abc.ABC):
             "files_under": lambda: dest.files_under(relative),
             "remove": lambda: dest.remove(relative),
             "check_folders": lambda: dest.check_folders({relative}),
+            "children": lambda: dest.children(relative),
+            "create_new": lambda: dest.create_new(relative, b"x"),
+            "share_file": lambda: dest.share_file(relative, "a.json"),
         }
         for name, call in calls.items():
             with pytest.raises(CommitError, match="must be relative"):
