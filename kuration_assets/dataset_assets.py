@@ -1,10 +1,16 @@
-"""``shards`` and ``dataset_manifest``: the committed training dataset, written in one step
-(op ``shards_and_manifest``, so the destination lease and the commit stay in one process);
-the blocking ``shards_present`` check on ``shards`` (every listed shard there at its size,
-from one listing); the blocking ``dataset_integrity`` check, a step of its own that
-re-verifies the committed dataset and rewrites nothing (so it also runs alone, on a dataset
-committed earlier); and the advisory ``dataset_quality`` check (a ``kur-check`` policy,
-shown as one table of its gates). The ``dataset_manifest``
+"""Write, audit, publish. ``shards`` and ``dataset_manifest``: a new version of the training
+dataset, committed in one step (op ``shards_and_manifest``, so the lease and the commit stay
+in one process) and left *staged*: readers of ``dataset/`` still see the current version
+(:mod:`kuration.output.versions`). Its audit, each check on the staged version (the newest
+committed one) and recording it as ``version``: the blocking ``shards_present`` check on
+``shards`` (every listed shard there at its size, from one listing); the blocking
+``dataset_integrity`` check, a step of its own that re-verifies and rewrites nothing (so it
+also runs alone); and ``dataset_quality`` (a ``kur-check`` policy, shown as one table of its
+gates), blocking too, but failing at ERROR only when the policy says ``"blocking": true``
+(otherwise a failed gate warns, which does not stop the publish). ``published_dataset``
+makes the audited version current, in one atomic step, only when every blocking check
+passed on that version (:func:`kuration_dagster_checks.audit.audit_failures`); the rollout
+store is built from the published version. The ``dataset_manifest``
 materialization carries the inspect report as Markdown and the path of its self-contained
 HTML version (``reports/dataset_report.html`` under the storage root, beside the dataset
 rather than inside it: the dataset's files are pinned by its commit record)."""
@@ -14,14 +20,17 @@ rather than inside it: the dataset's files are pinned by its commit record)."""
 from typing import Any, Optional
 
 from dagster import (
+    AssetCheckKey,
     AssetCheckResult,
     AssetExecutionContext,
     AssetKey,
     AssetSpec,
     Config,
     DataVersion,
+    Failure,
     MaterializeResult,
     MetadataValue,
+    asset,
     asset_check,
     multi_asset,
 )
@@ -34,11 +43,13 @@ from kuration.inspect.markdown import report_markdown
 from kuration.numbers import format_bytes, rounded
 from kuration.output.dataset_summary import DatasetSummary, summarize_dataset
 from kuration.output.spec import OutputSpec
+from kuration.output.versions import DatasetRoot
 from kuration.output.write_dataset import WriteOptions, write_planned_dataset
 from kuration.read import check_shard_presence, verify_dataset
 from kuration_assets.automation import follows_upstream
 from kuration_assets.budget_assets import budget_plan
-from kuration_dagster_checks import asset_check_result, markdown_table, plotted_numbers
+from kuration_dagster_checks import asset_check_result, markdown_list, markdown_table, plotted_numbers
+from kuration_dagster_checks.audit import VERSION_KEY, audit_failures
 from kuration_resources import ASSET_GROUP, LandingZoneResource, StorageRootResource, set_fields
 
 DATASET_DIR = "dataset"
@@ -83,7 +94,8 @@ class DatasetConfig(Config):
                   description="The training shards of the admitted spans, under dataset/{split}/",
                   automation_condition=follows_upstream()),
         AssetSpec("dataset_manifest", deps=["shards"], group_name=ASSET_GROUP, kinds={"json"},
-                  description="dataset_manifest.json, config.json and the dataset.commit.json that publishes them",
+                  description="dataset_manifest.json, config.json and the dataset.commit.json that commits a new "
+                              "version, staged until published_dataset publishes it",
                   automation_condition=follows_upstream()),
     ],
     can_subset=False,
@@ -94,7 +106,7 @@ def shards_and_manifest(
     storage_root: StorageRootResource,
     landing_zone: LandingZoneResource,
 ):
-    """Write the budget plan's admitted spans as a committed dataset under dataset/."""
+    """Write the budget plan's admitted spans as a new committed version under dataset/, staged."""
     zone = landing_zone.open(config)
     out = storage_root.path(DATASET_DIR)
     result = write_planned_dataset(
@@ -102,16 +114,19 @@ def shards_and_manifest(
         job=stored_scoring_job(storage_root.url), split=stored_split_identity(storage_root.url), options=WriteOptions(
             resume=True, on_other_run="replace" if config.replace_other_runs else "refuse",
             reuse_shards=config.reuse_shards, allow_empty=config.allow_empty, write_workers=zone.config.write_workers,
+            publish=False,
             progress=lambda done, total, source: context.log.info(f"{done}/{total} sources written ({source})")),
     )
     if result.replaced:
-        context.log.info(f"replaced the destination: {result.replaced}")
+        context.log.info(f"a new version beside the previous one: {result.replaced}")
+    context.log.info(f"{result.version} committed, staged for its audit ({result.version_url})")
     summary = summarize_dataset(result, sample_hz=zone.schema.sample_hz)
     version = DataVersion(result.manifest_sha256)
-    yield MaterializeResult(asset_key=AssetKey("shards"), metadata=_shards_metadata(out, zone.spec, summary),
-                            data_version=version)
-    yield MaterializeResult(asset_key=AssetKey("dataset_manifest"), data_version=version,
-                            metadata=_manifest_metadata(out, summary, storage_root.path(*REPORT_FILE)))
+    staged = {VERSION_KEY: result.version}
+    yield MaterializeResult(asset_key=AssetKey("shards"), data_version=version,
+                            metadata={**_shards_metadata(result.version_url, zone.spec, summary), **staged})
+    yield MaterializeResult(asset_key=AssetKey("dataset_manifest"), data_version=version, metadata={
+        **_manifest_metadata(result.version_url, summary, storage_root.path(*REPORT_FILE)), **staged})
 
 
 def _shards_metadata(out: str, spec: OutputSpec, summary: DatasetSummary) -> dict[str, Any]:
@@ -159,8 +174,9 @@ def _manifest_metadata(out: str, summary: DatasetSummary, report_url: str) -> di
                 "alone on the dataset already committed.",
 )
 def shards_present(storage_root: StorageRootResource) -> AssetCheckResult:
-    return asset_check_result(check_shard_presence(storage_root.path(DATASET_DIR), write_hint=WRITE_HINT),
-                              plotted=("shards", "missing_shards", "wrong_size_shards"))
+    ref, version = _staged(storage_root)
+    return _of_version(asset_check_result(check_shard_presence(ref, write_hint=WRITE_HINT),
+                                          plotted=("shards", "missing_shards", "wrong_size_shards")), version)
 
 
 @asset_check(
@@ -169,8 +185,23 @@ def shards_present(storage_root: StorageRootResource) -> AssetCheckResult:
                 "Reads only: it runs after shards_and_manifest, or alone to re-verify the dataset already committed.",
 )
 def dataset_integrity(storage_root: StorageRootResource) -> AssetCheckResult:
-    return asset_check_result(verify_dataset(storage_root.path(DATASET_DIR), write_hint=WRITE_HINT),
-                              plotted=("shards", "bad_shards"))
+    ref, version = _staged(storage_root)
+    return _of_version(asset_check_result(verify_dataset(ref, write_hint=WRITE_HINT), plotted=("shards", "bad_shards")),
+                       version)
+
+
+def _staged(storage_root: StorageRootResource) -> tuple[str, str | None]:
+    """What the audit checks: the newest committed version (the one shards_and_manifest
+    staged, or the current one when none is newer) as ``ROOT@vN``, and its name; the root
+    itself when it holds no version (the check then says nothing is committed)."""
+    root = storage_root.path(DATASET_DIR)
+    version = DatasetRoot(root).newest_committed()
+    return (root, None) if version is None else (f"{root}@{version}", version)
+
+
+def _of_version(check: AssetCheckResult, version: str | None) -> AssetCheckResult:
+    """``check`` with the version it evaluated, which the publish step compares."""
+    return check._replace(metadata={VERSION_KEY: MetadataValue.text(version or "none"), **check.metadata})
 
 
 class QualityCheckConfig(Config):
@@ -188,16 +219,17 @@ class QualityCheckConfig(Config):
 
 
 @asset_check(
-    asset=AssetKey("dataset_manifest"), blocking=False,
-    description="The committed dataset meets the kur-check quality policy (quality.json in the landing zone, or "
+    asset=AssetKey("dataset_manifest"), blocking=True,
+    description="The staged version meets the kur-check quality policy (quality.json in the landing zone, or "
                 "policy_json in run config): sources, shards, modalities, budget utilization, skipped sources, and "
-                "full verification when the policy asks. Advisory: a failed gate warns.",
+                "full verification when the policy asks. A failed gate warns (the version is still published) "
+                "unless the policy says \"blocking\": true, when it fails and the version is not published.",
 )
 def dataset_quality(config: QualityCheckConfig, storage_root: StorageRootResource,
                     landing_zone: LandingZoneResource) -> AssetCheckResult:
-    result = landing_zone.open().quality_check(storage_root.path(DATASET_DIR), policy_json=config.policy_json,
-                                               policy_file=config.policy_file)
-    return _with_gates(asset_check_result(result), result)
+    ref, version = _staged(storage_root)
+    result = landing_zone.open().quality_check(ref, policy_json=config.policy_json, policy_file=config.policy_file)
+    return _of_version(_with_gates(asset_check_result(result), result), version)
 
 
 def _with_gates(check: AssetCheckResult, result: QualityResult) -> AssetCheckResult:
@@ -222,5 +254,34 @@ def _gate_figure(gate: str, value: Any) -> Any:
     return value
 
 
-__all__ = ["DatasetConfig", "QualityCheckConfig", "dataset_integrity", "dataset_quality", "shards_and_manifest",
-           "shards_present"]
+#: The checks a version must pass before it is published (every blocking check of the dataset).
+AUDIT_CHECKS = (AssetCheckKey(AssetKey("shards"), "shards_present"),
+                AssetCheckKey(AssetKey("dataset_manifest"), "dataset_integrity"),
+                AssetCheckKey(AssetKey("dataset_manifest"), "dataset_quality"))
+
+
+@asset(deps=["dataset_manifest"], group_name=ASSET_GROUP, kinds={"json"}, automation_condition=follows_upstream(),
+       description="The dataset version readers see: the staged version made current (one publish record, created "
+                   "atomically), only once every blocking check passed on it")
+def published_dataset(context: AssetExecutionContext, storage_root: StorageRootResource) -> MaterializeResult:
+    """Publish the staged version if its audit passed; fail, publishing nothing, if not."""
+    root = DatasetRoot(storage_root.path(DATASET_DIR))
+    version = root.newest_committed()
+    if version is None:
+        raise Failure(f"{root.url}: holds no committed version to publish; {WRITE_HINT}")
+    failures = audit_failures(context.instance, AUDIT_CHECKS, version)
+    if failures:
+        raise Failure(f"{version} not published (readers keep the current version): " + "; ".join(failures),
+                      metadata={VERSION_KEY: version, "audit": markdown_list(failures)})
+    current = root.current()
+    if current is None or current.version != version:
+        with root.destination.lease():
+            current = root.publish(version)
+    context.log.info(f"{version} is current (publish record {current.sequence})")
+    return MaterializeResult(data_version=DataVersion(current.commit_sha256), metadata={
+        VERSION_KEY: version, "path": MetadataValue.path(root.version_url(version)),
+        "publish_record": current.sequence, "published": current.published})
+
+
+__all__ = ["AUDIT_CHECKS", "DatasetConfig", "QualityCheckConfig", "dataset_integrity", "dataset_quality",
+           "published_dataset", "shards_and_manifest", "shards_present"]

@@ -60,8 +60,10 @@ score_recordings = define_asset_job(
 DATASET_LEASE_TAG = ("kuration/lease", "dataset")
 
 build_dataset = define_asset_job(
-    "build_dataset", selection=AssetSelection.assets(kuration_assets.shards_and_manifest),
-    description="Write the admitted spans as a committed training dataset, verified shard by shard.",
+    "build_dataset", selection=AssetSelection.assets(kuration_assets.shards_and_manifest,
+                                                     kuration_assets.published_dataset),
+    description="Write the admitted spans as a new dataset version, audit it (verified shard by shard, the quality "
+                "policy) and publish it only if every blocking check passed.",
     tags=dict([DATASET_LEASE_TAG]),
 )
 
@@ -81,7 +83,7 @@ fill_budget = define_asset_job(
 #: over every scored_segments partition rescores after a strategy change.
 RECURATION_ASSETS = AssetSelection.assets(splits_assets.universe, splits_assets.resolved_splits,
                                           kuration_assets.budget_plan, kuration_assets.shards_and_manifest,
-                                          rollout_assets.rollout_store)
+                                          kuration_assets.published_dataset, rollout_assets.rollout_store)
 
 recurate = define_asset_job(
     "recurate", selection=RECURATION_ASSETS,

@@ -75,7 +75,7 @@ class RolloutStoreConfig(Config):
             ground_level_m=settings.ground_level_m)
 
 
-@asset(deps=["dataset_manifest", resolved_splits], group_name=ASSET_GROUP, kinds={"zarr"},
+@asset(deps=["published_dataset", resolved_splits], group_name=ASSET_GROUP, kinds={"zarr"},
        # a new split alone does not trigger it: the dataset built from that split follows, and
        # the store must be built from that dataset (once), not from the one before it
        automation_condition=follows_upstream(not_triggered_by=AssetSelection.assets(resolved_splits)))

@@ -56,13 +56,16 @@ class QualityPolicy:
     verify: bool | None = None
     min_budget_utilization: float | None = None
     max_skipped_sources: int | None = None
+    #: Not a gate: whether a failed gate blocks (Dagster's ``dataset_quality`` fails at ERROR
+    #: severity, so the staged version is not published), rather than warns.
+    blocking: bool = False
 
     @classmethod
     def from_dict(cls, data: Any, *, where: str = "quality policy") -> QualityPolicy:
         if not isinstance(data, Mapping):
             raise InputError(f"{where}: must be a JSON object of gates, got {type(data).__name__}")
-        check_keys(data, POLICY_KEYS, where=where)
-        if not data:
+        check_keys(data, (*POLICY_KEYS, "blocking"), where=where)
+        if not set(data) & set(POLICY_KEYS):
             raise InputError(f"{where}: names no gate, so it would approve any dataset; use at least one of "
                              f"{list(POLICY_KEYS)}")
         values: dict[str, Any] = {}
@@ -88,6 +91,10 @@ class QualityPolicy:
                 raise InputError(f"{where}: min_budget_utilization must be a finite number >= 0 (a fraction: 0.95 "
                                  f"is 95%), got {shown(data['min_budget_utilization'])}")
             values["min_budget_utilization"] = fraction
+        if "blocking" in data:
+            if not isinstance(data["blocking"], bool):
+                raise InputError(f"{where}: blocking must be true or false, got {shown(data['blocking'])}")
+            values["blocking"] = data["blocking"]
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
@@ -96,6 +103,8 @@ class QualityPolicy:
             value = getattr(self, key)
             if value is not None:
                 out[key] = list(value) if isinstance(value, tuple) else value
+        if self.blocking:
+            out["blocking"] = True
         return out
 
 
@@ -210,11 +219,12 @@ def check_quality(dataset: str | os.PathLike[str] | DatasetReport, policy: Quali
 
 def advisory_quality(dataset: str | os.PathLike[str], *, policy_json: str | None, policy_url: str,
                      untrusted: bool = False) -> QualityResult:
-    """The answer of an advisory quality check (Dagster's ``dataset_quality``): the policy in
-    ``policy_json`` (run config) when given, else the file at ``policy_url``. A failed gate
-    is a *warning* here (the dataset is usable, but look), unlike :func:`check_quality`'s
-    errors that fail ``kur-check``; a policy or dataset that cannot be read is an error; with
-    no policy at all the result passes and says so. Never raises for what it finds."""
+    """The answer of Dagster's ``dataset_quality`` check: the policy in ``policy_json`` (run
+    config) when given, else the file at ``policy_url``. A failed gate is a *warning* here
+    (the dataset is usable, but look), unlike :func:`check_quality`'s errors that fail
+    ``kur-check``, unless the policy says ``"blocking": true``: then it is an error, and the
+    version is not published. A policy or dataset that cannot be read is an error; with no
+    policy at all the result passes and says so. Never raises for what it finds."""
     try:
         if policy_json is not None:
             policy = parse_policy(policy_json, where="run config policy_json")
@@ -238,6 +248,8 @@ def advisory_quality_of(dataset: str | os.PathLike[str], policy: QualityPolicy |
         result = check_quality(dataset, policy, untrusted=untrusted)
     except (KurationError, OSError) as exc:
         return QualityResult.cannot_check("the dataset", exc)
+    if policy.blocking:
+        return result
     return replace(result, errors=(), warnings=result.errors + result.warnings)
 
 

@@ -138,6 +138,17 @@ class DatasetRoot:
         """``version``'s commit record (None: nothing committed or started there); a torn one raises."""
         return read_commit(self.version_destination(version))
 
+    def newest_committed(self) -> str | None:
+        """The newest committed version (published or staged); None when there is none."""
+        for version in reversed(self.versions()):
+            try:
+                record = self.commit_record(version)
+            except CommitError:
+                continue
+            if record is not None and record.state == "committed":
+                return version
+        return None
+
     def next_version(self) -> str:
         existing = self.versions()
         return version_name(version_number(existing[-1]) + 1 if existing else 1)

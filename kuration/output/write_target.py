@@ -68,14 +68,11 @@ def _record(destination: Destination, force: bool, replace: bool) -> tuple[Commi
 
 def _newest_committed(root: DatasetRoot) -> ReuseSource | None:
     """The newest committed version (or the plain root dataset), whose shards a new version keeps."""
-    for version in reversed(root.versions()):
+    version = root.newest_committed()
+    if version is not None:
         destination = root.version_destination(version)
-        try:
-            record = read_commit(destination)
-        except CommitError:
-            continue
-        if record is not None and record.state == "committed":
-            return ReuseSource(destination, record, f"{VERSIONS_DIR}/{version}")
+        record = read_commit(destination)
+        return ReuseSource(destination, record, f"{VERSIONS_DIR}/{version}") if record is not None else None
     try:
         record = read_commit(root.destination) if root.has_plain_dataset() else None
     except CommitError:
