@@ -39,6 +39,43 @@ def plan_budget_for_tests(resources, instance, **config) -> None:
                        run_config={"ops": {"budget_plan": {"config": config}}}).success
 
 
+def dataset_assets_and_checks() -> list:
+    """What ``build_dataset`` runs: the write (a new version, staged), the audit's three
+    blocking checks on that version, and ``published_dataset``, which makes it current."""
+    from kuration_assets import dataset_integrity, dataset_quality, published_dataset, shards_and_manifest
+    from kuration_assets import shards_present
+
+    return [shards_and_manifest, shards_present, dataset_integrity, dataset_quality, published_dataset]
+
+
+def publish_dataset_for_tests(resources, instance) -> None:
+    """Write, audit and publish the dataset from the stored budget plan, as ``build_dataset``
+    does; asserts it succeeds, so readers of ``dataset/`` see the new version."""
+    from dagster import materialize
+
+    result = materialize(dataset_assets_and_checks(), resources=resources, instance=instance, raise_on_error=False)
+    assert result.success, failure_text(result)
+
+
+def staged_dataset(storage: Path | str) -> str:
+    """``{storage}/dataset@vN``: the newest committed version of the dataset (the one
+    ``shards_and_manifest`` staged, published or not, the one the audit checks), as a
+    reference every reader takes."""
+    from kuration.output.versions import DatasetRoot
+
+    root = DatasetRoot(Path(storage) / "dataset")
+    version = root.newest_committed()
+    assert version is not None, f"{root.url}: holds no committed version"
+    return f"{root.url}@{version}"
+
+
+def staged_dir(storage: Path | str) -> Path:
+    """The folder of :func:`staged_dataset` (a seed-layout dataset)."""
+    from kuration.output.versions import resolve_dataset
+
+    return Path(resolve_dataset(staged_dataset(storage)))
+
+
 def materialization_metadata(result) -> dict[str, dict]:
     """Asset key -> its materialization's metadata values, for every asset the run materialized."""
     out = {}

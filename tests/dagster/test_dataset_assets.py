@@ -1,6 +1,11 @@
 """``shards`` + ``dataset_manifest`` (one step, ``shards_and_manifest``) and the blocking
 ``shards_present`` and ``dataset_integrity`` checks: steps of their own, runnable alone on the
-committed dataset."""
+committed dataset.
+
+The step commits a new version of ``dataset/`` and leaves it staged (docs/versions.md):
+``published_dataset``, which these runs leave out, would make it current. So the tests read
+the staged version by name (:func:`tests.dagster.runs.staged_dataset`), the one the checks
+audit, and a committed version is never changed: a rewrite is a new version beside it."""
 
 import hashlib
 import json
@@ -13,13 +18,14 @@ from dagster import AssetKey, AssetSelection, materialize
 
 from kuration.budget import plan_budget
 from kuration.budget.plan_store import load_scored_pool, read_budget_plan, read_budget_record, write_budget_plan
+from kuration.output.versions import DatasetRoot
 from kuration.read import iter_shards, load_committed, verify_dataset
 from kuration.scoring import Strategy
-from kuration_assets import dataset_assets, dataset_integrity, shards_and_manifest, shards_present
+from kuration_assets import dataset_assets, dataset_integrity, published_dataset, shards_and_manifest, shards_present
 from rollout_assets import rollout_store
 from tests.dagster.runs import H, failure_text
 from tests.dagster.runs import markdown_rows, materialization_metadata
-from tests.dagster.runs import plan_budget_for_tests
+from tests.dagster.runs import plan_budget_for_tests, staged_dataset, staged_dir
 
 
 def _dataset(resources, instance, **config):
@@ -54,31 +60,45 @@ def test_the_dataset_is_written_committed_and_verified(scored, instance, tmp_pat
     (check,) = result.get_asset_check_evaluations()
     assert check.check_name == "dataset_integrity" and check.passed
     assert check.description.startswith(f"{manifest['shards']} shards, ") and "commit chain intact" in check.description
-    assert verify_dataset(tmp_path / "storage" / "dataset").ok
+    assert meta["shards"]["version"] == meta["dataset_manifest"]["version"] == "v1"
+    assert verify_dataset(staged_dataset(tmp_path / "storage")).ok
 
 
 def test_rematerializing_the_same_plan_reuses_every_verified_shard(scored, instance, tmp_path):
+    """The rewrite of the rotten shard goes into a new version (v1 is committed, so never
+    changed), which keeps every shard of v1 that still verifies."""
     plan_budget_for_tests(scored, instance)
     first = materialization_metadata(_dataset(scored, instance))["shards"]
-    dataset = load_committed(tmp_path / "storage" / "dataset")
+    dataset = load_committed(staged_dataset(tmp_path / "storage"))
     victim = Path(dataset.shard_path(dataset.entries[0]))
     victim.write_bytes(victim.read_bytes()[:-1])  # bit rot on one shard
+    rotten = victim.read_bytes()
     again = materialization_metadata(_dataset(scored, instance))["shards"]
     assert (again["written_shards"], again["reused_shards"]) == (1, first["written_shards"] - 1)
+    assert (first["version"], again["version"]) == ("v1", "v2") and victim.read_bytes() == rotten
+    assert verify_dataset(staged_dataset(tmp_path / "storage")).ok
 
 
 def test_a_new_plan_replaces_the_dataset_unless_told_to_keep_it(scored, instance, tmp_path):
+    """Replacing writes a new version (v2) beside the other run's (v1), which stays as it was,
+    readable by name; refused, nothing new is written at all."""
+    storage = tmp_path / "storage"
     plan_budget_for_tests(scored, instance)
     assert _dataset(scored, instance).success
-    before = (tmp_path / "storage" / "dataset" / "dataset_manifest.json").read_bytes()
+    v1 = storage / "dataset" / "versions" / "v1"
+    assert staged_dir(storage) == v1
+    before = (v1 / "dataset_manifest.json").read_bytes()
     plan_budget_for_tests(scored, instance, train=30 * H)
     kept = _dataset(scored, instance, replace_other_runs=False)
     assert not kept.success and "holds a committed dataset of another run" in failure_text(kept)
-    assert (tmp_path / "storage" / "dataset" / "dataset_manifest.json").read_bytes() == before
+    assert staged_dir(storage) == v1 and not (storage / "dataset" / "versions" / "v2").exists()
+    assert (v1 / "dataset_manifest.json").read_bytes() == before
     replaced = _dataset(scored, instance)
     assert replaced.success
-    after = (tmp_path / "storage" / "dataset" / "dataset_manifest.json").read_bytes()
-    assert after != before
+    assert staged_dir(storage) == storage / "dataset" / "versions" / "v2"
+    after = (staged_dir(storage) / "dataset_manifest.json").read_bytes()
+    assert after != before and (v1 / "dataset_manifest.json").read_bytes() == before
+    assert verify_dataset(storage / "dataset", version="v1").ok
     # the new plan's shards whose content the old dataset already held are kept, not rewritten
     old_keys = {e["content_key"] for e in json.loads(before)["entries"]}
     new_entries = json.loads(after)["entries"]
@@ -116,7 +136,7 @@ def test_the_seeds_int64_label_from_a_segment_feature_is_written_and_read_back(s
     spec_file.write_text(json.dumps(spec))
     plan_budget_for_tests(scored, instance)
     assert _dataset(scored, instance).success
-    labels = [arrays["label"] for arrays in iter_shards(tmp_path / "storage" / "dataset")]
+    labels = [arrays["label"] for arrays in iter_shards(staged_dataset(tmp_path / "storage"))]
     assert labels and {a.dtype for a in labels} == {np.dtype(np.int64)}
     assert set(np.concatenate(labels).tolist()) == {0, 1}
 
@@ -127,15 +147,20 @@ def test_without_a_budget_plan_the_dataset_step_fails_with_the_fix(scored, insta
 
 
 def test_a_torn_commit_record_is_replaced_not_resumed(scored, instance, tmp_path):
+    """The torn version (v1) is set aside, not resumed or repaired: the replacement is a new
+    version (v2) that trusts none of v1's shards."""
+    storage = tmp_path / "storage"
     plan_budget_for_tests(scored, instance)
     assert _dataset(scored, instance).success
-    commit = tmp_path / "storage" / "dataset" / "dataset.commit.json"
+    commit = staged_dir(storage) / "dataset.commit.json"
     commit.write_bytes(commit.read_bytes()[:40])
+    torn = commit.read_bytes()
     kept = _dataset(scored, instance, replace_other_runs=False)
     assert not kept.success and "Re-run the write with force=True" in failure_text(kept)
     replaced = _dataset(scored, instance)
     assert replaced.success and materialization_metadata(replaced)["shards"]["reused_shards"] == 0
-    assert verify_dataset(tmp_path / "storage" / "dataset").ok
+    assert staged_dataset(storage).endswith("@v2") and verify_dataset(staged_dataset(storage)).ok
+    assert commit.read_bytes() == torn
 
 
 def test_the_dataset_records_which_baked_split_its_plan_was_made_over(scored, instance, tmp_path):
@@ -144,7 +169,7 @@ def test_the_dataset_records_which_baked_split_its_plan_was_made_over(scored, in
 
     plan_budget_for_tests(scored, instance)
     assert _dataset(scored, instance).success
-    config = load_committed(tmp_path / "storage" / "dataset").config
+    config = load_committed(staged_dataset(tmp_path / "storage")).config
     _, splits_digest = read_split_assignments(tmp_path / "storage")
     assert config["provenance"]["split"] == {"origin": "splits_json", "sha256": splits_digest}
 
@@ -184,7 +209,7 @@ def test_the_integrity_check_is_a_step_of_its_own_after_the_write(scored, instan
 def test_the_integrity_check_alone_reverifies_the_committed_dataset_and_rewrites_nothing(scored, instance, tmp_path):
     plan_budget_for_tests(scored, instance)
     assert _dataset(scored, instance).success
-    dataset = tmp_path / "storage" / "dataset"
+    dataset = staged_dir(tmp_path / "storage")  # the version the check audits
     before, materialized = _files(dataset), _latest_materializations(instance)
 
     sound = _integrity_alone(scored, instance)
@@ -226,11 +251,12 @@ def test_the_shards_check_finds_every_listed_shard_at_its_size_after_the_write_a
                           raise_on_error=False)
     assert written.success and _step_keys(written) == {"shards_and_manifest", "shards_shards_present"}
     (check,) = written.get_asset_check_evaluations()
-    entries = load_committed(tmp_path / "storage" / "dataset").entries
+    dataset = staged_dir(tmp_path / "storage")
+    entries = load_committed(dataset).entries
     assert check.check_name == "shards_present" and check.asset_key == AssetKey("shards") and check.passed
     assert check.description.startswith(f"all {len(entries):,} shards the manifest lists are present")
     assert check.metadata["shards"].value == len(entries) and check.metadata["missing_shards"].value == 0  # plotted
-    (tmp_path / "storage" / "dataset" / entries[0]["path"]).unlink()
+    (dataset / entries[0]["path"]).unlink()
     alone = materialize([shards_and_manifest, shards_present], resources=scored, instance=instance,
                         raise_on_error=False, selection=AssetSelection.checks(shards_present))
     assert not alone.success and alone.get_asset_materialization_events() == []
@@ -242,26 +268,30 @@ def test_the_shards_check_finds_every_listed_shard_at_its_size_after_the_write_a
 
 def test_a_failed_integrity_check_keeps_the_rollout_store_from_running_in_the_same_run(scored, instance, tmp_path,
                                                                                       monkeypatch):
+    """The damaged version is never published either: ``published_dataset``, between the
+    check and the store, is held back too, so readers of ``dataset/`` still see no version."""
     plan_budget_for_tests(scored, instance)
     write = dataset_assets.write_planned_dataset
 
     def write_then_rot_a_shard(out, *args, **kwargs):
         result = write(out, *args, **kwargs)
-        shard = Path(load_committed(out).shard_path(load_committed(out).entries[0]))
+        staged = load_committed(result.version_url)
+        shard = Path(staged.shard_path(staged.entries[0]))
         shard.write_bytes(shard.read_bytes()[:-1])  # damaged after the commit, before the check reads it
         return result
 
     monkeypatch.setattr(dataset_assets, "write_planned_dataset", write_then_rot_a_shard)
-    result = materialize([shards_and_manifest, dataset_integrity, rollout_store], resources=scored,
+    result = materialize([shards_and_manifest, dataset_integrity, published_dataset, rollout_store], resources=scored,
                          instance=instance, raise_on_error=False)
     assert not result.success
     (check,) = result.get_asset_check_evaluations()
-    first = load_committed(tmp_path / "storage" / "dataset").entries[0]["path"]
+    first = load_committed(staged_dataset(tmp_path / "storage")).entries[0]["path"]
     assert not check.passed and f"first: {first}: missing, or its size or SHA-256 differs" in check.description
-    assert set(materialization_metadata(result)) == {"shards", "dataset_manifest"}  # no rollout_store
-    # never started (rather than failing on the damaged shard itself): the blocking check held it back
-    assert [e for e in result.all_events if e.step_key == "rollout_store"] == []
+    assert set(materialization_metadata(result)) == {"shards", "dataset_manifest"}  # no publication, no rollout_store
+    # never started (rather than failing on the damaged shard itself): the blocking check held them back
+    assert [e for e in result.all_events if e.step_key in ("published_dataset", "rollout_store")] == []
     assert instance.get_latest_materialization_event(AssetKey("rollout_store")) is None
+    assert DatasetRoot(tmp_path / "storage" / "dataset").current() is None
     assert not (tmp_path / "storage" / "rollouts").exists()
 
 
@@ -275,8 +305,8 @@ def test_write_workers_come_from_run_config_else_the_curation_settings(scored, i
     assert not from_env.success and "KURATION_WRITE_WORKERS: write_workers must be between 1" in failure_text(from_env)
     monkeypatch.setenv("KURATION_WRITE_WORKERS", "2")
     assert _dataset(scored, instance).success
-    in_workers = (tmp_path / "storage" / "dataset" / "dataset_manifest.json").read_bytes()
+    in_workers = (staged_dir(tmp_path / "storage") / "dataset_manifest.json").read_bytes()
     monkeypatch.delenv("KURATION_WRITE_WORKERS")
     one = _dataset(scored, instance, write_workers=1, reuse_shards=False)
     assert one.success and materialization_metadata(one)["shards"]["reused_shards"] == 0
-    assert (tmp_path / "storage" / "dataset" / "dataset_manifest.json").read_bytes() == in_workers
+    assert (staged_dir(tmp_path / "storage") / "dataset_manifest.json").read_bytes() == in_workers
