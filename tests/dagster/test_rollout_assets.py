@@ -1,6 +1,8 @@
 """``rollout_store`` with its blocking ``rollout_validation`` and ``rollout_lineage`` checks, on
 a dataset the dataset asset wrote from a real (small) demo corpus. ``rollout_validation`` is a
-step of its own that only reads, so it also runs alone on a store built earlier."""
+step of its own that only reads, so it also runs alone on a store built earlier. The store
+is built from the dataset's current (published) version: a version the dataset step staged
+changes nothing for it until it passed its audit and was published."""
 
 import hashlib
 import re
@@ -17,6 +19,7 @@ from kuration_assets import shards_and_manifest
 from rollout_assets import rollout_lineage, rollout_store, rollout_validation
 from splits_assets import resolved_splits
 from tests.dagster.runs import failure_text, materialization_metadata, plan_budget_for_tests
+from tests.dagster.runs import publish_dataset_for_tests
 
 
 def _rollouts(resources, instance, **config):
@@ -42,9 +45,9 @@ def _files(root: Path) -> dict[str, tuple[int, str]]:
 
 @pytest.fixture
 def curated(scored, instance):
-    """The scored demo corpus with a budget plan and its committed dataset."""
+    """The scored demo corpus with a budget plan and its dataset, written, audited and published."""
     plan_budget_for_tests(scored, instance)
-    assert materialize([shards_and_manifest], resources=scored, instance=instance).success
+    publish_dataset_for_tests(scored, instance)
     return scored
 
 
@@ -130,7 +133,10 @@ def test_a_rewritten_dataset_or_a_missing_store_fails_the_lineage_check(curated,
     assert not missing.ok and missing.verdict.startswith(f"cannot check the rollout store {store}")
     assert _rollouts(curated, instance).success
     plan_budget_for_tests(curated, instance, train=30 / 3600)  # another plan: the dataset is re-written
-    assert materialize([shards_and_manifest], resources=curated, instance=instance).success
+    assert materialize([shards_and_manifest], resources=curated, instance=instance).success  # v2, staged
+    staged = check_rollout_lineage(store, dataset=storage / "dataset", splits_root=storage)
+    assert staged.ok, staged.errors  # the store was built from v1, which readers still see
+    publish_dataset_for_tests(curated, instance)  # v2 audited and published: now the store is stale
     stale = check_rollout_lineage(store, dataset=storage / "dataset", splits_root=storage)
     assert not stale.ok
     assert any("the dataset was re-written after the store was built" in e for e in stale.errors)
