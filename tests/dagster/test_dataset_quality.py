@@ -1,6 +1,9 @@
-"""The inspect report on the ``dataset_manifest`` materialization, and the advisory
-``dataset_quality`` check: a kur-check policy from the landing zone or from run config,
-runnable on its own against the committed dataset."""
+"""The inspect report on the ``dataset_manifest`` materialization, and the ``dataset_quality``
+check: a kur-check policy from the landing zone or from run config, runnable on its own
+against the staged version. A failed gate warns (the run goes on, the version is still
+published) unless the policy says ``"blocking": true`` (tests/dagster/test_write_audit_publish.py);
+a policy that cannot be read fails the check at ERROR, and since the check is blocking, its
+step and the run fail, so that version is not published."""
 
 import json
 
@@ -18,7 +21,6 @@ def _quality(resources, instance, *, alone=False, **config):
                          instance=instance,
                          run_config=run_config, raise_on_error=False,
                          selection=AssetSelection.checks(dataset_quality) if alone else None)
-    assert result.success
     return result, {e.check_name: e for e in result.get_asset_check_evaluations()}
 
 
@@ -26,6 +28,7 @@ def test_the_manifest_carries_the_report_and_its_html_and_the_check_says_there_i
                                                                                              tmp_path):
     plan_budget_for_tests(scored, instance)
     result, checks = _quality(scored, instance)
+    assert result.success
     manifest = materialization_metadata(result)["dataset_manifest"]
     assert next(iter(manifest)) == "inspect_report"  # the summary comes first in the UI
     report = manifest["inspect_report"]
@@ -44,9 +47,10 @@ def test_the_manifest_carries_the_report_and_its_html_and_the_check_says_there_i
 
 def test_the_check_runs_alone_with_the_landing_zone_policy_or_run_config(scored, instance, tmp_path):
     plan_budget_for_tests(scored, instance)
-    _quality(scored, instance)
+    assert _quality(scored, instance)[0].success
     (tmp_path / "landing" / "quality.json").write_text(json.dumps({"min_shards": 10**9, "max_skipped_sources": 0}))
     result, checks = _quality(scored, instance, alone=True)
+    assert result.success  # a warning does not fail the step
     assert result.get_asset_materialization_events() == []  # the dataset is checked, not rebuilt
     failed = checks["dataset_quality"]
     assert not failed.passed and failed.severity == AssetCheckSeverity.WARN
@@ -59,10 +63,12 @@ def test_the_check_runs_alone_with_the_landing_zone_policy_or_run_config(scored,
     assert (gates["max_skipped_sources"]["result"], gates["max_skipped_sources"]["measured"]) == ("passed", "0")
     assert "figures" not in failed.metadata and failed.metadata["skipped_sources"].value == 0
     # run config wins over the landing zone's file
-    _, checks = _quality(scored, instance, alone=True, policy_json=json.dumps({"min_shards": 1, "verify": True}))
-    assert checks["dataset_quality"].passed and checks["dataset_quality"].description == "all 2 gates passed"
-    _, checks = _quality(scored, instance, alone=True, policy_json='{"min_shard": 1}')
+    result, checks = _quality(scored, instance, alone=True,
+                              policy_json=json.dumps({"min_shards": 1, "verify": True}))
+    assert result.success and checks["dataset_quality"].passed and checks["dataset_quality"].description == "all 2 gates passed"
+    result, checks = _quality(scored, instance, alone=True, policy_json='{"min_shard": 1}')
     bad = checks["dataset_quality"]
+    assert not result.success  # a blocking check at ERROR fails its step: nothing is published after it
     assert not bad.passed and bad.severity == AssetCheckSeverity.ERROR
     assert bad.description.startswith("cannot check the quality policy: run config policy_json") and "min_shard" in \
         bad.description

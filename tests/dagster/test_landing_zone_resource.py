@@ -14,13 +14,12 @@ from dagster import execute_job, materialize, reconstructable
 
 from kuration.landing import open_landing_zone
 from kuration.read import load_committed
-from kuration_assets import budget, budget_assets, dataset_integrity, dataset_quality, shards_and_manifest
-from kuration_assets import budget_plan
+from kuration_assets import budget, budget_assets, budget_plan
 from kuration_resources import LANDING_FINGERPRINT_TAG
 from rollout_assets import rollout_lineage, rollout_store
 from splits_assets import universe
 from tests.dagster.multiprocess_job import edited_mid_run
-from tests.dagster.runs import H, failure_text
+from tests.dagster.runs import H, dataset_assets_and_checks, failure_text
 from tests.landing.reads import counted_reads
 
 
@@ -45,8 +44,9 @@ def test_one_run_reads_curation_json_once_and_an_edit_mid_run_is_not_mixed_in(sc
         return stored
 
     monkeypatch.setattr(budget_assets, "plan_stored_budget", plan_then_edit)
+    # the whole chain, the dataset published (the store reads the published version)
     result = materialize(
-        [budget_plan, budget, shards_and_manifest, dataset_integrity, dataset_quality, rollout_store, rollout_lineage],
+        [budget_plan, budget, *dataset_assets_and_checks(), rollout_store, rollout_lineage],
         resources=scored, instance=instance, raise_on_error=False,
         run_config={"ops": {"budget_plan": {"config": {"train": 60 * H, "val": 30 * H, "test": 30 * H}}}})
     assert result.success, failure_text(result)
