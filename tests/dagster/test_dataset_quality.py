@@ -65,7 +65,8 @@ def test_the_check_runs_alone_with_the_landing_zone_policy_or_run_config(scored,
     # run config wins over the landing zone's file
     result, checks = _quality(scored, instance, alone=True,
                               policy_json=json.dumps({"min_shards": 1, "verify": True}))
-    assert result.success and checks["dataset_quality"].passed and checks["dataset_quality"].description == "all 2 gates passed"
+    assert result.success and checks["dataset_quality"].passed
+    assert checks["dataset_quality"].description == "all 2 gates passed"
     result, checks = _quality(scored, instance, alone=True, policy_json='{"min_shard": 1}')
     bad = checks["dataset_quality"]
     assert not result.success  # a blocking check at ERROR fails its step: nothing is published after it
