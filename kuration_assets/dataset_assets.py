@@ -260,7 +260,10 @@ AUDIT_CHECKS = (AssetCheckKey(AssetKey("shards"), "shards_present"),
                 AssetCheckKey(AssetKey("dataset_manifest"), "dataset_quality"))
 
 
-@asset(deps=["dataset_manifest"], group_name=ASSET_GROUP, kinds={"json"}, automation_condition=follows_upstream(),
+# on shards too, though written in one step with dataset_manifest: its automation then waits for
+# shards_present as well, which the audit requires (AUDIT_CHECKS)
+@asset(deps=["shards", "dataset_manifest"], group_name=ASSET_GROUP, kinds={"json"},
+       automation_condition=follows_upstream(),
        description="The dataset version readers see: the staged version made current (one publish record, created "
                    "atomically), only once every blocking check passed on it")
 def published_dataset(context: AssetExecutionContext, storage_root: StorageRootResource) -> MaterializeResult:

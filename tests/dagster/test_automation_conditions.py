@@ -11,7 +11,10 @@ from dagster import AssetKey, AssetSelection, DagsterInstance, evaluate_automati
 from kuration import storage
 from kuration.demo.corpus import write_demo_landing_zone
 from kuration.errors import InputError
-from kuration_assets import budget, budget_plan, dataset_integrity, scored_segments, segment_pool, shards_and_manifest
+from kuration_assets import (
+    budget, budget_plan, dataset_integrity, dataset_quality, published_dataset, scored_segments, segment_pool,
+    shards_and_manifest, shards_present,
+)
 from kuration_assets.automation import DEFAULT_SENSOR_INTERVAL_SECONDS, SENSOR_INTERVAL_ENV, sensor_interval_seconds
 from kuration_cli.graph_run import run_graph
 from kuration_definitions import DATASET_LEASE_TAG, defs
@@ -20,7 +23,7 @@ from splits_assets import resolved_splits, split_leakage, universe, universe_dri
 from tests.built_once import BuiltOnce, build_once
 from tests.dagster.runs import landing_resources
 
-DOWNSTREAM = ("budget_plan", "shards", "dataset_manifest", "rollout_store")
+DOWNSTREAM = ("budget_plan", "shards", "dataset_manifest", "published_dataset", "rollout_store")
 
 
 class Curated:
@@ -98,20 +101,27 @@ def test_a_rescored_pool_plans_the_whole_chain_once_its_pool_check_passed(curate
     # scored, but segment_pool (its own step) has not passed on it yet
     assert curated.tick() == set()
     assert curated.run([scored_segments, segment_pool], selection=AssetSelection.checks(segment_pool)).success
-    # one run: the budget check, then the dataset and its integrity check, then the store
+    # one run: the budget check, then the dataset and its audit, its publication, then the store
     assert curated.tick() == set(DOWNSTREAM)
     assert curated.tick() == set(), "asked twice for one update"
-    assert curated.run([budget_plan, budget, shards_and_manifest, dataset_integrity, rollout_store,
-                        rollout_lineage]).success
+    assert curated.run([budget_plan, budget, shards_and_manifest, shards_present, dataset_integrity, dataset_quality,
+                        published_dataset, rollout_store, rollout_lineage]).success
     assert curated.tick() == set()
 
 
-def test_the_rollout_store_waits_for_the_integrity_check_of_a_dataset_built_by_hand(curated):
+def test_the_publication_and_the_store_wait_for_every_audit_check_of_a_dataset_built_by_hand(curated):
+    """A version written by hand without its checks is staged: ``published_dataset`` (and the
+    store after it) is asked for only once each of its audit's blocking checks passed on it,
+    run one by one here, in steps of their own. Requested earlier, the publication would fail
+    its audit (a check that has not evaluated the version) and the chain would stop there."""
+    checks = [shards_and_manifest, shards_present, dataset_integrity, dataset_quality]
     assert curated.run([shards_and_manifest], selection=AssetSelection.assets(shards_and_manifest)).success
     assert curated.tick() == set()
-    assert curated.run([shards_and_manifest, dataset_integrity],
-                       selection=AssetSelection.checks(dataset_integrity)).success
-    assert curated.tick() == {"rollout_store"}
+    for check in (dataset_integrity, dataset_quality):
+        assert curated.run(checks, selection=AssetSelection.checks(check)).success
+        assert curated.tick() == set(), check.check_key
+    assert curated.run(checks, selection=AssetSelection.checks(shards_present)).success
+    assert curated.tick() == {"published_dataset", "rollout_store"}
     assert curated.tick() == set()
 
 
@@ -142,7 +152,7 @@ def test_a_budget_check_that_only_warns_lets_the_automation_go_on(curated):
     (evaluation,) = result.get_asset_check_evaluations()
     assert result.success and not evaluation.passed and evaluation.severity.value == "WARN"
     assert "larger than the split's whole scored pool" in str(evaluation.description)
-    assert curated.tick() == {"shards", "dataset_manifest", "rollout_store"}
+    assert curated.tick() == {"shards", "dataset_manifest", "published_dataset", "rollout_store"}
     assert curated.tick() == set(), "asked twice for one update"
 
 
@@ -157,7 +167,7 @@ def test_a_budget_check_that_fails_as_an_error_stops_the_automation(curated):
     # put right, the plan's next materialization and its passing check release the chain
     _rebudget(curated, span_seconds=20)
     assert curated.run([budget_plan, budget]).success
-    assert curated.tick() == {"shards", "dataset_manifest", "rollout_store"}
+    assert curated.tick() == {"shards", "dataset_manifest", "published_dataset", "rollout_store"}
 
 
 def _resplit(curated) -> None:
