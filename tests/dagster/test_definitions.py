@@ -21,7 +21,7 @@ def test_code_location_loads_and_merges_every_package():
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
     assert keys == {"universe", "resolved_splits", "scored_segments", "budget_plan", "shards", "dataset_manifest",
-                    "rollout_store"}
+                    "published_dataset", "rollout_store"}
     checks = {(c.asset_key.to_user_string(), c.name) for c in graph.asset_check_keys}
     assert checks == {("universe", "universe_schema"), ("universe", "universe_sources"),
                       ("resolved_splits", "split_leakage"),
@@ -45,7 +45,9 @@ def test_code_location_loads_and_merges_every_package():
     assert graph.get(AssetKey("budget_plan")).parent_keys == {AssetKey("scored_segments"), AssetKey("resolved_splits")}
     assert graph.get(AssetKey("shards")).parent_keys == {AssetKey("budget_plan")}
     assert graph.get(AssetKey("dataset_manifest")).parent_keys == {AssetKey("shards")}
-    assert graph.get(AssetKey("rollout_store")).parent_keys == {AssetKey("dataset_manifest"),
+    # the publication waits for the audit's checks on both assets; the store reads the published version
+    assert graph.get(AssetKey("published_dataset")).parent_keys == {AssetKey("shards"), AssetKey("dataset_manifest")}
+    assert graph.get(AssetKey("rollout_store")).parent_keys == {AssetKey("published_dataset"),
                                                                  AssetKey("resolved_splits")}
 
 
@@ -57,11 +59,12 @@ def test_one_asset_group_so_the_lineage_graph_opens_on_the_assets():
             for name in ("curate_splits", "score_recordings", "fill_budget", "build_dataset", "build_rollouts",
                          "recurate")}
     assert jobs == {"curate_splits": {"universe", "resolved_splits"}, "score_recordings": {"scored_segments"},
-                    "fill_budget": {"budget_plan"}, "build_dataset": {"shards", "dataset_manifest"},
+                    "fill_budget": {"budget_plan"},
+                    "build_dataset": {"shards", "dataset_manifest", "published_dataset"},
                     "build_rollouts": {"rollout_store"},
                     # re-curation: everything but the scoring, which the sensor and backfills own
                     "recurate": {"universe", "resolved_splits", "budget_plan", "shards", "dataset_manifest",
-                                 "rollout_store"}}
+                                 "published_dataset", "rollout_store"}}
     checks = {c.name for c in defs.resolve_job_def("build_dataset").asset_layer.asset_graph.asset_check_keys}
     assert checks == {"shards_present", "dataset_integrity", "dataset_quality"}
     rollouts = defs.resolve_job_def("build_rollouts").asset_layer.asset_graph.asset_check_keys
@@ -71,23 +74,32 @@ def test_one_asset_group_so_the_lineage_graph_opens_on_the_assets():
 
 
 def test_blocking_checks_are_declared_blocking():
-    from kuration_assets import budget, dataset_integrity, segment_pool, shards_present
+    from kuration_assets import budget, dataset_integrity, dataset_quality, segment_pool, shards_present
     from rollout_assets import rollout_lineage, rollout_validation
     from splits_assets import split_leakage, universe_drift, universe_schema, universe_sources
 
     for check in (split_leakage, universe_drift, universe_schema, universe_sources, segment_pool, budget,
-                  shards_present, dataset_integrity, rollout_validation, rollout_lineage):
+                  shards_present, dataset_integrity, dataset_quality, rollout_validation, rollout_lineage):
         (spec,) = check.check_specs
         assert spec.blocking, spec.name
 
 
-def test_the_quality_check_is_advisory_and_runs_in_build_dataset():
+def test_the_quality_check_is_part_of_the_audit_and_runs_in_build_dataset():
+    """Once advisory (not blocking), the quality check is now blocking and one of the checks a
+    version must pass before ``published_dataset`` publishes it; a failed gate still only warns
+    (which neither a blocking check nor the audit stops at) unless the policy says
+    ``"blocking": true`` (tests/dagster/test_write_audit_publish.py runs both). The audit is
+    every blocking check of the dataset's two assets, and build_dataset runs them all."""
     from kuration_assets import dataset_quality
+    from kuration_assets.dataset_assets import AUDIT_CHECKS
 
     (spec,) = dataset_quality.check_specs
-    assert not spec.blocking  # a failed quality gate warns; it does not stop what follows
+    assert spec.blocking and dataset_quality.check_key in AUDIT_CHECKS
+    graph = defs.resolve_asset_graph()
+    dataset_checks = graph.get_check_keys_for_assets({AssetKey("shards"), AssetKey("dataset_manifest")})
+    assert set(AUDIT_CHECKS) == {key for key in dataset_checks if graph.get_check_spec(key).blocking}
     job = defs.resolve_job_def("build_dataset")
-    assert dataset_quality.check_key in job.asset_layer.asset_graph.asset_check_keys
+    assert set(AUDIT_CHECKS) <= job.asset_layer.asset_graph.asset_check_keys
 
 
 def test_resources_follow_the_environment(monkeypatch, tmp_path):
@@ -135,7 +147,7 @@ def test_demo_job_materializes_everything_and_reports(demo):
                    # each check's verdict, under its line
                    "no sample or group in two stages (train ", "h of 4 h requested (+",
                    "verified: every size and SHA-256 matches, commit chain intact",
-                   # the demo's quality.json, judged by the advisory check, and the HTML report
+                   # the demo's quality.json, judged by the quality check of the audit, and the HTML report
                    "dataset_manifest:dataset_quality   PASSED", "all 6 gates passed", "html_report",
                    # and it ends with a validated rollout store
                    "build_rollouts: run", "asset rollout_store", f"{'rollout_store:rollout_validation':<34} PASSED",
