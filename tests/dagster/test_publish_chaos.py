@@ -111,9 +111,12 @@ def _chaos(scored, instance, monkeypatch, builds: int, seed: int) -> None:
 
 
 def test_no_automated_build_publishes_over_a_failing_check(scored, instance, monkeypatch):
+    """Slow (about two minutes): the issue asks for at least 50 automated builds, each three
+    in-process runs and two evaluations of every automation condition."""
     _chaos(scored, instance, monkeypatch, builds=50, seed=11)
 
 
 @pytest.mark.soak
 def test_no_automated_build_publishes_over_a_failing_check_soak(scored, instance, monkeypatch):
+    """The same with 200 builds (about eight minutes), under the soak marker only."""
     _chaos(scored, instance, monkeypatch, builds=200, seed=12)
