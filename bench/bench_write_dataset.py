@@ -45,7 +45,7 @@ span, 20 per source.
   ``stage_shard_local``, the temp file) and, inside it, the container's ``write`` or
   ``write_path`` (serialize + write syscalls); ``storage.write_bytes_atomic`` for the
   per-shard resume records and the commit files; ``os.fsync``, split by the stage it runs
-  in); ``rest`` is the remainder. ``StagedShard.seal`` (SHA-256 read back from the temp
+  in); ``rest`` is the remainder. ``StagedShard.seal`` (SHA-256 of the temp
   file, then the replace) is timed too, but it runs on the helper thread, overlapped with
   the next shard, so it is not one of the stages that add up to the total. An untimed
   writer run comes first (see ``breakdown``). The in-run SHA-256 and CRC32 throughputs give each hash's
@@ -64,7 +64,12 @@ span, 20 per source.
   ``--max-write-workers`` (default: the machine's cores). ``ratio(N) = max(t_plain,
   t_sha256) / t(N)`` (issue target >= 0.85), ``speedup(N) = t(1) / t(N)`` (target >= 0.8 N
   for N <= cores / 2). One untimed write per N goes first (the first pool of the process
-  starts the forkserver); every N's files are checked byte-identical to N=1's.
+  starts the forkserver); every N's files are checked byte-identical to N=1's. The JSON's
+  top-level ``verified_write`` gives the issue's figure in its words: ``t_savez``,
+  ``t_sha256``, ``bound`` (which of the two), ``t_verified_write`` (N=1, best and median),
+  ``ratio`` / ``ratio_median``, and the CPU seconds of the write's best run (all threads)
+  over its wall seconds, ``verified_write_cores_used``: about 1 means the machine gave the
+  write one core, and then it takes about ``t_savez + t_sha256`` however it overlaps.
 * **Peak RSS:** each of 1x and 4x in a fresh subprocess (``/proc`` VmHWM is per address
   space, so the parent's peak is not inherited): import, score, plan, then one write;
   VmHWM of the whole process, and during the write alone (reset through
@@ -751,7 +756,7 @@ def _stage_patches(container: str, seconds: dict[str, float], calls: dict[str, i
             patches.set(module, "stage_shard_local", timer("write_shard_local", "write_shard_local"))
     staged = getattr(importlib.import_module("kuration.output.shard_files"), "StagedShard", None)
     if staged is not None:
-        patches.set(staged, "seal", timer("seal: sha256 read back + replace (helper thread, overlapped)"))
+        patches.set(staged, "seal", timer("seal: sha256 of the temp file + replace (helper thread, overlapped)"))
     box = type(get_container(container))
     patches.set(box, "write", timer("container.write (serialize + write)"))
     patches.set(box, "write_path", timer("container.write (serialize + write)"))
