@@ -7,7 +7,7 @@ decoded arrays view instead of copying), publish metadata atomically, stage a sh
 and hold the exclusive writer lease.
 
 - :class:`LocalDestination`: temp file in the same directory, ``os.replace`` (with an fsync
-  of the file and of the directory for metadata); a shard's SHA-256 is read back from its
+  of the file and of the directory for metadata); a shard's SHA-256 is taken from its
   temp file before the replace; the lease is an ``flock`` the kernel drops when the
   writer's process exits; metadata and shards that are symlinks are refused.
 - :class:`FsspecDestination` (``s3://`` and other object stores): a shard is uploaded whole as

@@ -71,7 +71,7 @@ class ShardWriter:
     (on the caller's thread, in the same order) once its file is hashed and in place.
 
     Assembly and the container's write stay on the caller's thread, so the adapter and the
-    encoder are never called concurrently; only sealing (the SHA-256 read back from the temp
+    encoder are never called concurrently; only sealing (the SHA-256 of the temp
     file, then the replace) runs on one helper thread, one shard behind. At most two shards
     are in flight: the one being sealed and the one being written. Use it as a context
     manager: leaving it waits for the helper (a failed shard's temp file is gone by then),

@@ -4,14 +4,19 @@ makes it current only when every blocking check passed on it. A failing check ne
 publishes, in the run or later; readers keep the version that was current."""
 
 import json
+from pathlib import Path
 
+import pytest
 from dagster import AssetSelection, DagsterInstance, materialize
 
+from kuration.demo.corpus import write_demo_landing_zone
+from kuration.errors import CommitError
 from kuration.output.versions import DatasetRoot
 from kuration.read import load_committed
 from kuration_assets import (
     dataset_integrity, dataset_quality, published_dataset, shards_and_manifest, shards_present,
 )
+from kuration_cli.graph_run import run_graph
 from tests.dagster.runs import failure_text, plan_budget_for_tests
 
 GRAPH = [shards_and_manifest, shards_present, dataset_integrity, dataset_quality, published_dataset]
@@ -106,3 +111,22 @@ def test_a_check_that_has_not_evaluated_the_staged_version_blocks_its_publicatio
     text = failure_text(alone)
     assert "v2 not published" in text and "its latest evaluation is of v1, not v2" in text
     assert _root(scored).current().version == "v1"
+
+
+def test_kuration_run_never_publishes_a_version_that_fails_a_blocking_check(tmp_path):
+    """``kuration run`` on a landing zone whose quality policy is blocking and unmet: the
+    build fails naming the check, the version stays staged, and readers find nothing published."""
+    zone = write_demo_landing_zone(tmp_path / "landing", seed=5, recordings_per_site=1, sites=3, minutes=(1, 2))
+    landing = Path(zone.root)
+    (landing / "quality.json").write_text(json.dumps({"min_shards": 10**6, "blocking": True}))
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+        outcome = run_graph(str(landing), str(tmp_path / "storage"), out=lambda line: None)
+    assert not outcome.ok and outcome.failure.startswith("build_dataset failed: blocking check")
+    assert any("dataset_quality" in name for name in outcome.failed_checks)
+    root = DatasetRoot(tmp_path / "storage" / "dataset")
+    assert root.versions() == ["v1"] and root.current() is None
+    with pytest.raises(CommitError, match="no version is published yet"):
+        load_committed(root.url)

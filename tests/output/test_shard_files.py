@@ -1,5 +1,5 @@
-"""Local shard files: staged in a temp file, hashed by reading that file back, then
-replaced into place; and the streaming SHA-256 both halves of a check share."""
+"""Local shard files: staged in a temp file, hashed in place (a memory map of that file),
+then replaced into place; and the streaming SHA-256 both halves of a check share."""
 
 import hashlib
 import io
@@ -10,7 +10,8 @@ import pytest
 
 from kuration import storage
 from kuration.output.containers import ShardArrays, get_container
-from kuration.output.shard_files import stage_shard_local, write_shard_local
+from kuration.output import shard_files
+from kuration.output.shard_files import sha256_of_own_file, stage_shard_local, write_shard_local
 from kuration.testing.destination import HalfWritingContainer
 
 
@@ -73,3 +74,39 @@ def test_sha256_of_stream_reads_into_a_reused_buffer_or_by_read(size):
     assert storage.sha256_of_stream(io.BytesIO(data), chunk=64) == expected  # the reused buffer holds no stale bytes
     assert storage.sha256_of_stream(io.BytesIO(data)) == expected
     assert storage.sha256_of_stream(ReadOnly(), chunk=64) == expected
+
+
+@pytest.mark.parametrize("size", [0, 1, 4095, 4096, 4097, (1 << 20) + 3])
+def test_the_seal_digest_is_the_sha256_of_the_bytes_on_disk(tmp_path, size):
+    """Mapped or read, the digest is of the file as it is on disk: a file whose bytes
+    differ from what went into it (changed after the write) gets the file's digest."""
+    data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    with open(path, "rb", buffering=0) as f:
+        assert sha256_of_own_file(f) == (size, hashlib.sha256(data).hexdigest())
+
+
+def test_a_file_that_cannot_be_mapped_is_read(tmp_path, monkeypatch):
+    data = b"x" * 5000
+    (tmp_path / "f").write_bytes(data)
+
+    def no_map(*args, **kwargs):
+        raise OSError(19, "No such device")  # what a filesystem without mmap answers
+
+    monkeypatch.setattr(shard_files.mmap, "mmap", no_map)
+    with open(tmp_path / "f", "rb", buffering=0) as f:
+        assert sha256_of_own_file(f) == (5000, hashlib.sha256(data).hexdigest())
+
+
+def test_a_sealed_shard_records_what_the_temp_file_holds_when_sealed(tmp_path):
+    """The seal hashes the staged file, not the arrays: bytes changed between the write and
+    the seal are what the entry records, so a reader's check and the file always agree."""
+    staged = stage_shard_local(tmp_path / "s.npz", get_container("npz"), _shard())
+    with open(staged.temp, "r+b") as f:
+        f.seek(-1, os.SEEK_END)
+        f.write(b"\x00")
+    on_disk = staged.temp.read_bytes()
+    written = staged.seal()
+    assert written.bytes == len(on_disk) and written.sha256 == hashlib.sha256(on_disk).hexdigest()
+    assert (tmp_path / "s.npz").read_bytes() == on_disk
