@@ -1,8 +1,9 @@
 """The graph curating new recordings by itself, under the real daemon: ``kuration run`` fills a
 private instance on a small landing zone, ``dagster dev`` (its webserver, daemon and code
 server in their own process group) serves it, new recordings land, ``new_recordings_sensor``
-is switched on, and its runs and the automation sensor's run must commit a new dataset and
-rollout store that hold the new recordings; then everything is stopped by its PID.
+is switched on, and its runs and the automation sensor's run must commit, audit and publish a
+new dataset version and build a rollout store that hold the new recordings; then everything
+is stopped by its PID.
 
 The sensors tick every ``KURATION_SENSOR_INTERVAL_SECONDS`` (1 s here; the daemon looks about
 every 5 s), so the wait is a few runs long, not minutes."""
@@ -41,7 +42,7 @@ pytestmark = pytest.mark.slow
 CURATION_TIMEOUT_S = 240
 CORPUS = {"seed": 5, "sites": 3, "minutes": (1, 1)}
 NEW_RECORDING = "flight_002"
-DOWNSTREAM = ("budget_plan", "shards", "dataset_manifest", "rollout_store")
+DOWNSTREAM = ("budget_plan", "shards", "dataset_manifest", "published_dataset", "rollout_store")
 
 #: The run queue of deploy/dagster.yaml (one run at a time holds the dataset lease), looking at
 #: the queue every second instead of every 5 s.

@@ -12,7 +12,6 @@ partition, and reuses the others."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ import pytest
 
 from kuration.budget.plan_store import read_admitted
 from kuration.landing.recordings import recording_name
-from kuration.read import verify_dataset
+from kuration.read import load_committed, verify_dataset
 from kuration.scoring.strategy import Strategy
 from tests.dagster.ui_runs import launch_backfill, run_backfill, ui_workspace
 from tests.own_data.landing_factory import (
@@ -39,7 +38,7 @@ from tests.own_data.landing_factory import (
     write_strategy,
 )
 
-DOWNSTREAM = ["budget_plan", "shards", "dataset_manifest", "rollout_store"]
+DOWNSTREAM = ["budget_plan", "shards", "dataset_manifest", "published_dataset", "rollout_store"]
 #: The session recorded again (same length and universe rows, other content).
 REWRITTEN = SESSIONS[2]
 REWRITTEN_ID = f"{REWRITTEN[0]}/{REWRITTEN[1]}.parquet"
@@ -75,7 +74,7 @@ def _curation(storage: Path) -> Curation:
     admitted = read_admitted(storage).select(["source_id", "entity_id", "start", "stop"]).to_pylist()
     segments = {path.relative_to(storage / "scored_segments").as_posix(): pq.read_table(path)
                 for path in sorted((storage / "scored_segments").rglob("*.parquet"))}
-    return Curation(json.loads((storage / "dataset" / "config.json").read_text()),
+    return Curation(load_committed(storage / "dataset").config,  # the current (published) version
                     {tuple(row.values()) for row in admitted}, segments)
 
 

@@ -130,3 +130,25 @@ def test_kuration_run_never_publishes_a_version_that_fails_a_blocking_check(tmp_
     assert root.versions() == ["v1"] and root.current() is None
     with pytest.raises(CommitError, match="no version is published yet"):
         load_committed(root.url)
+
+
+def test_a_build_waiting_in_the_run_queue_does_not_hide_the_audit_of_the_version_before_it(scored, instance):
+    """A run plans its checks when it is created, so a build queued behind this one (the
+    deployment's run queue lets one build go at a time, tests/deploy/test_run_queue.py) holds
+    the newest, not yet evaluated, execution of each check. The publish step judges the
+    latest execution that is not still waiting or running: the audit of the staged version."""
+    from dagster import DagsterRunStatus, Definitions, define_asset_job
+
+    plan_budget_for_tests(scored, instance)
+    audited = _build(scored, instance, selection=AssetSelection.assets(shards_and_manifest).without_checks()
+                     | AssetSelection.checks(shards_present, dataset_integrity, dataset_quality))
+    assert audited.success and not _published(audited) and _root(scored).current() is None
+    build = define_asset_job("build_dataset", selection=AssetSelection.assets(shards_and_manifest, published_dataset))
+    # created, not started yet (as a queued run waits), and its checks planned
+    queued = instance.create_run_for_job(Definitions(assets=GRAPH, jobs=[build], resources=scored).resolve_job_def(
+        "build_dataset"), status=DagsterRunStatus.NOT_STARTED)
+    alone = materialize(GRAPH, resources=scored, instance=instance, raise_on_error=False,
+                        selection=AssetSelection.assets(published_dataset))
+    assert alone.success, failure_text(alone)
+    assert _root(scored).current().version == "v1"
+    assert instance.get_run_by_id(queued.run_id).status == DagsterRunStatus.NOT_STARTED

@@ -124,7 +124,7 @@ def test_the_whole_graph_materializes_on_the_postgres_instance(deployment, landi
     materialized = {tuple(json.loads(key)) for (key,) in query(
         url, "SELECT DISTINCT asset_key FROM event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION'")}
     assert {("universe",), ("resolved_splits",), ("scored_segments",), ("budget_plan",), ("shards",),
-            ("dataset_manifest",), ("rollout_store",)} <= materialized, materialized
+            ("dataset_manifest",), ("published_dataset",), ("rollout_store",)} <= materialized, materialized
     # 6 recordings, each a scored_segments partition of the one scoring run
     assert query(url, "SELECT count(*) FROM event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION' "
                       "AND asset_key LIKE %s", ('%"scored_segments"%',)) == [(6,)]
