@@ -61,7 +61,7 @@ def test_a_dataset_is_written_committed_and_read_from_s3(corpus, bucket, s3_clie
 def test_resume_on_s3_rebuilds_a_corrupt_shard_only(corpus, bucket, s3_client):
     url = f"{bucket}/run1"
     reference = corpus.write(url)
-    key = f"run1/{reference.manifest['entries'][1]['path']}"
+    key = f"run1/versions/v1/{reference.manifest['entries'][1]['path']}"
     name = bucket[len("s3://"):]
     data = bytearray(s3_client.get_object(Bucket=name, Key=key)["Body"].read())
     data[100] ^= 0xFF
