@@ -44,7 +44,8 @@ The plan. The dataset carries the budget plan it was written from, in ``budget/`
 (``plan_items.parquet``, ``admitted.parquet``, ``budget.json``: the storage-root layout of
 :mod:`kuration.budget.plan_store`), and ``config.json`` pins ``budget/budget.json`` under
 ``results.budget_plan`` (path, SHA-256, bytes), which pins the two tables: the commit covers
-the plan, and ``hours_selection_review(out)`` explains the selection without the job.
+the plan, and ``hours_selection_review(read_dataset_budget_plan(out))``
+(:mod:`kuration.read.dataset_plan`) explains the selection without the job.
 
 Write workers. ``write_workers=N`` (both functions) writes and hashes the shards still to
 write in N worker processes (:mod:`.write_workers`); everything above, the lease, the resume

@@ -3,8 +3,9 @@
 The writer stores the plan in the dataset's ``budget/`` folder and pins ``budget/budget.json``
 in ``config.json`` (``results.budget_plan``), which the commit record pins in turn.
 :func:`read_dataset_budget_plan` follows that chain: commit record -> config -> budget.json ->
-plan_items.parquet, refusing any link that does not hold. (``hours_selection_review(out)``
-reads the same ``budget/`` files as it reads a storage root's: checked against
+plan_items.parquet, refusing any link that does not hold; a dataset root's plan is its
+current version's. (``hours_selection_review`` given a dataset's folder, e.g. a version
+folder, reads the same ``budget/`` files as it reads a storage root's: checked against
 ``budget.json``'s pins, not against the commit.) A dataset written before datasets carried
 their plan has no pin; that is an error saying so, never an empty plan.
 """

@@ -49,14 +49,17 @@ back:
   spans and entities of one recording stay together; :attr:`CuratedDatasetAdapter.group_of`
   is that grouping for a fresh seeded split.
 
-The adapter follows the dataset as committed now: each call reads the commit record and
-reloads the manifest when it changed (a re-written dataset whose modalities changed is
-refused: make a new adapter). A dataset that is not committed, a shard that is missing or
-changed, a manifest entry that lacks what re-ingesting needs, and an unknown source id are
-:class:`SourceError` (:class:`TickDataError` for an unknown id) naming the dataset, entry or
-shard. This module never writes, and the dataset it reads cannot be the destination of the
-write that re-curates it: the writer refuses an adapter whose ``dataset_url`` is its
-destination before it touches anything (write elsewhere, then move).
+The adapter reads one dataset folder: given a dataset root, the version current when it was
+made (:mod:`kuration.output.versions`; a later one is read by a new adapter). Each call
+reads that folder's commit record and reloads the manifest when it changed (a plain dataset
+re-committed in place; one whose modalities changed is refused: make a new adapter). A
+dataset that is not committed, a shard that is missing or changed, a manifest entry that
+lacks what re-ingesting needs, and an unknown source id are :class:`SourceError`
+(:class:`TickDataError` for an unknown id) naming the dataset, entry or shard. This module
+never writes, and the dataset it reads cannot be the destination of the write that
+re-curates it: the writer refuses an adapter whose ``dataset_url`` is its
+destination before it touches anything (a write onto the dataset's root commits a new
+version beside the one read).
 """
 
 from __future__ import annotations

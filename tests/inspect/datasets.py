@@ -12,13 +12,23 @@ from kuration.canonical.hashing import readable_json
 from kuration.output.commit_protocol import publish_committed
 from kuration.output.destinations import LocalDestination
 from tests.output.committed_datasets import spec_for
+from tests.output.corpus import version_dir
 
 #: A source id and an error that would run as script if a report did not escape them.
 HOSTILE = "<script>alert('x')</script>"
 
 
 def copy_dataset(out: Path, to: Path) -> Path:
+    """The dataset root ``out`` copied whole to ``to`` (its versions and publish log)."""
     return Path(shutil.copytree(out, to, symlinks=True))
+
+
+def plain_copy(out: Path, to: Path) -> Path:
+    """The current version of ``out`` copied alone to ``to``: a plain seed-layout dataset
+    (a version folder copied alone loads as one). Tests that re-chain a dataset's commit
+    record (``rechain_shard``, ``recommit``) change such a copy: a published version is never
+    rewritten, and its publish record pins its commit record, so readers would refuse it."""
+    return Path(shutil.copytree(version_dir(out), to, symlinks=True))
 
 
 def publish(out: Path, *, entries: list[dict[str, Any]] | None = None, config: dict[str, Any] | None = None,

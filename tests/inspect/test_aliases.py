@@ -10,13 +10,13 @@ import json
 import pytest
 
 from kuration_cli.aliases import kur_check, kur_diff, kur_inspect
-from tests.inspect.datasets import copy_dataset
+from tests.inspect.datasets import plain_copy
 from tests.output.committed_datasets import manifest_of, rechain_shard
 
 
 @pytest.fixture
 def damaged(written, tmp_path):
-    out = copy_dataset(written, tmp_path / "damaged")
+    out = plain_copy(written, tmp_path / "damaged")
     rechain_shard(out, 1, b"garbage")
     return out
 

@@ -20,8 +20,9 @@ from kuration.inspect import inspect_dataset
 from kuration.inspect.cli import diff_text
 from kuration.numbers import format_hours, format_number, format_percent
 from kuration_cli import main
-from tests.inspect.datasets import copy_dataset
+from tests.inspect.datasets import plain_copy
 from tests.output.committed_datasets import manifest_of, rechain_shard
+from tests.output.corpus import version_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 DIFF_KEYS = {"schema_version", "kind", "left", "right", "identical", "shards", "splits", "modalities", "sections"}
@@ -35,7 +36,7 @@ def kuration(*argv: object) -> int:
 
 @pytest.fixture
 def damaged(written, tmp_path):
-    out = copy_dataset(written, tmp_path / "damaged")
+    out = plain_copy(written, tmp_path / "damaged")
     rechain_shard(out, 1, b"garbage")
     return out
 
@@ -49,7 +50,7 @@ def policy(tmp_path, **gates) -> str:
 def test_inspect_prints_a_summary_and_exits_0(written, capsys):
     assert kuration("inspect", written) == EXIT_OK
     out = capsys.readouterr().out
-    assert f"dataset {written}: committed" in out and "modalities: battery float32[]" in out
+    assert f"dataset {version_dir(written)}: committed" in out and "modalities: battery float32[]" in out
     # durations and budget amounts in hours (the budget counts seconds), utilization in percent,
     # as every other page prints them
     budget = inspect_dataset(written).budget["splits"]["train"]

@@ -11,13 +11,14 @@ from hypothesis import strategies as st
 from kuration import compare_datasets
 from kuration.inspect.compare import SECTIONS, differences
 from tests.hostile import FUZZ
-from tests.inspect.datasets import copy_dataset, publish
+from tests.inspect.datasets import plain_copy, publish
 from tests.output.committed_datasets import build, manifest_of, rechain_shard, recommit, spec_for
+from tests.output.corpus import version_dir
 
 
 def test_a_dataset_equals_itself(written):
     comparison = compare_datasets(written, written)
-    assert comparison.identical and comparison.shards["unchanged"] == len(manifest_of(written)["entries"])
+    assert comparison.identical and comparison.shards["unchanged"] == len(manifest_of(version_dir(written))["entries"])
     assert all(diffs == [] for diffs in comparison.sections.values())
     assert set(comparison.to_dict()) == {"schema_version", "kind", "left", "right", "identical", "shards", "splits",
                                          "modalities", "sections"}
@@ -26,7 +27,7 @@ def test_a_dataset_equals_itself(written):
 
 def test_another_budget_changes_shards_splits_pipeline_and_results(written, smaller):
     comparison = compare_datasets(written, smaller)
-    left, right = manifest_of(written)["entries"], manifest_of(smaller)["entries"]
+    left, right = manifest_of(version_dir(written))["entries"], manifest_of(version_dir(smaller))["entries"]
     a, b = {e["path"] for e in left}, {e["path"] for e in right}
     assert comparison.shards["removed"] == sorted(a - b) and comparison.shards["added"] == sorted(b - a)
     assert comparison.shards["unchanged"] == len(a & b) and not comparison.identical
@@ -40,7 +41,7 @@ def test_another_budget_changes_shards_splits_pipeline_and_results(written, smal
 
 
 def test_a_rewritten_shard_is_changed_by_its_sha256(written, tmp_path):
-    out = copy_dataset(written, tmp_path / "out")
+    out = plain_copy(written, tmp_path / "out")
     old = manifest_of(out)["entries"][2]
     new = rechain_shard(out, 2, b"other bytes")
     comparison = compare_datasets(written, out)

@@ -10,7 +10,8 @@ from kuration.budget import hours_selection_review
 from kuration.errors import InputError
 from kuration.output.write_dataset import write_dataset
 from kuration.pipeline import OPTIONS
-from tests.output.corpus import snapshot
+from kuration.read.dataset_plan import read_dataset_budget_plan
+from tests.output.corpus import snapshot, version_dir
 
 
 def pipeline_of(corpus) -> Pipeline:
@@ -25,9 +26,11 @@ def test_review_writes_the_dataset_and_explains_it_as_the_direct_calls_do(corpus
                            strategy=corpus.settings.strategy, segmenter=corpus.settings.segmenter, spec=corpus.spec,
                            train_hours=40 / 3600, test_hours=20 / 3600, span_seconds=10.0)
     assert review.to_dict() == hours_selection_review(direct).to_dict()
-    assert review.to_dict() == hours_selection_review(str(tmp_path / "via")).to_dict()  # from the dataset alone
-    shards = {k: v for k, v in snapshot(tmp_path / "via").items() if k.startswith(("train/", "test/"))}
-    assert shards == {k: v for k, v in snapshot(tmp_path / "direct").items() if k.startswith(("train/", "test/"))}
+    # from the dataset alone: its current version's plan, through the commit chain
+    assert review.to_dict() == hours_selection_review(read_dataset_budget_plan(tmp_path / "via")).to_dict()
+    via, direct = version_dir(tmp_path / "via"), version_dir(tmp_path / "direct")
+    shards = {k: v for k, v in snapshot(via).items() if k.startswith(("train/", "test/"))}
+    assert shards == {k: v for k, v in snapshot(direct).items() if k.startswith(("train/", "test/"))}
 
 
 def test_a_number_of_hours_is_the_train_budget_and_steps_do_not_mutate(corpus):

@@ -11,8 +11,9 @@ from kuration.checks import CheckResult
 from kuration.errors import InputError
 from kuration.inspect import QualityPolicy, check_quality, inspect_dataset, load_policy
 from kuration.inspect.quality import MEASURES, POLICY_KEYS
-from tests.inspect.datasets import copy_dataset, hostile_config, publish
+from tests.inspect.datasets import hostile_config, plain_copy, publish
 from tests.output.committed_datasets import manifest_of, rechain_shard
+from tests.output.corpus import version_dir
 
 PASSING = {"min_sources": 3, "min_shards": 24, "required_modalities": ["pos", "frame"], "verify": True,
            "min_budget_utilization": 1.0}
@@ -63,13 +64,13 @@ def test_every_gate_passes_on_a_dataset_that_meets_them(written, tmp_path):
     assert isinstance(result, CheckResult) and result.ok and result.verdict == "all 5 gates passed"
     assert [g["gate"] for g in result.gates] == [k for k in POLICY_KEYS if k in PASSING]
     shards = next(g for g in result.gates if g["gate"] == "min_shards")
-    assert (shards["value"], shards["threshold"]) == (len(manifest_of(written)["entries"]), 24)
+    assert (shards["value"], shards["threshold"]) == (len(manifest_of(version_dir(written))["entries"]), 24)
     assert result.report is not None and result.report.verification["valid"] is True
     assert set(result.to_dict()) >= {"ok", "verdict", "errors", "gates"}
 
 
 def test_each_failing_gate_is_an_error_with_value_and_threshold(written):
-    shards = len(manifest_of(written)["entries"])
+    shards = len(manifest_of(version_dir(written))["entries"])
     result = check_quality(written, {"min_sources": 4, "min_shards": shards + 1, "required_modalities": ["lidar"],
                                      "min_budget_utilization": 1.01})
     assert not result.ok and len(result.errors) == 4
@@ -81,7 +82,7 @@ def test_each_failing_gate_is_an_error_with_value_and_threshold(written):
 
 
 def test_verify_fails_on_a_bad_shard_and_on_a_report_made_without_verify(written, tmp_path):
-    out = copy_dataset(written, tmp_path / "out")
+    out = plain_copy(written, tmp_path / "out")
     rechain_shard(out, 0, b"garbage")
     result = check_quality(out, {"verify": True})
     assert not result.ok and result.gates[0]["value"] == 1
@@ -99,7 +100,7 @@ def test_figures_the_dataset_does_not_record_fail_their_gate(tmp_path):
 
 
 def test_what_the_gates_measured_is_named_after_the_figure(written, tmp_path):
-    shards = len(manifest_of(written)["entries"])
+    shards = len(manifest_of(version_dir(written))["entries"])
     result = check_quality(written, PASSING)
     assert result.measured() == {"sources": 3, "shards": shards, "bad_shards": 0, "lowest_budget_utilization": 1.0}
     assert set(MEASURES) == set(POLICY_KEYS) - {"required_modalities"}  # a list of names is no figure to follow

@@ -17,8 +17,9 @@ from kuration.canonical.hashing import readable_json, sha256_hex
 from kuration.inspect.figures import shards_from_sources
 from kuration.inspect.report import REPORT_SCHEMA_VERSION
 from kuration.read.dataset_plan import read_dataset_budget_plan
-from tests.inspect.datasets import copy_dataset, publish
+from tests.inspect.datasets import copy_dataset, plain_copy, publish
 from tests.output.committed_datasets import build, manifest_of, rechain_shard, recommit
+from tests.output.corpus import version_dir
 
 REPORT_KEYS = {"schema_version", "kind", "root", "commit", "output", "sample_hz", "splits", "modalities", "padding",
                "shard_lengths", "sources", "scored_sources", "budget", "priorities", "skipped_sources", "provenance",
@@ -29,7 +30,7 @@ VERIFICATION_KEYS = {"performed", "valid", "shards_checked", "bad_shards", "prob
 
 def test_the_report_recomputes_from_the_manifest_alone(written, corpus):
     report = inspect_dataset(written)
-    manifest = manifest_of(written)
+    manifest = manifest_of(version_dir(written))
     entries = manifest["entries"]
     for name in ("train", "val", "test"):
         mine = [e for e in entries if e["split"] == name]
@@ -93,7 +94,7 @@ def test_verify_decodes_every_shard_of_every_container(tmp_path, container):
 
 
 def test_verify_names_each_bad_shard(written, tmp_path):
-    out = copy_dataset(written, tmp_path / "out")
+    out = plain_copy(written, tmp_path / "out")
     entries = manifest_of(out)["entries"]
     (out / entries[1]["path"]).unlink()
     rechain_shard(out, 3, b"not an npz at all")  # a consistent checksum chain, garbage inside
@@ -106,10 +107,11 @@ def test_verify_names_each_bad_shard(written, tmp_path):
 
 
 def test_an_uncommitted_or_tampered_dataset_is_refused_not_reported(written, tmp_path):
+    """Nothing at the path, and the current version's config.json edited after its commit."""
     with pytest.raises(CommitError, match="no dataset.commit.json"):
         inspect_dataset(tmp_path / "nothing")
     out = copy_dataset(written, tmp_path / "out")
-    config = out / "config.json"
+    config = version_dir(out) / "config.json"
     config.write_bytes(config.read_bytes().replace(b'"format": 1', b'"format": 2'))
     with pytest.raises(CommitError, match="config.json: does not match the SHA-256 pinned"):
         inspect_dataset(out)
@@ -149,13 +151,14 @@ def test_the_sources_scored_count_the_skipped_ones_and_the_phrase_names_them(tmp
 def test_the_dataset_carries_its_plan_through_the_commit_chain(written, corpus):
     plan = read_dataset_budget_plan(written)
     assert plan.items.equals(corpus.plan().items) and plan.accounting == corpus.plan().accounting
-    # the review works from the dataset path alone, as from a storage root
-    assert hours_selection_review(str(written)).to_dict() == hours_selection_review(corpus.plan()).to_dict()
+    # the review works from the dataset alone: its plan, or a version folder's path as a storage root's
+    assert hours_selection_review(plan).to_dict() == hours_selection_review(corpus.plan()).to_dict()
+    assert hours_selection_review(str(version_dir(written))).to_dict() == hours_selection_review(plan).to_dict()
 
 
 def test_a_changed_plan_is_refused_and_fails_verification(written, tmp_path):
     out = copy_dataset(written, tmp_path / "out")
-    items = out / "budget" / ITEMS_FILE
+    items = version_dir(out) / "budget" / ITEMS_FILE
     items.write_bytes(items.read_bytes() + b"\0")
     with pytest.raises(BudgetError, match="plan_items.parquet does not match the SHA-256"):
         read_dataset_budget_plan(out)
@@ -165,7 +168,7 @@ def test_a_changed_plan_is_refused_and_fails_verification(written, tmp_path):
 
     # budget.json and the table rewritten consistently: the config's pin still catches it
     out2 = copy_dataset(written, tmp_path / "out2")
-    record = out2 / "budget" / BUDGET_FILE
+    record = version_dir(out2) / "budget" / BUDGET_FILE
     record.write_bytes(record.read_bytes().replace(b'"format": 1', b'"format": 1 '))
     with pytest.raises(BudgetError, match="budget.json: missing, or not the SHA-256 and size config.json pins"):
         read_dataset_budget_plan(out2)
@@ -186,7 +189,7 @@ def test_a_malformed_plan_pin_is_a_problem_not_a_crash(tmp_path):
 def test_a_moved_dataset_still_inspects_and_compares_equal(written, tmp_path):
     moved = copy_dataset(written, tmp_path / "moved")
     assert compare_datasets(written, moved).identical
-    assert inspect_dataset(moved / "dataset_manifest.json").shards == inspect_dataset(written).shards
+    assert inspect_dataset(version_dir(moved) / "dataset_manifest.json").shards == inspect_dataset(written).shards
 
 
 def test_a_wrong_sample_rate_is_a_problem(tmp_path):

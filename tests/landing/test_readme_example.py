@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tests.output.corpus import version_dir
+
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
@@ -34,4 +36,4 @@ def test_the_example_runs_as_written(zone: Path, tmp_path: Path, monkeypatch):
     first = namespace["first"]
     assert set(namespace["zone"].spec.modalities) <= set(first) and first["_present"].any()
     assert isinstance(first["pos"], np.ndarray) and first["pos"].shape[1:] == (3,)
-    assert (workdir / "out" / "dataset" / "dataset.commit.json").exists()
+    assert (version_dir(workdir / "out" / "dataset") / "dataset.commit.json").exists()

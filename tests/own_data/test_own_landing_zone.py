@@ -26,9 +26,11 @@ import pytest
 
 from kuration.landing.recordings import recording_name
 from kuration.landing.plugins import PLUGINS_ENV, forget_loaded_plugins
+from kuration.output.versions import DatasetRoot
 from kuration.read import load_committed, read_shard, verify_dataset
 from kuration_cli import main
 from tests.dagster.sensors import execute_requests, run_sensor, scoring_requests
+from tests.output.corpus import version_dir
 from tests.own_data.landing_factory import (
     FRAMES,
     RECORDINGS,
@@ -90,7 +92,8 @@ def run(zone: FleetLandingZone, storage: Path, *, fresh_process: bool = False) -
 
 
 def manifest(storage: Path) -> dict:
-    return json.loads((storage / "dataset" / "dataset_manifest.json").read_text())
+    """The manifest of the dataset's current version."""
+    return json.loads((version_dir(storage / "dataset") / "dataset_manifest.json").read_text())
 
 
 def assignments(storage: Path) -> dict[str, str]:
@@ -332,7 +335,7 @@ def test_a_plan_that_admits_nothing_is_refused_by_the_writer_unless_allowed(flee
     assert code == 1, out
     assert re.search(r"check budget_plan:budget +PASSED\n +nothing requested, nothing admitted", out)
     assert "kuration run: build_dataset failed" in out and "the dataset would be empty" in out
-    assert "build_rollouts: run" not in out and not (storage / "dataset" / "dataset.commit.json").exists()
+    assert "build_rollouts: run" not in out and DatasetRoot(storage / "dataset").versions() == []  # none started
 
     # an empty dataset on purpose: the build's allow_empty
     from dagster import DagsterInstance

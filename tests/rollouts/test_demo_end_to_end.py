@@ -31,6 +31,7 @@ from kuration.landing.settings import load_curation_settings
 from kuration.sources import ParquetTickAdapter
 from kuration.splits.artifacts import SplitRequest, materialize_splits, read_split_assignments
 from kuration.splits.universe_csv import read_universe_csv
+from tests.output.corpus import version_dir
 
 FRAME = [12, 16, 3]
 
@@ -74,7 +75,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
 
 
 def manifest_entries(dataset: Path) -> dict[str, dict[str, Any]]:
-    return {e["path"]: e for e in json.loads((dataset / "dataset_manifest.json").read_text())["entries"]}
+    return {e["path"]: e for e in json.loads((version_dir(dataset) / "dataset_manifest.json").read_text())["entries"]}
 
 
 def generate_and_write(demo: Demo, name: str, store: Path, **recipe: Any) -> RolloutZarrStoreReader:
@@ -102,7 +103,7 @@ def check_store(reader: RolloutZarrStoreReader, demo: Demo, dataset: Path) -> No
     assert attrs["config"]["split_manifest_hash"] == demo.splits_sha256
     sidecar = reader.manifest()["sidecar"]
     assert sidecar["generation"]["split_manifest_hash"] == demo.splits_sha256
-    record = json.loads((dataset / "dataset.commit.json").read_text())
+    record = json.loads((version_dir(dataset) / "dataset.commit.json").read_text())
     assert attrs["config"]["source_dataset_version"] == record["manifest_sha256"]
     # the training view: S x 11 actions
     view = reader.q_h_view()

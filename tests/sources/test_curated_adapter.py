@@ -32,7 +32,7 @@ from kuration.sources.ticks import Ticks
 from kuration.sources.tracks import Track, tracks_from_ticks
 
 from tests.output.committed_datasets import build, manifest_of, rechain_shard, recommit
-from tests.output.corpus import Corpus
+from tests.output.corpus import Corpus, snapshot, version_dir
 from kuration.testing import AdapterContract
 from tests.sources.curated_datasets import (
     DATASET, EPISODE_SCHEMA, EPISODE_SPEC, SEGMENTER, STRATEGY, present_rows, publish, rewrite, spec_with,
@@ -171,26 +171,50 @@ def test_overlapping_counted_segments_are_separate_sources(corpus, tmp_path):
 
 @pytest.fixture
 def dataset(corpus, tmp_path) -> Path:
+    """A dataset root holding one published version."""
     corpus.write(tmp_path / "first")
     return tmp_path / "first"
 
 
-def test_re_curating_a_dataset_onto_itself_is_refused_before_anything_is_touched(dataset, tmp_path):
+@pytest.fixture
+def plain(dataset, tmp_path) -> Path:
+    """The dataset's current version copied alone: a plain seed-layout dataset, which tests
+    may re-commit in place (a published version is never rewritten: its publish record pins
+    its commit record, so readers of the root would refuse it)."""
+    return Path(shutil.copytree(version_dir(dataset), tmp_path / "plain"))
+
+
+def test_re_curating_a_dataset_onto_itself_never_touches_the_version_it_reads(dataset, tmp_path):
+    """The adapter reads one version folder. A write onto that folder (however the path is
+    spelled) is refused before anything is touched. A write onto its dataset root commits a
+    new version beside it, as every write does: the version read stays byte for byte, and the
+    adapter keeps reading it (the seed refused the root too, since a write there replaced the
+    shards being read; versions never replace a file)."""
     adapter = CuratedDatasetAdapter(dataset)
-    before = {p.relative_to(dataset): p.read_bytes() for p in sorted(dataset.rglob("*")) if p.is_file()}
+    folder = version_dir(dataset)
+    assert adapter.dataset_url == str(folder)
+    sources, before = adapter.list_sources(), snapshot(dataset)
     (tmp_path / "elsewhere").mkdir()
-    alias = tmp_path / "elsewhere" / ".." / dataset.name  # the same folder, spelled otherwise
-    for out in (dataset, alias):
+    alias = tmp_path / "elsewhere" / ".." / dataset.name / folder.relative_to(dataset)  # spelled otherwise
+    for out in (folder, alias):
         with pytest.raises(DatasetWriteError, match=r"is the dataset CuratedDatasetAdapter\(.*\) reads; writing onto "
                                                     r"it would replace its shards while they are read"):
             rewrite(adapter, out)
     first = rewrite(adapter, tmp_path / "second")
+
+    def onto(out: Path):
+        return write_planned_dataset(out, first.budget_plan, adapter=adapter, schema=adapter.schema,
+                                     spec=adapter.passthrough_spec(),
+                                     options=WriteOptions(resume=True, on_other_run="replace"))
+
     with pytest.raises(DatasetWriteError, match="is the dataset .* reads"):
-        write_planned_dataset(dataset, first.budget_plan, adapter=adapter, schema=adapter.schema,
-                              spec=adapter.passthrough_spec(),
-                              options=WriteOptions(resume=True, on_other_run="replace"))
-    assert {p.relative_to(dataset): p.read_bytes() for p in sorted(dataset.rglob("*")) if p.is_file()} == before
-    assert verify_dataset(dataset).ok
+        onto(folder)
+    assert snapshot(dataset) == before
+    onto(dataset)
+    assert version_dir(dataset) != folder and verify_dataset(dataset).ok  # a new version, published
+    assert {k: v for k, v in snapshot(dataset).items() if k in before} == before  # the read version, unchanged
+    assert verify_dataset(folder).ok and adapter.list_sources() == sources and adapter.dataset_url == str(folder)
+    assert adapter.read_ticks(sources[0]).columns["pos"].size
 
 
 def test_identity_is_strong_and_the_same_from_two_adapters(dataset):
@@ -202,27 +226,28 @@ def test_identity_is_strong_and_the_same_from_two_adapters(dataset):
     assert len(set(tokens)) == len(ids)
 
 
-def test_identity_changes_when_a_shard_changes_and_only_for_its_source(dataset):
-    adapter = CuratedDatasetAdapter(dataset)
+def test_identity_changes_when_a_shard_changes_and_only_for_its_source(plain):
+    """On a plain dataset re-committed in place, the same adapter follows the new commit."""
+    adapter = CuratedDatasetAdapter(plain)
     ids = adapter.list_sources()
     before = {s: adapter.identity(s) for s in ids}
-    entries = manifest_of(dataset)["entries"]
+    entries = manifest_of(plain)["entries"]
     index = 0
     changed = next(s for s in ids if entries[index] in adapter.curated_source(s).entries)
-    data = bytearray((dataset / entries[index]["path"]).read_bytes())
+    data = bytearray((plain / entries[index]["path"]).read_bytes())
     data[-1] ^= 0xFF
-    rechain_shard(dataset, index, bytes(data))  # a consistent chain over a different shard
+    rechain_shard(plain, index, bytes(data))  # a consistent chain over a different shard
     after = {s: adapter.identity(s) for s in ids}  # the same adapter follows the new commit
     assert after[changed] != before[changed]
     assert {s: t for s, t in after.items() if s != changed} == {s: t for s, t in before.items() if s != changed}
-    assert CuratedDatasetAdapter(dataset).identity(changed) == after[changed]
+    assert CuratedDatasetAdapter(plain).identity(changed) == after[changed]
 
 
 def test_a_tampered_shard_is_refused_by_identity_and_read(dataset):
     adapter = CuratedDatasetAdapter(dataset)
     source = adapter.list_sources()[0]
     entry = adapter.curated_source(source).entries[-1]
-    path = dataset / entry["path"]
+    path = version_dir(dataset) / entry["path"]
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0x01
     path.write_bytes(bytes(data))  # the manifest still records the old size and SHA-256
@@ -245,7 +270,7 @@ def test_a_moved_dataset_reads_the_same_and_keeps_its_identities(dataset, tmp_pa
     moved = tmp_path / "elsewhere" / "run"
     moved.parent.mkdir()
     shutil.move(dataset, moved)
-    after = CuratedDatasetAdapter(moved / MANIFEST_FILE)  # the manifest's path works too
+    after = CuratedDatasetAdapter(version_dir(moved) / MANIFEST_FILE)  # the manifest's path works too
     assert after.list_sources() == ids and [after.identity(s) for s in ids] == tokens
     again = after.read_ticks(ids[0])
     np.testing.assert_array_equal(again.tick, ticks.tick)
@@ -254,6 +279,9 @@ def test_a_moved_dataset_reads_the_same_and_keeps_its_identities(dataset, tmp_pa
 
 
 def test_cached_scores_are_reused_exactly_when_the_content_is_unchanged(dataset, tmp_path):
+    """The moved root and its version folder opened alone share identities; the folder is
+    then re-committed in place with one shard changed (a plain dataset now: its root's
+    publish record no longer vouches for it)."""
     cache = FsspecScoreCache(tmp_path / "cache")
 
     def score(path: Path) -> dict[str, str]:
@@ -265,13 +293,15 @@ def test_cached_scores_are_reused_exactly_when_the_content_is_unchanged(dataset,
     moved = tmp_path / "moved"
     shutil.move(dataset, moved)
     assert set(score(moved).values()) == {"cached"}  # a new adapter over the moved copy: same identities
-    entries = manifest_of(moved)["entries"]
+    folder = version_dir(moved)
+    assert set(score(folder).values()) == {"cached"}  # the version folder opened alone: the same too
+    entries = manifest_of(folder)["entries"]
     donor = next(e for e in entries[1:] if (e["n_steps"], e["rows"]) == (entries[0]["n_steps"], entries[0]["rows"]))
-    rechain_shard(moved, 0, (moved / donor["path"]).read_bytes())  # another valid shard's rows in its place
-    changed = CuratedDatasetAdapter(moved)
+    rechain_shard(folder, 0, (folder / donor["path"]).read_bytes())  # another valid shard's rows in its place
+    changed = CuratedDatasetAdapter(folder)
     (source,) = [s for s in changed.list_sources()
                  if entries[0]["path"] in {e["path"] for e in changed.curated_source(s).entries}]
-    after = score(moved)
+    after = score(folder)
     assert after.pop(source) == "scored" and set(after.values()) == {"cached"}
 
 
@@ -279,11 +309,17 @@ def test_cached_scores_are_reused_exactly_when_the_content_is_unchanged(dataset,
 
 
 def test_a_dataset_that_is_not_committed_is_refused(dataset, tmp_path):
+    """Nothing at the path; a version folder without its commit record, opened alone; and its
+    root, whose publish record names a version whose commit record is gone."""
     with pytest.raises(SourceError, match="not a committed dataset"):
         CuratedDatasetAdapter(tmp_path / "nothing_here")
-    record = json.loads((dataset / COMMIT_FILE).read_bytes())
-    (dataset / COMMIT_FILE).unlink()
+    folder = version_dir(dataset)
+    record = json.loads((folder / COMMIT_FILE).read_bytes())
+    (folder / COMMIT_FILE).unlink()
     with pytest.raises(SourceError, match=f"not a committed dataset.*no {re.escape(COMMIT_FILE)}"):
+        CuratedDatasetAdapter(folder)
+    with pytest.raises(SourceError, match=f"not a committed dataset.*its {re.escape(COMMIT_FILE)} is not the one "
+                                          "publish record 1 pins"):
         CuratedDatasetAdapter(dataset)
     assert record["state"] == "committed"
 
@@ -291,7 +327,7 @@ def test_a_dataset_that_is_not_committed_is_refused(dataset, tmp_path):
 def test_a_dataset_torn_after_the_adapter_was_made_is_refused(dataset):
     adapter = CuratedDatasetAdapter(dataset)
     source = adapter.list_sources()[0]
-    (dataset / COMMIT_FILE).write_bytes(b'{"state": "committed"')
+    (version_dir(dataset) / COMMIT_FILE).write_bytes(b'{"state": "committed"')  # the version it reads
     with pytest.raises(SourceError, match=re.escape(COMMIT_FILE)):
         adapter.read_ticks(source)
 
