@@ -46,7 +46,8 @@ def test_a_dataset_in_s3_inspects_verifies_and_compares_like_its_local_copy(corp
 
     # a shard changed in the bucket, out of band: verification names it
     entry = remote_report.to_dict()
-    first = json.loads(s3_client.get_object(Bucket=bucket[5:], Key="run1/versions/v1/dataset_manifest.json")["Body"].read())
+    manifest_key = "run1/versions/v1/dataset_manifest.json"
+    first = json.loads(s3_client.get_object(Bucket=bucket[5:], Key=manifest_key)["Body"].read())
     path = first["entries"][0]["path"]
     s3_client.put_object(Bucket=bucket[5:], Key=f"run1/versions/v1/{path}", Body=b"changed")
     assert entry["verification"]["valid"] is True
