@@ -32,9 +32,11 @@ def _objects(s3_client, bucket):
 
 
 def _data(objects):
+    """What two writes of one run agree on: every object but the timestamped records (config,
+    commit record, publish log), the lease and resume records."""
     return {k.split("/", 1)[1]: v for k, v in objects.items()
             if not k.endswith(("config.json", "dataset.commit.json", ".kuration-writer.lock"))
-            and "/.kuration_resume/" not in k}
+            and "/.kuration_resume/" not in k and "/published/" not in k}
 
 
 def test_a_dataset_is_written_committed_and_read_from_s3(corpus, bucket, s3_client, tmp_path):
@@ -47,14 +49,15 @@ def test_a_dataset_is_written_committed_and_read_from_s3(corpus, bucket, s3_clie
     shard = read_shard(dataset, dataset.entries[0])
     assert shard.arrays["frame"].dtype.name == "uint8"
     keys = set(_objects(s3_client, bucket))
-    assert "run1/dataset.commit.json" in keys and "run1/.kuration-writer.lock" not in keys  # the lease is released
+    assert "run1/versions/v1/dataset.commit.json" in keys and "run1/published/00000001.json" in keys
+    assert "run1/.kuration-writer.lock" not in keys  # the lease is released
     assert not [k for k in keys if ".attempt-" in k or "/.kuration_resume/" in k]
     local = corpus.write(tmp_path / "local")
     assert _data(_objects(s3_client, bucket)) == {
         k: v for k, v in ((str(p.relative_to(tmp_path / "local")), p.read_bytes())
                           for p in (tmp_path / "local").rglob("*")
                           if p.is_file()) if not k.endswith(("config.json", "dataset.commit.json",
-                                                             ".kuration-writer.lock"))
+                                                             ".kuration-writer.lock")) and "published/" not in k
     } and local.manifest == result.manifest  # the same bytes as a local write
 
 
