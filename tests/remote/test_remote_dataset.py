@@ -2,6 +2,7 @@
 the exclusive-create lease, and writers SIGKILLed mid-upload, on the versions layout
 (``ROOT/versions/vN/`` and the publish log ``ROOT/published/``, see docs/versions.md)."""
 
+import json
 import os
 import random
 import signal
@@ -16,6 +17,7 @@ from kuration.output.versions import DatasetRoot
 from kuration.output.write_dataset import DatasetWriteError
 from kuration.read import load_committed, read_shard, verify_dataset
 from tests.output.corpus import Corpus
+from kuration_cli import main as kuration
 from tests.output.writer_processes import FORK, race_two_writers, run_writer
 
 
@@ -103,6 +105,27 @@ def test_an_existing_remote_dataset_is_protected(corpus, bucket):
     corpus.write(url)
     with pytest.raises(DatasetWriteError, match="pass resume=True"):
         corpus.write(url)
+
+
+def test_a_version_staged_on_s3_is_listed_published_by_the_cli_and_the_old_one_stays_readable(
+        corpus, bucket, s3_client, capsys):
+    """Versions on an object store: a forced rebuild left staged is invisible to readers,
+    ``kuration versions`` lists it, ``kuration publish`` audits it and appends publish record
+    2 (a conditional put); v1 stays readable as ``ROOT@v1``, its objects untouched."""
+    url = f"{bucket}/run1"
+    first = corpus.write(url)
+    v1 = {k: v for k, v in _objects(s3_client, bucket).items() if k.startswith("run1/versions/v1/")}
+    staged = corpus.write(url, plan=corpus.plan(train_hours=20 / 3600), force=True, publish=False)
+    assert (staged.version, staged.published) == ("v2", False)
+    assert load_committed(url).manifest == first.manifest  # readers still see v1
+    assert kuration(["versions", url, "--json"]) == 0
+    assert [(r["version"], r["current"]) for r in json.loads(capsys.readouterr().out)] == [("v1", True),
+                                                                                            ("v2", False)]
+    assert kuration(["publish", url, "--version", "v2"]) == 0
+    assert [(r.sequence, r.version) for r in DatasetRoot(url).publish_log()] == [(1, "v1"), (2, "v2")]
+    assert load_committed(url).manifest == staged.manifest and verify_dataset(url).ok
+    assert load_committed(f"{url}@v1").manifest == first.manifest and verify_dataset(f"{url}@v1").ok
+    assert {k: v for k, v in _objects(s3_client, bucket).items() if k.startswith("run1/versions/v1/")} == v1
 
 
 def test_ftp_and_sftp_are_refused():
