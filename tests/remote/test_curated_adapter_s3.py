@@ -33,6 +33,7 @@ def test_a_dataset_in_s3_reingests_and_writes_again(corpus, bucket, s3_client, t
     assert verify_dataset(tmp_path / "second").ok and len(second.manifest["entries"])
 
     entry = remote.curated_source(ids[0]).entries[0]
+    assert remote.dataset_url == f"{url}/versions/v1"  # the root's current version
     key = f"run1/versions/v1/{entry['path']}"
     name = bucket[len("s3://"):]
     data = bytearray(s3_client.get_object(Bucket=name, Key=key)["Body"].read())

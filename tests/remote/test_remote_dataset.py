@@ -1,6 +1,8 @@
 """The dataset writer and reader against S3 on loopback: commit, verify, resume, corruption,
-the exclusive-create lease, and writers SIGKILLed mid-upload."""
+the exclusive-create lease, and writers SIGKILLed mid-upload, on the versions layout
+(``ROOT/versions/vN/`` and the publish log ``ROOT/published/``, see docs/versions.md)."""
 
+import json
 import os
 import random
 import signal
@@ -11,9 +13,11 @@ from kuration.errors import InputError
 from kuration.output.destinations import FsspecDestination
 from kuration.output.commit_protocol import CommitError
 from kuration.output.lease import LeaseError
+from kuration.output.versions import DatasetRoot
 from kuration.output.write_dataset import DatasetWriteError
 from kuration.read import load_committed, read_shard, verify_dataset
 from tests.output.corpus import Corpus
+from kuration_cli import main as kuration
 from tests.output.writer_processes import FORK, race_two_writers, run_writer
 
 
@@ -31,12 +35,16 @@ def _objects(s3_client, bucket):
     return out
 
 
+def _same_in_every_run(key: str) -> bool:
+    """Whether the file at ``key`` (relative to a dataset root) holds the same bytes in two
+    writes of one job: not config.json and the commit record (when it ran), nor a publish
+    record (when, and the commit record's SHA-256), nor the lease or resume records."""
+    return (not key.endswith(("config.json", "dataset.commit.json", ".kuration-writer.lock"))
+            and not key.startswith("published/") and "/.kuration_resume/" not in key)
+
+
 def _data(objects):
-    """What two writes of one run agree on: every object but the timestamped records (config,
-    commit record, publish log), the lease and resume records."""
-    return {k.split("/", 1)[1]: v for k, v in objects.items()
-            if not k.endswith(("config.json", "dataset.commit.json", ".kuration-writer.lock"))
-            and "/.kuration_resume/" not in k and "/published/" not in k}
+    return {k.split("/", 1)[1]: v for k, v in objects.items() if _same_in_every_run(k.split("/", 1)[1])}
 
 
 def test_a_dataset_is_written_committed_and_read_from_s3(corpus, bucket, s3_client, tmp_path):
@@ -49,29 +57,39 @@ def test_a_dataset_is_written_committed_and_read_from_s3(corpus, bucket, s3_clie
     shard = read_shard(dataset, dataset.entries[0])
     assert shard.arrays["frame"].dtype.name == "uint8"
     keys = set(_objects(s3_client, bucket))
-    assert "run1/versions/v1/dataset.commit.json" in keys and "run1/published/00000001.json" in keys
+    assert {"run1/versions/v1/dataset.commit.json", "run1/published/00000001.json"} <= keys  # committed, published
     assert "run1/.kuration-writer.lock" not in keys  # the lease is released
     assert not [k for k in keys if ".attempt-" in k or "/.kuration_resume/" in k]
+    assert DatasetRoot(url).current().version == "v1" and dataset.root == f"{url}/versions/v1"
     local = corpus.write(tmp_path / "local")
     assert _data(_objects(s3_client, bucket)) == {
         k: v for k, v in ((str(p.relative_to(tmp_path / "local")), p.read_bytes())
                           for p in (tmp_path / "local").rglob("*")
-                          if p.is_file()) if not k.endswith(("config.json", "dataset.commit.json",
-                                                             ".kuration-writer.lock")) and "published/" not in k
+                          if p.is_file()) if _same_in_every_run(k)
     } and local.manifest == result.manifest  # the same bytes as a local write
 
 
 def test_resume_on_s3_rebuilds_a_corrupt_shard_only(corpus, bucket, s3_client):
+    """A committed version is never modified: the resume commits v2, which keeps every shard
+    that verifies (server-side copies of v1's objects) and rewrites the corrupt one; v2 is
+    published and v1 stays as it was, corrupt shard included."""
     url = f"{bucket}/run1"
     reference = corpus.write(url)
-    key = f"run1/versions/v1/{reference.manifest['entries'][1]['path']}"
+    entries = reference.manifest["entries"]
+    key = f"run1/versions/v1/{entries[1]['path']}"
     name = bucket[len("s3://"):]
     data = bytearray(s3_client.get_object(Bucket=name, Key=key)["Body"].read())
     data[100] ^= 0xFF
     s3_client.put_object(Bucket=name, Key=key, Body=bytes(data))
-    assert verify_dataset(url).bad_shards == (reference.manifest["entries"][1]["path"],)
+    assert verify_dataset(url).bad_shards == (entries[1]["path"],)
     again = corpus.write(url, resume=True)
-    assert (again.written, again.reused) == (1, len(reference.manifest["entries"]) - 1) and verify_dataset(url).ok
+    assert (again.written, again.reused) == (1, len(entries) - 1) and verify_dataset(url).ok
+    assert (again.version, DatasetRoot(url).current().version) == ("v2", "v2")
+    objects = _objects(s3_client, bucket)
+    assert objects[key] == bytes(data)  # v1 untouched
+    assert all(objects[f"run1/versions/v2/{e['path']}"] == objects[f"run1/versions/v1/{e['path']}"]
+               for i, e in enumerate(entries) if i != 1)  # the kept shards, shared
+    assert verify_dataset(f"{url}@v1").bad_shards == (entries[1]["path"],)
 
 
 def test_a_held_remote_lease_stops_a_second_writer_and_says_how_to_clear_it(corpus, bucket, s3_client):
@@ -87,6 +105,27 @@ def test_an_existing_remote_dataset_is_protected(corpus, bucket):
     corpus.write(url)
     with pytest.raises(DatasetWriteError, match="pass resume=True"):
         corpus.write(url)
+
+
+def test_a_version_staged_on_s3_is_listed_published_by_the_cli_and_the_old_one_stays_readable(
+        corpus, bucket, s3_client, capsys):
+    """Versions on an object store: a forced rebuild left staged is invisible to readers,
+    ``kuration versions`` lists it, ``kuration publish`` audits it and appends publish record
+    2 (a conditional put); v1 stays readable as ``ROOT@v1``, its objects untouched."""
+    url = f"{bucket}/run1"
+    first = corpus.write(url)
+    v1 = {k: v for k, v in _objects(s3_client, bucket).items() if k.startswith("run1/versions/v1/")}
+    staged = corpus.write(url, plan=corpus.plan(train_hours=20 / 3600), force=True, publish=False)
+    assert (staged.version, staged.published) == ("v2", False)
+    assert load_committed(url).manifest == first.manifest  # readers still see v1
+    assert kuration(["versions", url, "--json"]) == 0
+    assert [(r["version"], r["current"]) for r in json.loads(capsys.readouterr().out)] == [("v1", True),
+                                                                                            ("v2", False)]
+    assert kuration(["publish", url, "--version", "v2"]) == 0
+    assert [(r.sequence, r.version) for r in DatasetRoot(url).publish_log()] == [(1, "v1"), (2, "v2")]
+    assert load_committed(url).manifest == staged.manifest and verify_dataset(url).ok
+    assert load_committed(f"{url}@v1").manifest == first.manifest and verify_dataset(f"{url}@v1").ok
+    assert {k: v for k, v in _objects(s3_client, bucket).items() if k.startswith("run1/versions/v1/")} == v1
 
 
 def test_ftp_and_sftp_are_refused():
@@ -117,6 +156,7 @@ def test_writers_killed_mid_upload_leave_nothing_readable_and_resume_reproduces_
         assert run_writer(corpus, url, plan, resume=True)[0]
         got = _data({k: v for k, v in _objects(s3_client, bucket).items() if k.startswith(f"run{i}/")})
         assert got == expected, f"kill {i}: resume did not reproduce the uninterrupted run"
+        assert DatasetRoot(url).current().version == "v1", f"kill {i}: the resume finished v1 and published it"
 
 
 def _write_killed_at_the_first_move(corpus, url, plan):

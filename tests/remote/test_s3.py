@@ -563,21 +563,30 @@ def test_dagster_assets_materialize_with_s3_resources(bucket, s3fs_fs, s3_client
         quiet = run_sensor(new_recordings_sensor, instance=instance, resources=resources, cursor=tick.cursor)
         assert quiet.run_requests == []
 
-        # the rest of the graph on the s3 storage root: budget plan, then the committed dataset
+        # the rest of the graph on the s3 storage root: budget plan, then write, audit, publish:
+        # the version is committed staged, audited by the blocking checks, then published (a
+        # conditional put of its publish record)
+        from kuration.output.versions import DatasetRoot
         from kuration.read import verify_dataset
-        from kuration_assets import budget_plan, dataset_integrity, shards_and_manifest
+        from kuration_assets import (
+            budget_plan, dataset_integrity, dataset_quality, published_dataset, shards_and_manifest, shards_present,
+        )
 
         assert materialize([scored_segments], resources=resources, instance=instance, partition_key=names[1]).success
         planned = materialize([budget_plan], resources=resources, instance=instance, run_config={
             "ops": {"budget_plan": {"config": {"train": 20 / 3600, "val": 20 / 3600, "test": 0.0}}}})
         assert planned.success and keys_under(s3_client, f"{store}/budget") == [
             "admitted.parquet", "budget.json", "plan_items.parquet"]
-        written = materialize([shards_and_manifest, dataset_integrity], resources=resources, instance=instance)
+        written = materialize([shards_and_manifest, shards_present, dataset_integrity, dataset_quality,
+                               published_dataset], resources=resources, instance=instance)
         assert written.success
-        assert [(e.check_name, e.passed)
-                for e in written.get_asset_check_evaluations()] == [("dataset_integrity", True)]
+        assert {e.check_name: (e.passed, e.metadata["version"].value)
+                for e in written.get_asset_check_evaluations()} == {
+            "shards_present": (True, "v1"), "dataset_integrity": (True, "v1"), "dataset_quality": (True, "v1")}
         assert verify_dataset(f"{store}/dataset").ok
-        assert "dataset.commit.json" in keys_under(s3_client, f"{store}/dataset")
+        assert DatasetRoot(f"{store}/dataset").current().version == "v1"
+        keys = keys_under(s3_client, f"{store}/dataset")
+        assert "versions/v1/dataset.commit.json" in keys and "published/00000001.json" in keys
 
 
 def test_the_storage_resource_takes_endpoint_and_credentials_from_a_dagster_aws_s3resource(
