@@ -41,8 +41,8 @@ def test_a_shard_changed_on_s3_is_refused_and_a_copied_prefix_still_reads(bucket
     url = upload(s3_client, bucket, local, "run1")
     copy = upload(s3_client, bucket, local, "copies/run1-copy")  # the same dataset under another prefix
     entry = shard_entries(url)[1]
-    s3_client.put_object(Bucket=bucket[len("s3://"):], Key=f"run1/versions/v1/{entry['path']}",
-                         Body=b"\0" * entry["bytes"])
+    # a plain seed-layout dataset (no versions): its shards sit under the root itself
+    s3_client.put_object(Bucket=bucket[len("s3://"):], Key=f"run1/{entry['path']}", Body=b"\0" * entry["bytes"])
     shards = iter_shards(url)
     next(shards)
     with pytest.raises(DatasetIntegrityError, match=r"run1/train/src_1_shard0000\.npz: size or SHA-256 differs"):
