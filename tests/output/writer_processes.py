@@ -1,5 +1,7 @@
 """Dataset writes in forked child processes, for crash and race tests: a writer SIGKILLed
-after a while or at a chosen rename, and two writers released onto one destination at once.
+after a while or at a chosen rename, and two writers released onto one destination at once;
+and any other call, a write with a fault injected into it or a test's own reads of an object
+store between the writers (:func:`in_a_child`).
 
 Children are forked (not spawned) so they inherit the parent's scored corpus; each ends with
 ``os._exit`` so nothing of pytest runs in the child."""
@@ -10,6 +12,7 @@ import multiprocessing
 import os
 import signal
 import time
+import traceback
 
 from kuration.output.destinations import FsspecDestination, LocalDestination
 from kuration.output.lease import LeaseError
@@ -55,6 +58,37 @@ def run_writer(corpus, out, plan, kill_after=None, kill_on_rename=None, **kwargs
             os.kill(child.pid, signal.SIGKILL)
     child.join()
     return child.exitcode == 0, time.perf_counter() - start
+
+
+def _call_in_child(function, args, sender):
+    try:
+        sender.send((True, function(*args)))
+    except Exception:  # sent to the parent, which raises it
+        sender.send((False, traceback.format_exc()))
+    os._exit(0)
+
+
+def in_a_child(function, *args):
+    """``function(*args)`` called in a forked child; what it returns (an error it raised is
+    raised here as an AssertionError with its traceback).
+
+    A test that forks writers must read an object store this way too, never in its own
+    process: a forked child that drops an s3fs session it inherited closes the session's
+    pooled connections, which removes their sockets from the epoll set the child shares
+    with its parent, so on a server that keeps connections alive (radosgw; moto closes
+    each) the parent's next request on one of them waits about 15 s, or for good."""
+    receiver, sender = FORK.Pipe(duplex=False)
+    child = FORK.Process(target=_call_in_child, args=(function, args, sender))
+    child.start()
+    sender.close()
+    try:
+        ok, result = receiver.recv()
+    except EOFError:
+        ok, result = False, "the child died before it answered"
+    child.join()
+    if not ok:
+        raise AssertionError(f"{function.__name__} failed in a child process:\n{result}")
+    return result
 
 
 def _meet_at_the_lease(barrier) -> None:
