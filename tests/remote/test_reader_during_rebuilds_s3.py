@@ -6,11 +6,12 @@ is published by a conditional put here, not a hard link."""
 
 import pytest
 
-pytestmark = pytest.mark.soak  # the Ceph twin (tests/ceph) is the S3 run of the default suite; this moto one runs under -m soak
-
 from kuration.output.lease import LEASE_FILE
 from tests.output.corpus import Corpus
 from tests.output.rebuild_loop import SMALL_PLANS, RebuildLoop, rebuild_while_reading
+
+# The Ceph twin (tests/ceph) is the S3 run of the default suite; this moto one runs under -m soak.
+pytestmark = pytest.mark.soak
 
 
 @pytest.fixture(scope="module")
