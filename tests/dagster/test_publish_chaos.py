@@ -22,15 +22,13 @@ from dagster import AssetKey, AssetSelection, evaluate_automation_conditions, ma
 import kuration_assets.dataset_assets as dataset_assets
 from kuration.output.versions import DatasetRoot
 from kuration.read import load_committed
-from kuration_assets import (
-    budget, budget_plan, dataset_integrity, dataset_quality, published_dataset, shards_and_manifest, shards_present,
-)
+from kuration_assets import budget, budget_plan, published_dataset, shards_and_manifest
 from kuration_definitions import defs
-from tests.dagster.runs import H
+from tests.dagster.runs import H, dataset_assets_and_checks
 
 FAULTS = ("none", "quality", "integrity")
 WATCHED = ("shards", "dataset_manifest", "published_dataset")
-ASSETS = [shards_and_manifest, shards_present, dataset_integrity, dataset_quality, published_dataset]
+ASSETS = dataset_assets_and_checks()
 #: A policy no dataset of this corpus meets, marked blocking: the quality check fails at ERROR.
 UNMET = json.dumps({"min_shards": 10**6, "blocking": True})
 
