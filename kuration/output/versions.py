@@ -7,6 +7,7 @@ Layout of a dataset root::
     ...                          one version folder copied alone still loads
     ROOT/published/00000001.json one record per publication: {sequence, version, the SHA-256
     ROOT/published/00000002.json of that version's dataset.commit.json, when, forced, reason}
+    ROOT/pins/<holder>.json      reader pins that keep a version from gc (:mod:`.version_pins`)
 
 A version is written once (by :func:`kuration.output.publish.publish_version`, under the
 root's lease) and never changed after it commits. What readers see is the *current*
@@ -21,6 +22,9 @@ So a build in progress, a killed build and a failed one never change what reader
 they only ever add a version folder nobody names yet. The log is append-only; a record
 pins the commit record of the version it names, so a version folder rewritten after its
 publication is refused, not read.
+
+Retention (:mod:`.version_gc`) removes old versions' folders, never the log; a reader
+asking for a published version gc removed is told so.
 
 Readers resolve a root with :func:`resolve_dataset`: ``ROOT`` (the current version),
 ``ROOT@v3`` or ``version="v3"`` (that version), or a plain seed-layout dataset (a
