@@ -10,7 +10,8 @@ gates), blocking too, but failing at ERROR only when the policy says ``"blocking
 (otherwise a failed gate warns, which does not stop the publish). ``published_dataset``
 makes the audited version current, in one atomic step, only when every blocking check
 passed on that version (:func:`kuration_dagster_checks.audit.audit_failures`); the rollout
-store is built from the published version. The ``dataset_manifest``
+store is built from the published version, and the versions ``keep_versions`` (in
+``curation.json``) no longer keeps are removed under the same lease. The ``dataset_manifest``
 materialization carries the inspect report as Markdown and the path of its self-contained
 HTML version (``reports/dataset_report.html`` under the storage root, beside the dataset
 rather than inside it: the dataset's files are pinned by its commit record)."""
@@ -43,6 +44,7 @@ from kuration.inspect.markdown import report_markdown
 from kuration.numbers import format_bytes, rounded
 from kuration.output.dataset_summary import DatasetSummary, summarize_dataset
 from kuration.output.spec import OutputSpec
+from kuration.output.version_gc import publish_and_collect
 from kuration.output.versions import DatasetRoot
 from kuration.output.write_dataset import WriteOptions, write_planned_dataset
 from kuration.read import check_shard_presence, verify_dataset
@@ -266,8 +268,10 @@ AUDIT_CHECKS = (AssetCheckKey(AssetKey("shards"), "shards_present"),
        automation_condition=follows_upstream(),
        description="The dataset version readers see: the staged version made current (one publish record, created "
                    "atomically), only once every blocking check passed on it")
-def published_dataset(context: AssetExecutionContext, storage_root: StorageRootResource) -> MaterializeResult:
-    """Publish the staged version if its audit passed; fail, publishing nothing, if not."""
+def published_dataset(context: AssetExecutionContext, storage_root: StorageRootResource,
+                      landing_zone: LandingZoneResource) -> MaterializeResult:
+    """Publish the staged version if its audit passed, then keep ``keep_versions`` versions
+    (under the same lease); fail, publishing nothing, if not."""
     root = DatasetRoot(storage_root.path(DATASET_DIR))
     version = root.newest_committed()
     if version is None:
@@ -276,14 +280,14 @@ def published_dataset(context: AssetExecutionContext, storage_root: StorageRootR
     if failures:
         raise Failure(f"{version} not published (readers keep the current version): " + "; ".join(failures),
                       metadata={VERSION_KEY: version, "audit": markdown_list(failures)})
-    current = root.current()
-    if current is None or current.version != version:
-        with root.destination.lease():
-            current = root.publish(version)
-    context.log.info(f"{version} is current (publish record {current.sequence})")
+    keep = landing_zone.open().config.keep_versions
+    current, collected = publish_and_collect(root, version, keep)
+    context.log.info(f"{version} is current (publish record {current.sequence}); keep_versions={keep} removed "
+                     f"{', '.join(collected.removed) or 'nothing'}")
     return MaterializeResult(data_version=DataVersion(current.commit_sha256), metadata={
         VERSION_KEY: version, "path": MetadataValue.path(root.version_url(version)),
-        "publish_record": current.sequence, "published": current.published})
+        "publish_record": current.sequence, "published": current.published,
+        "versions_removed": ", ".join(collected.removed) or "none", "keep_versions": keep})
 
 
 __all__ = ["AUDIT_CHECKS", "DatasetConfig", "QualityCheckConfig", "dataset_integrity", "dataset_quality",

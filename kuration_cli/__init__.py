@@ -69,6 +69,11 @@ VERBS = (
          "kuration.output.versions_cli:VERSIONS"),
     Verb("publish", "audit a staged version and make it current (exit 1 when a blocking check fails)",
          "kuration.output.versions_cli:PUBLISH"),
+    Verb("gc", "remove the versions of a dataset root that keep_versions no longer keeps (never current, newer "
+               "or pinned ones)", "kuration.output.version_gc_cli:GC"),
+    Verb("pin", "keep a version of a dataset root from gc while a reader uses it (expires by itself)",
+         "kuration.output.version_gc_cli:PIN"),
+    Verb("unpin", "drop a reader's pin on a dataset root's version", "kuration.output.version_gc_cli:UNPIN"),
 )
 
 #: The exit status every verb shares, as ``kuration --help`` states it.

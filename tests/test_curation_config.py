@@ -20,7 +20,7 @@ FULL = {
     "plugins": ["team.features", "team.media"],
     "recordings": ".", "media_root": "frames_root", "source_pattern": "*.pq",
     "segment_window": 4, "segment_stride": 2.5, "segment_unit": "seconds", "workers": 3,
-    "write_workers": 2,
+    "write_workers": 2, "keep_versions": 5,
     "budget": {"train_hours": 0.25, "val_hours": 0, "test_hours": 0.1, "span_seconds": None},
     "split": {"strategy": "random", "seed": 9, "val_ratio": 0.1, "test_ratio": 0.3, "group_by": "source"},
 }
@@ -48,6 +48,7 @@ def test_every_key_is_read(tmp_path):
     assert config.media_root_url(str(landing)) == str(landing / "frames_root")
     assert (config.source_pattern, config.segment_window, config.segment_stride, config.workers) == ("*.pq", 4, 2.5, 3)
     assert config.write_workers == 2 and DEFAULTS.write_workers == 1
+    assert config.keep_versions == 5 and DEFAULTS.keep_versions == 3
     assert config.budget.span_seconds is None and config.budget.val_hours == 0
     assert (config.split.strategy, config.split.seed, config.split.group_by) == ("random", 9, "source")
     assert config.origin == (str(landing / "curation.json"),)
@@ -68,6 +69,9 @@ def test_every_key_is_read(tmp_path):
     ({"write_workers": -1}, "write_workers must be between 1 and 4096"),
     ({"write_workers": False}, "write_workers must be an integer"),
     ({"write_workers": "2"}, "write_workers must be an integer"),
+    ({"keep_versions": 0}, "keep_versions must be between 1 and 100000, got 0"),
+    ({"keep_versions": 2.5}, "keep_versions must be an integer, got 2.5"),
+    ({"keep_versions": None}, "keep_versions must be an integer, got None"),
     ({"segment_window": 0}, "segment_window must be > 0"),
     ({"segment_window": "10"}, "segment_window must be a finite number"),
     ({"segment_unit": "minutes"}, "segment_unit must be one of ['seconds', 'steps']"),
@@ -157,6 +161,7 @@ def test_environment_overrides_win_over_the_file_and_are_recorded(tmp_path):
     ("KURATION_WORKERS", "0", "environment variable KURATION_WORKERS: workers must be between 1 and 4096"),
     ("KURATION_WRITE_WORKERS", "0", "environment variable KURATION_WRITE_WORKERS: write_workers must be between 1"),
     ("KURATION_WRITE_WORKERS", "1.5", "environment variable KURATION_WRITE_WORKERS: write_workers must be an integer"),
+    ("KURATION_KEEP_VERSIONS", "0", "environment variable KURATION_KEEP_VERSIONS: keep_versions must be between 1"),
     ("KURATION_BUDGET_VAL_HOURS", "-2", "environment variable KURATION_BUDGET_VAL_HOURS: budget.val_hours"),
     ("KURATION_SPLIT_STRATEGY", "alphabetical", "KURATION_SPLIT_STRATEGY: split.strategy must be one of"),
 ])

@@ -12,6 +12,7 @@ set in code or in one run's config were lost on the next sensor-launched run. ::
       "source_pattern": "*.parquet",
       "segment_window": 10, "segment_stride": 5, "segment_unit": "seconds",
       "workers": 2, "write_workers": 2,
+      "keep_versions": 3,                   # dataset versions kept after a publish (gc: kuration.output.version_gc)
       "budget": {"train_hours": 4, "val_hours": 1, "test_hours": 0.5, "span_seconds": 60},
       "split": {"strategy": "stratified", "seed": 0, "val_ratio": 0.2, "test_ratio": 0.2, "group_by": "group"},
       "rollouts": {"enabled": true, "position": "pos", "battery": "battery",
@@ -33,7 +34,7 @@ and values of the wrong type are a :class:`CurationConfigError` naming the file 
 
 **Environment overrides** win over the file, so one deployment can change a setting without
 editing the data: ``KURATION_<KEY>`` for a top-level key (``KURATION_WORKERS=4``, ``KURATION_WRITE_WORKERS=2``,
-``KURATION_RECORDINGS=.``), ``KURATION_BUDGET_<KEY>`` and ``KURATION_SPLIT_<KEY>`` for the
+``KURATION_RECORDINGS=.``, ``KURATION_KEEP_VERSIONS=5``), ``KURATION_BUDGET_<KEY>`` and ``KURATION_SPLIT_<KEY>`` for the
 nested ones (``KURATION_BUDGET_TRAIN_HOURS=0.5``; ``none`` clears ``span_seconds``), and
 ``KURATION_ROLLOUTS_ENABLED=false``. ``KURATION_CONFIG`` names another settings file to read
 instead of the landing zone's.
@@ -72,6 +73,8 @@ GROUP_BY = ("group", "source")
 SEGMENT_UNITS = ("seconds", "steps")
 #: More local worker processes than any machine has cores is a typo, not a setting.
 MAX_WORKERS = 4096
+#: More versions than a root could hold in a lifetime of rebuilds is a typo, not a setting.
+MAX_KEEP_VERSIONS = 100_000
 
 
 class CurationConfigError(InputError):
@@ -149,6 +152,9 @@ class CurationConfig:
     #: Worker processes that write and hash the dataset's shards (``write_workers=`` of the
     #: dataset writer); the dataset is byte-identical whatever the count.
     write_workers: int = 1
+    #: How many versions of the dataset root a publish keeps (the current one counts as one;
+    #: pinned and newer ones are always kept): :mod:`kuration.output.version_gc`.
+    keep_versions: int = 3
     budget: BudgetSettings = field(default_factory=BudgetSettings)
     split: SplitRule = field(default_factory=SplitRule)
     #: ``None``: not configured by any layer (see :class:`RolloutSettings`).
@@ -312,6 +318,9 @@ def curation_config_from_dict(data: Mapping[str, Any], *, where: str = CURATION_
     for key in ("workers", "write_workers"):
         if key in data:
             values[key] = _integer(where, key, data[key], minimum=1, maximum=MAX_WORKERS)
+    if "keep_versions" in data:
+        values["keep_versions"] = _integer(where, "keep_versions", data["keep_versions"], minimum=1,
+                                           maximum=MAX_KEEP_VERSIONS)
     if "budget" in data:
         values["budget"] = _budget(where, _object(where, "budget", data["budget"]), base.budget)
     if "split" in data:
@@ -325,7 +334,7 @@ def curation_config_from_dict(data: Mapping[str, Any], *, where: str = CURATION_
 # -- environment overrides ---------------------------------------------------------------------
 
 _TOP_LEVEL_ENV = ("recordings", "media_root", "source_pattern", "segment_window", "segment_stride", "segment_unit",
-                  "workers", "write_workers")
+                  "workers", "write_workers", "keep_versions")
 _NESTED_ENV = {"budget": [f.name for f in fields(BudgetSettings)], "split": [f.name for f in fields(SplitRule)],
                "rollouts": ["enabled"]}
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
@@ -443,7 +452,7 @@ def curation_config_to_dict(config: CurationConfig) -> dict[str, Any]:
         "plugins": list(config.plugins), "recordings": config.recordings, "media_root": config.media_root,
         "source_pattern": config.source_pattern, "segment_window": config.segment_window,
         "segment_stride": config.segment_stride, "segment_unit": config.segment_unit, "workers": config.workers,
-        "write_workers": config.write_workers,
+        "write_workers": config.write_workers, "keep_versions": config.keep_versions,
         "budget": {f.name: getattr(config.budget, f.name) for f in fields(BudgetSettings)},
         "split": {f.name: getattr(config.split, f.name) for f in fields(SplitRule)},
         # left out when not configured, so the dict reads back as not configured

@@ -237,14 +237,16 @@ class LandingZone:
               **options: Any) -> DatasetWriteResult:
         """Write ``plan`` as a committed dataset at ``out``
         (:func:`kuration.output.write_dataset.write_planned_dataset`) with the settings'
-        adapter, schema, output spec and ``write_workers``. ``options`` are the other
+        adapter, schema, output spec, ``write_workers`` and ``keep_versions`` (retention after
+        the publish). ``options`` are the other
         :class:`~kuration.output.write_plan.WriteOptions` fields (``force=True``,
         ``resume=True``, ...), and a ``write_workers`` given here wins; ``job`` is merged into
         ``config.json``'s ``job``."""
         from kuration.output.write_dataset import write_planned_dataset
         from kuration.output.write_plan import WriteOptions
 
-        chosen = WriteOptions(**{"write_workers": self.config.write_workers, **options})
+        chosen = WriteOptions(**{"write_workers": self.config.write_workers,
+                                 "keep_versions": self.config.keep_versions, **options})
         return write_planned_dataset(out, plan, adapter=self.adapter, schema=self.schema, spec=self.spec, job=job,
                                      options=chosen)
 

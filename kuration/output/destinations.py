@@ -26,6 +26,7 @@ import io
 import json
 import os
 import secrets
+import shutil
 import socket
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -59,6 +60,7 @@ class Destination(Protocol):
     def files_under(self, folder: str) -> list[str]: ...
     def check_folders(self, folders: set[str]) -> None: ...
     def remove(self, relative: str) -> None: ...
+    def remove_tree(self, folder: str) -> None: ...
     def lease(self): ...
     def children(self, folder: str) -> list[str]: ...
     def create_new(self, relative: str, data: bytes) -> bool: ...
@@ -147,7 +149,20 @@ class LocalDestination:
     def remove(self, relative: str) -> None:
         path = self._path(relative)
         path.unlink(missing_ok=True)
-        # Folders emptied by the removal go too (object stores have no folders to leave behind).
+        self._remove_emptied_parents(path)  # folders emptied by the removal go too
+
+    def remove_tree(self, folder: str) -> None:
+        """``folder``, every file and folder under it, and the folders its removal empties;
+        a missing folder is fine. A folder reached through a symlink is refused (what lies
+        behind the link is not the dataset's); links inside are unlinked, never followed.
+        Unlinking a name leaves the file's other hard links whole."""
+        if not storage.folder_inside(self.root, folder, error=CommitError):
+            return
+        shutil.rmtree(self._path(folder))  # unlinks the names: a kept version's hard links stay
+        self._remove_emptied_parents(self._path(folder))
+
+    def _remove_emptied_parents(self, path: Path) -> None:
+        # Object stores have no folders to leave behind.
         for parent in path.parents:
             if parent == self.root or self.root not in parent.parents:
                 break
@@ -285,6 +300,14 @@ class FsspecDestination:
             self.fs.rm_file(self._key(relative))
         except FileNotFoundError:
             pass
+
+    def remove_tree(self, folder: str) -> None:
+        """Every object under ``folder/`` (a batch delete); none is fine."""
+        prefix = self._key(folder)
+        keys = [f"{prefix}/{name}" for name in storage.list_files(self.where(folder), include_hidden=True)]
+        if keys:
+            self.fs.rm(keys)
+        storage.fresh_path(self.fs, prefix)
 
     def children(self, folder: str) -> list[str]:
         key = storage.fresh_path(self.fs, self._key(folder))

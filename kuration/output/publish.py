@@ -34,6 +34,7 @@ from kuration.output.commit_protocol import (
 )
 from kuration.output.destinations import Destination, open_destination
 from kuration.output.preflight import Preflight
+from kuration.output.version_gc import collect_under_lease
 from kuration.output.versions import PUBLISHED_DIR, VERSIONS_DIR, DatasetRoot
 from kuration.output.shard_reuse import ADOPTED_RECORD, resume_folder
 from kuration.output.write_errors import DatasetWriteError
@@ -66,6 +67,8 @@ class DatasetWriteResult:
     version: str = ""
     version_url: str = ""
     published: bool = False
+    #: The versions retention removed after the publish (``keep_versions``), oldest first.
+    versions_removed: tuple[str, ...] = ()
 
     def __getitem__(self, key: str) -> Any:
         return self.config[key]
@@ -272,7 +275,7 @@ def _unchanged(destination: Destination, plan: WritePlan) -> DatasetWriteResult:
 
 def publish(destination: Destination, plan: WritePlan, *,
             progress: Callable[[int, int, str], None] | None = None,
-            preflight: Preflight | None = None) -> DatasetWriteResult:
+            preflight: Preflight | None = None, keep_versions: int | None = None) -> DatasetWriteResult:
     """Carry out ``plan`` at the dataset root ``destination`` (the one it was planned for,
     under the same lease): commit the version (:func:`commit_version`), sweep the root of
     killed publishers' temp files, and, when the plan says so, make the version current in
@@ -280,7 +283,9 @@ def publish(destination: Destination, plan: WritePlan, *,
     ``progress(done, total, source)`` is called once per source, in source order, after
     its shards are written. ``preflight``: what :func:`~kuration.output.preflight.preflight`
     read of ``plan.shards``, whose tracks are written from instead of reading those sources
-    again."""
+    again. ``keep_versions``: once the version is current, remove the versions retention no
+    longer keeps (:func:`~kuration.output.version_gc.collect_under_lease`, under this same
+    lease); None keeps them all."""
     result = commit_version(destination, plan, progress=progress, preflight=preflight)
     root = DatasetRoot(destination.url)
     _sweep_root(destination)
@@ -289,7 +294,8 @@ def publish(destination: Destination, plan: WritePlan, *,
     current = root.current()
     if current is None or current.version != plan.version:
         root.publish(plan.version)
-    return dataclasses.replace(result, published=True)
+    removed = () if keep_versions is None else collect_under_lease(destination, keep_versions).removed
+    return dataclasses.replace(result, published=True, versions_removed=removed)
 
 
 __all__ = ["DatasetWriteResult", "MANIFEST_FORMAT", "commit_version", "publish"]

@@ -7,6 +7,7 @@ Layout of a dataset root::
     ...                          one version folder copied alone still loads
     ROOT/published/00000001.json one record per publication: {sequence, version, the SHA-256
     ROOT/published/00000002.json of that version's dataset.commit.json, when, forced, reason}
+    ROOT/pins/<holder>.json      reader pins that keep a version from gc (:mod:`.version_pins`)
 
 A version is written once (by :func:`kuration.output.publish.publish_version`, under the
 root's lease) and never changed after it commits. What readers see is the *current*
@@ -22,6 +23,9 @@ they only ever add a version folder nobody names yet. The log is append-only; a 
 pins the commit record of the version it names, so a version folder rewritten after its
 publication is refused, not read.
 
+Retention (:mod:`.version_gc`) removes old versions' folders, never the log; a reader
+asking for a published version gc removed is told so.
+
 Readers resolve a root with :func:`resolve_dataset`: ``ROOT`` (the current version),
 ``ROOT@v3`` or ``version="v3"`` (that version), or a plain seed-layout dataset (a
 ``dataset.commit.json`` at the root and no publish log), which loads as before.
@@ -33,12 +37,11 @@ import datetime as _dt
 import os
 import re
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from kuration import storage
 from kuration.canonical.hashing import canonical_digest, readable_json, sha256_hex
 from kuration.errors import CommitError
-from kuration.output.commit_protocol import COMMIT_FILE, CONFIG_FILE, CommitRecord, read_commit, strict_json
+from kuration.output.commit_protocol import COMMIT_FILE, CommitRecord, read_commit, strict_json
 from kuration.output.destinations import Destination, open_destination
 
 VERSIONS_DIR = "versions"
@@ -205,6 +208,7 @@ class DatasetRoot:
         """The URL of the dataset folder a reader opens: ``version``, else the current one;
         a plain seed-layout root is itself (``version`` None or ``"v0"``)."""
         if version is not None and version != PLAIN_VERSION:
+            self._check_not_collected(version)
             return self.version_url(version)
         current = self.current() if version is None else None
         if current is not None:
@@ -215,6 +219,17 @@ class DatasetRoot:
         raise CommitError(f"{self.url}: no version is published yet (staged: {', '.join(self.versions())}); "
                           f"audit one and publish it with `kuration publish {self.url} --version "
                           f"{self.versions()[-1]}`, or open it by name with version=")
+
+    def _check_not_collected(self, version: str) -> None:
+        """A version the publish log names whose commit record is gone was removed by gc
+        (which deletes the commit record first): say so, and which versions are kept."""
+        if self.version_destination(version).read(COMMIT_FILE) is not None or not self._record_names():
+            return
+        if any(record.version == version for record in self.publish_log()):
+            kept = [v for v in self.versions() if v != version]
+            raise CommitError(f"{self.version_url(version)}: {version} was published once and has been removed by "
+                              f"gc (keep_versions); the kept versions are {', '.join(kept) or 'none'}. Open one of "
+                              "those, and pin a version a long job reads (`kuration pin`) so gc keeps it")
 
     def _check_pinned(self, record: PublishRecord) -> None:
         data = self.version_destination(record.version).read(COMMIT_FILE)
@@ -233,57 +248,7 @@ def resolve_dataset(ref: str | os.PathLike[str], version: str | None = None) -> 
     return DatasetRoot(root).resolve(version or pinned)
 
 
-def describe_versions(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """One row per version for ``kuration versions``: its name, state, when it was
-    committed, its run fingerprint, its split hours (when the budget counts seconds) and
-    whether it is current, was ever published, and was forced."""
-    dataset_root = DatasetRoot(root)
-    log = dataset_root.publish_log()
-    current = log[-1].version if log else None
-    rows = []
-    for version in dataset_root.versions():
-        rows.append(_version_row(dataset_root, version, current, [r for r in log if r.version == version]))
-    if dataset_root.has_plain_dataset():
-        rows.insert(0, _version_row(dataset_root, PLAIN_VERSION, current or PLAIN_VERSION, []))
-    return rows
-
-
-def _version_row(root: DatasetRoot, version: str, current: str | None,
-                 publications: list[PublishRecord]) -> dict[str, Any]:
-    folder = root.url if version == PLAIN_VERSION else root.version_url(version)
-    destination = open_destination(folder)
-    try:
-        record = read_commit(destination)
-    except CommitError as exc:
-        return {"version": version, "state": f"torn ({exc})", "current": version == current}
-    config = _config_of(destination) if record is not None and record.state == "committed" else {}
-    return {
-        "version": version, "state": "empty" if record is None else record.state, "current": version == current,
-        "published": [p.published for p in publications], "forced": any(p.forced for p in publications),
-        "reasons": [p.reason for p in publications if p.reason],
-        "run_fingerprint": record.run_fingerprint if record else None,
-        "finished": config.get("timestamps", {}).get("finished"), "hours": _split_hours(config),
-    }
-
-
-def _config_of(destination: Destination) -> dict[str, Any]:
-    data = destination.read(CONFIG_FILE)
-    try:
-        config = strict_json(data or b"{}", where=destination.where(CONFIG_FILE))
-    except CommitError:
-        return {}
-    return config if isinstance(config, dict) else {}
-
-
-def _split_hours(config: dict[str, Any]) -> dict[str, float] | None:
-    """Admitted hours per split, when the budget counted seconds (None otherwise)."""
-    budget = config.get("results", {}).get("budget", {})
-    if budget.get("unit") != "seconds":
-        return None
-    return {name: round(block.get("admitted", 0) / 3600, 4) for name, block in budget.get("splits", {}).items()}
-
-
 __all__ = [
-    "PLAIN_VERSION", "PUBLISHED_DIR", "PublishRecord", "DatasetRoot", "VERSIONS_DIR", "describe_versions",
+    "PLAIN_VERSION", "PUBLISHED_DIR", "PublishRecord", "DatasetRoot", "VERSIONS_DIR",
     "resolve_dataset", "split_version_ref", "version_name", "version_number",
 ]

@@ -118,7 +118,8 @@ def write_planned_dataset(
 
     ``options`` (a :class:`~kuration.output.write_plan.WriteOptions`) holds the intent
     (``resume``, ``force``, ``on_other_run``), ``reuse_shards``, ``allow_empty``,
-    ``write_workers`` and ``progress(done, total, source)``. ``job`` is merged into
+    ``write_workers``, ``progress(done, total, source)``, ``publish`` and ``keep_versions``
+    (retention after the publish, under the same lease). ``job`` is merged into
     ``config.json``'s ``job``.
 
     ``on_other_run`` (with ``resume=True``) says what to do when the destination holds
@@ -155,7 +156,7 @@ def write_planned_dataset(
         checked = preflight(shards)
         with destination.lease():
             return publish(destination, plan_write(destination, shards, options=options, context=context),
-                           progress=options.progress, preflight=checked)
+                           progress=options.progress, preflight=checked, keep_versions=options.keep_versions)
 
 
 def _split_identity(split_assignments: pa.Table | None, group_of: GroupOf) -> dict[str, Any] | None:
@@ -349,7 +350,8 @@ def _score_plan_and_write(out: str | os.PathLike[str], options: DatasetWriteOpti
         checked = preflight(shards)
         with destination.lease():
             plan = plan_write(destination, shards, options=options.write, context=_context(options, scored, started))
-            written = publish(destination, plan, progress=options.write.progress, preflight=checked)
+            written = publish(destination, plan, progress=options.write.progress, preflight=checked,
+                              keep_versions=options.write.keep_versions)
             if CHECKPOINT_DIR in destination.top_level():
                 FsspecScoreCache(destination.where(CHECKPOINT_DIR)).prune(*scored.cache_fingerprints)
     return written

@@ -49,6 +49,7 @@ from kuration.output.shard_reuse import (
     ReuseCandidates, content_key, content_key_basis, reuse_candidates, verified_reuse,
 )
 from kuration.output.spec import OutputSpec
+from kuration.output.version_gc import check_keep
 from kuration.output.versions import VERSIONS_DIR, DatasetRoot
 from kuration.output.write_errors import DatasetWriteError, EmptyPlanError
 from kuration.output.write_target import WriteTarget, write_target
@@ -75,7 +76,9 @@ class WriteOptions:
     ``write_workers``: processes that write and hash the shards (an int >= 1).
     ``progress(done, total, source)``: after each source's shards are written.
     ``publish``: make the committed version current (True), or leave it staged for an audit
-    and a later :meth:`~kuration.output.versions.DatasetRoot.publish` (False)."""
+    and a later :meth:`~kuration.output.versions.DatasetRoot.publish` (False).
+    ``keep_versions``: after publishing, remove the versions retention no longer keeps
+    (:mod:`kuration.output.version_gc`, under the same lease); None keeps every version."""
 
     resume: bool = False
     force: bool = False
@@ -85,9 +88,12 @@ class WriteOptions:
     write_workers: int = 1
     progress: Callable[[int, int, str], None] | None = None
     publish: bool = True
+    keep_versions: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "write_workers", check_write_workers(self.write_workers))
+        if self.keep_versions is not None:
+            check_keep(self.keep_versions)
         if self.resume and self.force:
             raise DatasetWriteError("resume=True and force=True: resume keeps a run's finished shards, force replaces "
                                     "the destination; choose one")

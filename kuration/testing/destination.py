@@ -13,13 +13,14 @@ alone, so what passes here is what the writer and the readers may rely on anywhe
   checks both size and digest, and is False for a missing shard;
 * listing and removal: ``files_under`` (recursive, sorted, hidden files included),
   ``top_level`` (the lease file never shown), ``remove`` (missing is fine; folders it
-  empties go);
+  empties go), ``remove_tree`` (a folder and everything under it, nothing beside it: a
+  sibling whose name it prefixes stays; a missing folder is fine);
 * the lease is exclusive across destination objects, and released on any exit;
 * versions (:mod:`kuration.output.versions`): ``children`` lists a folder's entries
   (empty for a missing folder); ``create_new`` writes a file only if its name is free and
   says whether it did (the publish log's one atomic step: two creators of one name, one
   wins); ``share_file`` gives a file a second name with the same bytes, and removing
-  either name leaves the other whole;
+  either name, or the tree that holds it, leaves the other whole;
 * every relative path that could leave the root is refused with :class:`CommitError`.
 
 A subclass supplies:
@@ -273,6 +274,20 @@ class DestinationContract(abc.ABC):
         dest.write_metadata("train/again.npz", b"1")  # the root is still usable
         assert dest.files_under("train") == ["train/again.npz"]
 
+    def test_remove_tree_takes_a_folder_and_everything_under_it_and_nothing_beside_it(self, dest):
+        names = ["versions/v1/dataset.commit.json", "versions/v1/train/x.npz", "versions/v1/.kuration_resume/r.json",
+                 "versions/v10/a.json", "versions/v2/b.json", "top.json"]
+        for name in names:
+            dest.write_metadata(name, name.encode())
+        dest.remove_tree("versions/v1")
+        assert dest.files_under("versions/v1") == [] and dest.children("versions") == ["v10", "v2"]
+        for name in names[3:]:
+            assert dest.read(name) == name.encode()
+        dest.remove_tree("versions/v1")  # already gone: not an error
+        dest.remove_tree("never/was")
+        dest.remove_tree("versions")
+        assert dest.top_level() == ["top.json"]
+
     def test_check_folders_accepts_real_folders_present_or_not(self, dest):
         dest.write_metadata("train/a.npz", b"a")
         dest.check_folders({"train", "val", "test"})
@@ -338,12 +353,16 @@ class DestinationContract(abc.ABC):
         assert sorted(results) == [False, True]
         assert dest.read("published/00000001.json") in (b"a", b"b")
 
-    def test_a_shared_file_has_the_same_bytes_and_outlives_its_source(self, dest):
+    def test_a_shared_file_has_the_same_bytes_and_outlives_its_source_and_its_tree(self, dest):
         dest.write_metadata("versions/v1/train/x.npz", b"shard bytes")
         dest.share_file("versions/v1/train/x.npz", "versions/v2/train/x.npz")
         assert dest.read("versions/v2/train/x.npz") == b"shard bytes"
         dest.remove("versions/v1/train/x.npz")
         assert dest.read("versions/v2/train/x.npz") == b"shard bytes"
+        dest.share_file("versions/v2/train/x.npz", "versions/v3/train/x.npz")
+        dest.remove_tree("versions/v2")
+        assert dest.read("versions/v3/train/x.npz") == b"shard bytes"
+        assert dest.shard_matches("versions/v3/train/x.npz", entry_of(b"shard bytes"))
 
     # ---- paths ------------------------------------------------------------------------
 
@@ -358,6 +377,7 @@ class DestinationContract(abc.ABC):
             "shard_matches": lambda: dest.shard_matches(relative, entry_of(b"x")),
             "files_under": lambda: dest.files_under(relative),
             "remove": lambda: dest.remove(relative),
+            "remove_tree": lambda: dest.remove_tree(relative),
             "check_folders": lambda: dest.check_folders({relative}),
             "children": lambda: dest.children(relative),
             "create_new": lambda: dest.create_new(relative, b"x"),

@@ -152,3 +152,17 @@ def test_a_build_waiting_in_the_run_queue_does_not_hide_the_audit_of_the_version
     assert alone.success, failure_text(alone)
     assert _root(scored).current().version == "v1"
     assert instance.get_run_by_id(queued.run_id).status == DagsterRunStatus.NOT_STARTED
+
+
+def test_publishing_keeps_keep_versions_versions_and_says_which_it_removed(scored, instance):
+    landing = Path(scored["landing_zone"].url)
+    (landing / "curation.json").write_text(json.dumps({"keep_versions": 1}))
+    first = _build(scored, instance, budget={})
+    assert first.success and _published(first)[0].materialization.metadata["versions_removed"].value == "none"
+    second = _build(scored, instance, budget={"train": 40 / 3600})
+    assert second.success
+    metadata = _published(second)[0].materialization.metadata
+    assert (metadata["version"].value, metadata["versions_removed"].value, metadata["keep_versions"].value) == (
+        "v2", "v1", 1)
+    root = _root(scored)
+    assert root.versions() == ["v2"] and root.current().version == "v2"

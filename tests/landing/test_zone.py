@@ -163,3 +163,15 @@ def test_python_users_get_the_same_object_the_graph_does(zone: Path):
     written = opened.write(plan, zone.parent / "out" / "dataset")
     first = next(iter_shards(written.out, split="train"))
     assert set(opened.spec.modalities) <= set(first)
+
+
+def test_a_landing_zone_write_applies_its_keep_versions_after_publishing(zone: Path):
+    from kuration.output.versions import DatasetRoot
+
+    opened = open_landing_zone(zone, overrides={"keep_versions": 2}, environ={})
+    plan = opened.plan(opened.score())
+    out = zone.parent / "out" / "dataset"
+    removed = [opened.write(plan, out, force=index > 0).versions_removed for index in range(3)]
+    assert removed == [(), (), ("v1",)] and DatasetRoot(out).versions() == ["v2", "v3"]
+    assert opened.write(plan, out, force=True, keep_versions=None).versions_removed == ()  # a write's own option wins
+    assert DatasetRoot(out).versions() == ["v2", "v3", "v4"]

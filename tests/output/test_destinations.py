@@ -113,3 +113,15 @@ def test_read_buffer_reads_the_whole_file_whatever_size_fstat_reported(tmp_path,
 
     monkeypatch.setattr(os, "fstat", fstat)
     assert storage.read_buffer_inside(tmp_path, "f.bin") == data
+
+
+def test_remove_tree_refuses_a_folder_reached_through_a_symlink_and_keeps_what_is_behind_it(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "v1").mkdir(parents=True)
+    (elsewhere / "v1" / "keep.json").write_text("{}")
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "versions").symlink_to(elsewhere)
+    with pytest.raises(CommitError, match="versions"):
+        LocalDestination(root).remove_tree("versions/v1")
+    assert (elsewhere / "v1" / "keep.json").read_text() == "{}"

@@ -12,9 +12,8 @@ import pytest
 
 from kuration.errors import CommitError
 from kuration.output.commit_protocol import COMMIT_FILE
-from kuration.output.versions import (
-    PublishRecord, DatasetRoot, describe_versions, resolve_dataset, split_version_ref, version_number,
-)
+from kuration.output.version_listing import describe_versions
+from kuration.output.versions import PublishRecord, DatasetRoot, resolve_dataset, split_version_ref, version_number
 from kuration.read import iter_shards, load_committed, verify_dataset
 from kuration_cli import main as kuration
 from tests.output.corpus import SPEC, Corpus, data_files, snapshot, version_dir
