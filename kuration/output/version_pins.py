@@ -83,16 +83,40 @@ class VersionPin:
                               "gc cannot tell which version it keeps, so it removes nothing. Delete the file if its "
                               "holder is gone, or pin again with `kuration pin`")
         pin = cls(**raw)
-        try:
-            pin.expires_at()
-            version_number(pin.version)
-            check_holder(pin.holder)
-        except (ValueError, TypeError, CommitError) as exc:
-            raise CommitError(f"{where}: an unreadable version pin ({exc})") from None
+        problem = _field_problem(pin)
+        if problem is not None:
+            raise CommitError(f"{where}: an unreadable version pin ({problem}); gc removes nothing while it is there")
         if pin.format != PIN_FORMAT or f"{pin.holder}.json" != where.rsplit("/", 1)[-1]:
             raise CommitError(f"{where}: a version pin of format {pin.format!r} for holder {pin.holder!r}, not this "
                               f"file's (format {PIN_FORMAT}); gc removes nothing while it is there")
         return pin
+
+
+def _moment(text: str) -> _dt.datetime | None:
+    """``text`` as a moment in time, when it is an ISO 8601 time with its UTC offset."""
+    try:
+        moment = _dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.utcoffset() is not None else None
+
+
+def _field_problem(pin: VersionPin) -> str | None:
+    """What is wrong with a checksummed pin's fields (their checksum only proves they were
+    written together, not by Kuration); None when each has its type and form. An expiry
+    without a UTC offset is refused: gc could not order it against now."""
+    fields = (pin.version, pin.holder, pin.created, pin.expires)
+    if not all(isinstance(value, str) for value in fields) or type(pin.format) is not int:
+        return "version, holder, created and expires must be strings and format an integer"
+    for name in ("created", "expires"):
+        if _moment(getattr(pin, name)) is None:
+            return f"{name} {getattr(pin, name)!r} is not an ISO 8601 time with its UTC offset"
+    try:
+        version_number(pin.version)
+        check_holder(pin.holder)
+    except (CommitError, InputError) as exc:
+        return str(exc)
+    return None
 
 
 def _pin_file(holder: str) -> str:
