@@ -18,8 +18,12 @@ version, or links shards from one, while versions are removed); :func:`collect_u
 is the same for a caller that holds it already (a write that just published). Removing a
 version deletes its ``dataset.commit.json`` first, so a version half removed by a SIGKILL
 is no longer committed: readers refuse it and the next gc removes the rest as debris.
-Then the version's folder goes. Kept versions share shard files with removed ones (hard
-links locally): removing a name never touches another name's bytes.
+The record is first copied aside (``dataset.commit.json.gc-set-aside``): when a reader
+pins the version while gc removes it, gc puts the record back, and when gc was killed in
+that moment, the next gc does (a pinned version is never left uncommitted for longer than
+until the next gc, which runs after every publish). Then the version's folder goes. Kept
+versions share shard files with removed ones (hard links locally): removing a name never
+touches another name's bytes.
 
 What it does not do: touch the publish log (it is history; a reader asking for a removed
 version is told gc removed it) or decide ``keep`` (``keep_versions`` in ``curation.json``,
@@ -147,17 +151,37 @@ def plan_gc(root: str | os.PathLike[str] | DatasetRoot, keep: int = DEFAULT_KEEP
                   tuple(pin.holder for pin in pins if pin not in active))
 
 
+#: Where gc keeps a version's commit record while it removes the version: the version is
+#: uncommitted for readers from the moment the record itself is gone, yet a pin that
+#: arrives meanwhile (or is found by the next gc, after a SIGKILL) gets it back.
+SET_ASIDE_COMMIT = f"{COMMIT_FILE}.gc-set-aside"
+
+
 def _remove_version(root: DatasetRoot, version: str) -> bool:
-    """Remove ``version``'s folder, its commit record first; False (nothing removed) when a
-    reader pinned it since the plan was made."""
-    commit = f"{VERSIONS_DIR}/{version}/{COMMIT_FILE}"
-    record = root.destination.read(commit)
-    root.destination.remove(commit)
+    """Remove ``version``'s folder, its commit record first (kept aside until the folder
+    goes); False (nothing removed) when a reader pinned it since the plan was made."""
+    folder = f"{VERSIONS_DIR}/{version}"
+    record = root.destination.read(f"{folder}/{COMMIT_FILE}")
+    if record is not None:
+        root.destination.write_metadata(f"{folder}/{SET_ASIDE_COMMIT}", record)
+        root.destination.remove(f"{folder}/{COMMIT_FILE}")
     if any(pin.version == version for pin in active_pins(root)):  # pinned meanwhile: put it back
-        if record is not None:
-            root.destination.write_metadata(commit, record)
+        _restore_set_aside(root, version)
         return False
-    root.destination.remove_tree(f"{VERSIONS_DIR}/{version}")
+    root.destination.remove_tree(folder)
+    return True
+
+
+def _restore_set_aside(root: DatasetRoot, version: str) -> bool:
+    """Put back the commit record a gc set aside for ``version`` (a gc killed between
+    setting it aside and finding the version pinned); True when there was one."""
+    folder = f"{VERSIONS_DIR}/{version}"
+    record = root.destination.read(f"{folder}/{SET_ASIDE_COMMIT}")
+    if record is None:
+        return False
+    if root.destination.read(f"{folder}/{COMMIT_FILE}") is None:
+        root.destination.write_metadata(f"{folder}/{COMMIT_FILE}", record)
+    root.destination.remove(f"{folder}/{SET_ASIDE_COMMIT}")
     return True
 
 
@@ -178,6 +202,10 @@ def collect_under_lease(destination: Destination, keep: int = DEFAULT_KEEP_VERSI
     plan = plan_gc(root, keep)
     if dry_run:
         return GcResult(plan, plan.removed, dry_run=True)
+    restored = tuple(fate.version for fate in plan.fates
+                     if not fate.removed and _restore_set_aside(root, fate.version))
+    if restored:  # a killed gc's pinned versions are committed again: plan with their true state
+        plan = plan_gc(root, keep)
     removed, late = [], []
     for version in plan.removed:
         if not _remove_version(root, version):

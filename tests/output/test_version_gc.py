@@ -220,6 +220,51 @@ def test_a_pin_made_while_gc_removes_its_version_keeps_it(corpus, tmp_path, monk
     assert verify_dataset(out, version="v1").ok  # its commit record was put back
 
 
+class _Killed(BaseException):
+    """Stands for a SIGKILL at one line of gc (nothing after it runs; the lease is freed as
+    a dead holder's is)."""
+
+
+def test_a_gc_killed_while_a_pin_arrives_leaves_the_record_aside_and_the_next_gc_puts_it_back(
+        corpus, tmp_path, monkeypatch):
+    from kuration.output import version_gc
+
+    out = tmp_path / "out"
+    _history(corpus, out, published=3)
+    before = {name: data for name, (data, _) in _tree(out / "versions" / "v1").items()}
+
+    def pinned_then_killed(root):  # v1's record is aside, a reader pins v1, and gc dies
+        fresh = VersionPin("v1", "late", "2999-01-01T00:00:00+00:00", "2999-01-02T00:00:00+00:00")
+        (out / "pins").mkdir(exist_ok=True)
+        (out / "pins" / "late.json").write_bytes(fresh.to_bytes())
+        raise _Killed
+
+    monkeypatch.setattr(version_gc, "active_pins", pinned_then_killed)
+    with pytest.raises(_Killed):
+        collect_garbage(out, 1)
+    monkeypatch.undo()
+    assert not (out / "versions" / "v1" / COMMIT_FILE).exists()
+    with pytest.raises(CommitError):
+        load_committed(out, version="v1")  # in that moment: refused, never read half
+    rerun = collect_garbage(out, 1)
+    assert rerun.removed == ("v2",) and "v1" in rerun.plan.kept
+    after = {name: data for name, (data, _) in _tree(out / "versions" / "v1").items()}
+    assert after == before and verify_dataset(out, version="v1").ok  # the same bytes, the record back
+    unpin_version(out, "late")
+    assert collect_garbage(out, 1).removed == ("v1",)
+
+
+def test_a_record_set_aside_for_an_unpinned_version_goes_with_its_folder(corpus, tmp_path):
+    from kuration.output.version_gc import SET_ASIDE_COMMIT
+
+    out = tmp_path / "out"
+    _history(corpus, out, published=3)
+    folder = out / "versions" / "v1"
+    (folder / SET_ASIDE_COMMIT).write_bytes((folder / COMMIT_FILE).read_bytes())
+    (folder / COMMIT_FILE).unlink()  # a gc killed after setting v1's record aside, and no pin came
+    assert collect_garbage(out, 1).removed == ("v1", "v2") and not folder.exists()
+
+
 def test_pins_refuse_bad_holders_uncommitted_versions_and_a_torn_pin_stops_gc(corpus, tmp_path):
     out = tmp_path / "out"
     _history(corpus, out, published=3)
