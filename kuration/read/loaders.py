@@ -78,7 +78,8 @@ from kuration.output.containers.protocol import ShardContainer
 from kuration.output.destinations import Destination, open_destination
 from kuration.output.spec import CONTAINERS, PRESENT, OutputSpec
 from kuration.read.committed import (
-    CommittedDataset, ShardSource, checked_manifest, decode_shard, fetch_shard, load_committed,
+    CommittedDataset, ShardSource, check_shard_folders, checked_manifest, decode_shard, fetch_shard, load_committed,
+    locate_shard,
 )
 from kuration.sources.entities import EntityIdError, parse_entity_key
 from kuration.splits.stages import EXCLUSIVE_STAGES
@@ -101,6 +102,8 @@ class LegacyManifest:
     spec: OutputSpec
     untrusted: bool = False
     decode_timeout: float | None = None
+    #: No dataset root: a legacy manifest's shards lie where its entries say, none in a pool.
+    dataset_root: None = None
 
     @property
     def entries(self) -> list[Mapping[str, Any]]:
@@ -127,8 +130,8 @@ class ShardEntry(Mapping[str, Any]):
 
     @property
     def location(self) -> str:
-        """The full path or URL of the shard file."""
-        return self.dataset.destination.where(self.record["path"])
+        """The full path or URL of the shard file (in the version folder, or the root's pool)."""
+        return locate_shard(self.dataset, self.record).where
 
     def meta(self) -> dict[str, Any]:
         """The entry as a plain dict, with the ``container`` it is decoded with and its ``location``."""
@@ -222,7 +225,7 @@ def _legacy(manifest: Mapping[str, Any], root: str | os.PathLike[str] | None,
     destination = open_destination(root)
     copy = {**manifest, "entries": rebased}
     spec = checked_manifest(copy, f"{where} (rebased onto {destination.url})", extra_containers=tuple(registry))
-    destination.check_folders({entry["path"].rsplit("/", 1)[0] for entry in rebased})
+    check_shard_folders(None, destination, rebased)
     return LegacyManifest(destination, copy, spec)
 
 
