@@ -44,7 +44,9 @@ Parquet widen or flatten on disk; :mod:`kuration.output.containers` restores the
 ``with_meta=True`` yields ``(arrays, meta)``: ``meta`` is a plain dict, the manifest entry
 (``path``, ``split``, ``source_id``, ``entity_id`` the canonical type-tagged string,
 ``span_index``, ``shard_index``, ``n_steps``, ``rows``, ``padded``, ``bytes``, ``sha256``)
-plus ``container`` (the name decoded with) and ``location`` (the full path or URL read).
+plus ``container`` (the name decoded with), ``location`` (the full path or URL read: in
+the dataset folder, or a dataset root's shard pool) and ``dataset`` (the dataset folder
+whose manifest lists the shard: for a version, ``ROOT/versions/vN``).
 
 Speed: each shard's bytes are read once, then hashed and decoded, on a helper thread while
 the caller works on the shard before (file reads, hashlib and zlib release the GIL);
@@ -134,8 +136,10 @@ class ShardEntry(Mapping[str, Any]):
         return locate_shard(self.dataset, self.record).where
 
     def meta(self) -> dict[str, Any]:
-        """The entry as a plain dict, with the ``container`` it is decoded with and its ``location``."""
-        return {**self.record, "container": self.container.name, "location": self.location}
+        """The entry as a plain dict, with the ``container`` it is decoded with, its
+        ``location`` and the ``dataset`` folder whose manifest lists it."""
+        return {**self.record, "container": self.container.name, "location": self.location,
+                "dataset": self.dataset.destination.url}
 
     def __repr__(self) -> str:
         return f"ShardEntry({self.location!r})"
