@@ -247,7 +247,7 @@ def _named(out: Path, versions) -> set[str]:
     return {e["stored_at"] for v in versions for e in load_committed(f"{out}@{v}").entries}
 
 
-def test_gc_removes_the_pool_objects_no_kept_version_names_and_keeps_the_others(corpus, tmp_path):
+def test_gc_removes_the_pool_objects_no_kept_version_names_and_keeps_the_others(corpus, tmp_path, capsys):
     out = tmp_path / "out"
     _history(corpus, out, published=3)
     staged = corpus.write(pooled(out), plan=corpus.plan(test_hours=10 / 3600), force=True, publish=False)
@@ -256,6 +256,9 @@ def test_gc_removes_the_pool_objects_no_kept_version_names_and_keeps_the_others(
     assert only_v1  # the versions differ: some objects are v1's alone
     dry = collect_garbage(out, 2, dry_run=True)
     assert set(dry.pool.removed) == only_v1 and pool_files(out) == _named(out, ["v1", "v2", "v3", "v4"])
+    assert kuration(["gc", str(out), "--keep", "2", "--dry-run"]) == 0
+    assert (f"shards/ would remove {len(only_v1)} pool object(s) no kept version names, kept "
+            f"{len(pool_files(out)) - len(only_v1)}") in capsys.readouterr().out
     result = collect_garbage(out, 2)
     assert result.removed == ("v1",) and set(result.pool.removed) == only_v1
     assert pool_files(out) == _named(out, ["v2", "v3", "v4"])  # what the kept versions (the staged v4 too) name
