@@ -34,6 +34,8 @@ def _objects(s3_client, bucket, prefix: str) -> dict[str, tuple[str, int]]:
 
 def test_a_rebuild_on_s3_that_changes_one_recording_puts_only_its_shards_and_the_metadata(bucket, s3_client,
                                                                                          tmp_path_factory):
+    """Scores a landing zone of its own (one recording of it is rewritten) and writes it to
+    S3 twice: about 45 s on moto."""
     growing = GrowingCorpus(tmp_path_factory.mktemp("pool-s3-growing"))
     url, plan = f"{bucket}/ds", growing.plan()
     first = growing.write(url, plan=plan)
