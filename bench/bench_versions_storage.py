@@ -29,18 +29,21 @@ For each corpus and backend, in a fresh dataset root:
    recording changed (``ratio_estimate_by_recording``: from this run's metadata and copies).
 3. **v2**: the rebuild the ``shards`` asset runs (``resume=True, on_other_run="replace"``,
    timed). It keeps every shard whose content key matches a verified shard of v1:
-   locally a hard link (``LocalDestination.share_file``), on an object store a
-   server-side copy (``FsspecDestination.share_file``: ``fs.copy``); it writes the changed
-   recording's shards and v2's metadata.
+   locally a hard link (``LocalDestination.share_file``); on an object store the shard
+   already lies in the root's shard pool (``ROOT/shards/<content key>.npz``,
+   ``kuration.output.shard_pool``) and v2's manifest names the same object, so nothing
+   is copied; it writes the changed recording's shards and v2's metadata.
 
 Measured (the storage before v2 and after it):
 
 - **local**: the bytes of the distinct inodes under the root (a hard-linked file counts
   once, as the filesystem stores it once);
 - **S3**: the sizes of the objects in the bucket (an object whose key, ETag or size is new
-  counts whole; a server-side copy is a new object, billed as one). The endpoint is moto's
-  ``ThreadedMotoServer`` on 127.0.0.1 (a free port), reached through
+  counts whole; a server-side copy would be a new object, billed as one). The endpoint is
+  moto's ``ThreadedMotoServer`` on 127.0.0.1 (a free port), reached through
   ``kuration.storage.use_s3_options`` (endpoint and credentials), as on a deployment.
+- **Ceph** (``--backends ceph``, or by default when ``KURATION_CEPH_ENDPOINT`` is set): the
+  same on the radosgw ``scripts/ceph_rgw.sh`` starts (user TESTKEY), in a fresh bucket.
 
 ``added_bytes`` is every byte that is new after v2 (nothing is reclaimed: v1 is kept), split
 into the changed recording's shards (``written_shard_bytes``), the kept shards' new copies
@@ -56,7 +59,9 @@ Output: one JSON object; its ``report`` holds the figures ``bench/run_all`` coll
 Run from the repo root:  .venv/bin/python bench/bench_versions_storage.py   (~2.5 min, ~1.7 GB
 disk and ~1.3 GB held by the S3 server). ``--sources 10`` is the quick size;
 ``--backends local`` skips S3; the demo corpus runs on S3 only with ``--demo-s3`` (its
-thousands of small shards take minutes on moto); ``--tmp`` says where to write.
+thousands of small shards take minutes on moto); ``--tmp`` says where to write. On Ceph:
+``EP=$(scripts/ceph_rgw.sh start /tmp/ceph); KURATION_CEPH_ENDPOINT=$EP .venv/bin/python
+bench/bench_versions_storage.py --backends ceph --corpora frames``.
 """
 
 from __future__ import annotations
@@ -283,8 +288,12 @@ def rebuild_one_change(url: str, snapshot: Callable[[], Snapshot], corpus: Corpu
     after = snapshot()
     entries = v2.manifest["entries"]
     here = f"versions/{v2.version}"
-    written = {f"{here}/{e['path']}" for e in entries if e["source_id"] == changed}
-    adopted = {f"{here}/{e['path']}" for e in entries if e["source_id"] != changed}
+
+    def stored(e: Mapping[str, Any]) -> str:  # where the shard's bytes lie under the root
+        return e.get("stored_at") or f"{here}/{e['path']}"
+
+    written = {stored(e) for e in entries if e["source_id"] == changed}
+    adopted = {stored(e) for e in entries if e["source_id"] != changed}
     per_recording = bytes_by_recording(entries)
     baseline = per_recording[changed]
     added = storage_added(before, after, written, adopted)
@@ -298,6 +307,7 @@ def rebuild_one_change(url: str, snapshot: Callable[[], Snapshot], corpus: Corpu
         "versions": [v1.version, v2.version], "changed_recording": changed,
         "recordings": len(per_recording), "shards": len(entries),
         "shards_written": v2.written, "shards_kept": v2.reused,
+        "layout": "shard pool" if any("stored_at" in e for e in entries) else "version folders",
         "changed_recording_shards": len(written), "changed_recording_shard_bytes": baseline,
         **added, "ratio": added["added_bytes"] / baseline, "target": TARGET,
         "met": added["added_bytes"] <= 1.5 * baseline,
@@ -313,12 +323,31 @@ def rebuild_one_change(url: str, snapshot: Callable[[], Snapshot], corpus: Corpu
     }
 
 
+CEPH_KEY, CEPH_SECRET = "TESTKEY", "TESTSECRET"  # the user scripts/ceph_rgw.sh creates
+
+
+@contextmanager
+def endpoint_bucket(endpoint: str, key: str, secret: str) -> Iterator[tuple[Any, str]]:
+    """A fresh bucket on the S3 endpoint ``endpoint``, as ``(s3fs filesystem, "s3://<bucket>")``;
+    s3fs reaches it through ``use_s3_options``, as a deployment would."""
+    import boto3
+    import fsspec
+
+    options = {"endpoint_url": endpoint, "region_name": S3_REGION}
+    bucket = f"kuration-bench-{uuid.uuid4().hex[:12]}"
+    # boto3, as tests/remote does: s3fs's mkdir sends us-east-1 as a location constraint, which S3 refuses
+    boto3.client("s3", aws_access_key_id=key, aws_secret_access_key=secret, **options).create_bucket(Bucket=bucket)
+    restore = storage.use_s3_options({"key": key, "secret": secret, "client_kwargs": options})
+    try:
+        yield fsspec.filesystem("s3"), f"s3://{bucket}"
+    finally:
+        restore()
+
+
 @contextmanager
 def s3_bucket() -> Iterator[tuple[Any, str]]:
     """A moto S3 server on loopback (a free port) and a fresh bucket on it, as
     ``(s3fs filesystem, "s3://<bucket>")``; s3fs reaches it through ``use_s3_options``."""
-    import boto3
-    import fsspec
     from moto.server import ThreadedMotoServer
 
     werkzeug_log = logging.getLogger("werkzeug")
@@ -326,19 +355,11 @@ def s3_bucket() -> Iterator[tuple[Any, str]]:
     werkzeug_log.setLevel(logging.ERROR)  # one line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
-    restore = None
     try:
         host, port = server.get_host_and_port()
-        endpoint = {"endpoint_url": f"http://{host}:{port}", "region_name": S3_REGION}
-        bucket = f"kuration-bench-{uuid.uuid4().hex[:12]}"
-        # boto3, as tests/remote does: s3fs's mkdir sends us-east-1 as a location constraint, which S3 refuses
-        boto3.client("s3", aws_access_key_id=S3_KEY, aws_secret_access_key=S3_SECRET, **endpoint).create_bucket(
-            Bucket=bucket)
-        restore = storage.use_s3_options({"key": S3_KEY, "secret": S3_SECRET, "client_kwargs": endpoint})
-        yield fsspec.filesystem("s3"), f"s3://{bucket}"
+        with endpoint_bucket(f"http://{host}:{port}", S3_KEY, S3_SECRET) as found:
+            yield found
     finally:
-        if restore is not None:
-            restore()
         server.stop()
         werkzeug_log.setLevel(old_level)
 
@@ -356,14 +377,18 @@ def s3_missing() -> str | None:
 
 def run(corpus_name: str, backend: str, args: argparse.Namespace) -> dict[str, Any]:
     """One corpus on one backend, in fresh scratch space (the revision changes the corpus)."""
-    if backend == "s3" and s3_missing():
+    if backend in ("s3", "ceph") and s3_missing():
         return {"error": s3_missing()}
+    ceph = os.environ.get("KURATION_CEPH_ENDPOINT")
+    if backend == "ceph" and not ceph:
+        return {"error": "Ceph not measured: KURATION_CEPH_ENDPOINT is not set (scripts/ceph_rgw.sh start DIR)"}
     with tempfile.TemporaryDirectory(prefix="bench_versions_storage_", dir=args.tmp) as scratch:
         corpus = CORPORA[corpus_name](args.sources, args.seed, Path(scratch))
         if backend == "local":
             root = Path(scratch) / "dataset"
             return rebuild_one_change(str(root), lambda: local_snapshot(root), corpus)
-        with s3_bucket() as (fs, bucket):
+        buckets = endpoint_bucket(ceph, CEPH_KEY, CEPH_SECRET) if backend == "ceph" and ceph else s3_bucket()
+        with buckets as (fs, bucket):
             url = f"{bucket}/dataset"
             return rebuild_one_change(url, lambda: s3_snapshot(fs, url), corpus)
 
@@ -382,9 +407,10 @@ def report_figures(results: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> li
                 continue
             figures.append(ratio(
                 name, r["added_bytes"], r["changed_recording_shard_bytes"], baseline, target=TARGET,
-                note=f"{r['added_bytes'] / 1e6:.2f} MB added: {r['written_shard_bytes'] / 1e6:.2f} MB written shards "
-                     f"({r['changed_recording_shards']}), {r['adopted_copy_bytes'] / 1e6:.1f} MB copies of the "
-                     f"{r['shards_kept']} kept shards, {r['metadata_bytes'] / 1e6:.3f} MB metadata "
+                note=f"{r['layout']}; {r['added_bytes'] / 1e6:.2f} MB added: {r['written_shard_bytes'] / 1e6:.2f} MB "
+                     f"written shards ({r['changed_recording_shards']}), "
+                     f"{r['adopted_copy_bytes'] / 1e6:.1f} MB copies of the {r['shards_kept']} kept shards, "
+                     f"{r['metadata_bytes'] / 1e6:.3f} MB metadata "
                      f"({r['metadata_bytes_per_shard']:.0f} B a shard); {r['recordings']} recordings, "
                      f"{r['shards']} shards of {r['mean_shard_bytes'] / 1e3:.1f} kB; the recording changed is the "
                      f"smallest ({r['changed_recording_shards']} shards); were the median one changed, about "
@@ -415,7 +441,9 @@ def main() -> None:
     ap.add_argument("--sources", type=int, default=SOURCES,
                     help=f"recordings (default {SOURCES}; the demo corpus has 8 sites x round(sources / 8))")
     ap.add_argument("--corpora", default="frames,demo", help="frames, demo or both (default)")
-    ap.add_argument("--backends", default="local,s3", help="local, s3 or both (default)")
+    ap.add_argument("--backends", default=None,
+                    help="local, s3 (moto), ceph (KURATION_CEPH_ENDPOINT), comma-separated (default: local,s3, and "
+                         "ceph when KURATION_CEPH_ENDPOINT is set)")
     ap.add_argument("--demo-s3", action="store_true",
                     help="the demo corpus on S3 too (slow on moto: ~3 min at --sources 10, far longer at 40)")
     ap.add_argument("--seed", type=int, default=0)
@@ -424,12 +452,15 @@ def main() -> None:
     if args.sources < 2:
         ap.error("--sources: at least 2 (one changes, the others are kept)")
     corpora = _names(args.corpora, list(CORPORA), "--corpora", ap)
-    backends = _names(args.backends, ["local", "s3"], "--backends", ap)
+    default = "local,s3,ceph" if os.environ.get("KURATION_CEPH_ENDPOINT") else "local,s3"
+    backends = _names(args.backends or default, ["local", "s3", "ceph"], "--backends", ap)
     started = time.perf_counter()
     tree = kuration_tree_state()
     # The demo's thousands of 42 kB shards are one S3 request each (several, with the move):
     # minutes on moto, so it runs on S3 only when asked.
     matrix = {name: [b for b in backends if b == "local" or name != "demo" or args.demo_s3] for name in corpora}
+    endpoint = {"s3": "moto ThreadedMotoServer on 127.0.0.1",
+                "ceph": os.environ.get("KURATION_CEPH_ENDPOINT") or "not set"}
     results = {name: {backend: run(name, backend, args) for backend in chosen} for name, chosen in matrix.items()}
     print(json.dumps({
         "bench": "versions_storage",
@@ -440,7 +471,7 @@ def main() -> None:
                        "demo": {"minutes": list(DEMO_MINUTES), "segment_seconds": [10, 5],
                                 "span_seconds": DEMO_SPAN_SECONDS, "output_spec": DEMO_OUTPUT_SPEC},
                        "rebuild_options": "resume=True, on_other_run='replace'",
-                       "s3_endpoint": "moto ThreadedMotoServer on 127.0.0.1"},
+                       "endpoints": {b: endpoint[b] for b in backends if b in endpoint}},
         "total_bench_seconds": time.perf_counter() - started,
         "python": platform.python_version(), "numpy": np.__version__, "cpus": os.cpu_count(), "tree": tree,
     }, indent=2))

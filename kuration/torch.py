@@ -46,7 +46,7 @@ from torch.utils.data import Dataset
 
 from kuration.errors import InputError
 from kuration.output.spec import PRESENT
-from kuration.read.committed import DatasetIntegrityError
+from kuration.read.committed import CommittedDataset, DatasetIntegrityError
 from kuration.read.loaders import (
     DatasetLike, Registry, ShardEntry, open_entries, read_shard_arrays, selected_modalities, shard_entries,
 )
@@ -81,7 +81,7 @@ class ShardDataset(Dataset[Any]):
         if isinstance(dataset, (str, os.PathLike)):
             # Pinned: a worker loads the version this was created on, even after a newer one is
             # published at the root (kuration.output.versions), so a training job never mixes two.
-            dataset = source.destination.url
+            dataset = source.reference if isinstance(source, CommittedDataset) else source.destination.url
         self._source: dict[str, Any] = {"dataset": dataset, "split": split, "container": container,
                                         "registry": registry, "root": root}
         # checked now, in the parent, not first in a worker

@@ -43,6 +43,7 @@ from kuration.inspect import QualityResult, inspect_dataset, write_report_html
 from kuration.inspect.markdown import report_markdown
 from kuration.numbers import format_bytes, rounded
 from kuration.output.dataset_summary import DatasetSummary, summarize_dataset
+from kuration.output.publish import DatasetWriteResult
 from kuration.output.spec import OutputSpec
 from kuration.output.version_gc import publish_and_collect
 from kuration.output.versions import DatasetRoot
@@ -128,7 +129,7 @@ def shards_and_manifest(
     yield MaterializeResult(asset_key=AssetKey("shards"), data_version=version,
                             metadata={**_shards_metadata(result.version_url, zone.spec, summary), **staged})
     yield MaterializeResult(asset_key=AssetKey("dataset_manifest"), data_version=version, metadata={
-        **_manifest_metadata(result.version_url, summary, storage_root.path(*REPORT_FILE)), **staged})
+        **_manifest_metadata(result, summary, storage_root.path(*REPORT_FILE)), **staged})
 
 
 def _shards_metadata(out: str, spec: OutputSpec, summary: DatasetSummary) -> dict[str, Any]:
@@ -147,8 +148,11 @@ def _shards_metadata(out: str, spec: OutputSpec, summary: DatasetSummary) -> dic
     return metadata
 
 
-def _manifest_metadata(out: str, summary: DatasetSummary, report_url: str) -> dict[str, Any]:
-    report = inspect_dataset(out, untrusted=False)  # manifest and config only: dataset_integrity verifies the shards
+def _manifest_metadata(result: DatasetWriteResult, summary: DatasetSummary, report_url: str) -> dict[str, Any]:
+    out = result.version_url
+    # through the root (ROOT@vN): a pooled version's shards lie in the root's pool. Manifest
+    # and config only: dataset_integrity verifies the shards
+    report = inspect_dataset(result.reference, untrusted=False)
     preview = [{**row, "bytes": format_bytes(row["bytes"])} for row in summary.preview]
     metadata = {
         # the report's summary table first (the UI opens the report in a dialog), then the

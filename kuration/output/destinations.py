@@ -8,11 +8,15 @@ and hold the exclusive writer lease.
 
 - :class:`LocalDestination`: temp file in the same directory, ``os.replace`` (with an fsync
   of the file and of the directory for metadata); a shard's SHA-256 is taken from its
-  temp file before the replace; the lease is an ``flock`` the kernel drops when the
-  writer's process exits; metadata and shards that are symlinks are refused.
+  temp file before the replace (a pool shard is hard-linked to its name instead, which
+  never replaces a file); kept shards are shared by hard links (``shares_by_link``); the
+  lease is an ``flock`` the kernel drops when the writer's process exits; metadata and
+  shards that are symlinks are refused.
 - :class:`FsspecDestination` (``s3://`` and other object stores): a shard is uploaded whole as
-  an attempt object next to its final name, then moved into place by the backend; metadata
-  is one ``put`` (all or nothing). The lease is an object created with an exclusive
+  an attempt object next to its final name, then moved into place by the backend; a pool
+  shard (:mod:`.shard_pool`: its name is its content key, known before the bytes) is put
+  under its final name with an if-none-match put, never overwriting one; metadata is one
+  ``put`` (all or nothing). The lease is an object created with an exclusive
   (if-none-match) put; a crashed writer leaves it behind, and the error says how to clear
   it. Native atomic rename differs between backends: the checksummed commit record keeps
   readers fail-closed either way. FTP and SFTP are refused (no reliable move or exclusive
@@ -49,6 +53,10 @@ def _checked(relative: str) -> PurePosixPath:
 
 class Destination(Protocol):
     url: str
+    #: Whether a kept shard is shared into a new version by a hard link (a local disk); False
+    #: on an object store, where a copy is a new object: the writer then uses the root's
+    #: shard pool (:mod:`.shard_pool`).
+    shares_by_link: bool
 
     def where(self, relative: str) -> str: ...
     def top_level(self) -> list[str]: ...
@@ -56,6 +64,7 @@ class Destination(Protocol):
     def read_buffer(self, relative: str, allocate: Callable[[int], bytearray] = bytearray) -> bytearray | None: ...
     def write_metadata(self, relative: str, data: bytes, *, durable: bool = True) -> None: ...
     def stage_shard(self, relative: str, container: ShardContainer, shard: ShardArrays) -> Staged: ...
+    def put_pooled(self, relative: str, container: ShardContainer, shard: ShardArrays) -> Staged: ...
     def shard_matches(self, relative: str, entry: Mapping[str, Any]) -> bool: ...
     def files_under(self, folder: str) -> list[str]: ...
     def check_folders(self, folders: set[str]) -> None: ...
@@ -92,10 +101,45 @@ def _same(size: int, digest: str | None, entry: Mapping[str, Any]) -> bool:
     return size == entry.get("bytes") and digest == entry.get("sha256")
 
 
+def _check_taken(destination: Destination, relative: str, written: WrittenShard) -> None:
+    """A pool object's name was taken already: it must hold the bytes just made, which are
+    then not stored again; other bytes are never overwritten, and fail the write."""
+    if destination.shard_matches(relative, {"bytes": written.bytes, "sha256": written.sha256}):
+        return
+    raise CommitError(
+        f"{destination.where(relative)}: the shard pool already holds an object under this content key, with other "
+        f"bytes than this write made ({written.bytes} bytes, sha256 {written.sha256[:12]}...); a pool object is "
+        "never overwritten. It was changed after it was written (check it, and delete it if it is damaged; the "
+        "versions naming it fail verification), or the writer is not deterministic. Then write again with "
+        "resume=True")
+
+
+@dataclass(frozen=True)
+class _PooledLocal:
+    """A local pool object staged in a temp file: ``seal`` links it to its name only if the
+    name is free (:func:`_check_taken` when it is not)."""
+
+    staged: StagedShard
+    destination: LocalDestination
+    relative: str
+
+    def seal(self) -> WrittenShard:
+        written, taken = self.staged.seal_new()
+        if taken:
+            _check_taken(self.destination, self.relative, written)
+        return written
+
+    def discard(self) -> None:
+        self.staged.discard()
+
+
 class LocalDestination:
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, shares_by_link: bool = True) -> None:
         self.root = storage.local_path(os.fspath(path))
         self.url = str(self.root)
+        # False writes the object-store layout (the root's shard pool) on a local disk: for
+        # tests of that layout; versions then need their root, as on an object store.
+        self.shares_by_link = shares_by_link
 
     def _path(self, relative: str) -> Path:
         return self.root.joinpath(*_checked(relative).parts)
@@ -129,6 +173,10 @@ class LocalDestination:
 
     def stage_shard(self, relative: str, container: ShardContainer, shard: ShardArrays) -> StagedShard:
         return stage_shard_local(self._path(relative), container, shard)
+
+    def put_pooled(self, relative: str, container: ShardContainer, shard: ShardArrays) -> _PooledLocal:
+        """Stage a pool object; sealing links it to its name, never replacing a file there."""
+        return _PooledLocal(stage_shard_local(self._path(relative), container, shard), self, relative)
 
     def shard_matches(self, relative: str, entry: Mapping[str, Any]) -> bool:
         found = storage.sha256_inside(self.root, relative, error=CommitError, expected_size=entry.get("bytes"))
@@ -211,6 +259,9 @@ class LocalDestination:
 
 
 class FsspecDestination:
+    #: An object store has no hard link: kept shards are shared through the root's pool.
+    shares_by_link = False
+
     def __init__(self, url: str) -> None:
         import fsspec
 
@@ -259,20 +310,34 @@ class FsspecDestination:
         self.fs.pipe_file(self._key(relative), data)  # one put: the object is whole or absent
 
     def stage_shard(self, relative: str, container: ShardContainer, shard: ShardArrays) -> _Published:
-        buffer = io.BytesIO()
-        writer = HashingWriter(buffer)
-        container.write(writer, shard)
+        data, written = _encoded(relative, container, shard)
         final = self._key(relative)
         folder, name = final.rsplit("/", 1)
         attempt = f"{folder}/{storage.temp_name(name, f'attempt-{secrets.token_hex(6)}')}"
-        self.fs.pipe_file(attempt, buffer.getvalue())  # a complete attempt object first
+        self.fs.pipe_file(attempt, data)  # a complete attempt object first
         try:
             self.fs.mv(attempt, final)
         except BaseException:
             self.fs.rm_file(attempt)
             raise
         storage.fresh_path(self.fs, final)
-        return _Published(WrittenShard(Path(relative), writer.bytes_written, writer.sha256))
+        return _Published(written)
+
+    def put_pooled(self, relative: str, container: ShardContainer, shard: ShardArrays) -> _Published:
+        """A pool object, put under its final name only if no object has it (a conditional,
+        if-none-match put: a put is whole or absent, so no attempt object is needed); when
+        one has, :func:`_check_taken`."""
+        data, written = _encoded(relative, container, shard)
+        key = self._key(relative)
+        try:
+            self.fs.pipe_file(key, data, mode="create")
+        except OSError:
+            # FileExistsError on some stores, a bare OSError (failed precondition) on Ceph radosgw
+            if not self.fs.exists(storage.fresh_path(self.fs, key)):
+                raise
+            _check_taken(self, relative, written)
+        storage.fresh_path(self.fs, key)
+        return _Published(written)
 
     def check_folders(self, folders: set[str]) -> None:
         """Every folder is a path inside the dataset; there are no links to check, since
@@ -363,12 +428,24 @@ class FsspecDestination:
             self.remove(LEASE_FILE)
 
 
+def _encoded(relative: str, container: ShardContainer, shard: ShardArrays) -> tuple[bytes, WrittenShard]:
+    """``shard``'s bytes in ``container``, hashed as they are written."""
+    buffer = io.BytesIO()
+    writer = HashingWriter(buffer)
+    container.write(writer, shard)
+    return buffer.getvalue(), WrittenShard(Path(relative), writer.bytes_written, writer.sha256)
+
+
 def _held_message(url: str, lock: str, current: bytes) -> str:
     return (f"{url}: another writer holds this destination ({current.decode(errors='replace')}). If that writer "
             f"crashed, confirm no writer still owns the destination, then delete {lock} by hand")
 
 
-def open_destination(url: str | os.PathLike[str]) -> Destination:
+def open_destination(url: str | os.PathLike[str] | Destination) -> Destination:
+    """The destination at ``url`` (a local folder, or an object-store URL); a destination
+    already opened is itself (with its settings, e.g. ``shares_by_link``)."""
+    if not isinstance(url, (str, os.PathLike)):
+        return url
     text = os.fspath(url)
     return FsspecDestination(text) if storage.is_remote(text) else LocalDestination(text)
 

@@ -22,7 +22,7 @@ import dataclasses
 import datetime as _dt
 import functools
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,7 @@ from kuration.output.destinations import Destination, open_destination
 from kuration.output.preflight import Preflight
 from kuration.output.version_gc import collect_under_lease
 from kuration.output.versions import PUBLISHED_DIR, VERSIONS_DIR, DatasetRoot
+from kuration.output.shard_pool import POOL_DIR, is_pooled
 from kuration.output.shard_reuse import ADOPTED_RECORD, resume_folder
 from kuration.output.write_errors import DatasetWriteError
 from kuration.read.committed import load_committed
@@ -72,6 +73,12 @@ class DatasetWriteResult:
 
     def __getitem__(self, key: str) -> Any:
         return self.config[key]
+
+    @property
+    def reference(self) -> str:
+        """What opens this version with every reader: ``ROOT@vN`` (a pooled version's shards
+        lie in the root's pool, so its folder alone does not load)."""
+        return f"{self.out}@{self.version}" if self.version else self.out
 
     @property
     def manifest_sha256(self) -> str:
@@ -125,12 +132,13 @@ class _Journal:
 
 
 def _write_here(destination: Destination, plan: WritePlan, journal: _Journal,
-                read_ahead: dict[str, Mapping[str, Track]], progress: Callable[[int, int, str], None] | None) -> None:
+                read_ahead: dict[str, Mapping[str, Track]], progress: Callable[[int, int, str], None] | None,
+                pool: Destination | None) -> None:
     """The pending shards, in this process, source by source (``read_ahead``: tracks the
-    preflight read already)."""
+    preflight read already; ``pool``: the dataset root, for the pooled shards)."""
     shards = plan.shards
     with ShardWriter(destination, shards.spec, schema=shards.schema, encoder=shards.encoder, adapter=shards.adapter,
-                     on_entry=journal.finished) as writer:
+                     on_entry=journal.finished, pool=pool) as writer:
         for done, source in enumerate(shards.sources, start=1):
             write_task_shards(writer, shards.schema, shards.adapter, source, plan.pending[source], shards.features,
                               read_ahead.pop(source, None))
@@ -139,10 +147,11 @@ def _write_here(destination: Destination, plan: WritePlan, journal: _Journal,
 
 
 def _write_in_workers(destination: Destination, plan: WritePlan, journal: _Journal,
-                      progress: Callable[[int, int, str], None] | None) -> None:
+                      progress: Callable[[int, int, str], None] | None, pool: Destination | None) -> None:
     """The pending shards, in ``plan.write_workers`` worker processes (each reads its own sources)."""
     shards = plan.shards
-    state = WorkerState(destination, shards.spec, shards.schema, shards.encoder, shards.adapter, shards.features)
+    state = WorkerState(destination, shards.spec, shards.schema, shards.encoder, shards.adapter, shards.features,
+                        pool)
     tasks = shard_tasks(plan.pending, plan.write_workers)
     report = _InSourceOrder(shards.sources, tasks, progress)
     report.finished(None)  # the sources before the first one with shards to write
@@ -170,10 +179,16 @@ def _final_config(plan: WritePlan, splits: Mapping[str, Any], finished: _dt.date
             "timestamps": {**body["timestamps"], "finished": finished.isoformat(timespec="seconds")}}
 
 
+def _in_folder(entries: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The paths of the entries whose bytes lie in the version folder (not in the pool)."""
+    return {e["path"] for e in entries if not is_pooled(e)}
+
+
 def _remove_leftovers(destination: Destination, keep: set[str]) -> None:
     """Files the new commit does not cover: in the split folders every file the new manifest
-    does not list (an earlier run's shards, killed writes' temp files and attempt objects);
-    at the top level and in ``budget/``, the temp files of killed writes."""
+    does not list there (an earlier run's shards, killed writes' temp files and attempt
+    objects; a pooled shard lies in the root's pool); at the top level and in ``budget/``,
+    the temp files of killed writes."""
     for split in EXCLUSIVE_STAGES:
         for name in destination.files_under(split):
             if name not in keep:
@@ -188,20 +203,21 @@ def _remove_leftovers(destination: Destination, keep: set[str]) -> None:
 
 
 def _sweep_root(root: Destination) -> None:
-    """The temp files killed writers and publishers left at the root, in the publish log and
-    among the checkpoints (a version folder is swept before it commits)."""
+    """The temp files killed writers and publishers left at the root, in the publish log,
+    among the checkpoints and in the shard pool (a version folder is swept before it commits)."""
     for name in root.top_level():
         if is_writer_leftover(name):
             root.remove(name)
-    for folder in (PUBLISHED_DIR, CHECKPOINT_DIR):
+    for folder in (PUBLISHED_DIR, CHECKPOINT_DIR, POOL_DIR):
         for name in root.files_under(folder):
             if is_writer_leftover(name.rsplit("/", 1)[-1]):
                 root.remove(name)
 
 
 def _share_adopted(root: Destination, plan: WritePlan) -> None:
-    """Every kept shard that lies in another version becomes this version's too: a hard link
-    (or a server-side copy), so a rebuild adds only the bytes of the shards it writes."""
+    """Every kept shard that lies in another version's folder becomes this version's too: a
+    hard link (or a server-side copy), so a rebuild adds only the bytes of the shards it
+    writes. A kept pooled shard needs nothing: the new manifest names its pool object."""
     here = f"{VERSIONS_DIR}/{plan.version}"
     for path, source in sorted(plan.adopt.items()):
         root.share_file(source, f"{here}/{path}")
@@ -233,11 +249,12 @@ def commit_version(root: Destination, plan: WritePlan, *, progress: Callable[[in
             destination.write_metadata(f"{resume_folder(plan.run_fingerprint)}/{ADOPTED_RECORD}", canonical_json(
                 {"run": plan.run_fingerprint, "entries": sorted(plan.kept.values(), key=lambda e: e["path"])}),
                 durable=False)
+        pool = root if plan.pooled else None
         if plan.in_workers:
             read_ahead.clear()  # each worker reads its own sources
-            _write_in_workers(destination, plan, journal, progress)
+            _write_in_workers(destination, plan, journal, progress, pool)
         else:
-            _write_here(destination, plan, journal, read_ahead, progress)
+            _write_here(destination, plan, journal, read_ahead, progress, pool)
     return _commit(destination, plan, journal.entries)
 
 
@@ -252,7 +269,7 @@ def _commit(destination: Destination, plan: WritePlan, entries: list[dict[str, A
     manifest_bytes, config_bytes = readable_json(manifest), readable_json(config)
     # Still unreadable (state=writing): killed writes' temp files go now, so the committed
     # folder holds exactly what its commit covers.
-    _remove_leftovers(destination, {e["path"] for e in entries})
+    _remove_leftovers(destination, _in_folder(entries))
     committed = publish_committed(destination, run_fingerprint=plan.run_fingerprint, marker=plan.marker,
                                   manifest=manifest_bytes, config=config_bytes)
     for name in destination.files_under(RESUME_DIR):  # the manifest now records every shard
@@ -263,9 +280,9 @@ def _commit(destination: Destination, plan: WritePlan, entries: list[dict[str, A
 
 def _unchanged(destination: Destination, plan: WritePlan) -> DatasetWriteResult:
     """This run's committed version, every shard verified: what is on disk is the result."""
-    dataset = load_committed(destination.url)
+    dataset = load_committed(f"{plan.root}@{plan.version}")
     # debris only (killed writers' temp files, stale resume records): never a file the commit covers
-    _remove_leftovers(destination, {entry["path"] for entry in dataset.entries})
+    _remove_leftovers(destination, _in_folder(dataset.entries))
     for name in destination.files_under(RESUME_DIR):
         destination.remove(name)
     return DatasetWriteResult(plan.root, dataset.record, dict(dataset.manifest), dict(dataset.config),

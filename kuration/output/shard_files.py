@@ -214,6 +214,22 @@ class StagedShard:
             raise
         return WrittenShard(self.path, size, digest)
 
+    def seal_new(self) -> tuple[WrittenShard, bool]:
+        """Hash the temp file and give it its name only if that name is free (a hard link,
+        which never replaces a file); the temp file goes either way. The flag says the name
+        was taken already: its file is left as it was, for the caller to compare."""
+        try:
+            with open(self.temp, "rb", buffering=0) as f:
+                size, digest = sha256_of_own_file(f)
+            try:
+                os.link(self.temp, self.path)
+                taken = False
+            except FileExistsError:
+                taken = True
+        finally:
+            self.discard()
+        return WrittenShard(self.path, size, digest), taken
+
     def discard(self) -> None:
         self.temp.unlink(missing_ok=True)
 

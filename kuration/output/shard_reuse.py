@@ -30,7 +30,9 @@ the entry this write would record for the target at that path (same key, same ro
 container; only the size and SHA-256 are taken from it) and the file still has that size
 and SHA-256. The file is hashed before publication begins, and it stays where it is: it is
 never copied, moved or rewritten. Its bytes are then covered by the new manifest like any
-other shard.
+other shard. On an object store a shard with a content key lies in the dataset root's
+shard pool (:mod:`.shard_pool`), named by the key: its entry names the pool object
+(``stored_at``), which the new manifest names again, so a kept shard costs no copy.
 
 What it deliberately does not do: copy a shard to another path (a source whose split
 changed is written anew, and so is a dataset whose shards carry the older names,
@@ -54,6 +56,7 @@ from kuration.output.commit_protocol import (
 )
 from kuration.output.destinations import Destination
 from kuration.output.shard_files import WrittenShard
+from kuration.output.shard_pool import shard_location
 from kuration.output.spec import OutputSpec
 from kuration.output.write_track import ShardTarget, manifest_entry
 from kuration.sources.media import media_provider_factory
@@ -171,12 +174,23 @@ def reuse_candidates(destination: Destination, record: CommitRecord | None) -> R
     return ReuseCandidates(entries, record.run_fingerprint, refused)
 
 
+def _matches(dataset_root: Destination | None, folder: Destination, entry: Mapping[str, Any]) -> bool:
+    try:
+        location = shard_location(dataset_root, folder, entry)
+    except CommitError:  # a pooled entry with no pool to look in: not kept
+        return False
+    return location.destination.shard_matches(location.relative, entry)
+
+
 def verified_reuse(destination: Destination, candidates: ReuseCandidates, spec: OutputSpec,
-                   wanted: Sequence[tuple[ShardTarget, str | None]]) -> dict[str, dict[str, Any]]:
+                   wanted: Sequence[tuple[ShardTarget, str | None]], *,
+                   dataset_root: Destination | None = None) -> dict[str, dict[str, Any]]:
     """The shards of ``wanted`` (each target with its content key) that may be kept as they
     are: the candidate at the target's path records exactly the entry this write would
     record for it (:func:`shard_entry`; only the size and SHA-256 are taken from the
-    candidate), and its file has that size and SHA-256 (hashed now). Path -> that entry."""
+    candidate; a pooled target's entry names its pool object), and its file has that size
+    and SHA-256 (hashed now), in ``destination`` or, pooled, in ``dataset_root``'s pool
+    (:func:`~kuration.output.shard_pool.shard_location`). Path -> that entry."""
     to_check: list[tuple[str, dict[str, Any]]] = []
     for target, key in wanted:
         recorded = candidates.entries.get(target.path)
@@ -190,7 +204,7 @@ def verified_reuse(destination: Destination, candidates: ReuseCandidates, spec: 
             to_check.append((target.path, expected))
     # Reading and hashing release the GIL: a few threads hash as many files at once.
     with ThreadPoolExecutor(max_workers=HASH_THREADS, thread_name_prefix="kuration-reuse-sha256") as pool:
-        matches = list(pool.map(lambda item: destination.shard_matches(*item), to_check))
+        matches = list(pool.map(lambda item: _matches(dataset_root, destination, item[1]), to_check))
     return {path: expected for (path, expected), ok in zip(to_check, matches, strict=True) if ok}
 
 

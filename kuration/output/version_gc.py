@@ -23,7 +23,9 @@ pins the version while gc removes it, gc puts the record back, and when gc was k
 that moment, the next gc does (a pinned version is never left uncommitted for longer than
 until the next gc, which runs after every publish). Then the version's folder goes. Kept
 versions share shard files with removed ones (hard links locally): removing a name never
-touches another name's bytes.
+touches another name's bytes. On an object store the shards lie in the root's pool
+(:mod:`.shard_pool`), which every version shares: once the versions are removed, the pool
+objects no version left names go (:mod:`.pool_sweep`).
 
 What it does not do: touch the publish log (it is history; a reader asking for a removed
 version is told gc removed it) or decide ``keep`` (``keep_versions`` in ``curation.json``,
@@ -40,6 +42,7 @@ from dataclasses import dataclass
 from kuration.errors import CommitError, InputError
 from kuration.output.commit_protocol import COMMIT_FILE, is_writer_leftover
 from kuration.output.destinations import Destination
+from kuration.output.pool_sweep import PoolSweep, sweep_pool
 from kuration.output.version_pins import PINS_DIR, VersionPin, active_pins, read_pins
 from kuration.output.versions import VERSIONS_DIR, DatasetRoot, PublishRecord, version_number
 
@@ -87,12 +90,15 @@ class GcPlan:
 @dataclass(frozen=True)
 class GcResult:
     """What a gc did (``dry_run``: what it would do). ``late_pins``: versions the plan would
-    remove that a reader pinned while gc ran, so they were kept."""
+    remove that a reader pinned while gc ran, so they were kept; ``pool``: what the sweep of
+    the root's shard pool removed."""
 
     plan: GcPlan
     removed: tuple[str, ...]
     dry_run: bool = False
     late_pins: tuple[str, ...] = ()
+    #: The shard pool's objects no version left names, removed after the versions (:mod:`.pool_sweep`).
+    pool: PoolSweep = PoolSweep()
 
 
 def decide_retention(states: Mapping[str, str], current: str | None, pins: Sequence[VersionPin],
@@ -201,7 +207,7 @@ def collect_under_lease(destination: Destination, keep: int = DEFAULT_KEEP_VERSI
     root = DatasetRoot(destination.url)
     plan = plan_gc(root, keep)
     if dry_run:
-        return GcResult(plan, plan.removed, dry_run=True)
+        return _dry(root, plan)
     restored = tuple(fate.version for fate in plan.fates
                      if not fate.removed and _restore_set_aside(root, fate.version))
     if restored:  # a killed gc's pinned versions are committed again: plan with their true state
@@ -215,7 +221,20 @@ def collect_under_lease(destination: Destination, keep: int = DEFAULT_KEEP_VERSI
         if progress is not None:
             progress(version)
     _sweep_pins(root, plan.expired_pins)
-    return GcResult(plan, tuple(removed), late_pins=tuple(late))
+    # last: the pool objects no version left names (the versions' commit records went first)
+    pool = sweep_pool(root.destination, _dataset_folders(root, root.versions()))
+    return GcResult(plan, tuple(removed), late_pins=tuple(late), pool=pool)
+
+
+def _dataset_folders(root: DatasetRoot, versions: Sequence[str]) -> list[str]:
+    """The folders (relative to the root) of ``versions``, and the root itself when it holds a plain dataset."""
+    return [f"{VERSIONS_DIR}/{v}" for v in versions] + ([""] if root.has_plain_dataset() else [])
+
+
+def _dry(root: DatasetRoot, plan: GcPlan) -> GcResult:
+    """What gc would do: the plan, and the pool objects the kept versions do not name."""
+    pool = sweep_pool(root.destination, _dataset_folders(root, plan.kept), dry_run=True)
+    return GcResult(plan, plan.removed, dry_run=True, pool=pool)
 
 
 def publish_and_collect(root: DatasetRoot, version: str, keep: int) -> tuple[PublishRecord, GcResult]:
@@ -237,8 +256,7 @@ def collect_garbage(root: str | os.PathLike[str], keep: int = DEFAULT_KEEP_VERSI
     check_keep(keep)  # before the lease: a bad setting touches nothing
     dataset_root = DatasetRoot(root)
     if dry_run:
-        plan = plan_gc(dataset_root, keep)
-        return GcResult(plan, plan.removed, dry_run=True)
+        return _dry(dataset_root, plan_gc(dataset_root, keep))
     with dataset_root.destination.lease():
         return collect_under_lease(dataset_root.destination, keep, progress=progress)
 

@@ -41,6 +41,10 @@ def _gc_lines(result: GcResult) -> list[str]:
             lines.append(f"{fate.version:<6} {'kept':<12} {fate.why}")
     lines.extend(f"expired pin of {holder} {'would be ' if result.dry_run else ''}removed" for holder in
                  plan.expired_pins)
+    pool = result.pool
+    if pool.removed or pool.kept or pool.refused:
+        lines.append(pool.refused or f"shards/ {verb} {len(pool.removed)} pool object(s) no kept version names, kept "
+                                     f"{pool.kept}")
     return lines
 
 

@@ -4,7 +4,9 @@ Layout of a dataset root::
 
     ROOT/versions/v1/            a complete dataset in seed 000's layout (commit record,
     ROOT/versions/v2/            manifest, config, output-spec marker, budget/, split folders):
-    ...                          one version folder copied alone still loads
+    ...                          locally, one version folder copied alone still loads
+    ROOT/shards/<key>.npz        on an object store, every shard with a content key, once,
+                                 named by the manifests that hold it (:mod:`.shard_pool`)
     ROOT/published/00000001.json one record per publication: {sequence, version, the SHA-256
     ROOT/published/00000002.json of that version's dataset.commit.json, when, forced, reason}
     ROOT/pins/<holder>.json      reader pins that keep a version from gc (:mod:`.version_pins`)
@@ -109,6 +111,21 @@ class PublishRecord:
         return record
 
 
+@dataclass(frozen=True)
+class ResolvedDataset:
+    """What a reader opens: the dataset ``folder``; the dataset ``root`` it is ``version`` of
+    (both None for a plain seed-layout dataset, or a folder opened alone)."""
+
+    folder: str
+    root: str | None
+    version: str | None
+
+    @property
+    def reference(self) -> str:
+        """What opens this dataset again: ``ROOT@vN`` for a version, else the folder."""
+        return f"{self.root}@{self.version}" if self.root is not None and self.version else self.folder
+
+
 class DatasetRoot:
     """The versions and the publish log of the dataset root at ``url`` (a folder or URL)."""
 
@@ -207,15 +224,21 @@ class DatasetRoot:
     def resolve(self, version: str | None = None) -> str:
         """The URL of the dataset folder a reader opens: ``version``, else the current one;
         a plain seed-layout root is itself (``version`` None or ``"v0"``)."""
+        return self.locate(version).folder
+
+    def locate(self, version: str | None = None) -> ResolvedDataset:
+        """:meth:`resolve`, with the root and the version the folder is (a version's pooled
+        shards lie in the root's pool, :mod:`.shard_pool`)."""
         if version is not None and version != PLAIN_VERSION:
             self._check_not_collected(version)
-            return self.version_url(version)
+            return ResolvedDataset(self.version_url(version), self.url, version)
         current = self.current() if version is None else None
         if current is not None:
             self._check_pinned(current)
-            return self.version_url(current.version)
+            return ResolvedDataset(self.version_url(current.version), self.url, current.version)
         if version == PLAIN_VERSION or self.has_plain_dataset() or not self.versions():
-            return self.url  # a plain dataset, or nothing: the reader's own error says what is missing
+            # a plain dataset, or nothing: the reader's own error says what is missing
+            return ResolvedDataset(self.url, None, None)
         raise CommitError(f"{self.url}: no version is published yet (staged: {', '.join(self.versions())}); "
                           f"audit one and publish it with `kuration publish {self.url} --version "
                           f"{self.versions()[-1]}`, or open it by name with version=")
@@ -239,16 +262,22 @@ class DatasetRoot:
                               "do not trust it. Publish another version with `kuration publish`")
 
 
-def resolve_dataset(ref: str | os.PathLike[str], version: str | None = None) -> str:
+def locate_dataset(ref: str | os.PathLike[str], version: str | None = None) -> ResolvedDataset:
     """The dataset folder a reader opens for ``ref`` (a dataset root, ``ROOT@vN``, a
-    version folder, a plain seed-layout dataset): see the module docstring."""
+    version folder, a plain seed-layout dataset), and the root it is a version of (see the
+    module docstring). A version folder given by its path is opened alone: no root."""
     root, pinned = split_version_ref(ref)
     if pinned is not None and version is not None and pinned != version:
         raise CommitError(f"{os.fspath(ref)}: names {pinned}, and version={version!r} another; give one")
-    return DatasetRoot(root).resolve(version or pinned)
+    return DatasetRoot(root).locate(version or pinned)
+
+
+def resolve_dataset(ref: str | os.PathLike[str], version: str | None = None) -> str:
+    """The dataset folder a reader opens for ``ref``: :func:`locate_dataset`'s folder."""
+    return locate_dataset(ref, version).folder
 
 
 __all__ = [
-    "PLAIN_VERSION", "PUBLISHED_DIR", "PublishRecord", "DatasetRoot", "VERSIONS_DIR",
-    "resolve_dataset", "split_version_ref", "version_name", "version_number",
+    "PLAIN_VERSION", "PUBLISHED_DIR", "PublishRecord", "DatasetRoot", "ResolvedDataset", "VERSIONS_DIR",
+    "locate_dataset", "resolve_dataset", "split_version_ref", "version_name", "version_number",
 ]

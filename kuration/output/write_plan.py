@@ -45,6 +45,8 @@ from kuration.output.commit_protocol import CHECKPOINT_DIR, is_writer_leftover
 from kuration.output.destinations import Destination
 from kuration.output.encoders import EncoderError, OutputEncoder, PassthroughEncoder
 from kuration.output.shard_assembly import segment_value
+from kuration.output.containers import get_container
+from kuration.output.shard_pool import POOL_DIR, is_pooled, pool_name
 from kuration.output.shard_reuse import (
     ReuseCandidates, content_key, content_key_basis, reuse_candidates, verified_reuse,
 )
@@ -162,7 +164,10 @@ class WritePlan:
     in the folder ``destination``. ``adopt`` maps each kept shard that lies in another
     version to its path inside the root (it is shared into this version, not rewritten);
     ``unchanged`` says the version is this run's, committed, and every shard verified, so
-    nothing is written; ``make_current`` says the committed version is published."""
+    nothing is written; ``make_current`` says the committed version is published.
+    ``pooled``: the root cannot share files by a link (an object store), so every shard with
+    a content key is stored in the root's shard pool (:mod:`.shard_pool`) and a kept one is
+    named by the new manifest, not shared into the version folder."""
 
     shards: ShardPlan
     root: str
@@ -182,6 +187,7 @@ class WritePlan:
     adopt: Mapping[str, str]
     unchanged: bool
     make_current: bool
+    pooled: bool = False
 
     @property
     def to_write(self) -> int:
@@ -360,13 +366,24 @@ def _content_keys(shards: ShardPlan, identities: Mapping[str, SourceIdentity],
             for target, row in shards.targets}
 
 
-def _worker_state(destination: Destination, shards: ShardPlan, to_write: int, write_workers: int) -> bytes:
+def _placed(shards: ShardPlan, keys: Mapping[str, str | None], pooled: bool) -> list[PlannedShard]:
+    """The plan's shards, each with the pool object it is stored as when the root pools
+    shards and the shard has a content key (the others go into the version folder)."""
+    if not pooled:
+        return list(shards.targets)
+    extension = get_container(shards.spec.container).extension
+    return [(replace(target, stored_at=pool_name(key, extension)) if (key := keys[target.path]) else target, row)
+            for target, row in shards.targets]
+
+
+def _worker_state(destination: Destination, shards: ShardPlan, to_write: int, write_workers: int,
+                  pool: Destination | None) -> bytes:
     """What every write worker is sent, pickled now so anything that cannot reach a worker
     fails before publication; b"" when the shards are written in this process."""
     if write_workers <= 1 or not to_write:
         return b""
     return pickled_state(WorkerState(destination, shards.spec, shards.schema, shards.encoder, shards.adapter,
-                                     shards.features))
+                                     shards.features, pool))
 
 
 def _config(shards: ShardPlan, context: WriteContext, *, results: Mapping[str, Any],
@@ -402,8 +419,8 @@ class _Reuse:
     candidates: ReuseCandidates
 
 
-def _reuse(target: WriteTarget, shards: ShardPlan, keys: Mapping[str, str | None], *,
-           reuse_shards: bool) -> _Reuse:
+def _reuse(target: WriteTarget, shards: ShardPlan, placed: Sequence[PlannedShard], keys: Mapping[str, str | None],
+           *, reuse_shards: bool) -> _Reuse:
     """What the target's and the previous version's records offer, and the shards kept of
     them: every target whose recorded entry is the one this write would record and whose
     file still has its size and SHA-256 (hashed now, before publication: a shard that fails
@@ -420,13 +437,14 @@ def _reuse(target: WriteTarget, shards: ShardPlan, keys: Mapping[str, str | None
     for source in target.sources:
         source.destination.check_folders({*EXCLUSIVE_STAGES, BUDGET_DIR})
         candidates = reuse_candidates(source.destination, source.record)
-        wanted = [(t, keys[t.path]) for t, _ in shards.targets if t.path not in kept]
-        found = verified_reuse(source.destination, candidates, shards.spec, wanted)
+        wanted = [(t, keys[t.path]) for t, _ in placed if t.path not in kept]
+        found = verified_reuse(source.destination, candidates, shards.spec, wanted,
+                               dataset_root=target.root.destination)
         if first is None or (found and not kept):
             first = candidates
         kept.update(found)
         if source.prefix != here:
-            adopt.update({path: f"{source.prefix}/{path}".lstrip("/") for path in found})
+            adopt.update(_adoptable(source.prefix, found))
     return _Reuse(kept, adopt, first or ReuseCandidates({}, None, "no candidates"))
 
 
@@ -445,6 +463,12 @@ def _results(budget_files: Mapping[str, bytes], candidates: ReuseCandidates, kep
             "budget_plan": {"path": f"{BUDGET_DIR}/{BUDGET_FILE}", "sha256": sha256_hex(pin), "bytes": len(pin)}}
 
 
+def _adoptable(prefix: str, kept: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Path -> path in the root of the kept shards that lie in the folder at ``prefix`` (a
+    pooled one lies in the pool, which every version shares: nothing to adopt)."""
+    return {path: f"{prefix}/{path}".lstrip("/") for path, entry in kept.items() if not is_pooled(entry)}
+
+
 def _settled(target: WriteTarget, reuse: _Reuse, shards: ShardPlan) -> tuple[WriteTarget, _Reuse, bool]:
     """A resume onto this run's committed version: unchanged when every shard verified,
     else a new version that keeps (adopts) the shards that did."""
@@ -455,7 +479,7 @@ def _settled(target: WriteTarget, reuse: _Reuse, shards: ShardPlan) -> tuple[Wri
     root = target.root
     renewed = replace(target, version=root.next_version(), destination=root.version_destination(root.next_version()),
                       record=None, resumed=False)
-    adopt = {path: f"{VERSIONS_DIR}/{target.version}/{path}" for path in reuse.kept}
+    adopt = _adoptable(f"{VERSIONS_DIR}/{target.version}", reuse.kept)
     return renewed, replace(reuse, adopt=adopt), False
 
 
@@ -473,10 +497,16 @@ def plan_write(destination: Destination, shards: ShardPlan, *, options: WriteOpt
     target = write_target(DatasetRoot(destination.url), run_fingerprint, resume=options.resume, force=options.force,
                           replace=options.on_other_run == "replace")
     keys = _content_keys(shards, identities, fingerprints)
-    target, reuse, unchanged = _settled(target, _reuse(target, shards, keys, reuse_shards=options.reuse_shards),
-                                        shards)
-    pending = {source: tuple((t, row) for t, row in planned if t.path not in reuse.kept)
-               for source, planned in shards.by_source().items()}
+    pooled = not destination.shares_by_link
+    if pooled:  # a pool folder that is a link would take (and give) shards from wherever it leads
+        destination.check_folders({POOL_DIR})
+    placed = _placed(shards, keys, pooled)
+    target, reuse, unchanged = _settled(
+        target, _reuse(target, shards, placed, keys, reuse_shards=options.reuse_shards), shards)
+    pending: dict[str, tuple[PlannedShard, ...]] = {source: () for source in shards.sources}
+    for planned in placed:
+        if planned[0].path not in reuse.kept:
+            pending[planned[0].source_id] += (planned,)
     to_write = sum(len(planned) for planned in pending.values())
     budget_files = budget_plan_files(shards.budget_plan)
     results = _results(budget_files, reuse.candidates, reuse.kept, to_write, resume=target.resumed,
@@ -490,8 +520,9 @@ def plan_write(destination: Destination, shards: ShardPlan, *, options: WriteOpt
         content_keys=keys, kept=reuse.kept, pending=pending, budget_files=budget_files,
         config=_config(shards, context, results=results, provenance=provenance, started=started),
         replaced=target.replaced, write_workers=options.write_workers,
-        worker_state=_worker_state(target.destination, shards, to_write, options.write_workers),
-        adopt=reuse.adopt, unchanged=unchanged, make_current=options.publish)
+        worker_state=_worker_state(target.destination, shards, to_write, options.write_workers,
+                                   destination if pooled else None),
+        adopt=reuse.adopt, unchanged=unchanged, make_current=options.publish, pooled=pooled)
 
 
 __all__ = ["ON_OTHER_RUN", "ShardPlan", "WriteContext", "WriteOptions", "WritePlan", "check_destination",

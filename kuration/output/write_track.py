@@ -21,10 +21,13 @@ from kuration.sources.entities import entity_key
 from kuration.sources.media import media_cache
 from kuration.output.containers import get_container
 from kuration.output.encoders import OutputEncoder, PassthroughEncoder
-from kuration.output.destinations import Destination, open_destination
+from kuration.output.containers.protocol import ShardArrays
+from kuration.output.destinations import Destination, Staged, open_destination
 from kuration.output.shard_assembly import MediaDecoder, assemble_shard
 from kuration.output.shard_files import WrittenShard, shard_name, shard_stem
+from kuration.output.shard_pool import STORED_AT
 from kuration.output.spec import OutputSpec, OutputSpecError
+from kuration.output.write_errors import DatasetWriteError
 from kuration.sources.schema import Schema
 from kuration.sources.tracks import Track
 from kuration.splits.stages import EXCLUSIVE_STAGES
@@ -42,6 +45,9 @@ class ShardTarget:
     shard_index: int
     start: int
     stop: int
+    #: The pool object the shard is stored as, relative to the dataset root (None: at
+    #: ``path`` in the version folder); see :mod:`.shard_pool`.
+    stored_at: str | None = None
 
 
 def shard_targets(spec: OutputSpec, *, split: str, source_id: str, entity_id: str, span_index: int | None,
@@ -56,19 +62,23 @@ def shard_targets(spec: OutputSpec, *, split: str, source_id: str, entity_id: st
 
 def manifest_entry(target: ShardTarget, n_steps: int, rows: int, container: str,
                    written: WrittenShard) -> dict[str, Any]:
-    """The manifest entry of ``target``'s shard, once written: where it is, which rows it
-    holds, and its size and SHA-256."""
-    return {
+    """The manifest entry of ``target``'s shard, once written: where it is (and the pool
+    object it is stored as, when pooled), which rows it holds, and its size and SHA-256."""
+    entry = {
         "path": target.path, "split": target.split, "source_id": target.source_id, "entity_id": target.entity_id,
         "span_index": target.span_index, "shard_index": target.shard_index, "start": target.start, "stop": target.stop,
         "n_steps": n_steps, "rows": rows, "padded": rows > n_steps,
         "container": container, "bytes": written.bytes, "sha256": written.sha256,
     }
+    if target.stored_at is not None:
+        entry[STORED_AT] = target.stored_at
+    return entry
 
 
 class ShardWriter:
     """Writes shards in the order given and hands each one's manifest entry to ``on_entry``
-    (on the caller's thread, in the same order) once its file is hashed and in place.
+    (on the caller's thread, in the same order) once its file is hashed and in place: under
+    ``destination``, or, for a pooled target (``stored_at``), in the dataset root ``pool``.
 
     Assembly and the container's write stay on the caller's thread, so the adapter and the
     encoder are never called concurrently; only sealing (the SHA-256 of the temp
@@ -78,8 +88,10 @@ class ShardWriter:
     so nothing is published after the caller's lease ends."""
 
     def __init__(self, destination: Destination, spec: OutputSpec, *, schema: Schema, encoder: OutputEncoder,
-                 adapter: MediaDecoder | None, on_entry: Callable[[dict[str, Any]], None]) -> None:
+                 adapter: MediaDecoder | None, on_entry: Callable[[dict[str, Any]], None],
+                 pool: Destination | None = None) -> None:
         self._destination = destination
+        self._pool = pool
         self._spec = spec
         self._container = get_container(spec.container)
         self._schema = schema
@@ -102,7 +114,7 @@ class ShardWriter:
             raise RuntimeError("ShardWriter.write outside its with block")
         shard = assemble_shard(track, target.start, target.stop, self._spec, schema=self._schema, encoder=self._encoder,
                                media=self._adapter)
-        staged = self._destination.stage_shard(target.path, self._container, shard)
+        staged = self._stage(target, shard)
         try:
             self._finish_pending()
         except BaseException:
@@ -112,6 +124,15 @@ class ShardWriter:
         n_steps, rows, container = shard.n_steps, shard.rows, self._spec.container
         del shard  # the file holds the bytes: the arrays can go while the seal runs
         self._pending = (future, lambda written: manifest_entry(target, n_steps, rows, container, written), [])
+
+    def _stage(self, target: ShardTarget, shard: ShardArrays) -> Staged:
+        """A pooled target goes into the dataset root's pool (create-only), any other into the folder."""
+        if target.stored_at is None:
+            return self._destination.stage_shard(target.path, self._container, shard)
+        if self._pool is None:
+            raise DatasetWriteError(f"{target.path}: is to be stored in the shard pool ({target.stored_at}), but the "
+                                  "writer was given no dataset root to hold the pool")
+        return self._pool.put_pooled(target.stored_at, self._container, shard)
 
     def after(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` once every shard written so far has been delivered."""

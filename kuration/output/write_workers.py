@@ -168,7 +168,8 @@ def shard_tasks(pending: Mapping[str, Sequence[PlannedShard]], workers: int) -> 
 
 @dataclass(frozen=True)
 class WorkerState:
-    """What every write worker needs, sent once per worker."""
+    """What every write worker needs, sent once per worker (``pool``: the dataset root whose
+    shard pool takes the pooled shards, None when none is pooled)."""
 
     destination: Destination
     spec: OutputSpec
@@ -176,6 +177,7 @@ class WorkerState:
     encoder: OutputEncoder
     adapter: SourceAdapter
     features: tuple[str, ...]
+    pool: Destination | None = None
 
 
 @dataclass(frozen=True)
@@ -224,7 +226,7 @@ class _WriteTask:
             state: WorkerState = shared_state()
             with media_cache(), ShardWriter(state.destination, state.spec, schema=state.schema,
                                             encoder=state.encoder, adapter=state.adapter,
-                                            on_entry=entries.append) as writer:
+                                            on_entry=entries.append, pool=state.pool) as writer:
                 write_task_shards(writer, state.schema, state.adapter, task.source_id, task.shards, state.features,
                                   at=at)
         except Exception as exc:

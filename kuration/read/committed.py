@@ -6,7 +6,11 @@ record is missing, not ``committed``, torn or edited, or whose manifest or confi
 hash to what the record pins; it also refuses duplicate JSON keys, NaN/Infinity, numbers
 beyond range, nesting deeper than 64 levels, and a manifest whose structure is not what the
 writer writes (every entry an object with a ``path`` inside its split's folder, ``bytes``,
-``sha256``, ``split`` and ``n_steps`` of the right types; an ``output`` spec). Locally, every
+``sha256``, ``split`` and ``n_steps`` of the right types, and a pooled entry's ``stored_at``
+inside the root's ``shards/``; an ``output`` spec). Where an entry's bytes lie is
+:func:`locate_shard`'s answer (:func:`kuration.output.shard_pool.shard_location`): in the
+version folder, or, for a pooled entry of a version opened through its root (``ROOT``,
+``ROOT@vN``), in the root's shard pool; a pooled version folder opened alone is refused. Locally, every
 component of a metadata or shard path is opened without following symlinks and only
 regular files are read: a split folder replaced by a link to elsewhere, a fifo or a device
 is refused. :func:`verify_dataset` checks every shard and returns a structured result (what
@@ -32,7 +36,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -48,7 +52,10 @@ from kuration.output.containers import CONTAINER_TYPES, get_container
 from kuration.output.containers.protocol import ShardArrays, ShardContainer, ShardFormatError
 from kuration.output.destinations import Destination, open_destination
 from kuration.output.spec import CONTAINERS, OutputSpec, OutputSpecError
-from kuration.output.versions import resolve_dataset
+from kuration.output.shard_pool import (
+    STORED_AT, ShardLocation, is_pooled, pooled_outside, shard_location, stored_at_problem,
+)
+from kuration.output.versions import locate_dataset, resolve_dataset
 from kuration.read.isolated import decode_isolated
 from kuration.splits.stages import EXCLUSIVE_STAGES
 
@@ -75,9 +82,22 @@ class CommittedDataset:
     untrusted: bool = False
     #: Seconds an isolated decode may take; None: :func:`kuration.read.isolated.decode_timeout`.
     decode_timeout: float | None = None
+    #: The dataset root this is ``version`` of, when opened through it (``ROOT``, ``ROOT@vN``):
+    #: where pooled shards lie (:mod:`kuration.output.shard_pool`). None: a plain dataset, or
+    #: a version folder opened alone.
+    dataset_root: Destination | None = None
+    version: str | None = None
 
     @property
     def root(self) -> str:
+        return self.destination.url
+
+    @property
+    def reference(self) -> str:
+        """What opens this dataset again, however the root's current version moves on:
+        ``ROOT@vN`` for a version opened through its root, else the folder."""
+        if self.dataset_root is not None and self.version is not None:
+            return f"{self.dataset_root.url}@{self.version}"
         return self.destination.url
 
     @property
@@ -85,7 +105,8 @@ class CommittedDataset:
         return list(self.manifest["entries"])
 
     def shard_path(self, entry: Mapping[str, Any]) -> str:
-        return self.destination.where(entry["path"])
+        """The full path or URL of ``entry``'s bytes (in the version folder, or the root's pool)."""
+        return locate_shard(self, entry).where
 
 
 class ShardSource(Protocol):
@@ -100,6 +121,14 @@ class ShardSource(Protocol):
     def untrusted(self) -> bool: ...
     @property
     def decode_timeout(self) -> float | None: ...
+    @property
+    def dataset_root(self) -> Destination | None: ...
+
+
+def locate_shard(dataset: ShardSource, entry: Mapping[str, Any]) -> ShardLocation:
+    """Where ``entry``'s bytes lie (:func:`kuration.output.shard_pool.shard_location`): every
+    read of a shard goes through here."""
+    return shard_location(dataset.dataset_root, dataset.destination, entry)
 
 
 def _required(destination: Destination, name: str) -> bytes:
@@ -123,7 +152,8 @@ def load_committed(out: str | os.PathLike[str], *, untrusted: bool = False,
     if decode_timeout is not None and not (finite_float(decode_timeout) or 0) > 0:
         raise ValueError("load_committed: decode_timeout must be a positive number of seconds, got "
                          f"{shown(decode_timeout)}")
-    destination = open_destination(resolve_dataset(_dataset_dir(out), version))
+    resolved = locate_dataset(_dataset_dir(out), version)
+    destination = open_destination(resolved.folder)
     record = read_commit(destination)
     if record is None:
         raise CommitError(f"{destination.url}: no {COMMIT_FILE}, so this is not a committed dataset (a writer may have "
@@ -144,8 +174,23 @@ def load_committed(out: str | os.PathLike[str], *, untrusted: bool = False,
     if not isinstance(config, dict):
         raise CommitError(f"{destination.where(CONFIG_FILE)}: must be a JSON object, found {type(config).__name__}")
     spec = checked_manifest(manifest, destination.where(MANIFEST_FILE), extra_containers=extra_containers)
-    destination.check_folders({entry["path"].rsplit("/", 1)[0] for entry in manifest["entries"]})
-    return CommittedDataset(destination, record, manifest, config, spec, untrusted, decode_timeout)
+    dataset_root = open_destination(resolved.root) if resolved.root is not None else None
+    check_shard_folders(dataset_root, destination, manifest["entries"])
+    return CommittedDataset(destination, record, manifest, config, spec, untrusted, decode_timeout, dataset_root,
+                            resolved.version)
+
+
+def check_shard_folders(dataset_root: Destination | None, folder: Destination,
+                        entries: Sequence[Mapping[str, Any]]) -> None:
+    """Every folder that holds the entries' bytes is a real folder (locally: no link), and a
+    pooled entry has its root's pool to be read from (else the error says to open ``ROOT@vN``)."""
+    pooled = [entry for entry in entries if is_pooled(entry)]
+    folder.check_folders({entry["path"].rsplit("/", 1)[0] for entry in entries if not is_pooled(entry)})
+    if not pooled:
+        return
+    if dataset_root is None:
+        raise pooled_outside(folder, pooled[0]["path"], pooled[0][STORED_AT])
+    dataset_root.check_folders({entry[STORED_AT].rsplit("/", 1)[0] for entry in pooled})
 
 
 def _dataset_dir(out: str | os.PathLike[str]) -> str:
@@ -171,6 +216,7 @@ def checked_manifest(manifest: Any, where: str, *, extra_containers: Collection[
         raise CommitError(f"{where}: {exc}") from None
     containers = frozenset((*CONTAINERS, *extra_containers))
     paths: dict[str, int] = {}
+    stored: dict[str, int] = {}
     for i, entry in enumerate(manifest["entries"]):
         # The location is formatted only for a bad entry: a manifest may hold 100,000 good ones.
         problem = _entry_problem(entry, spec, containers)
@@ -180,6 +226,9 @@ def checked_manifest(manifest: Any, where: str, *, extra_containers: Collection[
         if first != i:
             raise CommitError(f"{where}: entries[{i}].path {entry['path']!r} is also entries[{first}]'s; each shard is "
                               "listed once")
+        if STORED_AT in entry and (first := stored.setdefault(entry[STORED_AT], i)) != i:
+            raise CommitError(f"{where}: entries[{i}].stored_at {entry[STORED_AT]!r} is also entries[{first}]'s; each "
+                              "pool object holds one shard")
     return spec
 
 
@@ -207,6 +256,8 @@ def _entry_problem(entry: Any, spec: OutputSpec, containers: frozenset[str]) -> 
         return f".path{exc}"
     if len(parts) < 2 or parts[0] != split:
         return f".path: {shown(entry['path'])} is not inside its split's folder {split + '/'!r}"
+    if STORED_AT in entry and (problem := stored_at_problem(entry[STORED_AT])) is not None:
+        return f".stored_at{problem}"
     size = whole_number(entry["bytes"])
     if size is None or size < 0:
         return f".bytes: must be a whole number of bytes, got {shown(entry['bytes'])}"
@@ -271,14 +322,16 @@ def verify_dataset(out: str | os.PathLike[str], *, write_hint: str = "write the 
     figures: dict[str, int] = {}
     for entry in dataset.entries:
         try:
-            matches = dataset.destination.shard_matches(entry["path"], entry)
+            location = locate_shard(dataset, entry)
+            matches = location.destination.shard_matches(location.relative, entry)
         except CommitError as exc:
             bad.append(entry["path"])
             errors.append(str(exc))
             continue
         if not matches:
             bad.append(entry["path"])
-            errors.append(f"{entry['path']}: missing, or its size or SHA-256 differs (manifest: {entry['bytes']} "
+            where = location.describe() if location.pooled else entry["path"]
+            errors.append(f"{where}: missing, or its size or SHA-256 differs (manifest: {entry['bytes']} "
                           f"bytes, sha256 {entry['sha256'][:12]}...)")
         total += entry["bytes"]
         figures[f"{entry['split']}_shards"] = figures.get(f"{entry['split']}_shards", 0) + 1
@@ -317,16 +370,15 @@ def fetch_shard(dataset: ShardSource, entry: Mapping[str, Any], *, verify: bool 
     checked against the entry unless ``verify=False``. Safe to call on another thread
     (hashlib and file reads release the GIL)."""
     try:
-        data = dataset.destination.read_buffer(entry["path"], allocate)
-    except CommitError as exc:  # reached through a link, or not a regular file: a shard problem
+        location = locate_shard(dataset, entry)
+        data = location.destination.read_buffer(location.relative, allocate)
+    except CommitError as exc:  # reached through a link, not a regular file, no pool: a shard problem
         raise DatasetIntegrityError(str(exc)) from None
     if data is None:
-        raise DatasetIntegrityError(f"{dataset.destination.where(entry['path'])}: missing; re-run the write with "
-                                    "resume=True to rebuild it")
+        raise DatasetIntegrityError(f"{location.describe()}: missing; re-run the write with resume=True to rebuild it")
     if verify and (len(data) != entry["bytes"] or hashlib.sha256(data).hexdigest() != entry["sha256"]):
-        raise DatasetIntegrityError(f"{dataset.destination.where(entry['path'])}: size or SHA-256 differs from the "
-                                    "manifest; the shard was changed or is corrupt. Re-run the write with "
-                                    "resume=True to rebuild it")
+        raise DatasetIntegrityError(f"{location.describe()}: size or SHA-256 differs from the manifest; the shard was "
+                                    "changed or is corrupt. Re-run the write with resume=True to rebuild it")
     return data
 
 
@@ -339,7 +391,7 @@ def decode_shard(dataset: ShardSource, entry: Mapping[str, Any], data: bytes | b
     spec = dataset.spec
 
     def where() -> str:  # for an error message only: formatting it costs more than a good shard's checks
-        return dataset.destination.where(entry["path"])
+        return locate_shard(dataset, entry).describe()
 
     name = entry.get("container", spec.container)
     if container is None:
@@ -372,4 +424,5 @@ def decode_shard(dataset: ShardSource, entry: Mapping[str, Any], data: bytes | b
 
 
 __all__ = ["CommittedDataset", "DatasetIntegrityError", "DatasetVerification", "ShardSource", "check_entry",
-           "checked_manifest", "decode_shard", "fetch_shard", "load_committed", "read_shard", "verify_dataset"]
+           "check_shard_folders", "checked_manifest", "decode_shard", "fetch_shard", "load_committed", "locate_shard",
+           "read_shard", "verify_dataset"]

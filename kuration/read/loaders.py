@@ -44,7 +44,9 @@ Parquet widen or flatten on disk; :mod:`kuration.output.containers` restores the
 ``with_meta=True`` yields ``(arrays, meta)``: ``meta`` is a plain dict, the manifest entry
 (``path``, ``split``, ``source_id``, ``entity_id`` the canonical type-tagged string,
 ``span_index``, ``shard_index``, ``n_steps``, ``rows``, ``padded``, ``bytes``, ``sha256``)
-plus ``container`` (the name decoded with) and ``location`` (the full path or URL read).
+plus ``container`` (the name decoded with), ``location`` (the full path or URL read: in
+the dataset folder, or a dataset root's shard pool) and ``dataset`` (the dataset folder
+whose manifest lists the shard: for a version, ``ROOT/versions/vN``).
 
 Speed: each shard's bytes are read once, then hashed and decoded, on a helper thread while
 the caller works on the shard before (file reads, hashlib and zlib release the GIL);
@@ -78,7 +80,8 @@ from kuration.output.containers.protocol import ShardContainer
 from kuration.output.destinations import Destination, open_destination
 from kuration.output.spec import CONTAINERS, PRESENT, OutputSpec
 from kuration.read.committed import (
-    CommittedDataset, ShardSource, checked_manifest, decode_shard, fetch_shard, load_committed,
+    CommittedDataset, ShardSource, check_shard_folders, checked_manifest, decode_shard, fetch_shard, load_committed,
+    locate_shard,
 )
 from kuration.sources.entities import EntityIdError, parse_entity_key
 from kuration.splits.stages import EXCLUSIVE_STAGES
@@ -101,6 +104,8 @@ class LegacyManifest:
     spec: OutputSpec
     untrusted: bool = False
     decode_timeout: float | None = None
+    #: No dataset root: a legacy manifest's shards lie where its entries say, none in a pool.
+    dataset_root: None = None
 
     @property
     def entries(self) -> list[Mapping[str, Any]]:
@@ -127,12 +132,14 @@ class ShardEntry(Mapping[str, Any]):
 
     @property
     def location(self) -> str:
-        """The full path or URL of the shard file."""
-        return self.dataset.destination.where(self.record["path"])
+        """The full path or URL of the shard file (in the version folder, or the root's pool)."""
+        return locate_shard(self.dataset, self.record).where
 
     def meta(self) -> dict[str, Any]:
-        """The entry as a plain dict, with the ``container`` it is decoded with and its ``location``."""
-        return {**self.record, "container": self.container.name, "location": self.location}
+        """The entry as a plain dict, with the ``container`` it is decoded with, its
+        ``location`` and the ``dataset`` folder whose manifest lists it."""
+        return {**self.record, "container": self.container.name, "location": self.location,
+                "dataset": self.dataset.destination.url}
 
     def __repr__(self) -> str:
         return f"ShardEntry({self.location!r})"
@@ -222,7 +229,7 @@ def _legacy(manifest: Mapping[str, Any], root: str | os.PathLike[str] | None,
     destination = open_destination(root)
     copy = {**manifest, "entries": rebased}
     spec = checked_manifest(copy, f"{where} (rebased onto {destination.url})", extra_containers=tuple(registry))
-    destination.check_folders({entry["path"].rsplit("/", 1)[0] for entry in rebased})
+    check_shard_folders(None, destination, rebased)
     return LegacyManifest(destination, copy, spec)
 
 

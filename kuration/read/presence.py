@@ -1,7 +1,8 @@
 """Are the shards there? Every shard a committed manifest lists, present at its recorded size.
 
 :func:`check_shard_presence` loads the commit chain (the record, and the manifest and config
-it pins), lists the dataset folder once and compares each entry's ``bytes`` with the size
+it pins), lists the dataset folder once (and the root's shard pool once, for a pooled
+version: :mod:`kuration.output.shard_pool`) and compares each entry's ``bytes`` with the size
 the listing reports: no shard is opened, so it costs one listing of the folder (one LIST a
 thousand objects on an object store) however large the shards are. A shard that is missing,
 of another size, or a symbolic link (readers open regular files only) fails it. What it does
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from kuration import storage
 from kuration.checks import CheckResult, count
 from kuration.numbers import format_bytes
-from kuration.read.committed import load_for_check
+from kuration.read.committed import load_for_check, locate_shard
 
 
 @dataclass(frozen=True)
@@ -38,12 +39,18 @@ def check_shard_presence(out: str | os.PathLike[str], *,
     dataset = load_for_check(out, write_hint, ShardPresence)
     if isinstance(dataset, ShardPresence):
         return dataset
-    listed = storage.list_files(dataset.root)
+    listings: dict[str, dict[str, dict]] = {}  # one listing a folder: the version's, and the pool's
     errors: list[str] = []
     absent: list[str] = []
     missing = resized = 0
     for entry in dataset.entries:
-        info = listed.get(entry["path"])
+        location = locate_shard(dataset, entry)
+        # the version folder, or only the pool's folder of the root (not the other versions)
+        base, name = location.relative.split("/", 1) if location.pooled else ("", location.relative)
+        folder = location.destination.where(base) if base else location.destination.url
+        if folder not in listings:
+            listings[folder] = storage.list_files(folder)
+        info = listings[folder].get(name)
         problem = None
         if info is None:
             missing += 1
@@ -56,7 +63,7 @@ def check_shard_presence(out: str | os.PathLike[str], *,
             problem = f"{info.get('size'):,} bytes, the manifest records {entry['bytes']:,}"
         if problem is not None:
             absent.append(entry["path"])
-            errors.append(f"{dataset.destination.where(entry['path'])}: {problem}")
+            errors.append(f"{location.describe()}: {problem}")
     shards = len(dataset.entries)
     total = sum(entry["bytes"] for entry in dataset.entries)
     if errors:

@@ -79,7 +79,7 @@ from kuration.numbers import finite_float, whole_number
 from kuration.output.commit_protocol import CONFIG_FILE, MANIFEST_FILE, read_commit
 from kuration.output.shard_files import shard_stem
 from kuration.output.spec import OutputSpec
-from kuration.read.committed import CommittedDataset, DatasetIntegrityError, load_committed, read_shard
+from kuration.read.committed import CommittedDataset, DatasetIntegrityError, load_committed, locate_shard, read_shard
 from kuration.sources.entities import EntityIdError, entity_key, parse_entity_key
 from kuration.sources.media import MediaError
 from kuration.sources.protocol import SourceIdentity
@@ -327,10 +327,10 @@ class CuratedDatasetAdapter:
         each shard's size and SHA-256 against the manifest."""
         view = self._current()
         source = view.source(source_id)
-        destination = view.dataset.destination
         for entry in source.entries:
             try:
-                matches = destination.shard_matches(entry["path"], entry)
+                location = locate_shard(view.dataset, entry)
+                matches = location.destination.shard_matches(location.relative, entry)
             except CommitError as exc:
                 raise SourceError(f"{source_id}: {exc}") from None
             if not matches:

@@ -21,6 +21,9 @@ alone, so what passes here is what the writer and the readers may rely on anywhe
   says whether it did (the publish log's one atomic step: two creators of one name, one
   wins); ``share_file`` gives a file a second name with the same bytes, and removing
   either name, or the tree that holds it, leaves the other whole;
+* the shard pool (:mod:`kuration.output.shard_pool`): ``put_pooled`` puts a shard under a
+  free name; the same bytes again leave the object as it is, other bytes fail with
+  :class:`CommitError` and never overwrite it;
 * every relative path that could leave the root is refused with :class:`CommitError`.
 
 A subclass supplies:
@@ -364,6 +367,20 @@ class DestinationContract(abc.ABC):
         assert dest.read("versions/v3/train/x.npz") == b"shard bytes"
         assert dest.shard_matches("versions/v3/train/x.npz", entry_of(b"shard bytes"))
 
+    def test_a_pool_object_takes_a_free_name_and_is_never_overwritten(self, dest):
+        box, relative = get_container("npz"), "shards/0123abcd.npz"
+        written = dest.put_pooled(relative, box, shard()).seal()
+        assert dest.read(relative) == container_bytes(box, shard())
+        assert dest.shard_matches(relative, {"bytes": written.bytes, "sha256": written.sha256})
+        again = dest.put_pooled(relative, box, shard()).seal()  # the same bytes: the object stays
+        assert (again.bytes, again.sha256) == (written.bytes, written.sha256)
+        other = shard(seed=1)
+        with pytest.raises(CommitError, match="the shard pool already holds an object under this content key, "
+                                              "with other bytes"):
+            dest.put_pooled(relative, box, other).seal()
+        assert dest.read(relative) == container_bytes(box, shard())
+        assert leftovers(dest.files_under("shards")) == [relative]
+
     # ---- paths ------------------------------------------------------------------------
 
     @pytest.mark.parametrize("relative", ESCAPING)
@@ -374,6 +391,7 @@ class DestinationContract(abc.ABC):
             "read": lambda: dest.read(relative),
             "write_metadata": lambda: dest.write_metadata(relative, b"x"),
             "stage_shard": lambda: dest.stage_shard(relative, box, shard()),
+            "put_pooled": lambda: dest.put_pooled(relative, box, shard()).seal(),
             "shard_matches": lambda: dest.shard_matches(relative, entry_of(b"x")),
             "files_under": lambda: dest.files_under(relative),
             "remove": lambda: dest.remove(relative),

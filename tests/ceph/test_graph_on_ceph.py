@@ -65,7 +65,9 @@ def test_the_whole_graph_runs_with_its_storage_root_in_a_ceph_bucket(ceph, tmp_p
     assert {"universe", "splits", "scored_segments", "budget", "dataset", "rollouts"} <= folders, sorted(folders)
     version = committed.root.removeprefix(f"s3://{ceph.name}/")  # the published version's folder
     assert version.startswith(f"{PREFIX}/dataset/versions/v")
-    assert {f"{version}/{entry['path']}" for entry in committed.entries} <= set(keys)
+    # each shard where its entry says: the version folder, or the root's shard pool (stored_at)
+    assert {committed.shard_path(entry).removeprefix(f"s3://{ceph.name}/") for entry in committed.entries} <= set(keys)
+    assert all(entry["stored_at"].startswith("shards/") for entry in committed.entries)
     assert f"{PREFIX}/rollouts/rollouts.zarr/zarr.json" in keys
     # and nothing of them beside the instance on local disk
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dagster_home", "landing"]

@@ -57,6 +57,20 @@ def planned_write_kwargs(**kwargs):
     return {**own, "options": WriteOptions(**kwargs)}
 
 
+def fail_the_third_read(corpus: Corpus, monkeypatch) -> None:
+    """The corpus adapter's third recording read raises: the preflight's read, one source
+    written, then a fault mid-write (``monkeypatch.undo()`` ends it)."""
+    real, reads = corpus.adapter.read_ticks, []
+
+    def failing(source):
+        reads.append(source)
+        if len(reads) == 3:
+            raise RuntimeError("injected fault reading a recording")
+        return real(source)
+
+    monkeypatch.setattr(corpus.adapter, "read_ticks", failing)
+
+
 def version_dir(out, version: str | None = None) -> Path:
     """The folder of the dataset root ``out``'s ``version`` (default: the current one)."""
     return Path(resolve_dataset(out, version))

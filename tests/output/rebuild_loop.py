@@ -76,8 +76,8 @@ def read_pass(ref: str) -> tuple[str, int, str]:
     how many shards, a digest over each shard's path, verified SHA-256 and decoded arrays)."""
     digest, versions, shards = hashlib.sha256(), set(), 0
     for arrays, meta in iter_shards(ref, verify=True, with_meta=True):
-        found = _VERSION_IN.search(meta["location"])
-        versions.add(found.group(1) if found else meta["location"])
+        found = _VERSION_IN.search(f"{meta['dataset']}/")  # the version whose manifest listed it
+        versions.add(found.group(1) if found else meta["dataset"])
         digest.update(f"{meta['path']}\0{meta['sha256']}\0".encode())
         for name in sorted(arrays):
             array = np.ascontiguousarray(arrays[name])

@@ -5,7 +5,6 @@ kept version verified, and that the pipeline applies keep_versions after a publi
 
 import datetime as _dt
 import json
-import os
 import pickle
 import shutil
 import signal
@@ -28,7 +27,7 @@ from kuration.output.write_plan import WriteOptions
 from kuration.read import iter_shards, load_committed, verify_dataset
 from kuration_cli import main as kuration
 from tests.output.corpus import Corpus
-from tests.output.writer_processes import FORK
+from tests.output.writer_processes import FORK, gc_killed_at_unlink
 
 
 @pytest.fixture(scope="module")
@@ -127,28 +126,12 @@ def test_a_dry_run_changes_nothing_and_names_what_a_run_removes(corpus, tmp_path
     assert collect_garbage(out, 2).removed == dry.removed
 
 
-def _gc_killed_at_unlink(out, keep: int, unlinks: int) -> None:
-    """In a forked child: gc, SIGKILLed right after its ``unlinks``-th unlink of a file (the
-    first is the first removed version's commit record)."""
-    real, seen = os.unlink, [0]
-
-    def unlink(path, *args, **kwargs):
-        real(path, *args, **kwargs)
-        seen[0] += 1
-        if seen[0] == unlinks:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    os.unlink = unlink
-    collect_garbage(out, keep)
-    os._exit(0)
-
-
 @pytest.mark.parametrize("unlinks", [1, 9, 40])
 def test_a_sigkill_during_gc_leaves_every_kept_version_verified_and_a_rerun_finishes(corpus, tmp_path, unlinks):
     out = tmp_path / "out"
     _history(corpus, out, published=5)
     kept = {v: _tree(out / "versions" / v) for v in ("v4", "v5")}
-    child = FORK.Process(target=_gc_killed_at_unlink, args=(out, 2, unlinks))
+    child = FORK.Process(target=gc_killed_at_unlink, args=(out, 2, unlinks))
     child.start()
     child.join(60)
     assert child.exitcode == -signal.SIGKILL

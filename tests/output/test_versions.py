@@ -16,7 +16,7 @@ from kuration.output.version_listing import describe_versions
 from kuration.output.versions import PublishRecord, DatasetRoot, resolve_dataset, split_version_ref, version_number
 from kuration.read import iter_shards, load_committed, verify_dataset
 from kuration_cli import main as kuration
-from tests.output.corpus import SPEC, Corpus, data_files, snapshot, version_dir
+from tests.output.corpus import SPEC, Corpus, data_files, fail_the_third_read, snapshot, version_dir
 from tests.output.reuse_corpus import GrowingCorpus
 
 
@@ -84,15 +84,7 @@ def test_a_write_that_fails_midway_leaves_the_current_version_as_it_was(corpus, 
     out = tmp_path / "out"
     first = corpus.write(out)
     current = snapshot(version_dir(out))
-    real, reads = corpus.adapter.read_ticks, []
-
-    def failing(source):  # the preflight's read, one source written, then a fault
-        reads.append(source)
-        if len(reads) == 3:
-            raise RuntimeError("injected fault reading a recording")
-        return real(source)
-
-    monkeypatch.setattr(corpus.adapter, "read_ticks", failing)
+    fail_the_third_read(corpus, monkeypatch)
     with pytest.raises(RuntimeError, match="injected fault"):
         corpus.write(out, plan=corpus.plan(train_hours=20 / 3600, span_seconds=5.0), force=True, reuse_shards=False)
     assert DatasetRoot(out).versions() == ["v1", "v2"]  # the failed one is there, unpublished

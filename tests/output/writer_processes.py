@@ -38,6 +38,24 @@ def _kill_on_rename(name: str, occurrence: int) -> None:
     os.replace, os.link = killing(os.replace), killing(os.link)
 
 
+def gc_killed_at_unlink(out, keep: int, unlinks: int) -> None:
+    """In a forked child: gc, SIGKILLed right after its ``unlinks``-th unlink of a file (the
+    first is the first removed version's commit record)."""
+    from kuration.output.version_gc import collect_garbage
+
+    real, seen = os.unlink, [0]
+
+    def unlink(path, *args, **kwargs):
+        real(path, *args, **kwargs)
+        seen[0] += 1
+        if seen[0] == unlinks:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    os.unlink = unlink
+    collect_garbage(out, keep)
+    os._exit(0)
+
+
 def _write_in_child(corpus, out, plan, kwargs, kill_on_rename=None):
     if kill_on_rename is not None:
         _kill_on_rename(*kill_on_rename)

@@ -147,7 +147,7 @@ def test_with_meta_gives_the_entry_as_a_plain_dict(dataset):
     assert {k: first[k] for k in ("path", "split", "source_id", "entity_id", "n_steps", "padded", "container")} == {
         "path": "train/src_0_shard0000.npz", "split": "train", "source_id": "src0", "entity_id": "int:0",
         "n_steps": 8, "padded": False, "container": "npz"}
-    assert first["location"] == str(dataset / "train" / "src_0_shard0000.npz")
+    assert first["location"] == str(dataset / "train" / "src_0_shard0000.npz") and first["dataset"] == str(dataset)
     assert parse_entity_key(first["entity_id"]) == 0
 
 

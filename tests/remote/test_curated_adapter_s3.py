@@ -34,7 +34,8 @@ def test_a_dataset_in_s3_reingests_and_writes_again(corpus, bucket, s3_client, t
 
     entry = remote.curated_source(ids[0]).entries[0]
     assert remote.dataset_url == f"{url}/versions/v1"  # the root's current version
-    key = f"run1/versions/v1/{entry['path']}"
+    assert entry["stored_at"] == f"shards/{entry['content_key']}.npz"  # on S3, in the root's shard pool
+    key = f"run1/{entry['stored_at']}"
     name = bucket[len("s3://"):]
     data = bytearray(s3_client.get_object(Bucket=name, Key=key)["Body"].read())
     data[-1] ^= 0xFF

@@ -49,7 +49,7 @@ def test_a_dataset_in_s3_inspects_verifies_and_compares_like_its_local_copy(corp
     entry = remote_report.to_dict()
     manifest = s3_client.get_object(Bucket=bucket[5:], Key="run1/versions/v1/dataset_manifest.json")
     first = json.loads(manifest["Body"].read())
-    path = first["entries"][0]["path"]
-    s3_client.put_object(Bucket=bucket[5:], Key=f"run1/versions/v1/{path}", Body=b"changed")
+    path, pooled = first["entries"][0]["path"], first["entries"][0]["stored_at"]  # on S3 in the root's shard pool
+    s3_client.put_object(Bucket=bucket[5:], Key=f"run1/{pooled}", Body=b"changed")
     assert entry["verification"]["valid"] is True
     assert [b["path"] for b in inspect_dataset(url, verify=True).verification["bad_shards"]] == [path]

@@ -10,15 +10,18 @@ import signal
 import pytest
 
 from kuration.errors import InputError
-from kuration.output.destinations import FsspecDestination
+from kuration.output.destinations import FsspecDestination, LocalDestination
 from kuration.output.commit_protocol import CommitError
 from kuration.output.lease import LeaseError
 from kuration.output.versions import DatasetRoot
 from kuration.output.write_dataset import DatasetWriteError
+from kuration.output.write_dataset import WriteOptions, write_planned_dataset
 from kuration.read import load_committed, read_shard, verify_dataset
+from kuration.sources import ParquetTickAdapter
+from kuration.sources.protocol import SourceIdentity
 from tests.output.corpus import Corpus
 from kuration_cli import main as kuration
-from tests.output.writer_processes import FORK, race_two_writers, run_writer
+from tests.output.writer_processes import FORK, in_a_child, race_two_writers, run_writer
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +64,12 @@ def test_a_dataset_is_written_committed_and_read_from_s3(corpus, bucket, s3_clie
     assert "run1/.kuration-writer.lock" not in keys  # the lease is released
     assert not [k for k in keys if ".attempt-" in k or "/.kuration_resume/" in k]
     assert DatasetRoot(url).current().version == "v1" and dataset.root == f"{url}/versions/v1"
-    local = corpus.write(tmp_path / "local")
+    # every shard is stored once, in the root's pool, named by its content key; none in the version folder
+    assert {f"run1/shards/{e['content_key']}.npz" for e in result.manifest["entries"]} == {
+        k for k in keys if k.startswith("run1/shards/")}
+    assert not [k for k in keys if k.startswith(("run1/versions/v1/train/", "run1/versions/v1/test/"))]
+    # the object-store layout written on a local disk (shares_by_link=False): the same bytes
+    local = corpus.write(LocalDestination(tmp_path / "local", shares_by_link=False))
     assert _data(_objects(s3_client, bucket)) == {
         k: v for k, v in ((str(p.relative_to(tmp_path / "local")), p.read_bytes())
                           for p in (tmp_path / "local").rglob("*")
@@ -69,27 +77,33 @@ def test_a_dataset_is_written_committed_and_read_from_s3(corpus, bucket, s3_clie
     } and local.manifest == result.manifest  # the same bytes as a local write
 
 
-def test_resume_on_s3_rebuilds_a_corrupt_shard_only(corpus, bucket, s3_client):
-    """A committed version is never modified: the resume commits v2, which keeps every shard
-    that verifies (server-side copies of v1's objects) and rewrites the corrupt one; v2 is
-    published and v1 stays as it was, corrupt shard included."""
+def test_resume_on_s3_rebuilds_a_corrupt_shard_only_once_the_damaged_pool_object_is_removed(corpus, bucket,
+                                                                                             s3_client):
+    """A pool object is never overwritten: a resume that would write a corrupt shard's pool
+    object again refuses, naming it, and commits nothing. Once the damaged object is removed,
+    the resume commits v2, which names v1's verified pool objects (no copy) and writes the
+    missing one; v1, which names the same object, verifies again too."""
     url = f"{bucket}/run1"
     reference = corpus.write(url)
     entries = reference.manifest["entries"]
-    key = f"run1/versions/v1/{entries[1]['path']}"
+    key = f"run1/{entries[1]['stored_at']}"
     name = bucket[len("s3://"):]
     data = bytearray(s3_client.get_object(Bucket=name, Key=key)["Body"].read())
     data[100] ^= 0xFF
     s3_client.put_object(Bucket=name, Key=key, Body=bytes(data))
     assert verify_dataset(url).bad_shards == (entries[1]["path"],)
+    with pytest.raises(CommitError, match=rf"{entries[1]['stored_at']}: the shard pool already holds an object under "
+                                          "this content key, with other bytes"):
+        corpus.write(url, resume=True)
+    assert _objects(s3_client, bucket)[key] == bytes(data)  # never overwritten
+    s3_client.delete_object(Bucket=name, Key=key)  # what the error says to do with a damaged object
     again = corpus.write(url, resume=True)
     assert (again.written, again.reused) == (1, len(entries) - 1) and verify_dataset(url).ok
     assert (again.version, DatasetRoot(url).current().version) == ("v2", "v2")
-    objects = _objects(s3_client, bucket)
-    assert objects[key] == bytes(data)  # v1 untouched
-    assert all(objects[f"run1/versions/v2/{e['path']}"] == objects[f"run1/versions/v1/{e['path']}"]
-               for i, e in enumerate(entries) if i != 1)  # the kept shards, shared
-    assert verify_dataset(f"{url}@v1").bad_shards == (entries[1]["path"],)
+    assert again.manifest["entries"] == entries  # the same objects, named again
+    assert not [k for k in _objects(s3_client, bucket) if k.startswith(("run1/versions/v2/train/",
+                                                                         "run1/versions/v2/test/"))]
+    assert verify_dataset(f"{url}@v1").ok
 
 
 def test_a_held_remote_lease_stops_a_second_writer_and_says_how_to_clear_it(corpus, bucket, s3_client):
@@ -159,6 +173,20 @@ def test_writers_killed_mid_upload_leave_nothing_readable_and_resume_reproduces_
         assert DatasetRoot(url).current().version == "v1", f"kill {i}: the resume finished v1 and published it"
 
 
+class _WeakIdentity(ParquetTickAdapter):
+    """Recordings named, not hashed: their shards have no content key, so on an object store
+    they go into the version folder (as attempt objects moved into place), not the pool."""
+
+    def identity(self, source_id):
+        return SourceIdentity("logical", source_id)
+
+
+def _write_weak(corpus, url, plan, resume=False):
+    adapter = _WeakIdentity(corpus.adapter.root_url, corpus.schema)
+    return write_planned_dataset(url, plan, adapter=adapter, schema=corpus.schema, spec=corpus.spec,
+                                 options=WriteOptions(resume=resume)).written
+
+
 def _write_killed_at_the_first_move(corpus, url, plan):
     import s3fs
 
@@ -166,7 +194,7 @@ def _write_killed_at_the_first_move(corpus, url, plan):
         os.kill(os.getpid(), signal.SIGKILL)  # the attempt object is uploaded whole, never moved
 
     s3fs.S3FileSystem.mv = killed
-    corpus.write(url, plan=plan)
+    _write_weak(corpus, url, plan)
     os._exit(0)
 
 
@@ -177,10 +205,12 @@ def test_an_attempt_object_a_killed_writer_left_is_swept_by_the_resume(corpus, b
     child.join(60)
     assert child.exitcode == -signal.SIGKILL
     attempts = [k for k in _objects(s3_client, bucket) if "/.kuration-tmp." in k and ".attempt-" in k]
-    assert len(attempts) == 1
+    assert len(attempts) == 1 and attempts[0].startswith("run/versions/v1/")
     s3_client.delete_object(Bucket=bucket[len("s3://"):], Key="run/.kuration-writer.lock")
-    assert run_writer(corpus, url, plan, resume=True)[0]
+    written = in_a_child(_write_weak, corpus, url, plan, True)
     assert [k for k in _objects(s3_client, bucket) if "/.kuration-tmp." in k] == [] and verify_dataset(url).ok
+    assert written == len(load_committed(url).entries)  # a weak identity authorizes no reuse
+    assert not [k for k in _objects(s3_client, bucket) if k.startswith("run/shards/")]  # no content key, no pool
 
 
 def test_two_concurrent_writers_on_s3_one_proceeds_the_other_gets_a_lease_error(corpus, bucket):
