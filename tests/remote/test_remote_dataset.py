@@ -161,20 +161,20 @@ def test_writers_killed_mid_upload_leave_nothing_readable_and_resume_reproduces_
         assert DatasetRoot(url).current().version == "v1", f"kill {i}: the resume finished v1 and published it"
 
 
-def _write_killed_at_the_first_move(corpus, url, plan):
+def _write_killed_at_the_first_copy(corpus, url, plan):
     import s3fs
 
     def killed(self, *args, **kwargs):
-        os.kill(os.getpid(), signal.SIGKILL)  # the attempt object is uploaded whole, never moved
+        os.kill(os.getpid(), signal.SIGKILL)  # the attempt object is uploaded whole, never copied to its name
 
-    s3fs.S3FileSystem.mv = killed
+    s3fs.S3FileSystem.cp_file = killed
     corpus.write(url, plan=plan)
     os._exit(0)
 
 
 def test_an_attempt_object_a_killed_writer_left_is_swept_by_the_resume(corpus, bucket, s3_client):
     url, plan = f"{bucket}/run", corpus.plan()
-    child = FORK.Process(target=_write_killed_at_the_first_move, args=(corpus, url, plan))
+    child = FORK.Process(target=_write_killed_at_the_first_copy, args=(corpus, url, plan))
     child.start()
     child.join(60)
     assert child.exitcode == -signal.SIGKILL
