@@ -109,6 +109,9 @@ start_once() {
   rm -rf "$C"; mkdir -p "$C/run" "$C/log" "$C/mon.a" "$C/osd.0" "$C/rgw"; cd "$C"
   local fsid osd_uuid
   fsid=$(uuidgen)
+  # tcp_nodelay=1: without it the gateway's small writes wait on Nagle's algorithm for the
+  # client's delayed ACK, about 40 ms per GET or copy on loopback (a 12-shard dataset write
+  # took 4 s to 7 s, with it 1.5 s to 2 s)
   cat > ceph.conf <<EOF
 [global]
 fsid = $fsid
@@ -140,7 +143,7 @@ memstore device bytes = 1073741824
 osd crush update on start = false
 osd class update on start = false
 [client.rgw.a]
-rgw frontends = beast endpoint=127.0.0.1:$RGW_PORT
+rgw frontends = beast endpoint=127.0.0.1:$RGW_PORT tcp_nodelay=1
 rgw data = $C/rgw
 EOF
   # the address as v1 (legacy) explicitly: monmaptool makes a bare address on any port but 6789 a v2 one,

@@ -316,7 +316,10 @@ class FsspecDestination:
         attempt = f"{folder}/{storage.temp_name(name, f'attempt-{secrets.token_hex(6)}')}"
         self.fs.pipe_file(attempt, data)  # a complete attempt object first
         try:
-            self.fs.mv(attempt, final)
+            # a copy and a delete, as fs.mv makes them, without the listings mv runs first to
+            # find out whether either path is a folder (three per shard on an object store)
+            self.fs.cp_file(attempt, final)
+            self.fs.rm_file(attempt)
         except BaseException:
             self.fs.rm_file(attempt)
             raise

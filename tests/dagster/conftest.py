@@ -1,7 +1,7 @@
 from pathlib import Path
 
 import pytest
-from dagster import instance_for_test, materialize
+from dagster import DagsterInstance, materialize
 
 from kuration.demo.corpus import write_demo_landing_zone
 from tests.dagster.small_landing import write_settings_files
@@ -13,7 +13,11 @@ from splits_assets import resolved_splits, universe
 
 @pytest.fixture
 def instance():
-    with instance_for_test() as inst:
+    """An in-memory instance: what in-process ``materialize`` runs and automation ticks need.
+    ``instance_for_test``'s sqlite one opens a database engine for every event it stores,
+    which made half of these tests' time; a test whose runs leave this process (a run
+    worker, a code server, a step of the multiprocess executor) makes a persistent one."""
+    with DagsterInstance.ephemeral() as inst:
         yield inst
 
 

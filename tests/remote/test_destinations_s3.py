@@ -20,10 +20,10 @@ class TestS3Destination(DestinationContract):
     def dying_at_publish(self, monkeypatch):
         fs = fsspec.filesystem("s3")  # the instance every s3:// destination here shares
 
-        def mv(src, dst, *args, **kwargs):
+        def cp_file(src, dst, *args, **kwargs):  # the move's copy to the final name
             raise Killed(f"killed before moving {src} to {dst}")
 
-        monkeypatch.setattr(fs, "mv", mv)
+        monkeypatch.setattr(fs, "cp_file", cp_file)
         monkeypatch.setattr(fs, "rm_file", lambda *args, **kwargs: None)  # a killed process cleans nothing up
 
     def test_open_destination_gives_an_fsspec_destination_for_s3_urls(self):

@@ -399,7 +399,7 @@ def _numeric_keys(metadata: Any) -> list[str]:
 
 
 def test_each_asset_leads_with_its_table_and_plots_the_figures_that_move(ui):
-    """Slow (about 35 s under load): the browser opens each of the seven assets' pages and
+    """Slow (20 s to 35 s under load): the browser opens each of the seven assets' pages and
     waits for every plot Dagster draws there."""
     from dagster import AssetKey
 
@@ -446,7 +446,7 @@ def _shows_a_number(metadata: Any) -> bool:
 
 
 def test_every_check_that_measures_a_number_plots_it(ui):
-    """Slow (about 35 s under load): the browser opens each of the eleven checks' pages and
+    """Slow (20 s to 35 s under load): the browser opens each of the eleven checks' pages and
     waits for its plots, or for the box saying it has none."""
     from dagster import AssetCheckKey, AssetKey
 
