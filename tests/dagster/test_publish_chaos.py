@@ -9,8 +9,9 @@ daemon's ticks would (``evaluate_automation_conditions``), and across every buil
 
 Each build is a new budget plan (two plans alternate, so every build is a new run and a new
 version), the dataset step the conditions request, its checks, and the publish step they
-request, or not. The default run makes 50 builds (about two minutes: three in-process runs
-and two evaluations of every condition per build); ``pytest -m soak`` makes 200.
+request, or not. The default run makes 50 builds (about a minute on an in-memory instance:
+three in-process runs and two evaluations of every condition per build); ``pytest -m soak``
+makes 200.
 """
 
 import json
@@ -109,12 +110,12 @@ def _chaos(scored, instance, monkeypatch, builds: int, seed: int) -> None:
 
 
 def test_no_automated_build_publishes_over_a_failing_check(scored, instance, monkeypatch):
-    """Slow (about two minutes): the issue asks for at least 50 automated builds, each three
+    """Slow (about a minute): the issue asks for at least 50 automated builds, each three
     in-process runs and two evaluations of every automation condition."""
     _chaos(scored, instance, monkeypatch, builds=50, seed=11)
 
 
 @pytest.mark.soak
 def test_no_automated_build_publishes_over_a_failing_check_soak(scored, instance, monkeypatch):
-    """The same with 200 builds (about eight minutes), under the soak marker only."""
+    """The same with 200 builds (about four minutes), under the soak marker only."""
     _chaos(scored, instance, monkeypatch, builds=200, seed=12)
