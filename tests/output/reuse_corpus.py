@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from kuration.budget import BudgetOptions, plan_budget
 from kuration.demo.corpus import write_demo_landing_zone
@@ -51,6 +53,16 @@ class GrowingCorpus:
         options = BudgetOptions(**budget, chunking=self.spec.chunking)
         return plan_budget(self.after if segments is None else segments, options, strategy=self.settings.strategy,
                            split_assignments=self.assignments)
+
+    def revise_late_source(self) -> ParquetTickAdapter:
+        """Rewrite the late recording with every battery value scaled by 0.999, so its content
+        hash (its identity) changes; the adapter that reads the corpus as it now is."""
+        path = self.recordings / self.late_source
+        table = pq.read_table(path)
+        battery = table.column("battery")
+        pq.write_table(table.set_column(table.schema.get_field_index("battery"), "battery",
+                                        pc.multiply(battery, pa.scalar(0.999, battery.type))), path)
+        return ParquetTickAdapter(self.recordings, self.schema)
 
     def write(self, out, plan=None, spec=None, adapter=None, **kwargs):
         return write_planned_dataset(out, plan or self.plan(), adapter=adapter or self.adapter, schema=self.schema,
