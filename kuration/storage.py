@@ -33,11 +33,27 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-import fsspec
-from fsspec.implementations.local import LocalFileSystem
+from typing import TYPE_CHECKING
 
 from kuration.errors import KurationError
 from kuration.canonical.strict_json import parse_strict_json
+
+if TYPE_CHECKING:
+    import fsspec
+
+
+def url_to_fs(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
+    """``(filesystem, path)`` of an fsspec URL. fsspec is imported here, on the first URL:
+    a process that reads only local datasets (a training node) never loads it."""
+    import fsspec.core
+
+    return fsspec.core.url_to_fs(url)
+
+
+def _is_local_filesystem(fs: fsspec.AbstractFileSystem) -> bool:
+    from fsspec.implementations.local import LocalFileSystem
+
+    return isinstance(fs, LocalFileSystem)
 
 
 def use_s3_options(options: dict) -> Callable[[], None]:
@@ -227,6 +243,19 @@ def read_buffer_inside(root: str | os.PathLike[str], relative: str, *, error: ty
     return _read_inside(root, relative, error, read_all)
 
 
+def change_stamp_inside(root: str | os.PathLike[str], relative: str, *,
+                        error: type[Exception] = ValueError) -> tuple[int, ...] | None:
+    """What changes when ``relative`` below ``root`` (opened by :func:`open_inside`) is
+    rewritten, replaced or touched: its device, inode, size, mtime and ctime in nanoseconds
+    (ctime cannot be set back the way ``touch -d`` sets an mtime); None when missing."""
+
+    def stamp(handle: io.FileIO) -> tuple[int, ...]:
+        found = os.fstat(handle.fileno())
+        return found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns
+
+    return _read_inside(root, relative, error, stamp)
+
+
 def sha256_inside(root: str | os.PathLike[str], relative: str, *, error: type[Exception] = ValueError,
                   expected_size: int | None = None) -> tuple[int, str | None] | None:
     """``(bytes, SHA-256)`` of ``relative`` below ``root``, opened by :func:`open_inside`;
@@ -280,7 +309,7 @@ def read_bytes(url: str | os.PathLike[str]) -> bytes:
     text = os.fspath(url)
     if not is_remote(text):
         return local_path(text).read_bytes()
-    fs, path = fsspec.core.url_to_fs(text)
+    fs, path = url_to_fs(text)
     return fs.cat_file(fresh_path(fs, path))  # one GET; no size or ETag taken from a cached listing
 
 
@@ -288,7 +317,7 @@ def exists(url: str | os.PathLike[str]) -> bool:
     text = os.fspath(url)
     if not is_remote(text):
         return local_path(text).exists()
-    fs, path = fsspec.core.url_to_fs(text)
+    fs, path = url_to_fs(text)
     return fs.exists(fresh_path(fs, path))
 
 
@@ -317,7 +346,7 @@ def remove_tree(url: str | os.PathLike[str]) -> None:
         except FileNotFoundError:
             pass
         return
-    fs, path = fsspec.core.url_to_fs(text)
+    fs, path = url_to_fs(text)
     if fs.exists(fresh_path(fs, path)):
         fs.rm(path, recursive=True)
 
@@ -345,8 +374,8 @@ def write_bytes_atomic(url: str | os.PathLike[str], data: bytes, *, fsync: bool 
     power cut), for records whose loss costs only a recomputation."""
     text = os.fspath(url)
     if is_remote(text):
-        fs, path = fsspec.core.url_to_fs(text)
-        if isinstance(fs, LocalFileSystem):  # e.g. "local://" style URLs
+        fs, path = url_to_fs(text)
+        if _is_local_filesystem(fs):  # e.g. "local://" style URLs
             return write_bytes_atomic(path, data)
         fs.pipe_file(path, data)
         return text
@@ -388,7 +417,7 @@ def list_files(url: str | os.PathLike[str], *, pattern: str = "*", recursive: bo
     live. A missing folder is empty."""
     import fnmatch
 
-    fs, root = fsspec.core.url_to_fs(os.fspath(url))
+    fs, root = url_to_fs(os.fspath(url))
     if not fs.exists(fresh_path(fs, root)):  # fresh: also makes the non-recursive ls list anew
         return {}
     root = str(root).replace("\\", "/").rstrip("/")

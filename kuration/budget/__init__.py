@@ -6,13 +6,20 @@ the budget block); :func:`validate_budget_plan` checks a plan's contract;
 a storage root.
 """
 
-from kuration.budget.fill import ADMITTED_REASONS, REASONS
-from kuration.budget.options import BudgetOptions, ShardChunking
-from kuration.budget.plan import BudgetPlan, plan_budget
-from kuration.budget.review import SelectionReview, hours_selection_review
-from kuration.budget.validation import BudgetValidation, validate_budget_plan
-from kuration.budget.split_pools import SplitPools, pools_from_assignments, seeded_pools
+from typing import TYPE_CHECKING
+
 from kuration.errors import BudgetError
+from kuration.lazy_exports import type_checking_exports
+
+if TYPE_CHECKING:
+    from kuration.budget.fill import ADMITTED_REASONS, REASONS
+    from kuration.budget.options import BudgetOptions, ShardChunking
+    from kuration.budget.plan import BudgetPlan, plan_budget
+    from kuration.budget.review import SelectionReview, hours_selection_review
+    from kuration.budget.validation import BudgetValidation, validate_budget_plan
+    from kuration.budget.split_pools import SplitPools, pools_from_assignments, seeded_pools
+
+__getattr__ = type_checking_exports(__name__, __file__)
 
 __all__ = [
     "ADMITTED_REASONS", "BudgetError", "BudgetOptions", "BudgetPlan", "REASONS", "ShardChunking", "SplitPools",

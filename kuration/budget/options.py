@@ -21,7 +21,7 @@ import numpy as np
 
 from kuration.errors import BudgetError, check_keys, shown
 from kuration.numbers import finite_float, whole_number
-from kuration.scoring.segments import MAX_WINDOW_STEPS as MAX_SPAN_STEPS
+from kuration.sources.schema import MAX_WINDOW_STEPS as MAX_SPAN_STEPS
 from kuration.splits.stages import EXCLUSIVE_STAGES
 
 SHORT_POLICIES = ("keep", "pad", "drop")

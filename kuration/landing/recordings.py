@@ -25,8 +25,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import fsspec
-
 from kuration import storage
 from kuration.errors import RecordingError
 from kuration.canonical.hashing import canonical_digest
@@ -175,7 +173,7 @@ def diff_recordings(previous: Mapping[str, str], current: Mapping[str, str]) -> 
 
 def file_token(url: str | os.PathLike[str]) -> str | None:
     """The change token of one file, or None when it does not exist."""
-    fs, path = fsspec.core.url_to_fs(os.fspath(url))
+    fs, path = storage.url_to_fs(os.fspath(url))
     try:
         # fresh: s3fs would answer from a listing cached earlier (list_recordings caches
         # one), which may predate another writer's rewrite

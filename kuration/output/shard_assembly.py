@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -39,7 +39,9 @@ from kuration.output.containers.protocol import ShardArrays
 from kuration.output.encoders import OutputEncoder, encode_rows
 from kuration.output.spec import Modality, OutputSpec
 from kuration.sources.schema import Schema
-from kuration.sources.tracks import Track
+
+if TYPE_CHECKING:  # annotations only: a Track's module imports pyarrow, which a reader never needs
+    from kuration.sources.tracks import Track
 
 
 class MissingValueError(OutputError, ValueError):

@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kuration.sources.entities import entity_key
 from kuration.sources.media import media_cache
@@ -29,8 +29,10 @@ from kuration.output.shard_pool import STORED_AT
 from kuration.output.spec import OutputSpec, OutputSpecError
 from kuration.output.write_errors import DatasetWriteError
 from kuration.sources.schema import Schema
-from kuration.sources.tracks import Track
 from kuration.splits.stages import EXCLUSIVE_STAGES
+
+if TYPE_CHECKING:  # annotations only: a Track's module imports pyarrow, which a reader never needs
+    from kuration.sources.tracks import Track
 
 
 @dataclass(frozen=True)

@@ -39,14 +39,11 @@ import numpy as np
 from kuration.errors import InputError, check_keys, shown
 from kuration.canonical.hashing import canonical_digest
 from kuration.numbers import finite_float
-from kuration.sources.schema import SAMPLE_HZ_RANGE
+from kuration.sources.schema import MAX_WINDOW_STEPS, SAMPLE_HZ_RANGE
 from kuration.sources.tracks import Track
 
 UNITS = ("seconds", "steps")
 _SEGMENTER_KEYS = ("window", "stride", "unit", "sample_hz")
-#: The longest window or stride, in steps (2**31 - 1: 24 days at 1 kHz). Past it a window is a
-#: typo, and numpy's int64 window arithmetic would overflow.
-MAX_WINDOW_STEPS = 2**31 - 1
 
 
 class SegmenterError(InputError):

@@ -13,12 +13,19 @@ episode stores' media providers (``hdf5_rows``, ``zarr_rows``) register when the
 is imported, and :mod:`kuration.sources.media` imports it on first use of the name.
 """
 
-from kuration.lazy_exports import lazy_getattr
-from kuration.sources.parquet import ParquetTickAdapter
-from kuration.sources.protocol import STRONG_KINDS, SourceAdapter, SourceIdentity
-from kuration.sources.ticks import SourceError, TickDataError, Ticks
+from typing import TYPE_CHECKING
 
-_LAZY = {
+from kuration.lazy_exports import type_checking_exports
+
+if TYPE_CHECKING:
+    from kuration.sources.parquet import ParquetTickAdapter
+    from kuration.sources.protocol import STRONG_KINDS, SourceAdapter, SourceIdentity
+    from kuration.sources.ticks import SourceError, TickDataError, Ticks
+
+# The curated-dataset adapter reads through kuration.read and kuration.output, which import
+# this package: naming it above, even for type checkers, would close an import cycle. The
+# episode-store adapters go with it (each import h5py or zarr).
+_ABOVE = {
     "CuratedDatasetAdapter": "kuration.sources.curated",
     "CuratedSource": "kuration.sources.curated",
     "HDF5_ROWS_PROVIDER": "kuration.sources.robomimic_hdf5",
@@ -29,7 +36,7 @@ _LAZY = {
     "ZarrRowsProvider": "kuration.sources.zarr_replay",
 }
 
-__getattr__ = lazy_getattr(__name__, _LAZY)
+__getattr__ = type_checking_exports(__name__, __file__, also=_ABOVE)
 
 __all__ = [
     "CuratedDatasetAdapter",

@@ -37,6 +37,9 @@ _SCHEMA_KEYS = ("sample_hz", "time", "time_unit", "entity", "fields", "globals",
 #: Sample rates a recording may declare, in Hz: one tick per 11.6 days up to a million a
 #: second. Outside, durations and window conversions stop being meaningful numbers.
 SAMPLE_HZ_RANGE = (1e-6, 1e6)
+#: The longest segment window or stride (and budget span), in steps (2**31 - 1: 24 days at
+#: 1 kHz). Past it a window is a typo, and numpy's int64 window arithmetic would overflow.
+MAX_WINDOW_STEPS = 2**31 - 1
 #: The most dimensions and values one row of a field, media column or modality may hold: a
 #: declaration past these is a typo, and would fail later, inside numpy, far from the file.
 MAX_NDIM = 32

@@ -6,59 +6,66 @@ assignment you commit (only ``file_indices`` plus a pinned ``universe_hash``), g
 by ``resolve-splits``.
 """
 
-from kuration.splits.bake import (
-    bake_from_split_column,
-    bake_random,
-    bake_rule,
-    bake_stratified,
-    baked_config,
-)
-from kuration.splits.config import (
-    Constraint,
-    ConstraintKind,
-    ConstraintSeverity,
-    DataSplitConfig,
-    dumps_splits,
-    load_splits,
-    loads_splits,
-    save_splits,
-)
-from kuration.splits.drift import DriftReport, evaluate_drift, has_dir_indices, verify_universe
-from kuration.splits.extend import (
-    EXTENSION_SCHEME,
-    SplitExtension,
-    bake_file,
-    extend_baked,
-    extend_computed,
-    extend_split,
-    hashed_stage,
-)
-from kuration.splits.leakage import (
-    ConstraintResult,
-    LeakageReport,
-    enforce,
-    evaluate_constraints,
-    evaluate_leakage,
-    validate_leakage,
-)
-from kuration.splits.resolution import SplitResolution, plan_splits, resolve_splits
-from kuration.splits.resolve import required_attrs, resolve_positions, resolve_selectors
-from kuration.splits.sample_ref import SampleRef
-from kuration.splits.selectors import Selector, SelectorKind, compress_ids, expand_ids
-from kuration.splits.stages import EXCLUSIVE_STAGES, STAGES
-from kuration.splits.universe import (
-    WHOLE_FILE,
-    AttributeLoader,
-    CocoAnnotationAttributes,
-    PreloadedAttributes,
-    SampleAttributes,
-    SampleRefs,
-    Universe,
-    UniverseColumns,
-    enumerate_folder,
-    universe_hash,
-)
-from kuration.splits.universe_csv import read_landing_universe, read_universe_csv
+from typing import TYPE_CHECKING
+
+from kuration.lazy_exports import type_checking_exports
+
+if TYPE_CHECKING:
+    from kuration.splits.bake import (
+        bake_from_split_column,
+        bake_random,
+        bake_rule,
+        bake_stratified,
+        baked_config,
+    )
+    from kuration.splits.config import (
+        Constraint,
+        ConstraintKind,
+        ConstraintSeverity,
+        DataSplitConfig,
+        dumps_splits,
+        load_splits,
+        loads_splits,
+        save_splits,
+    )
+    from kuration.splits.drift import DriftReport, evaluate_drift, has_dir_indices, verify_universe
+    from kuration.splits.extend import (
+        EXTENSION_SCHEME,
+        SplitExtension,
+        bake_file,
+        extend_baked,
+        extend_computed,
+        extend_split,
+        hashed_stage,
+    )
+    from kuration.splits.leakage import (
+        ConstraintResult,
+        LeakageReport,
+        enforce,
+        evaluate_constraints,
+        evaluate_leakage,
+        validate_leakage,
+    )
+    from kuration.splits.resolution import SplitResolution, plan_splits, resolve_splits
+    from kuration.splits.resolve import required_attrs, resolve_positions, resolve_selectors
+    from kuration.splits.sample_ref import SampleRef
+    from kuration.splits.selectors import Selector, SelectorKind, compress_ids, expand_ids
+    from kuration.splits.stages import EXCLUSIVE_STAGES, STAGES
+    from kuration.splits.universe import (
+        WHOLE_FILE,
+        AttributeLoader,
+        CocoAnnotationAttributes,
+        PreloadedAttributes,
+        SampleAttributes,
+        SampleRefs,
+        Universe,
+        UniverseColumns,
+        enumerate_folder,
+        universe_hash,
+    )
+    from kuration.splits.universe_csv import read_landing_universe, read_universe_csv
+
+__getattr__ = type_checking_exports(__name__, __file__)
 
 __all__ = [
     "EXCLUSIVE_STAGES",
