@@ -15,10 +15,12 @@ this module does.
 order (sorted by source, entity and span when written, so stable across runs and machines):
 a dict of tensors, one per modality in its declared dtype and rank (``_present`` as
 ``torch.bool``), read by :func:`kuration.read.read_shard_arrays`, so everything
-:func:`kuration.read.iter_shards` checks is checked here (each shard's size and SHA-256
-before it is decoded, unless ``verify=False``). ``include_meta=True`` adds ``_meta``, the
-plain-dict manifest entry; ``transform`` gets the item last and returns what the loader
-yields.
+:func:`kuration.read.iter_shards` checks is checked here. Each shard's size and SHA-256 are
+checked before it is decoded on its first read in a process, and again whenever its file
+changes (``verify="once"``, the default here: :mod:`kuration.read.verified_once`), so later
+epochs read at ``np.load`` speed; ``verify=True`` hashes every read, ``verify=False`` none.
+``include_meta=True`` adds ``_meta``, the plain-dict manifest entry; ``transform`` gets the
+item last and returns what the loader yields.
 
 Workers. The dataset pickles without the manifest it loaded, and a forked worker drops the
 one it inherited: each DataLoader worker loads the dataset again on its first item (no file
@@ -47,6 +49,7 @@ from torch.utils.data import Dataset
 from kuration.errors import InputError
 from kuration.output.spec import PRESENT
 from kuration.read.committed import CommittedDataset, DatasetIntegrityError
+from kuration.read.verified_once import Verify, checked_verify
 from kuration.read.loaders import (
     DatasetLike, Registry, ShardEntry, open_entries, read_shard_arrays, selected_modalities, shard_entries,
 )
@@ -72,7 +75,7 @@ class ShardDataset(Dataset[Any]):
 
     def __init__(self, dataset: DatasetLike, split: str | None = None,
                  transform: Callable[[dict[str, Any]], Any] | None = None, include_meta: bool = False, *,
-                 modalities: Iterable[str] | None = None, trim: bool = True, verify: bool = True,
+                 modalities: Iterable[str] | None = None, trim: bool = True, verify: Verify = "once",
                  container: str | None = None, registry: Registry | None = None,
                  root: str | os.PathLike[str] | None = None) -> None:
         if transform is not None and not callable(transform):
@@ -86,7 +89,8 @@ class ShardDataset(Dataset[Any]):
                                         "registry": registry, "root": root}
         # checked now, in the parent, not first in a worker
         self._modalities = selected_modalities(source.spec, modalities)
-        self.transform, self.include_meta, self.trim, self.verify = transform, include_meta, trim, verify
+        self.transform, self.include_meta, self.trim = transform, include_meta, trim
+        self.verify = checked_verify(verify)
         self._length = len(entries)
         self._fingerprint = _fingerprint(entries)
         self._entries: list[ShardEntry] | None = entries

@@ -62,6 +62,7 @@ class Destination(Protocol):
     def top_level(self) -> list[str]: ...
     def read(self, relative: str) -> bytes | None: ...
     def read_buffer(self, relative: str, allocate: Callable[[int], bytearray] = bytearray) -> bytearray | None: ...
+    def change_stamp(self, relative: str) -> tuple[int, ...] | None: ...
     def write_metadata(self, relative: str, data: bytes, *, durable: bool = True) -> None: ...
     def stage_shard(self, relative: str, container: ShardContainer, shard: ShardArrays) -> Staged: ...
     def put_pooled(self, relative: str, container: ShardContainer, shard: ShardArrays) -> Staged: ...
@@ -165,6 +166,11 @@ class LocalDestination:
         arrays view it, no copy."""
         return storage.read_buffer_inside(self.root, relative, error=CommitError, allocate=allocate)
 
+    def change_stamp(self, relative: str) -> tuple[int, ...] | None:
+        """What changes when the file is rewritten, replaced or touched (``storage.change_stamp_inside``);
+        None when it is missing. ``verify="once"`` trusts a shard again while this stays the same."""
+        return storage.change_stamp_inside(self.root, relative, error=CommitError)
+
     def write_metadata(self, relative: str, data: bytes, *, durable: bool = True) -> None:
         path = self._path(relative)
         storage.write_bytes_atomic(str(path), data, fsync=durable)
@@ -263,8 +269,6 @@ class FsspecDestination:
     shares_by_link = False
 
     def __init__(self, url: str) -> None:
-        import fsspec
-
         self.url = url.rstrip("/")
         # Checked on the URL, before a filesystem is built (building one may connect).
         protocols = {part.split("://", 1)[0] for part in self.url.split("::") if "://" in part}
@@ -274,7 +278,7 @@ class FsspecDestination:
                 f"{url}: {bad[0]} cannot publish a dataset safely (no reliable atomic move or exclusive create); write "
                 "to a local folder or an object store (s3://...) instead"
             )
-        self.fs, self.path = fsspec.core.url_to_fs(self.url)
+        self.fs, self.path = storage.url_to_fs(self.url)
 
     def _key(self, relative: str) -> str:
         return f"{self.path.rstrip('/')}/{_checked(relative).as_posix()}"
@@ -305,6 +309,11 @@ class FsspecDestination:
         buffer = allocate(len(data))
         buffer[:] = data
         return buffer
+
+    def change_stamp(self, relative: str) -> None:
+        """None: an object store gives no change signal without one more request per read,
+        so ``verify="once"`` verifies every read of its shards."""
+        return None
 
     def write_metadata(self, relative: str, data: bytes, *, durable: bool = True) -> None:
         self.fs.pipe_file(self._key(relative), data)  # one put: the object is whole or absent

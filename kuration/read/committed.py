@@ -56,7 +56,9 @@ from kuration.output.shard_pool import (
     STORED_AT, ShardLocation, is_pooled, pooled_outside, shard_location, stored_at_problem,
 )
 from kuration.output.versions import locate_dataset, resolve_dataset
+from kuration.read import verified_once
 from kuration.read.isolated import decode_isolated
+from kuration.read.verified_once import Verify, checked_verify
 from kuration.splits.stages import EXCLUSIVE_STAGES
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -347,7 +349,7 @@ def verify_dataset(out: str | os.PathLike[str], *, write_hint: str = "write the 
                                shards=shards, bytes=total, bad_shards=tuple(bad))
 
 
-def read_shard(dataset: ShardSource, entry: Mapping[str, Any], *, verify: bool = True,
+def read_shard(dataset: ShardSource, entry: Mapping[str, Any], *, verify: Verify = True,
                container: ShardContainer | None = None) -> ShardArrays:
     """One shard's arrays, restored to the declared dtypes and shapes (size and SHA-256
     checked first unless ``verify=False``); :class:`DatasetIntegrityError` naming the shard
@@ -359,27 +361,39 @@ def read_shard(dataset: ShardSource, entry: Mapping[str, Any], *, verify: bool =
     decodes) call them apart."""
     extra = () if container is None else (container.name,)
     check_entry(entry, dataset.spec, f"{dataset.destination.where(MANIFEST_FILE)}: entry", extra_containers=extra)
-    return decode_shard(dataset, entry, fetch_shard(dataset, entry, verify=verify), container=container,
-                        verified=verify)
+    data, hashed = fetch_shard_hashed(dataset, entry, verify=checked_verify(verify))
+    return decode_shard(dataset, entry, data, container=container, verified=hashed)
 
 
-def fetch_shard(dataset: ShardSource, entry: Mapping[str, Any], *, verify: bool = True,
+def fetch_shard(dataset: ShardSource, entry: Mapping[str, Any], *, verify: Verify = True,
                 allocate: Callable[[int], bytearray] = bytearray) -> bytearray:
+    """The bytes of the shard ``entry`` (a checked entry) names (:func:`fetch_shard_hashed`)."""
+    return fetch_shard_hashed(dataset, entry, verify=verify, allocate=allocate)[0]
+
+
+def fetch_shard_hashed(dataset: ShardSource, entry: Mapping[str, Any], *, verify: Verify = True,
+                       allocate: Callable[[int], bytearray] = bytearray) -> tuple[bytearray, bool]:
     """The bytes of the shard ``entry`` (a checked entry) names, read once into a writable
-    buffer from ``allocate(size)`` (the decoded arrays view it), their size and SHA-256
-    checked against the entry unless ``verify=False``. Safe to call on another thread
-    (hashlib and file reads release the GIL)."""
+    buffer from ``allocate(size)`` (the decoded arrays view it), and whether they were hashed
+    by this read. Their size and SHA-256 are checked against the entry unless
+    ``verify=False``; with ``verify="once"``, only when this process has not verified this
+    file for this entry since it last changed (:mod:`kuration.read.verified_once`). Safe to
+    call on another thread (hashlib and file reads release the GIL)."""
     try:
         location = locate_shard(dataset, entry)
+        stamp = location.destination.change_stamp(location.relative) if verify == "once" else None
         data = location.destination.read_buffer(location.relative, allocate)
     except CommitError as exc:  # reached through a link, not a regular file, no pool: a shard problem
         raise DatasetIntegrityError(str(exc)) from None
     if data is None:
         raise DatasetIntegrityError(f"{location.describe()}: missing; re-run the write with resume=True to rebuild it")
-    if verify and (len(data) != entry["bytes"] or hashlib.sha256(data).hexdigest() != entry["sha256"]):
+    hashed = bool(verify) and not verified_once.trusted(location.where, entry["sha256"], entry["bytes"], stamp)
+    if hashed and (len(data) != entry["bytes"] or hashlib.sha256(data).hexdigest() != entry["sha256"]):
         raise DatasetIntegrityError(f"{location.describe()}: size or SHA-256 differs from the manifest; the shard was "
                                     "changed or is corrupt. Re-run the write with resume=True to rebuild it")
-    return data
+    if hashed:
+        verified_once.remember(location.where, entry["sha256"], entry["bytes"], stamp)
+    return data, hashed
 
 
 def decode_shard(dataset: ShardSource, entry: Mapping[str, Any], data: bytes | bytearray, *,
@@ -424,5 +438,6 @@ def decode_shard(dataset: ShardSource, entry: Mapping[str, Any], data: bytes | b
 
 
 __all__ = ["CommittedDataset", "DatasetIntegrityError", "DatasetVerification", "ShardSource", "check_entry",
-           "check_shard_folders", "checked_manifest", "decode_shard", "fetch_shard", "load_committed", "locate_shard",
+           "check_shard_folders", "checked_manifest", "decode_shard", "fetch_shard", "fetch_shard_hashed",
+           "load_committed", "locate_shard",
            "read_shard", "verify_dataset"]

@@ -37,7 +37,9 @@ every entry); an entry that records a different one is refused rather than misre
 (:class:`~kuration.output.containers.ShardContainer` instances or classes), consulted before
 the built-in four: a reader's own decoder for a built-in name, or a container name only the
 registry knows (entries may then record it). ``verify=False`` skips the size and SHA-256
-check, for trusted artifacts only.
+check, for trusted artifacts only; ``verify="once"`` hashes a shard on its first read in the
+process and trusts it after that while its file is unchanged (for epochs;
+:mod:`kuration.read.verified_once` gives the rule).
 
 Every array comes back in its declared dtype and rank, from every container (JSON and
 Parquet widen or flatten on disk; :mod:`kuration.output.containers` restores them).
@@ -80,9 +82,10 @@ from kuration.output.containers.protocol import ShardContainer
 from kuration.output.destinations import Destination, open_destination
 from kuration.output.spec import CONTAINERS, PRESENT, OutputSpec
 from kuration.read.committed import (
-    CommittedDataset, ShardSource, check_shard_folders, checked_manifest, decode_shard, fetch_shard, load_committed,
-    locate_shard,
+    CommittedDataset, ShardSource, check_shard_folders, checked_manifest, decode_shard, fetch_shard_hashed,
+    load_committed, locate_shard,
 )
+from kuration.read.verified_once import Verify, checked_verify
 from kuration.sources.entities import EntityIdError, parse_entity_key
 from kuration.splits.stages import EXCLUSIVE_STAGES
 
@@ -301,7 +304,7 @@ def _arrays(entry: ShardEntry, data: bytearray, names: list[str], *, trim: bool,
     return arrays
 
 
-def read_shard_arrays(entry: ShardEntry, container: str | ShardContainer | None = None, *, verify: bool = True,
+def read_shard_arrays(entry: ShardEntry, container: str | ShardContainer | None = None, *, verify: Verify = True,
                       trim: bool = True, modalities: Iterable[str] | None = None) -> Arrays:
     """One shard's arrays, as :func:`iter_shards` yields them. ``entry`` comes from
     :func:`shard_entries`. ``container`` (a name or a container) decodes it instead of the
@@ -314,7 +317,8 @@ def read_shard_arrays(entry: ShardEntry, container: str | ShardContainer | None 
     if container is not None:
         entry = ShardEntry(entry.dataset, entry.record, container)
     names = selected_modalities(entry.dataset.spec, modalities)
-    return _arrays(entry, fetch_shard(entry.dataset, entry.record, verify=verify), names, trim=trim, verified=verify)
+    data, hashed = fetch_shard_hashed(entry.dataset, entry.record, verify=checked_verify(verify))
+    return _arrays(entry, data, names, trim=trim, verified=hashed)
 
 
 #: Helper threads that read, check and decode shards: file reads, SHA-256 and CRC-32
@@ -350,25 +354,25 @@ def _read_ahead(entries: list[ShardEntry], read: Callable[[ShardEntry], Arrays])
 @overload
 def iter_shards(dataset: DatasetLike, *, split: str | None = ..., modalities: Iterable[str] | None = ...,
                 trim: bool = ..., container: str | None = ..., with_meta: Literal[False] = ...,
-                registry: Registry | None = ..., verify: bool = ...,
+                registry: Registry | None = ..., verify: Verify = ...,
                 root: str | os.PathLike[str] | None = ...) -> Iterator[Arrays]: ...
 @overload
 def iter_shards(dataset: DatasetLike, *, split: str | None = ..., modalities: Iterable[str] | None = ...,
                 trim: bool = ..., container: str | None = ..., with_meta: Literal[True],
-                registry: Registry | None = ..., verify: bool = ...,
+                registry: Registry | None = ..., verify: Verify = ...,
                 root: str | os.PathLike[str] | None = ...) -> Iterator[tuple[Arrays, dict[str, Any]]]: ...
 
 
 def iter_shards(dataset: DatasetLike, *, split: str | None = None, modalities: Iterable[str] | None = None,
                 trim: bool = True, container: str | None = None, with_meta: bool = False,
-                registry: Registry | None = None, verify: bool = True,
+                registry: Registry | None = None, verify: Verify = True,
                 root: str | os.PathLike[str] | None = None) -> Iterator[Any]:
     """Each shard's arrays (``{modality: array, "_present": bool array}``), in manifest
     order; ``(arrays, meta)`` with ``with_meta=True``. Everything is checked before the first
     shard is yielded, and each shard before it is yielded. See the module doc for the options."""
     source, entries = open_entries(dataset, split=split, container=container, registry=registry, root=root)
     names = selected_modalities(source.spec, modalities)
-    return _iterate(entries, names, trim=trim, verify=verify, with_meta=with_meta)
+    return _iterate(entries, names, trim=trim, verify=checked_verify(verify), with_meta=with_meta)
 
 
 class ShardBuffers:
@@ -411,14 +415,14 @@ class ShardBuffers:
             del self._kept[: max(0, len(self._kept) - self._keep)]
 
 
-def _iterate(entries: list[ShardEntry], names: list[str], *, trim: bool, verify: bool,
+def _iterate(entries: list[ShardEntry], names: list[str], *, trim: bool, verify: Verify,
              with_meta: bool) -> Iterator[Any]:
     # Shards in flight, the one the caller holds and the one before it may all be viewed.
     buffers = ShardBuffers(keep=READ_AHEAD + 3)
 
     def read(entry: ShardEntry) -> Arrays:
-        data = fetch_shard(entry.dataset, entry.record, verify=verify, allocate=buffers.take)
-        arrays = _arrays(entry, data, names, trim=trim, verified=verify)
+        data, hashed = fetch_shard_hashed(entry.dataset, entry.record, verify=verify, allocate=buffers.take)
+        arrays = _arrays(entry, data, names, trim=trim, verified=hashed)
         buffers.give_back(data)
         return arrays
 

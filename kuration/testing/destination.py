@@ -139,6 +139,22 @@ class DestinationContract(abc.ABC):
         dest.write_metadata("train/empty.bin", b"")
         assert dest.read_buffer("train/empty.bin") == bytearray()
 
+    def test_a_change_stamp_is_steady_until_the_file_is_rewritten(self, dest):
+        """``verify="once"`` trusts a shard again only while its stamp is the same: a stamp,
+        when the destination gives one, must change with every rewrite (even to the same
+        size); None (no cheap signal) makes every read verified."""
+        dest.write_metadata("train/s.bin", b"a" * 100)
+        first = dest.change_stamp("train/s.bin")
+        if first is None:
+            assert dest.change_stamp("train/missing.bin") is None
+            return
+        assert dest.change_stamp("train/s.bin") == first
+        dest.read_buffer("train/s.bin")
+        assert dest.change_stamp("train/s.bin") == first  # reading changes nothing
+        dest.write_metadata("train/s.bin", b"b" * 100)
+        assert dest.change_stamp("train/s.bin") != first
+        assert dest.change_stamp("train/missing.bin") is None
+
     def test_a_rewrite_replaces_the_whole_file(self, dest):
         dest.write_metadata("config.json", b"x" * 1000)
         dest.write_metadata("config.json", b"short")
