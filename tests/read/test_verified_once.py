@@ -170,3 +170,23 @@ def test_shard_dataset_verifies_once_by_default(dataset, hashes):
     assert len(hashes) == len(ds)
     with pytest.raises(InputError, match="'once'"):
         ShardDataset(dataset, verify="sometimes")
+
+
+def test_a_shard_swapped_for_a_symlink_after_its_first_read_is_refused(dataset, tmp_path):
+    """The stamp is taken through the same no-symlink open as the read: a link put where a
+    verified shard was is refused, never trusted or followed."""
+    epoch(dataset, "once")
+    target = shard_files(dataset)[0]
+    elsewhere = tmp_path / "elsewhere.npz"
+    elsewhere.write_bytes(target.read_bytes())
+    target.unlink()
+    target.symlink_to(elsewhere)
+    with pytest.raises(DatasetIntegrityError, match="link"):
+        epoch(dataset, "once")
+
+
+def test_a_shard_removed_after_its_first_read_is_refused(dataset):
+    epoch(dataset, "once")
+    shard_files(dataset)[1].unlink()
+    with pytest.raises(DatasetIntegrityError, match="missing"):
+        epoch(dataset, "once")
