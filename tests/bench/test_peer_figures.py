@@ -50,7 +50,7 @@ def peers():
 
 def test_peer_figures_are_null_with_the_reason_when_a_peer_is_missing(peers):
     sides = {
-        "raw": {"write_seconds": 0.3, "read_seconds": 0.2},
+        "raw": {"write_seconds": 0.3, "read_seconds": 0.2, "sha256_seconds": 0.3},
         "kuration": {"write_seconds": 0.4, "read_seconds": 0.25, "read_no_verify_seconds": 0.2},
         "mds": {"available": True, "reason": None, "write_seconds": 0.6, "read_seconds": 0.2},
         "wds": {"available": False, "reason": "building bench/.venv-webdataset failed: no network",
@@ -66,5 +66,8 @@ def test_peer_figures_are_null_with_the_reason_when_a_peer_is_missing(peers):
     assert write["value"] == 0.3 / 0.4 and write["target"] == ">= 0.8" and write["met"] is False
     versus = figures["read, verified: Kuration / MosaicML Streaming (its seconds / Kuration's)"]
     assert versus["value"] == 0.2 / 0.25 and versus["target"] == ">= 1" and versus["met"] is False
+    bound = figures["read: Kuration iter_shards (SHA-256 verified) / hash bound"]
+    assert bound["value"] == 0.3 / 0.25 and bound["target"] == ">= 0.85" and bound["met"] is True
+    assert bound["note"] == "bound: sha256"
     mds_write = figures["write: MosaicML Streaming MDSWriter(hashes=['sha256']) / np.savez"]
     assert mds_write["value"] == 0.3 / 0.6 and mds_write["target"] is None and mds_write["met"] is None
