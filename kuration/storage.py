@@ -31,9 +31,7 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, TypeVar
-
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from kuration.errors import KurationError
 from kuration.canonical.strict_json import parse_strict_json

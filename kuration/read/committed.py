@@ -381,7 +381,7 @@ def fetch_shard_hashed(dataset: ShardSource, entry: Mapping[str, Any], *, verify
     call on another thread (hashlib and file reads release the GIL)."""
     try:
         location = locate_shard(dataset, entry)
-        stamp = location.destination.change_stamp(location.relative) if verify == "once" else None
+        stamp = _change_stamp(location) if verify == "once" else None
         data = location.destination.read_buffer(location.relative, allocate)
     except CommitError as exc:  # reached through a link, not a regular file, no pool: a shard problem
         raise DatasetIntegrityError(str(exc)) from None
@@ -394,6 +394,13 @@ def fetch_shard_hashed(dataset: ShardSource, entry: Mapping[str, Any], *, verify
     if hashed:
         verified_once.remember(location.where, entry["sha256"], entry["bytes"], stamp)
     return data, hashed
+
+
+def _change_stamp(location: ShardLocation) -> tuple[int, ...] | None:
+    """The shard file's change stamp; None (verify every read) from a destination written
+    before ``Destination.change_stamp`` existed, rather than failing its reads."""
+    stamp = getattr(location.destination, "change_stamp", None)
+    return None if stamp is None else stamp(location.relative)
 
 
 def decode_shard(dataset: ShardSource, entry: Mapping[str, Any], data: bytes | bytearray, *,
@@ -439,5 +446,4 @@ def decode_shard(dataset: ShardSource, entry: Mapping[str, Any], data: bytes | b
 
 __all__ = ["CommittedDataset", "DatasetIntegrityError", "DatasetVerification", "ShardSource", "check_entry",
            "check_shard_folders", "checked_manifest", "decode_shard", "fetch_shard", "fetch_shard_hashed",
-           "load_committed", "locate_shard",
-           "read_shard", "verify_dataset"]
+           "load_committed", "locate_shard", "read_shard", "verify_dataset"]

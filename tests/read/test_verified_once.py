@@ -190,3 +190,13 @@ def test_a_shard_removed_after_its_first_read_is_refused(dataset):
     shard_files(dataset)[1].unlink()
     with pytest.raises(DatasetIntegrityError, match="missing"):
         epoch(dataset, "once")
+
+
+def test_a_destination_without_change_stamp_is_verified_on_every_read(dataset, hashes, monkeypatch):
+    """A Destination written before the method existed keeps working: "once" hashes every read there."""
+    from kuration.output.destinations import LocalDestination
+
+    monkeypatch.delattr(LocalDestination, "change_stamp")
+    epoch(dataset, "once")
+    epoch(dataset, "once")
+    assert len(hashes) == 2 * len(shard_files(dataset))
