@@ -26,13 +26,7 @@ from typing import Any
 
 def lazy_getattr(package: str, modules: Mapping[str, str]) -> Callable[[str], Any]:
     """A module ``__getattr__`` resolving each name in ``modules`` from its module."""
-
-    def __getattr__(name: str) -> Any:
-        if name in modules:
-            return getattr(importlib.import_module(modules[name]), name)
-        raise AttributeError(f"module {package!r} has no attribute {name!r}")
-
-    return __getattr__
+    return type_checking_exports(package, None, also=modules)
 
 
 def type_checking_names(init_file: str | Path) -> dict[str, tuple[str, str]]:
@@ -51,17 +45,20 @@ def type_checking_names(init_file: str | Path) -> dict[str, tuple[str, str]]:
     return names
 
 
-def type_checking_exports(package: str, init_file: str, also: Mapping[str, str] | None = None) -> Callable[[str], Any]:
-    """A package ``__getattr__`` serving the names its ``__init__`` imports under ``if
-    TYPE_CHECKING:``, and the names of ``also`` (``{name: module}``: names whose module the
-    package must not import even for type checkers, since that would close an import cycle);
-    each resolved name is then set on the package, so it is looked up once."""
-    names: dict[str, tuple[str, str]] = {}
+def type_checking_exports(package: str, init_file: str | None,
+                          also: Mapping[str, str] | None = None) -> Callable[[str], Any]:
+    """A package ``__getattr__`` serving the names its ``__init__`` (``init_file``, or None)
+    imports under ``if TYPE_CHECKING:``, and the names of ``also`` (``{name: module}``: names
+    whose module the package must not import even for type checkers, since that would close
+    an import cycle); each resolved name is then set on the package, so it is looked up once."""
+    names: dict[str, tuple[str, str]] = {alias: (module, alias) for alias, module in (also or {}).items()}
+    parsed = init_file is None
 
     def __getattr__(name: str) -> Any:
-        if not names:
+        nonlocal parsed
+        if not parsed and init_file is not None:
             names.update(type_checking_names(init_file))
-            names.update({alias: (module, alias) for alias, module in (also or {}).items()})
+            parsed = True
         if name not in names:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         module, original = names[name]

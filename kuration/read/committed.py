@@ -56,9 +56,8 @@ from kuration.output.shard_pool import (
     STORED_AT, ShardLocation, is_pooled, pooled_outside, shard_location, stored_at_problem,
 )
 from kuration.output.versions import locate_dataset, resolve_dataset
-from kuration.read import verified_once
 from kuration.read.isolated import decode_isolated
-from kuration.read.verified_once import Verify, checked_verify
+from kuration.read.verified_once import Verify, checked_verify, remember, trusted
 from kuration.splits.stages import EXCLUSIVE_STAGES
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -387,12 +386,12 @@ def fetch_shard_hashed(dataset: ShardSource, entry: Mapping[str, Any], *, verify
         raise DatasetIntegrityError(str(exc)) from None
     if data is None:
         raise DatasetIntegrityError(f"{location.describe()}: missing; re-run the write with resume=True to rebuild it")
-    hashed = bool(verify) and not verified_once.trusted(location.where, entry["sha256"], entry["bytes"], stamp)
+    hashed = bool(verify) and not trusted(location.where, entry["sha256"], entry["bytes"], stamp)
     if hashed and (len(data) != entry["bytes"] or hashlib.sha256(data).hexdigest() != entry["sha256"]):
         raise DatasetIntegrityError(f"{location.describe()}: size or SHA-256 differs from the manifest; the shard was "
                                     "changed or is corrupt. Re-run the write with resume=True to rebuild it")
     if hashed:
-        verified_once.remember(location.where, entry["sha256"], entry["bytes"], stamp)
+        remember(location.where, entry["sha256"], entry["bytes"], stamp)
     return data, hashed
 
 

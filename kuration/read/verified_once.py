@@ -37,24 +37,20 @@ def checked_verify(verify: object) -> Verify:
                      "this process, then trust it while its file is unchanged) or False (trusted artifacts only)")
 
 
-def _key(where: str, entry_sha256: str, entry_bytes: int) -> tuple[str, str, int]:
-    return where, entry_sha256, entry_bytes
-
-
 def trusted(where: str, entry_sha256: str, entry_bytes: int, stamp: tuple[int, ...] | None) -> bool:
     """Whether the file at ``where`` was verified against this entry in this process and
     has the same ``stamp`` now (never, without a stamp)."""
     if stamp is None:
         return False
     with _lock:
-        return _stamps.get(_key(where, entry_sha256, entry_bytes)) == stamp
+        return _stamps.get((where, entry_sha256, entry_bytes)) == stamp
 
 
 def remember(where: str, entry_sha256: str, entry_bytes: int, stamp: tuple[int, ...] | None) -> None:
     """Record that the file at ``where``, with ``stamp`` taken before the read, matched the entry."""
     if stamp is not None:
         with _lock:
-            _stamps[_key(where, entry_sha256, entry_bytes)] = stamp
+            _stamps[where, entry_sha256, entry_bytes] = stamp
 
 
 def forget_all() -> None:
